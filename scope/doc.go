@@ -1,0 +1,22 @@
+// Package scope defines the tenant scope of a request: who is calling (the
+// subject), which tenants they may reach (grants), and what they may do
+// (roles).
+//
+// A Scope is the single value the rest of tenantmcp consults to decide which
+// rows a request may see. It is immutable, and it cannot be fabricated by code
+// outside this module: the type has only unexported fields, there is no
+// exported constructor, and the zero value means "no scope", which every
+// consumer treats as deny. Scopes are minted only by package claims, from a
+// verified bearer token, and attached to the request context by package
+// server. Tool code can read the scope with FromContext but cannot put one
+// there.
+//
+// A grant is a (level, id) pair such as (chain, acme) or (hotel, h-17).
+// Levels are names the application defines, ordered from the root of its
+// tenant hierarchy down; the schema graph in package builder says which
+// column each level lives in, so a chain grant admits every hotel of the
+// chain while a hotel grant admits only that hotel.
+//
+// Unit tests of tool code that need a scope use package scope/scopetest,
+// which refuses to work outside a test binary.
+package scope
