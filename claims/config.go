@@ -1,0 +1,256 @@
+package claims
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultLeeway             = 30 * time.Second
+	DefaultMaxTokenBytes      = 16 << 10
+	DefaultGroupsClaim        = "groups"
+	DefaultRolesClaim         = "roles"
+	DefaultRefreshInterval    = time.Hour
+	DefaultUnknownKIDInterval = time.Minute
+	DefaultHTTPTimeout        = 10 * time.Second
+)
+
+// MaxLeeway is the largest clock-skew leeway New accepts.
+const MaxLeeway = 5 * time.Minute
+
+const maxJWKSBytes = 1 << 20
+
+// defaultAlgorithms are the signing algorithms accepted when
+// Config.Algorithms is empty.
+var defaultAlgorithms = []string{"RS256", "ES256", "EdDSA"}
+
+var supportedAlgorithms = []string{
+	"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
+	"ES256", "ES384", "ES512", "EdDSA",
+	"HS256", "HS384", "HS512",
+}
+
+// Config configures a Verifier. Issuer, Audience, Mapping and one key source
+// (JWKSURL, JWKS or HMACKey) are required; every other field has a default.
+type Config struct {
+	// Issuer is the exact iss every token must carry.
+	Issuer string
+	// Audience lists the accepted aud values; a token must name at least one
+	// (RFC 8707: the token is for this resource server).
+	Audience []string
+
+	// JWKSURL is the identity provider's JWKS endpoint. It must be https,
+	// except for loopback hosts or with AllowInsecureHTTP. The keys are
+	// fetched in the background: see Verifier.WaitReady.
+	JWKSURL string
+	// JWKS is a static JWKS document (JSON), for tests and air-gapped
+	// deployments. It is parsed once by New and never refreshed.
+	JWKS []byte
+	// HMACKey enables the HS256/HS384/HS512 algorithms, which must also be
+	// listed in Algorithms. The key must be at least as long as the hash
+	// (32/48/64 bytes). HMAC-signed tokens are verified with this key only,
+	// never with anything from a JWKS.
+	HMACKey []byte
+
+	// Algorithms lists the accepted JWS alg values; default
+	// RS256, ES256 and EdDSA. Supported: RS256/384/512, PS256/384/512,
+	// ES256/384/512, EdDSA, and HS256/384/512 with HMACKey. "none" never is.
+	Algorithms []string
+	// Leeway is the clock-skew tolerance for exp, nbf and iat. Zero means
+	// DefaultLeeway; a negative value means none. At most MaxLeeway.
+	Leeway time.Duration
+	// MaxTokenBytes is the longest token accepted, checked before any
+	// decoding. Zero means DefaultMaxTokenBytes.
+	MaxTokenBytes int
+
+	// GroupsClaim is the path of the claim holding the group strings;
+	// default "groups". RolesClaim is the path of the claim holding the
+	// roles; default "roles". Path syntax: segments separated by '.', and a
+	// segment that contains anything but letters, digits, '_', '-' or '$'
+	// written as a JSON string:
+	//
+	//	realm_access.roles
+	//	"https://example.com/groups"
+	//	resource_access."tenant-app".roles
+	//
+	// Either claim may hold a string or an array of strings.
+	GroupsClaim string
+	RolesClaim  string
+
+	// Mapping turns group strings into grants. See Mapping.
+	Mapping Mapping
+
+	// HTTPClient fetches the JWKS. The default has HTTPTimeout and refuses
+	// redirects to URLs that JWKSURL itself could not be; a client given here
+	// brings its own policy.
+	HTTPClient *http.Client
+	// AllowInsecureHTTP permits an http JWKSURL on a non-loopback host. Only
+	// for development: whoever can alter the response can mint any scope.
+	AllowInsecureHTTP bool
+	// RefreshInterval is how often the JWKS is fetched again; default
+	// DefaultRefreshInterval.
+	RefreshInterval time.Duration
+	// UnknownKIDInterval is the least time between two fetches triggered by
+	// tokens naming an unknown kid; default DefaultUnknownKIDInterval. A kid
+	// already fetched for is not fetched for again for ten intervals.
+	UnknownKIDInterval time.Duration
+	// HTTPTimeout bounds one JWKS fetch; default DefaultHTTPTimeout.
+	HTTPTimeout time.Duration
+
+	// Logger receives JWKS refresh failures and skipped keys; default
+	// slog.Default(). Nothing from a token is ever logged.
+	Logger *slog.Logger
+}
+
+func configErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+}
+
+// validate checks cfg and fills in defaults on the copy it returns.
+func (cfg Config) validate() (Config, error) {
+	if cfg.Issuer == "" {
+		return cfg, configErr("Issuer is required")
+	}
+	if len(cfg.Audience) == 0 {
+		return cfg, configErr("Audience is required: a token must be meant for this server")
+	}
+	if slices.Contains(cfg.Audience, "") {
+		return cfg, configErr("Audience contains an empty string")
+	}
+	remote, static, hmac := cfg.JWKSURL != "", cfg.JWKS != nil, cfg.HMACKey != nil
+	if remote && static {
+		return cfg, configErr("set JWKSURL or JWKS, not both")
+	}
+	if !remote && !static && !hmac {
+		return cfg, configErr("no key source: set JWKSURL, JWKS or HMACKey")
+	}
+	if len(cfg.Algorithms) == 0 {
+		cfg.Algorithms = defaultAlgorithms
+	}
+	cfg.Algorithms = slices.Clone(cfg.Algorithms)
+	hasHS := false
+	for _, a := range cfg.Algorithms {
+		if !slices.Contains(supportedAlgorithms, a) {
+			return cfg, configErr("algorithm %q is not supported (supported: %s)", a, strings.Join(supportedAlgorithms, ", "))
+		}
+		if isHMAC(a) {
+			hasHS = true
+			if !hmac {
+				return cfg, configErr("algorithm %s needs HMACKey", a)
+			}
+			if need := hmacKeyLen(a); len(cfg.HMACKey) < need {
+				return cfg, configErr("HMACKey is %d bytes; %s needs at least %d", len(cfg.HMACKey), a, need)
+			}
+		} else if !remote && !static {
+			return cfg, configErr("algorithm %s needs JWKSURL or JWKS", a)
+		}
+	}
+	if hmac && !hasHS {
+		return cfg, configErr("HMACKey is set but Algorithms lists no HS256/HS384/HS512; HMAC is never enabled implicitly")
+	}
+	if hmac && bytes.Contains(cfg.HMACKey, []byte("-----BEGIN")) {
+		return cfg, configErr("HMACKey looks like a PEM key; an HMAC secret must not be a public key")
+	}
+	switch {
+	case cfg.Leeway == 0:
+		cfg.Leeway = DefaultLeeway
+	case cfg.Leeway < 0:
+		cfg.Leeway = 0
+	case cfg.Leeway > MaxLeeway:
+		return cfg, configErr("Leeway %s exceeds %s", cfg.Leeway, MaxLeeway)
+	}
+	switch {
+	case cfg.MaxTokenBytes == 0:
+		cfg.MaxTokenBytes = DefaultMaxTokenBytes
+	case cfg.MaxTokenBytes < 0:
+		return cfg, configErr("MaxTokenBytes is negative")
+	}
+	if cfg.GroupsClaim == "" {
+		cfg.GroupsClaim = DefaultGroupsClaim
+	}
+	if cfg.RolesClaim == "" {
+		cfg.RolesClaim = DefaultRolesClaim
+	}
+	if remote {
+		u, err := url.Parse(cfg.JWKSURL)
+		if err != nil || u.Host == "" {
+			return cfg, configErr("JWKSURL %q is not an absolute URL", cfg.JWKSURL)
+		}
+		if !secureEnough(u, cfg.AllowInsecureHTTP) {
+			return cfg, configErr("JWKSURL %q must be https (http only for loopback hosts or with AllowInsecureHTTP)", cfg.JWKSURL)
+		}
+		if cfg.RefreshInterval == 0 {
+			cfg.RefreshInterval = DefaultRefreshInterval
+		}
+		if cfg.UnknownKIDInterval == 0 {
+			cfg.UnknownKIDInterval = DefaultUnknownKIDInterval
+		}
+		if cfg.HTTPTimeout == 0 {
+			cfg.HTTPTimeout = DefaultHTTPTimeout
+		}
+		if cfg.RefreshInterval < 0 || cfg.UnknownKIDInterval < 0 || cfg.HTTPTimeout < 0 {
+			return cfg, configErr("RefreshInterval, UnknownKIDInterval and HTTPTimeout must not be negative")
+		}
+		if cfg.HTTPClient == nil {
+			allowInsecure := cfg.AllowInsecureHTTP
+			cfg.HTTPClient = &http.Client{
+				Timeout: cfg.HTTPTimeout,
+				// A redirect must meet the same rule as JWKSURL: no
+				// downgrade from https to http.
+				CheckRedirect: func(req *http.Request, via []*http.Request) error {
+					if len(via) >= 5 {
+						return errors.New("too many redirects")
+					}
+					if !secureEnough(req.URL, allowInsecure) {
+						return errors.New("redirect to a JWKS URL that is not https")
+					}
+					return nil
+				},
+			}
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+func isHMAC(alg string) bool { return strings.HasPrefix(alg, "HS") }
+
+func hmacKeyLen(alg string) int {
+	switch alg {
+	case "HS384":
+		return 48
+	case "HS512":
+		return 64
+	}
+	return 32
+}
+
+// secureEnough: https, or http to a loopback host or when explicitly allowed.
+func secureEnough(u *url.URL, allowInsecure bool) bool {
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		return allowInsecure || isLoopback(u.Hostname())
+	}
+	return false
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,123 @@
+// Package claims verifies bearer tokens (JWTs) and mints the tenant scope a
+// token grants. It is the only place in tenantmcp where a scope.Scope comes
+// into being from outside a test: a verified group claim is the only source
+// of tenant scope.
+//
+// # Verifying
+//
+// A Verifier is built with New from a Config naming the issuer, the accepted
+// audiences, the signing keys and the Mapping from group strings to grants:
+//
+//	v, err := claims.New(claims.Config{
+//		Issuer:   "https://idp.example.com/realms/hotels",
+//		Audience: []string{"https://mcp.example.com"},
+//		JWKSURL:  "https://idp.example.com/realms/hotels/protocol/openid-connect/certs",
+//		Mapping: claims.Mapping{Patterns: []string{
+//			"/tenants/{chain}",
+//			"/tenants/{chain}/hotels/{hotel}",
+//		}},
+//	})
+//	defer v.Close()
+//	err = v.WaitReady(ctx)
+//	s, info, err := v.Verify(ctx, token)
+//
+// Verify checks, in order, and fails closed at the first problem:
+//
+//   - keys are loaded (ErrNotReady);
+//   - the token is at most Config.MaxTokenBytes long, 16 KiB by default,
+//     before anything is decoded (ErrTooLarge);
+//   - it is a compact JWS whose header has no "crit" (ErrMalformed);
+//   - its alg is in Config.Algorithms (ErrAlgNotAllowed); "none" never is,
+//     and HS256/384/512 only when listed together with Config.HMACKey;
+//   - the kid names a key of the kind alg needs (ErrUnknownKey,
+//     ErrAlgNotAllowed), and the signature verifies with it
+//     (ErrBadSignature);
+//   - exp is present (ErrMissingExpiry) and not past, nbf and iat are not in
+//     the future, all with Config.Leeway, 30 s by default (ErrExpired,
+//     ErrNotYetValid);
+//   - iss equals Config.Issuer (ErrWrongIssuer) and aud names one of
+//     Config.Audience (ErrWrongAudience);
+//   - sub is a non-empty string (ErrNoSubject);
+//   - the groups are in the token (ErrGroupOverage), and at least one maps
+//     to a grant (ErrNoScope).
+//
+// Every token error wraps auth.ErrInvalidToken from the go-sdk as well as its
+// own sentinel; several at once (expired and wrong audience) all match. No
+// error text contains any part of the token, the kid included.
+//
+// # Keys
+//
+// Keys come from a JWKS URL (Config.JWKSURL), fetched in the background and
+// refreshed every Config.RefreshInterval, or from a static JWKS document
+// (Config.JWKS). They are held in a github.com/MicahParks/jwkset memory
+// storage and looked up through github.com/MicahParks/keyfunc/v3; signatures
+// and registered claims are checked by github.com/golang-jwt/jwt/v5 with
+// WithValidMethods, WithIssuer, WithAudience, WithExpirationRequired,
+// WithLeeway, WithIssuedAt and WithStrictDecoding always set.
+//
+// Only keys that can verify signatures are kept: RSA of 2048 bits or more,
+// ECDSA on P-256/384/521, Ed25519, with "use" absent or "sig". Symmetric JWKs
+// and private members are ignored, so a JWKS never supplies an HMAC secret,
+// and HMAC tokens are checked against Config.HMACKey alone: the classic
+// confusion of an HS256 token "signed" with the RSA public key fails. A
+// token's alg must also fit its key (RS/PS with RSA, ES256 with P-256, and so
+// on) and the JWK's own alg when the JWK declares one. A token without kid is
+// tried against every key that fits its alg.
+//
+// With a JWKS URL, New returns at once. Until the first fetch succeeds
+// (retried with backoff from 1 s) Ready reports false and Verify refuses
+// every token with ErrNotReady, which does not wrap auth.ErrInvalidToken: the
+// go-sdk middleware answers 500, not 401. Servers should call WaitReady before
+// serving. Once loaded, keys are kept through outages: a failed refresh, or a
+// JWKS without a single usable key, leaves the cached keys in place. A
+// successful refresh replaces the set, so a key removed by the provider stops
+// verifying.
+//
+// A kid that is not in the set causes one fetch of the JWKS, subject to two
+// limits: at most one such fetch per Config.UnknownKIDInterval (one minute by
+// default) across all callers, and none for a kid already fetched for in the
+// last ten intervals (a negative cache of up to 10,000 kids). Callers that
+// arrive during a fetch wait for it rather than start another; callers over
+// the limit fail at once with ErrUnknownKey instead of blocking. A client
+// repeating a bogus kid therefore cannot spend the refresh budget that a
+// genuine key rotation needs, and a flood of random kids costs one fetch per
+// interval, delaying a genuine rotation by one interval at most.
+//
+// # Groups, roles and the scope
+//
+// The group strings are read from Config.GroupsClaim ("groups" by default)
+// and the roles from Config.RolesClaim ("roles"). Both accept a path into
+// nested objects with a syntax that keeps namespaced claim names
+// unambiguous: segments are separated by '.', and a segment containing
+// anything but letters, digits, '_', '-' and '$' is written as a JSON
+// string. So realm_access.roles is Keycloak's realm roles,
+// "https://example.com/groups" is one top-level claim named by a URL (as
+// Auth0 requires), and resource_access."tenant-app".roles is a Keycloak
+// client's roles. A claim may hold a string or an array of strings; any other
+// type is ErrMalformed.
+//
+// Mapping turns group strings into grants: exact Table entries (identity
+// provider group ids) first, then the first matching pattern such as
+// "/tenants/{chain}/hotels/{hotel}" or "tenant:{chain}". The last placeholder
+// of a pattern is the level granted; a hotel group grants the hotel, not its
+// chain. Unmatched groups are ignored. Rules are checked by New, which
+// reports syntax errors with their offset. See Mapping for the exact rules.
+//
+// When Microsoft Entra ID has too many groups to put in the token it leaves
+// the claim out and sets "_claim_names" (or "hasgroups"). Verify refuses such
+// a token with ErrGroupOverage rather than mint a partial scope; configure
+// the application to emit only the groups assigned to it, or app roles.
+//
+// The scope is minted with the subject (sub), the grants and the roles. A
+// matched value the scope would refuse (too many grants, a role with control
+// characters) refuses the whole token with ErrNoScope wrapping
+// scope.ErrInvalid; nothing is silently dropped.
+//
+// # MCP servers
+//
+// TokenVerifier returns an auth.TokenVerifier for auth.RequireBearerToken.
+// The TokenInfo carries UserID = sub, Expiration = exp, Scopes = the token's
+// OAuth scopes ("scope" or "scp"), and the scope under TokenInfoScopeKey in
+// Extra; read it with ScopeFromTokenInfo. Over stdio, where there is no HTTP
+// request, call Verify directly.
+package claims

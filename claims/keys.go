@@ -1,0 +1,306 @@
+package claims
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+)
+
+// minRSABits is the smallest RSA modulus accepted from a JWKS.
+const minRSABits = 2048
+
+// maxNegativeKIDs bounds the negative cache. When it is full and nothing in
+// it has expired, new unknown kids are simply not remembered: the refresh
+// rate limit still holds, so the only cost is a weaker guarantee, never an
+// unbounded map.
+const maxNegativeKIDs = 10000
+
+// maxKIDLength: a longer kid is refused without a refresh.
+const maxKIDLength = 256
+
+// keySource holds the JWKS keys in a jwkset memory storage and serves them
+// through keyfunc. The fetching is done here rather than by jwkset's HTTP
+// storage because that storage (a) retries a failed first fetch only after a
+// full refresh interval, (b) makes every caller with an unknown kid block on
+// one shared rate limiter, for up to a minute, (c) reads JWKS responses
+// without a size limit, and (d) cannot tell whether keys were ever loaded.
+type keySource struct {
+	store *jwkset.MemoryJWKSet
+	kf    keyfunc.Keyfunc
+	log   *slog.Logger
+
+	ready     atomic.Bool
+	readyCh   chan struct{}
+	readyOnce sync.Once
+
+	// Remote only (url != "").
+	url             string
+	client          *http.Client
+	refreshInterval time.Duration
+	unknownInterval time.Duration
+	negativeTTL     time.Duration
+	httpTimeout     time.Duration
+	maxJWKSBytes    int64
+	ctx             context.Context // ends with Close
+	cancel          context.CancelFunc
+	done            chan struct{}
+
+	fetchMu sync.Mutex // one fetch at a time, so an old response never overwrites a newer one
+
+	mu          sync.Mutex
+	lastUnknown time.Time     // start of the last unknown-kid refresh
+	inflight    chan struct{} // closed when the running unknown-kid refresh ends
+	negative    map[string]time.Time
+}
+
+func newKeySource(log *slog.Logger) (*keySource, error) {
+	store := jwkset.NewMemoryStorage()
+	kf, err := keyfunc.New(keyfunc.Options{Storage: store, Ctx: context.Background()})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return &keySource{store: store, kf: kf, log: log, readyCh: make(chan struct{}), negative: make(map[string]time.Time)}, nil
+}
+
+// loadStatic installs a JWKS document once.
+func (k *keySource) loadStatic(doc []byte) error {
+	keys, err := k.parseJWKS(doc)
+	if err != nil {
+		return fmt.Errorf("%w: static JWKS: %v", ErrConfig, err)
+	}
+	k.install(keys)
+	return nil
+}
+
+// start begins fetching in the background. The first fetch happens at once;
+// until one succeeds, failures are retried with backoff (1 s doubling, at
+// most refreshInterval), then the set is refreshed every refreshInterval. A
+// failed refresh keeps the keys already loaded.
+func (k *keySource) start() {
+	k.ctx, k.cancel = context.WithCancel(context.Background())
+	k.done = make(chan struct{})
+	go func() {
+		defer close(k.done)
+		backoff := min(time.Second, k.refreshInterval)
+		for {
+			wait := k.refreshInterval
+			if err := k.fetch(k.ctx); err != nil {
+				if k.ctx.Err() != nil {
+					return
+				}
+				k.log.Warn("claims: JWKS refresh failed; keeping the keys already loaded",
+					"url", k.url, "error", err, "ready", k.ready.Load(), "retry_in", backoff)
+				wait = backoff
+				backoff = min(backoff*2, k.refreshInterval)
+			} else {
+				backoff = min(time.Second, k.refreshInterval)
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-k.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (k *keySource) close() {
+	if k.cancel != nil {
+		k.cancel()
+		<-k.done
+	}
+}
+
+// fetch downloads the JWKS and replaces the stored keys with it. A response
+// without a single usable key is an error and leaves the stored keys alone:
+// an empty set is far likelier to be an outage than a deliberate revocation
+// of every key.
+func (k *keySource) fetch(ctx context.Context) error {
+	k.fetchMu.Lock()
+	defer k.fetchMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, k.httpTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := k.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("JWKS endpoint answered %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, k.maxJWKSBytes+1))
+	if err != nil {
+		return fmt.Errorf("reading JWKS: %w", err)
+	}
+	if int64(len(body)) > k.maxJWKSBytes {
+		return fmt.Errorf("JWKS larger than %d bytes", k.maxJWKSBytes)
+	}
+	keys, err := k.parseJWKS(body)
+	if err != nil {
+		return err
+	}
+	k.install(keys)
+	return nil
+}
+
+func (k *keySource) install(keys []jwkset.JWK) {
+	_ = k.store.KeyReplaceAll(context.Background(), keys) // the memory storage never fails
+	k.ready.Store(true)
+	k.readyOnce.Do(func() { close(k.readyCh) })
+}
+
+// parseJWKS keeps the keys that can verify a signature: RSA of at least
+// 2048 bits, ECDSA on P-256/384/521 and Ed25519, with "use" absent or "sig".
+// Private members of a JWK are ignored and symmetric keys are dropped, so a
+// JWKS can never supply an HMAC secret. Unusable keys are skipped, not fatal,
+// so that one exotic key does not take the whole set down.
+func (k *keySource) parseJWKS(doc []byte) ([]jwkset.JWK, error) {
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(doc, &set); err != nil {
+		return nil, fmt.Errorf("JWKS is not a JSON object with a keys array: %w", err)
+	}
+	var out []jwkset.JWK
+	seen := make(map[string]bool)
+	for i, raw := range set.Keys {
+		var m jwkset.JWKMarshal
+		if err := json.Unmarshal(raw, &m); err != nil {
+			k.log.Warn("claims: skipping JWKS entry", "index", i, "error", err)
+			continue
+		}
+		if m.USE != "" && m.USE != jwkset.UseSig {
+			continue
+		}
+		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{Private: false}, jwkset.JWKValidateOptions{})
+		if err != nil {
+			k.log.Warn("claims: skipping JWKS entry", "index", i, "kid", m.KID, "error", err)
+			continue
+		}
+		if reason := unusableKey(jwk.Key()); reason != "" {
+			k.log.Warn("claims: skipping JWKS entry", "index", i, "kid", m.KID, "reason", reason)
+			continue
+		}
+		if seen[m.KID] {
+			k.log.Warn("claims: skipping JWKS entry with a duplicate kid", "index", i, "kid", m.KID)
+			continue
+		}
+		seen[m.KID] = true
+		out = append(out, jwk)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("JWKS holds no usable signature verification key")
+	}
+	return out, nil
+}
+
+func unusableKey(key any) string {
+	switch key := key.(type) {
+	case *rsa.PublicKey:
+		if key.N.BitLen() < minRSABits {
+			return fmt.Sprintf("RSA key shorter than %d bits", minRSABits)
+		}
+	case *ecdsa.PublicKey:
+		switch key.Curve {
+		case elliptic.P256(), elliptic.P384(), elliptic.P521():
+		default:
+			return "unsupported curve"
+		}
+	case ed25519.PublicKey:
+	default:
+		return fmt.Sprintf("key type %T cannot verify signatures", key)
+	}
+	return ""
+}
+
+func (k *keySource) has(kid string) bool {
+	_, err := k.store.KeyRead(context.Background(), kid)
+	return err == nil
+}
+
+// refreshForUnknownKID is called when a token names a kid that is not in the
+// stored set. It fetches the JWKS at most once per unknownInterval across all
+// callers, and never for a kid it has already fetched for within negativeTTL:
+// a client that keeps presenting one bogus kid therefore cannot use up the
+// refresh budget that a genuine key rotation needs. Callers that arrive while
+// a refresh is running wait for it instead of starting another. It reports
+// whether the kid is known afterwards.
+func (k *keySource) refreshForUnknownKID(ctx context.Context, kid string) bool {
+	if k.url == "" || len(kid) > maxKIDLength {
+		return false
+	}
+	now := time.Now()
+	k.mu.Lock()
+	if until, ok := k.negative[kid]; ok && now.Before(until) {
+		k.mu.Unlock()
+		return false
+	}
+	ch := k.inflight
+	if ch == nil {
+		if !k.lastUnknown.IsZero() && now.Sub(k.lastUnknown) < k.unknownInterval {
+			k.mu.Unlock()
+			return false
+		}
+		k.lastUnknown = now
+		ch = make(chan struct{})
+		k.inflight = ch
+		go func() {
+			if err := k.fetch(k.ctx); err != nil && k.ctx.Err() == nil {
+				k.log.Warn("claims: JWKS refresh for an unknown kid failed; keeping the keys already loaded", "url", k.url, "error", err)
+			}
+			k.mu.Lock()
+			k.inflight = nil
+			k.mu.Unlock()
+			close(ch)
+		}()
+	}
+	k.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return false
+	}
+	if k.has(kid) {
+		return true
+	}
+	k.mu.Lock()
+	k.rememberUnknown(kid, now)
+	k.mu.Unlock()
+	return false
+}
+
+// rememberUnknown adds kid to the negative cache; k.mu is held.
+func (k *keySource) rememberUnknown(kid string, now time.Time) {
+	if len(k.negative) >= maxNegativeKIDs {
+		for id, until := range k.negative {
+			if !now.Before(until) {
+				delete(k.negative, id)
+			}
+		}
+		if len(k.negative) >= maxNegativeKIDs {
+			return
+		}
+	}
+	k.negative[kid] = now.Add(k.negativeTTL)
+}

@@ -1,0 +1,337 @@
+package claims
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// Mapping turns the group strings of a verified token into grants.
+//
+// For each distinct group string in the token:
+//
+//  1. If Table has the group as a key, the group grants that entry's Grant
+//     and the patterns are not consulted.
+//  2. Otherwise the Patterns are tried in order and the first that matches
+//     the whole group string grants one grant.
+//  3. A group that matches nothing is ignored.
+//
+// A token whose groups yield no grant at all is refused with ErrNoScope; the
+// library never mints an empty scope.
+//
+// # Patterns
+//
+// A pattern is literal text with placeholders {level}, where level is a
+// scope level name (a lower-case letter, then lower-case letters, digits or
+// '_'):
+//
+//	/tenants/{chain}                  Keycloak group path: grants (chain, id)
+//	/tenants/{chain}/hotels/{hotel}   grants (hotel, id) only
+//	tenant:{chain}                    grants (chain, id)
+//
+// The LAST placeholder is the level granted. Earlier placeholders must match
+// a non-empty segment, and their values are reported in Match.Within (the
+// ancestors the group path names) but grant nothing: membership of
+// /tenants/acme/hotels/h-17 admits hotel h-17, not all of chain acme. To give
+// a chain-level group its chain grant, add the chain pattern as well.
+//
+// A placeholder matches a non-empty run of characters that contains no '/'
+// and ends at the first '/' or at the first occurrence of the character that
+// begins the literal text following it; the last placeholder of a pattern
+// that ends with it takes the rest of the group (still without '/'). So
+// matching is deterministic: "/tenants/{chain}" does not match
+// "/tenants/acme/hotels/h-17". A value that is not valid UTF-8, contains a
+// control character or is longer than scope.MaxIDLength does not match.
+//
+// Placeholders may not be adjacent ("{a}{b}" has no unambiguous split), may
+// not repeat a name within a pattern, and literal text may not contain '{'
+// or '}'. A pattern must have at least one placeholder (use Table for fixed
+// group names). A pattern that can never match because an earlier one has
+// the same shape is a configuration error.
+//
+// # Table
+//
+// Table maps exact group strings, typically identity-provider group ids such
+// as Entra ID object GUIDs, to one grant each.
+type Mapping struct {
+	Patterns []string
+	Table    map[string]scope.Grant
+	// Levels, if set, lists every level a rule may name (placeholders and
+	// Table grants); a rule naming another level is a configuration error.
+	// It catches typos such as {hotle}.
+	Levels []string
+}
+
+// Match records why a grant was made: which group of the token matched
+// which rule.
+type Match struct {
+	// Group is the group string from the token.
+	Group string
+	// Rule is the pattern that matched, or "table" for a Table entry.
+	Rule string
+	// Grant is what the group grants.
+	Grant scope.Grant
+	// Within holds the values of the pattern's earlier placeholders, outermost
+	// first: the ancestors the group path names. They are recorded, not
+	// granted.
+	Within []scope.Grant
+}
+
+const (
+	maxPatternLen          = 1024
+	maxPatternPlaceholders = 16
+	maxRules               = 4096
+)
+
+type pattern struct {
+	text   string
+	lits   []string // len(levels)+1: lits[i] precedes placeholder i, lits[len(levels)] trails
+	levels []string
+}
+
+type mapper struct {
+	patterns []pattern
+	table    map[string]scope.Grant
+}
+
+func compileMapping(m Mapping) (*mapper, error) {
+	if len(m.Patterns) == 0 && len(m.Table) == 0 {
+		return nil, fmt.Errorf("%w: mapping has no patterns and no table: no token could ever grant a scope", ErrConfig)
+	}
+	if len(m.Patterns)+len(m.Table) > maxRules {
+		return nil, fmt.Errorf("%w: mapping has more than %d rules", ErrConfig, maxRules)
+	}
+	var allowed map[string]bool
+	if m.Levels != nil {
+		allowed = make(map[string]bool, len(m.Levels))
+		for _, l := range m.Levels {
+			if !validLevel(l) {
+				return nil, fmt.Errorf("%w: Levels: %q is not a level name (a lower-case letter, then lower-case letters, digits or '_')", ErrConfig, l)
+			}
+			allowed[l] = true
+		}
+	}
+	checkLevel := func(where, l string) error {
+		if allowed != nil && !allowed[l] {
+			return fmt.Errorf("%w: %s: level %q is not in Levels %q", ErrConfig, where, l, m.Levels)
+		}
+		return nil
+	}
+	mp := &mapper{table: make(map[string]scope.Grant, len(m.Table))}
+	shapes := make(map[string]string)
+	for _, text := range m.Patterns {
+		p, err := parsePattern(text)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range p.levels {
+			if err := checkLevel(fmt.Sprintf("pattern %q", text), l); err != nil {
+				return nil, err
+			}
+		}
+		shape := strings.Join(p.lits, "{}")
+		if prev, dup := shapes[shape]; dup {
+			return nil, fmt.Errorf("%w: pattern %q can never match: the earlier pattern %q matches the same groups", ErrConfig, text, prev)
+		}
+		shapes[shape] = text
+		mp.patterns = append(mp.patterns, p)
+	}
+	for group, g := range m.Table {
+		if group == "" {
+			return nil, fmt.Errorf("%w: table has an empty group name", ErrConfig)
+		}
+		if !validLevel(g.Level) {
+			return nil, fmt.Errorf("%w: table entry for group %q: level %q is not a level name (a lower-case letter, then lower-case letters, digits or '_')", ErrConfig, group, g.Level)
+		}
+		if !validValue(g.ID) {
+			return nil, fmt.Errorf("%w: table entry for group %q: id must be 1-%d printable characters", ErrConfig, group, scope.MaxIDLength)
+		}
+		if err := checkLevel(fmt.Sprintf("table entry for group %q", group), g.Level); err != nil {
+			return nil, err
+		}
+		mp.table[group] = g
+	}
+	return mp, nil
+}
+
+// parsePattern compiles one pattern, reporting syntax errors with the offset
+// at which they occur.
+func parsePattern(text string) (pattern, error) {
+	bad := func(off int, format string, args ...any) (pattern, error) {
+		return pattern{}, fmt.Errorf("%w: pattern %q at offset %d: %s", ErrConfig, text, off, fmt.Sprintf(format, args...))
+	}
+	if text == "" {
+		return pattern{}, fmt.Errorf("%w: empty pattern", ErrConfig)
+	}
+	if len(text) > maxPatternLen {
+		return pattern{}, fmt.Errorf("%w: pattern longer than %d bytes", ErrConfig, maxPatternLen)
+	}
+	if !utf8.ValidString(text) {
+		return pattern{}, fmt.Errorf("%w: pattern %q is not valid UTF-8", ErrConfig, text)
+	}
+	var p pattern
+	p.text = text
+	var lit strings.Builder
+	for i := 0; i < len(text); {
+		switch c := text[i]; c {
+		case '}':
+			return bad(i, "'}' without '{' (literal braces are not supported)")
+		case '{':
+			end := strings.IndexByte(text[i:], '}')
+			if end < 0 {
+				return bad(i, "'{' is never closed")
+			}
+			name := text[i+1 : i+end]
+			if strings.IndexByte(name, '{') >= 0 {
+				return bad(i, "'{' inside a placeholder")
+			}
+			if name == "" {
+				return bad(i, "empty placeholder {}")
+			}
+			if !validLevel(name) {
+				return bad(i, "placeholder {%s} is not a level name (a lower-case letter, then lower-case letters, digits or '_')", name)
+			}
+			if slices.Contains(p.levels, name) {
+				return bad(i, "placeholder {%s} appears twice", name)
+			}
+			if len(p.levels) > 0 && lit.Len() == 0 {
+				return bad(i, "placeholder {%s} directly follows {%s}: adjacent placeholders are ambiguous", name, p.levels[len(p.levels)-1])
+			}
+			if len(p.levels) == maxPatternPlaceholders {
+				return bad(i, "more than %d placeholders", maxPatternPlaceholders)
+			}
+			p.lits = append(p.lits, lit.String())
+			lit.Reset()
+			p.levels = append(p.levels, name)
+			i += end + 1
+		default:
+			if c < 0x20 || c == 0x7f {
+				return bad(i, "control character in literal text")
+			}
+			lit.WriteByte(c)
+			i++
+		}
+	}
+	if len(p.levels) == 0 {
+		return pattern{}, fmt.Errorf("%w: pattern %q has no placeholder; put fixed group names in Mapping.Table", ErrConfig, text)
+	}
+	p.lits = append(p.lits, lit.String())
+	return p, nil
+}
+
+// match reports the placeholder values if the whole group matches.
+func (p *pattern) match(group string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(group, p.lits[0])
+	if !ok {
+		return nil, false
+	}
+	vals := make([]string, 0, len(p.levels))
+	for i := range p.levels {
+		next := p.lits[i+1]
+		var v string
+		if next == "" { // only the last placeholder can have no literal after it
+			if strings.IndexByte(rest, '/') >= 0 {
+				return nil, false
+			}
+			v, rest = rest, ""
+		} else {
+			first, _ := utf8.DecodeRuneInString(next)
+			stop := "/"
+			if first != '/' {
+				stop += string(first)
+			}
+			j := strings.IndexAny(rest, stop)
+			if j < 0 {
+				return nil, false
+			}
+			v = rest[:j]
+			if rest, ok = strings.CutPrefix(rest[j:], next); !ok {
+				return nil, false
+			}
+		}
+		if !validValue(v) {
+			return nil, false
+		}
+		vals = append(vals, v)
+	}
+	if rest != "" {
+		return nil, false
+	}
+	return vals, true
+}
+
+// mapGroups applies the rules to the groups of one token. It returns
+// ErrNoScope if no group grants anything.
+func (m *mapper) mapGroups(groups []string) ([]scope.Grant, []Match, error) {
+	var (
+		grants  []scope.Grant
+		matches []Match
+		seen    = make(map[string]bool, len(groups))
+	)
+	for _, g := range groups {
+		if seen[g] {
+			continue
+		}
+		seen[g] = true
+		if gr, ok := m.table[g]; ok {
+			grants = append(grants, gr)
+			matches = append(matches, Match{Group: g, Rule: "table", Grant: gr})
+			continue
+		}
+		for i := range m.patterns {
+			p := &m.patterns[i]
+			vals, ok := p.match(g)
+			if !ok {
+				continue
+			}
+			last := len(vals) - 1
+			gr := scope.Grant{Level: p.levels[last], ID: vals[last]}
+			var within []scope.Grant
+			for j := range last {
+				within = append(within, scope.Grant{Level: p.levels[j], ID: vals[j]})
+			}
+			grants = append(grants, gr)
+			matches = append(matches, Match{Group: g, Rule: p.text, Grant: gr, Within: within})
+			break
+		}
+	}
+	if len(grants) == 0 {
+		return nil, nil, ErrNoScope
+	}
+	return grants, matches, nil
+}
+
+// validLevel mirrors package scope's rule for level names.
+func validLevel(l string) bool {
+	if l == "" || len(l) > 64 {
+		return false
+	}
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		switch {
+		case c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '_'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validValue mirrors package scope's rule for grant ids: 1 to
+// scope.MaxIDLength bytes of UTF-8 without control characters.
+func validValue(s string) bool {
+	if s == "" || len(s) > scope.MaxIDLength || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}

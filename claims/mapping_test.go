@@ -1,0 +1,211 @@
+package claims_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+func g(level, id string) scope.Grant { return scope.Grant{Level: level, ID: id} }
+
+// Each case signs a real token with the groups and checks the minted scope.
+func TestGroupMapping(t *testing.T) {
+	k := testKeys(t)
+	keycloak := claims.Mapping{Patterns: []string{"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}"}}
+	prefixed := claims.Mapping{Patterns: []string{"tenant:{chain}", "hotel:{chain}:{hotel}", "{chain}-admins"}}
+	table := claims.Mapping{Table: map[string]scope.Grant{
+		"7c9e6679-7425-40de-944b-e07fc1f90ae7": g("chain", "acme"),
+		"a3bb189e-8bf9-3888-9912-ace4e6543002": g("hotel", "h-17"),
+	}}
+	both := claims.Mapping{
+		Patterns: []string{"tenant:{chain}"},
+		Table:    map[string]scope.Grant{"tenant:legacy": g("chain", "acme")},
+	}
+	cases := []struct {
+		name    string
+		mapping claims.Mapping
+		groups  []any
+		want    []scope.Grant // nil: ErrNoScope
+		within  map[string][]scope.Grant
+	}{
+		{"keycloak chain", keycloak, []any{"/tenants/acme"}, []scope.Grant{g("chain", "acme")}, nil},
+		{"keycloak hotel grants the hotel only", keycloak, []any{"/tenants/acme/hotels/h-17"},
+			[]scope.Grant{g("hotel", "h-17")}, map[string][]scope.Grant{"/tenants/acme/hotels/h-17": {g("chain", "acme")}}},
+		{"hierarchical: chain and another chain's hotel", keycloak,
+			[]any{"/tenants/acme", "/tenants/globex/hotels/h-9", "/tenants/globex/hotels/h-10"},
+			[]scope.Grant{g("chain", "acme"), g("hotel", "h-10"), g("hotel", "h-9")}, nil},
+		{"keycloak deeper path ignored", keycloak, []any{"/tenants/acme/hotels/h-17/rooms/12"}, nil, nil},
+		{"keycloak empty segment ignored", keycloak, []any{"/tenants//hotels/h-17", "/tenants/"}, nil, nil},
+		{"keycloak wrong prefix ignored", keycloak, []any{"/staff/acme", "tenants/acme"}, nil, nil},
+		{"unmatched groups beside a match", keycloak, []any{"offline_access", "/tenants/acme", "uma_authorization"},
+			[]scope.Grant{g("chain", "acme")}, nil},
+		{"duplicate groups", keycloak, []any{"/tenants/acme", "/tenants/acme"}, []scope.Grant{g("chain", "acme")}, nil},
+		{"prefix pattern", prefixed, []any{"tenant:acme"}, []scope.Grant{g("chain", "acme")}, nil},
+		{"prefix placeholder stops at the next literal", prefixed, []any{"hotel:acme:h-17"},
+			[]scope.Grant{g("hotel", "h-17")}, map[string][]scope.Grant{"hotel:acme:h-17": {g("chain", "acme")}}},
+		{"last placeholder takes the rest", prefixed, []any{"hotel:acme:h:17"}, []scope.Grant{g("hotel", "h:17")}, nil},
+		{"suffix pattern", prefixed, []any{"globex-admins"}, []scope.Grant{g("chain", "globex")}, nil},
+		{"suffix placeholder ends at the first '-'", prefixed, []any{"glob-ex-admins"}, nil, nil},
+		{"placeholder never spans '/'", prefixed, []any{"tenant:acme/evil"}, nil, nil},
+		{"empty value ignored", prefixed, []any{"tenant:", "-admins"}, nil, nil},
+		{"control character ignored", prefixed, []any{"tenant:ac\x01me"}, nil, nil},
+		{"table GUIDs", table, []any{"7c9e6679-7425-40de-944b-e07fc1f90ae7", "a3bb189e-8bf9-3888-9912-ace4e6543002"},
+			[]scope.Grant{g("chain", "acme"), g("hotel", "h-17")}, nil},
+		{"table is exact", table, []any{"7C9E6679-7425-40DE-944B-E07FC1F90AE7", "7c9e6679"}, nil, nil},
+		{"table before patterns", both, []any{"tenant:legacy", "tenant:globex"},
+			[]scope.Grant{g("chain", "acme"), g("chain", "globex")}, nil},
+		{"single string claim", keycloak, nil, []scope.Grant{g("chain", "acme")}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := staticVerifier(t, func(c *claims.Config) { c.Mapping = tc.mapping })
+			c := claimsFor("alice", tc.groups...)
+			if tc.groups == nil {
+				c["groups"] = "/tenants/acme"
+			}
+			sc, info, err := v.Verify(context.Background(), sign(t, k.ed, c))
+			if tc.want == nil {
+				if !errors.Is(err, claims.ErrNoScope) {
+					t.Fatalf("Verify = %v, %v; want ErrNoScope", sc, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if got := sc.Grants(); !slices.Equal(got, tc.want) {
+				t.Errorf("grants = %v, want %v", got, tc.want)
+			}
+			for _, m := range info.Matches {
+				if tc.within == nil {
+					break
+				}
+				if want := tc.within[m.Group]; !slices.Equal(m.Within, want) {
+					t.Errorf("match %q: within = %v, want %v", m.Group, m.Within, want)
+				}
+			}
+		})
+	}
+}
+
+func TestRolesAndClaimPaths(t *testing.T) {
+	k := testKeys(t)
+	cases := []struct {
+		name        string
+		groupsClaim string
+		rolesClaim  string
+		claims      map[string]any
+		wantGrants  []scope.Grant
+		wantRoles   []string
+		wantErr     error
+	}{
+		{
+			name:       "defaults",
+			claims:     map[string]any{"groups": []any{"/tenants/acme"}, "roles": []any{"manager", "auditor", "manager"}},
+			wantGrants: []scope.Grant{g("chain", "acme")},
+			wantRoles:  []string{"auditor", "manager"},
+		},
+		{
+			name:        "keycloak realm roles as groups, client roles as roles",
+			groupsClaim: "realm_access.roles",
+			rolesClaim:  `resource_access."tenant-app".roles`,
+			claims: map[string]any{
+				"realm_access":    map[string]any{"roles": []any{"tenant:acme", "offline_access"}},
+				"resource_access": map[string]any{"tenant-app": map[string]any{"roles": []any{"front-desk"}}, "other": map[string]any{"roles": []any{"admin"}}},
+			},
+			wantGrants: []scope.Grant{g("chain", "acme")},
+			wantRoles:  []string{"front-desk"},
+		},
+		{
+			name:        "namespaced claim URLs (Auth0)",
+			groupsClaim: `"https://example.com/groups"`,
+			rolesClaim:  `"https://example.com/roles"`,
+			claims: map[string]any{
+				"https://example.com/groups": []any{"/tenants/globex/hotels/h-9"},
+				"https://example.com/roles":  []any{"manager"},
+				"groups":                     []any{"/tenants/acme"}, // not the configured claim
+			},
+			wantGrants: []scope.Grant{g("hotel", "h-9")},
+			wantRoles:  []string{"manager"},
+		},
+		{
+			name:        "quoted key with a dot inside a nested path",
+			groupsClaim: `ext."tenant.groups"`,
+			claims:      map[string]any{"ext": map[string]any{"tenant.groups": "tenant:acme", "tenant": map[string]any{"groups": "tenant:evil"}}},
+			wantGrants:  []scope.Grant{g("chain", "acme")},
+		},
+		{
+			name:        "path through a non-object",
+			groupsClaim: "realm_access.roles",
+			claims:      map[string]any{"realm_access": "tenant:acme"},
+			wantErr:     claims.ErrNoScope,
+		},
+		{
+			name:       "roles claim of the wrong type",
+			claims:     map[string]any{"groups": []any{"/tenants/acme"}, "roles": map[string]any{"a": 1}},
+			wantErr:    claims.ErrMalformed,
+			wantGrants: nil,
+		},
+		{
+			name:        "overage on a namespaced groups claim",
+			groupsClaim: `"https://example.com/groups"`,
+			claims:      map[string]any{"_claim_names": map[string]any{"https://example.com/groups": "src1"}},
+			wantErr:     claims.ErrGroupOverage,
+		},
+		{
+			name:       "overage of another claim does not matter",
+			rolesClaim: "roles",
+			claims: map[string]any{
+				"groups":       []any{"/tenants/acme"},
+				"_claim_names": map[string]any{"memberOf": "src1"},
+			},
+			wantGrants: []scope.Grant{g("chain", "acme")},
+		},
+		{
+			name:       "overage with some groups present is still refused",
+			claims:     map[string]any{"groups": []any{"/tenants/acme"}, "_claim_names": map[string]any{"groups": "src1"}},
+			wantErr:    claims.ErrGroupOverage,
+			wantGrants: nil,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := staticVerifier(t, func(c *claims.Config) {
+				c.GroupsClaim = tc.groupsClaim
+				c.RolesClaim = tc.rolesClaim
+			})
+			c := validClaims()
+			delete(c, "groups")
+			for name, val := range tc.claims {
+				c[name] = val
+			}
+			sc, _, err := v.Verify(context.Background(), sign(t, k.ed, jwt.MapClaims(c)))
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Verify = %v, %v; want %v", sc, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if got := sc.Grants(); !slices.Equal(got, tc.wantGrants) {
+				t.Errorf("grants = %v, want %v", got, tc.wantGrants)
+			}
+			if got := sc.Roles(); !slices.Equal(got, tc.wantRoles) {
+				t.Errorf("roles = %v, want %v", got, tc.wantRoles)
+			}
+			for _, r := range tc.wantRoles {
+				if !sc.HasRole(r) {
+					t.Errorf("HasRole(%q) = false", r)
+				}
+			}
+		})
+	}
+}
