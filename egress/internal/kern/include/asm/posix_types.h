@@ -1,0 +1,3 @@
+/* Architecture-neutral shim so <linux/bpf.h> compiles for the BPF target
+ * without the host multiarch include directory. */
+#include <asm-generic/posix_types.h>
