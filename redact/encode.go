@@ -1,0 +1,836 @@
+package redact
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxDepth bounds the nesting of pointers, maps, slices and interfaces
+// followed while encoding. Deeper values (in practice: cycles) fail with
+// ErrUnsupported.
+const MaxDepth = 1000
+
+type encOpts struct {
+	quoted bool // the ",string" option
+}
+
+// encoderFunc appends the redacted JSON of v to e.buf.
+type encoderFunc func(e *encodeState, v reflect.Value, o encOpts) error
+
+// taggedFunc appends the JSON of v, a value of a pii-tagged field of
+// category c, under action a (actMask or actToken).
+type taggedFunc func(e *encodeState, v reflect.Value, c catIndex, a action) error
+
+type encodeState struct {
+	run
+	buf   []byte
+	depth int
+}
+
+var encodeStatePool sync.Pool
+
+func newEncodeState(s *Scoped) *encodeState {
+	e, _ := encodeStatePool.Get().(*encodeState)
+	if e == nil {
+		e = &encodeState{buf: make([]byte, 0, 1024)}
+	}
+	e.run.init(s)
+	e.buf = e.buf[:0]
+	e.depth = 0
+	return e
+}
+
+func (e *encodeState) release() {
+	if cap(e.buf) > 1<<20 {
+		e.buf = nil
+	}
+	e.sc = nil
+	encodeStatePool.Put(e)
+}
+
+func (e *encodeState) marshal(v any) error {
+	if v == nil {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	return e.value(reflect.ValueOf(v), encOpts{})
+}
+
+func (e *encodeState) value(v reflect.Value, o encOpts) error {
+	if !v.IsValid() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	return typeEncoder(v.Type())(e, v, o)
+}
+
+func (e *encodeState) enter(v reflect.Value) error {
+	if e.depth++; e.depth > MaxDepth {
+		return fmt.Errorf("%w: nesting deeper than %d at %s (a cycle?)", ErrUnsupported, MaxDepth, v.Type())
+	}
+	return nil
+}
+
+// clearJSON encodes v with every category but Secret revealed and nothing
+// counted: the input of a token over a composite value.
+func (e *encodeState) clearJSON(v reflect.Value) ([]byte, error) {
+	savedAct, savedNo := e.act, e.nocount
+	for i := range e.act {
+		e.act[i] = actReveal
+	}
+	e.act[ciSecret] = actDrop
+	e.nocount = true
+	start := len(e.buf)
+	err := e.value(v, encOpts{})
+	out := bytes.Clone(e.buf[start:])
+	e.buf = e.buf[:start]
+	e.act, e.nocount = savedAct, savedNo
+	return out, err
+}
+
+var encoderCache sync.Map // reflect.Type → encoderFunc
+
+// typeEncoder returns the cached encoder of t, building it on first use. A
+// recursive type gets, while its encoder is being built, an indirect
+// encoder that waits for the real one.
+func typeEncoder(t reflect.Type) encoderFunc {
+	if f, ok := encoderCache.Load(t); ok {
+		return f.(encoderFunc)
+	}
+	var (
+		wg sync.WaitGroup
+		f  encoderFunc
+	)
+	wg.Add(1)
+	fi, loaded := encoderCache.LoadOrStore(t, encoderFunc(func(e *encodeState, v reflect.Value, o encOpts) error {
+		wg.Wait()
+		return f(e, v, o)
+	}))
+	if loaded {
+		return fi.(encoderFunc)
+	}
+	f = newTypeEncoder(t, true)
+	wg.Done()
+	encoderCache.Store(t, f)
+	return f
+}
+
+func errEncoder(err error) encoderFunc {
+	return func(*encodeState, reflect.Value, encOpts) error { return err }
+}
+
+func newTypeEncoder(t reflect.Type, allowAddr bool) encoderFunc {
+	if t == timeType {
+		return timeEncoder
+	}
+	if t.Kind() == reflect.Pointer && t.Elem() == timeType {
+		// As (*time.Time).MarshalJSON, without re-parsing its output.
+		return newPtrEncoder(t)
+	}
+	if m := marshals(t); m != "" && hasPII(t) {
+		return errEncoder(fmt.Errorf("%w: %v implements %s, which would bypass its pii tags", ErrTag, t, m))
+	}
+	if t.Kind() != reflect.Pointer && allowAddr && reflect.PointerTo(t).Implements(marshalerType) {
+		return condAddrEncoder(addrMarshalerEncoder, newTypeEncoder(t, false))
+	}
+	if t.Implements(marshalerType) {
+		return marshalerEncoder
+	}
+	if t.Kind() != reflect.Pointer && allowAddr && reflect.PointerTo(t).Implements(textMarshalerType) {
+		return condAddrEncoder(addrTextMarshalerEncoder, newTypeEncoder(t, false))
+	}
+	if t.Implements(textMarshalerType) {
+		return textMarshalerEncoder
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return boolEncoder
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return intEncoder
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return uintEncoder
+	case reflect.Float32:
+		return float32Encoder
+	case reflect.Float64:
+		return float64Encoder
+	case reflect.String:
+		if t == numberType {
+			return numberEncoder
+		}
+		return stringEncoder
+	case reflect.Interface:
+		return interfaceEncoder
+	case reflect.Struct:
+		return newStructEncoder(t)
+	case reflect.Map:
+		return newMapEncoder(t)
+	case reflect.Slice:
+		return newSliceEncoder(t)
+	case reflect.Array:
+		return newArrayEncoder(t)
+	case reflect.Pointer:
+		return newPtrEncoder(t)
+	}
+	return errEncoder(fmt.Errorf("%w: type %v", ErrUnsupported, t))
+}
+
+func condAddrEncoder(canAddr, other encoderFunc) encoderFunc {
+	return func(e *encodeState, v reflect.Value, o encOpts) error {
+		if v.CanAddr() {
+			return canAddr(e, v, o)
+		}
+		return other(e, v, o)
+	}
+}
+
+func boolEncoder(e *encodeState, v reflect.Value, o encOpts) error {
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	e.buf = strconv.AppendBool(e.buf, v.Bool())
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	return nil
+}
+
+func intEncoder(e *encodeState, v reflect.Value, o encOpts) error {
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	e.buf = strconv.AppendInt(e.buf, v.Int(), 10)
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	return nil
+}
+
+func uintEncoder(e *encodeState, v reflect.Value, o encOpts) error {
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	e.buf = strconv.AppendUint(e.buf, v.Uint(), 10)
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	return nil
+}
+
+func float32Encoder(e *encodeState, v reflect.Value, o encOpts) error {
+	return appendFloat(e, v.Float(), 32, o)
+}
+
+func float64Encoder(e *encodeState, v reflect.Value, o encOpts) error {
+	return appendFloat(e, v.Float(), 64, o)
+}
+
+// appendFloat formats like encoding/json (ES6 number-to-string): plain
+// decimal unless the magnitude is below 1e-6 or at least 1e21.
+func appendFloat(e *encodeState, f float64, bits int, o encOpts) error {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return fmt.Errorf("%w: float %v", ErrUnsupported, f)
+	}
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	e.buf = appendFloatText(e.buf, f, bits)
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	return nil
+}
+
+func appendFloatText(b []byte, f float64, bits int) []byte {
+	format := byte('f')
+	if a := math.Abs(f); a != 0 {
+		if bits == 64 && (a < 1e-6 || a >= 1e21) || bits == 32 && (float32(a) < 1e-6 || float32(a) >= 1e21) {
+			format = 'e'
+		}
+	}
+	b = strconv.AppendFloat(b, f, format, -1, bits)
+	if format == 'e' {
+		// e-09 → e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+func numberEncoder(e *encodeState, v reflect.Value, o encOpts) error {
+	n := v.String()
+	if n == "" {
+		n = "0"
+	}
+	if !validNumber(n) {
+		return fmt.Errorf("%w: invalid number literal %q", ErrUnsupported, n)
+	}
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	e.buf = append(e.buf, n...)
+	if o.quoted {
+		e.buf = append(e.buf, '"')
+	}
+	return nil
+}
+
+func stringEncoder(e *encodeState, v reflect.Value, o encOpts) error {
+	if o.quoted {
+		inner := e.run.appendText(nil, v.String())
+		e.buf = appendString(e.buf, string(inner))
+		return nil
+	}
+	e.buf = e.run.appendText(e.buf, v.String())
+	return nil
+}
+
+func interfaceEncoder(e *encodeState, v reflect.Value, o encOpts) error {
+	if v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if err := e.enter(v); err != nil {
+		return err
+	}
+	err := e.value(v.Elem(), o)
+	e.depth--
+	return err
+}
+
+func timeEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
+	t := timeOf(v)
+	if y := t.Year(); y < 0 || y >= 10000 {
+		return fmt.Errorf("%w: time %v: year outside of range [0,9999]", ErrUnsupported, y)
+	}
+	e.buf = append(e.buf, '"')
+	e.buf = t.AppendFormat(e.buf, time.RFC3339Nano)
+	e.buf = append(e.buf, '"')
+	return nil
+}
+
+// timeOf reads a time.Time without boxing it, even from a value that
+// cannot be Interface'd.
+func timeOf(v reflect.Value) time.Time {
+	if t, ok := reflect.TypeAssert[time.Time](v); ok {
+		return t
+	}
+	c := reflect.New(timeType).Elem()
+	c.Set(v)
+	return c.Interface().(time.Time)
+}
+
+func marshalerEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
+	if v.Kind() == reflect.Pointer && v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if !v.CanInterface() {
+		return fmt.Errorf("%w: cannot call MarshalJSON of unexported %v", ErrUnsupported, v.Type())
+	}
+	m, ok := v.Interface().(json.Marshaler)
+	if !ok {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	return e.callMarshalJSON(m, v.Type())
+}
+
+func addrMarshalerEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
+	va := v.Addr()
+	if va.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if !va.CanInterface() {
+		return fmt.Errorf("%w: cannot call MarshalJSON of unexported %v", ErrUnsupported, v.Type())
+	}
+	return e.callMarshalJSON(va.Interface().(json.Marshaler), v.Type())
+}
+
+func (e *encodeState) callMarshalJSON(m json.Marshaler, t reflect.Type) error {
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("%w: MarshalJSON of %v: %w", ErrUnsupported, t, err)
+	}
+	if err := e.rewriteJSON(b); err != nil {
+		return fmt.Errorf("%w: MarshalJSON of %v: %v", ErrUnsupported, t, err)
+	}
+	return nil
+}
+
+func textMarshalerEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
+	if v.Kind() == reflect.Pointer && v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if !v.CanInterface() {
+		return fmt.Errorf("%w: cannot call MarshalText of unexported %v", ErrUnsupported, v.Type())
+	}
+	m, ok := v.Interface().(encoding.TextMarshaler)
+	if !ok {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	return e.callMarshalText(m, v.Type())
+}
+
+func addrTextMarshalerEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
+	va := v.Addr()
+	if va.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if !va.CanInterface() {
+		return fmt.Errorf("%w: cannot call MarshalText of unexported %v", ErrUnsupported, v.Type())
+	}
+	return e.callMarshalText(va.Interface().(encoding.TextMarshaler), v.Type())
+}
+
+func (e *encodeState) callMarshalText(m encoding.TextMarshaler, t reflect.Type) error {
+	b, err := m.MarshalText()
+	if err != nil {
+		return fmt.Errorf("%w: MarshalText of %v: %w", ErrUnsupported, t, err)
+	}
+	e.buf = e.run.appendText(e.buf, string(b))
+	return nil
+}
+
+type structEncoder struct {
+	fields []field
+}
+
+func newStructEncoder(t reflect.Type) encoderFunc {
+	info := cachedFields(t)
+	if info.err != nil {
+		return errEncoder(info.err)
+	}
+	se := &structEncoder{fields: slices.Clone(info.fields)}
+	for i := range se.fields {
+		f := &se.fields[i]
+		ft := typeByIndex(t, f.index)
+		f.enc = typeEncoder(ft)
+		if f.pii {
+			if f.keys {
+				f.tagged = keysTagged(ft)
+			} else {
+				f.tagged = taggedEncoder(ft)
+			}
+		}
+	}
+	return se.encode
+}
+
+func (se *structEncoder) encode(e *encodeState, v reflect.Value, _ encOpts) error {
+	next := byte('{')
+fields:
+	for i := range se.fields {
+		f := &se.fields[i]
+		fv := v
+		for _, x := range f.index {
+			if fv.Kind() == reflect.Pointer {
+				if fv.IsNil() {
+					continue fields
+				}
+				fv = fv.Elem()
+			}
+			fv = fv.Field(x)
+		}
+		if f.omitEmpty && isEmptyValue(fv) ||
+			f.omitZero && (f.isZero == nil && fv.IsZero() || f.isZero != nil && f.isZero(fv)) {
+			continue
+		}
+		if f.pii {
+			a := e.act[f.cat]
+			if !isEmptyValue(fv) {
+				e.count(f.cat, a)
+			}
+			switch a {
+			case actReveal:
+				// encoded normally below; other categories in its
+				// strings are still detected
+			case actDrop:
+				continue
+			default:
+				e.buf = append(e.buf, next)
+				next = ','
+				e.buf = append(e.buf, f.nameJSON...)
+				if err := f.tagged(e, fv, f.cat, a); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		e.buf = append(e.buf, next)
+		next = ','
+		e.buf = append(e.buf, f.nameJSON...)
+		if f.pii {
+			saved := e.inReveal
+			e.inReveal = uint8(f.cat) + 1
+			err := f.enc(e, fv, encOpts{quoted: f.quoted})
+			e.inReveal = saved
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := f.enc(e, fv, encOpts{quoted: f.quoted}); err != nil {
+			return err
+		}
+	}
+	if next == '{' {
+		e.buf = append(e.buf, '{', '}')
+	} else {
+		e.buf = append(e.buf, '}')
+	}
+	return nil
+}
+
+func isEmptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64,
+		reflect.Interface, reflect.Pointer:
+		return v.IsZero()
+	}
+	return false
+}
+
+func newMapEncoder(t reflect.Type) encoderFunc {
+	if !validMapKey(t.Key()) {
+		return errEncoder(fmt.Errorf("%w: map key type %v", ErrUnsupported, t.Key()))
+	}
+	elem := typeEncoder(t.Elem())
+	return func(e *encodeState, v reflect.Value, _ encOpts) error {
+		return e.encodeMap(v, func(v reflect.Value) error { return elem(e, v, encOpts{}) }, 0, 0, false)
+	}
+}
+
+func validMapKey(k reflect.Type) bool {
+	switch k.Kind() {
+	case reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return k.Implements(textMarshalerType)
+}
+
+type mapEntry struct {
+	key string // resolved key
+	out string // key as written
+	v   reflect.Value
+	val []byte // encoded value, on the slow path
+}
+
+// encodeMap writes a map. Keys are resolved as encoding/json does and then
+// redacted: by the detectors, or with (keyCat, keyAct) when keyOp is set
+// (a ",keys" tag). When no key changes, entries are sorted by key exactly as
+// encoding/json sorts them. When some key changes, entries are sorted by the
+// written key and then by the encoded value, so the order reveals nothing
+// about the hidden keys, and keys that became equal are made unique with a
+// " (2)", " (3)"… suffix so that no member is silently lost.
+func (e *encodeState) encodeMap(v reflect.Value, elem func(reflect.Value) error, keyCat catIndex, keyAct action, keyOp bool) error {
+	if v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	if err := e.enter(v); err != nil {
+		return err
+	}
+	defer func() { e.depth-- }()
+	entries := make([]mapEntry, 0, v.Len())
+	changed := false
+	it := v.MapRange()
+	for it.Next() {
+		ks, err := resolveKeyName(it.Key())
+		if err != nil {
+			return fmt.Errorf("%w: map key of %v: %w", ErrUnsupported, v.Type(), err)
+		}
+		out := ks
+		switch {
+		case keyOp && ks != "":
+			out = e.apply(keyCat, keyAct, ks)
+			changed = true
+		case !keyOp:
+			var ch bool
+			out, ch = e.run.textJSON(ks)
+			changed = changed || ch
+		}
+		entries = append(entries, mapEntry{key: ks, out: out, v: it.Value()})
+	}
+	if !changed {
+		slices.SortFunc(entries, func(a, b mapEntry) int { return strings.Compare(a.key, b.key) })
+		e.buf = append(e.buf, '{')
+		for i := range entries {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = appendString(e.buf, entries[i].key)
+			e.buf = append(e.buf, ':')
+			if err := elem(entries[i].v); err != nil {
+				return err
+			}
+		}
+		e.buf = append(e.buf, '}')
+		return nil
+	}
+	for i := range entries {
+		start := len(e.buf)
+		if err := elem(entries[i].v); err != nil {
+			return err
+		}
+		entries[i].val = bytes.Clone(e.buf[start:])
+		e.buf = e.buf[:start]
+	}
+	slices.SortFunc(entries, func(a, b mapEntry) int {
+		if c := strings.Compare(a.out, b.out); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.val, b.val)
+	})
+	seen := make(map[string]bool, len(entries))
+	e.buf = append(e.buf, '{')
+	for i := range entries {
+		k := entries[i].out
+		for n := 2; seen[k]; n++ {
+			k = entries[i].out + " (" + strconv.Itoa(n) + ")"
+		}
+		seen[k] = true
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.buf = appendString(e.buf, k)
+		e.buf = append(e.buf, ':')
+		e.buf = append(e.buf, entries[i].val...)
+	}
+	e.buf = append(e.buf, '}')
+	return nil
+}
+
+func resolveKeyName(k reflect.Value) (string, error) {
+	if k.Kind() == reflect.String {
+		return k.String(), nil
+	}
+	if k.Type().Implements(textMarshalerType) {
+		if k.Kind() == reflect.Pointer && k.IsNil() {
+			return "", nil
+		}
+		if !k.CanInterface() {
+			return "", fmt.Errorf("cannot call MarshalText of unexported %v", k.Type())
+		}
+		b, err := k.Interface().(encoding.TextMarshaler).MarshalText()
+		return string(b), err
+	}
+	switch k.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(k.Int(), 10), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return strconv.FormatUint(k.Uint(), 10), nil
+	}
+	return "", fmt.Errorf("unexpected map key type %v", k.Type())
+}
+
+func isByteSlice(t reflect.Type) bool {
+	if t.Kind() != reflect.Slice || t.Elem().Kind() != reflect.Uint8 {
+		return false
+	}
+	p := reflect.PointerTo(t.Elem())
+	return !p.Implements(marshalerType) && !p.Implements(textMarshalerType)
+}
+
+func newSliceEncoder(t reflect.Type) encoderFunc {
+	if isByteSlice(t) {
+		return byteSliceEncoder
+	}
+	arr := newArrayEncoder(t)
+	return func(e *encodeState, v reflect.Value, o encOpts) error {
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		if err := e.enter(v); err != nil {
+			return err
+		}
+		err := arr(e, v, o)
+		e.depth--
+		return err
+	}
+}
+
+// byteSliceEncoder writes base64, as encoding/json does, of the bytes after
+// the detectors have run over them: base64 must not become a way to carry
+// personal data past the redactor.
+func byteSliceEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
+	if v.IsNil() {
+		e.buf = append(e.buf, "null"...)
+		return nil
+	}
+	b := v.Bytes()
+	if s := e.run.text(string(b)); len(s) != len(b) || s != string(b) {
+		b = []byte(s)
+	}
+	e.buf = append(e.buf, '"')
+	e.buf = base64.StdEncoding.AppendEncode(e.buf, b)
+	e.buf = append(e.buf, '"')
+	return nil
+}
+
+func newArrayEncoder(t reflect.Type) encoderFunc {
+	elem := typeEncoder(t.Elem())
+	return func(e *encodeState, v reflect.Value, _ encOpts) error {
+		e.buf = append(e.buf, '[')
+		n := v.Len()
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			if err := elem(e, v.Index(i), encOpts{}); err != nil {
+				return err
+			}
+		}
+		e.buf = append(e.buf, ']')
+		return nil
+	}
+}
+
+func newPtrEncoder(t reflect.Type) encoderFunc {
+	elem := typeEncoder(t.Elem())
+	return func(e *encodeState, v reflect.Value, o encOpts) error {
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		if err := e.enter(v); err != nil {
+			return err
+		}
+		err := elem(e, v.Elem(), o)
+		e.depth--
+		return err
+	}
+}
+
+// validNumber reports whether s is a JSON number literal.
+func validNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	return i == len(s)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// htmlSafe marks the ASCII bytes that need no escaping in a JSON string
+// when <, > and & are escaped, as encoding/json does by default.
+var htmlSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendStringBody(dst, s)
+	return append(dst, '"')
+}
+
+// appendStringBody appends s escaped for a JSON string, without quotes:
+// control characters, quote, backslash, <, > and & escaped, invalid UTF-8
+// replaced by U+FFFD, U+2028 and U+2029 escaped.
+func appendStringBody(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if htmlSafe[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(dst, s[start:]...)
+}

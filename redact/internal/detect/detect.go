@@ -1,0 +1,156 @@
+// Package detect finds personal data and credentials in free text.
+//
+// Scan is the only entry point: it reports byte spans of a string that look
+// like an e-mail address, a phone number, a payment card number, an IBAN, a
+// US social security number, an IP address or a secret (JWT, bearer token,
+// API key, password assignment, private key block, URL password). Every
+// detector is a hand-written scanner with a documented false-positive guard;
+// none uses regular expressions, so the cost is linear in the input and a
+// string with nothing interesting in it is rejected by a single table-driven
+// pass.
+//
+// The detectors err on the side of reporting: a span that is reported but was
+// not personal data costs readability, a span that is missed leaks. The guards
+// exist to keep ordinary identifiers (order numbers, dates, timestamps,
+// version strings, UUIDs, hashes) readable, not to be clever about intent.
+package detect
+
+import "slices"
+
+// Kind is what a span was recognised as.
+type Kind uint8
+
+// Kinds, in decreasing priority: when spans of different kinds overlap they
+// are merged and the merged span takes the kind that comes first here.
+const (
+	Secret Kind = iota + 1
+	Card
+	IBAN
+	SSN
+	Email
+	Phone
+	IP
+)
+
+var kindNames = [...]string{"", "secret", "card", "iban", "ssn", "email", "phone", "ip"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Span is the half-open byte range [Start, End) of a detection.
+type Span struct {
+	Start, End int
+	Kind       Kind
+}
+
+// Byte classes for the prefilter and the scanners.
+const (
+	cDigit = 1 << iota
+	cUpper
+	cLower
+	cAt    // '@', and '%' for the URL-encoded "%40"
+	cColon // ':' (IPv6, keyword: value, URL schemes)
+	cEq    // '='
+	cHigh  // bytes >= 0x80 (UTF-8)
+	cOther // other word characters: '_' and '-'
+)
+
+var class [256]uint8
+
+func init() {
+	for c := '0'; c <= '9'; c++ {
+		class[c] = cDigit
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		class[c] = cUpper
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		class[c] = cLower
+	}
+	class['@'] = cAt
+	class['%'] = cAt
+	class[':'] = cColon
+	class['='] = cEq
+	class['_'] = cOther
+	class['-'] = cOther
+	for c := 0x80; c < 0x100; c++ {
+		class[c] = cHigh
+	}
+}
+
+func isDigit(c byte) bool { return class[c]&cDigit != 0 }
+func isAlnum(c byte) bool { return class[c]&(cDigit|cUpper|cLower) != 0 }
+func isUpper(c byte) bool { return class[c]&cUpper != 0 }
+
+// isWordByte reports whether c continues an identifier: a letter, a digit,
+// '_' or a non-ASCII byte. A match glued to such a byte is part of a larger
+// token and is not reported on its own.
+func isWordByte(c byte) bool { return class[c]&(cDigit|cUpper|cLower|cHigh) != 0 || c == '_' }
+
+// Scan appends to dst the spans of s that look like personal data or
+// secrets and returns the extended slice. The appended spans are sorted by
+// Start and do not overlap: overlapping detections are merged into one span
+// whose kind is the highest-priority kind among them, so a caller that
+// replaces every span never leaves part of a detection in clear.
+func Scan(dst []Span, s string) []Span {
+	n := len(dst)
+	// Prefilter: which byte classes occur at all. Long text usually has
+	// them all within a few hundred bytes, so stop as soon as it does.
+	const all = cDigit | cUpper | cLower | cAt | cColon | cEq
+	var flags uint8
+	for i := 0; i < len(s); i++ {
+		flags |= class[s[i]]
+		if i&255 == 255 && flags&all == all {
+			break
+		}
+	}
+	if flags&cAt != 0 {
+		dst = scanEmail(dst, s)
+	}
+	if flags&cDigit != 0 {
+		dst = scanNumbers(dst, s)
+	}
+	if flags&cColon != 0 && flags&(cDigit|cUpper|cLower) != 0 {
+		dst = scanIPv6(dst, s)
+	}
+	if len(s) >= minSecretLen {
+		dst = scanSecrets(dst, s, flags)
+	}
+	if len(dst)-n > 1 {
+		dst = merge(dst, n)
+	}
+	return dst
+}
+
+// merge sorts dst[n:] and merges overlapping spans in place.
+func merge(dst []Span, n int) []Span {
+	sp := dst[n:]
+	slices.SortFunc(sp, func(a, b Span) int {
+		if a.Start != b.Start {
+			return a.Start - b.Start
+		}
+		if a.End != b.End {
+			return b.End - a.End
+		}
+		return int(a.Kind) - int(b.Kind)
+	})
+	out := sp[:1]
+	for _, x := range sp[1:] {
+		last := &out[len(out)-1]
+		if x.Start < last.End {
+			if x.End > last.End {
+				last.End = x.End
+			}
+			if x.Kind < last.Kind {
+				last.Kind = x.Kind
+			}
+			continue
+		}
+		out = append(out, x)
+	}
+	return dst[:n+len(out)]
+}
