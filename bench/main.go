@@ -1,0 +1,219 @@
+// Command bench measures what tenantmcp costs against hand-written
+// baselines, side by side in one run, and prints a Markdown table of
+// ratios (and writes them as JSON with -json).
+//
+//	go run ./bench                      # every figure, about two minutes
+//	go run ./bench -figures P1,P3       # some figures
+//	go run ./bench -scale 5             # five times longer runs
+//	go run ./bench -smoke               # a fraction of a second per figure (CI)
+//	go run ./bench -json bench.json     # also write the results as JSON
+//
+// Every figure alternates baseline and candidate in rounds (the order
+// rotates each round) and compares medians, so both see the same machine
+// load: on a shared machine the absolute numbers drift, the ratios much
+// less. The figures:
+//
+//	P1  the in-process guard path of one tool call against database/sql + encoding/json
+//	P2  guarded / hand-written tenant-filtered queries on ≥ 1M bookings (PostgreSQL with RLS, MariaDB/MySQL)
+//	P3  redact against encoding/json on the same values; the detectors' MB/s on mixed text
+//	P5  the hotel server's tools/call per second over streamable HTTP against a bare go-sdk server
+//	P4  P5's hotel server with the egress guard installed / without (root and cgroup v2)
+//
+// P2 and the PostgreSQL rows of P5 and P4 need admin DSNs in
+// TENANTMCP_BENCH_POSTGRES_DSN / TENANTMCP_BENCH_MYSQL_DSN, or the
+// TENANTMCP_TEST_* variables the live tests and .ci/databases.sh use;
+// without them those rows say why they were skipped. See bench/README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// figures in the order they run and print.
+var allFigures = []string{"P1", "P3", "P2", "P5", "P4"}
+
+type config struct {
+	figures  []string
+	scale    float64
+	smoke    bool
+	jsonPath string
+	pgDSN    string
+	myDSN    string
+	p2DB     string
+	clients  []int
+	verbose  bool
+}
+
+// env is what the figures share: the configuration, the log and lazily
+// built fixtures.
+type env struct {
+	cfg   config
+	log   *log.Logger
+	hotel *hotelSQLite
+	notes []string
+}
+
+func (e *env) hotelDB(ctx context.Context) (*hotelSQLite, error) {
+	if e.hotel == nil {
+		h, err := newHotelSQLite(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("creating the demo hotel SQLite database: %w", err)
+		}
+		e.hotel = h
+	}
+	return e.hotel, nil
+}
+
+// budget is a figure's default run time under -scale (and -smoke).
+func (e *env) budget(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * e.cfg.scale)
+}
+
+// batch is the target duration of one timed repetition of a short
+// operation.
+func (e *env) batch() time.Duration {
+	if e.cfg.smoke {
+		return 2 * time.Millisecond
+	}
+	return 20 * time.Millisecond
+}
+
+func (e *env) minRounds() int {
+	if e.cfg.smoke {
+		return 3
+	}
+	return 7
+}
+
+func (e *env) note(format string, args ...any) {
+	e.notes = append(e.notes, fmt.Sprintf(format, args...))
+}
+
+func main() {
+	if isChild() {
+		os.Exit(childMain())
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	var cfg config
+	figures := flag.String("figures", strings.Join(allFigures, ","), "comma-separated figures to run, among "+strings.Join(allFigures, ","))
+	flag.Float64Var(&cfg.scale, "scale", 1, "multiply every figure's run time by this (e.g. 5 for steadier numbers)")
+	flag.BoolVar(&cfg.smoke, "smoke", false, "run every figure for a fraction of a second, on a tiny P2 dataset: proves the bench still runs, measures nothing")
+	flag.StringVar(&cfg.jsonPath, "json", "", "also write the results to this JSON file")
+	flag.StringVar(&cfg.pgDSN, "postgres", envFirst("TENANTMCP_BENCH_POSTGRES_DSN", "TENANTMCP_TEST_POSTGRES_DSN"), "PostgreSQL admin DSN (default $TENANTMCP_BENCH_POSTGRES_DSN, else $TENANTMCP_TEST_POSTGRES_DSN)")
+	flag.StringVar(&cfg.myDSN, "mysql", envFirst("TENANTMCP_BENCH_MYSQL_DSN", "TENANTMCP_TEST_MYSQL_DSN"), "MySQL/MariaDB admin DSN, mysql://… (default $TENANTMCP_BENCH_MYSQL_DSN, else $TENANTMCP_TEST_MYSQL_DSN)")
+	flag.StringVar(&cfg.p2DB, "p2-db", "", "database holding the P2 dataset, kept between runs (default tenantmcp_bench, shared with the guardedsql engine benchmark; tenantmcp_bench_smoke with -smoke)")
+	clients := flag.String("clients", "1,32", "P5/P4 client concurrencies")
+	flag.BoolVar(&cfg.verbose, "v", false, "log progress to stderr")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
+		return 2
+	}
+	for f := range strings.SplitSeq(*figures, ",") {
+		f = strings.ToUpper(strings.TrimSpace(f))
+		if !slices.Contains(allFigures, f) {
+			fmt.Fprintf(os.Stderr, "bench: unknown figure %q (want some of %s)\n", f, strings.Join(allFigures, ","))
+			return 2
+		}
+		cfg.figures = append(cfg.figures, f)
+	}
+	for c := range strings.SplitSeq(*clients, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(c), &n); err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: bad -clients entry %q\n", c)
+			return 2
+		}
+		cfg.clients = append(cfg.clients, n)
+	}
+	if cfg.scale <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -scale must be positive")
+		return 2
+	}
+	if cfg.smoke {
+		cfg.scale = 0.02
+	}
+	if cfg.p2DB == "" {
+		cfg.p2DB = "tenantmcp_bench"
+		if cfg.smoke {
+			cfg.p2DB = "tenantmcp_bench_smoke"
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &env{cfg: cfg, log: log.New(io.Discard, "", 0)}
+	if cfg.verbose {
+		e.log = log.New(os.Stderr, "bench: ", log.Ltime)
+	}
+	defer func() {
+		if e.hotel != nil {
+			e.hotel.close()
+		}
+	}()
+
+	rep := &Report{Started: time.Now(), Command: strings.Join(append([]string{"go run ./bench"}, os.Args[1:]...), " "),
+		Smoke: cfg.smoke, Scale: cfg.scale, Machine: machine()}
+	rep.Machine.Postgres, rep.Machine.MySQL = serverVersions(ctx, cfg)
+	run := map[string]func(context.Context, *env) []Row{"P1": runP1, "P2": runP2, "P3": runP3, "P5": runP5P4, "P4": runP5P4}
+	done := map[string]bool{}
+	for _, f := range allFigures {
+		if !slices.Contains(cfg.figures, f) {
+			continue
+		}
+		fn := run[f]
+		if f == "P4" || f == "P5" {
+			// One run measures both: the servers alternate in the same rounds.
+			if done["P5P4"] {
+				continue
+			}
+			done["P5P4"] = true
+		}
+		start := time.Now()
+		e.log.Printf("%s: start", f)
+		rows := fn(ctx, e)
+		e.log.Printf("%s: done in %.1fs", f, time.Since(start).Seconds())
+		rep.Rows = append(rep.Rows, rows...)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	rep.Machine.LoadEnd = loadAvg()
+	rep.Notes = e.notes
+	rep.writeMarkdown(os.Stdout)
+	code := 0
+	for _, r := range rep.Rows {
+		if r.Failed != "" {
+			code = 1
+		}
+	}
+	if cfg.jsonPath != "" {
+		if err := rep.writeJSON(cfg.jsonPath); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+func envFirst(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+)
+
+// P5 and P4 in one run: per database engine, the bare server, the hotel
+// server and (for P4) the hotel server under the egress guard run as
+// children, and the same clients drive them in turn, in rotating order,
+// for equal time windows. P5 is hotel against bare, P4 hotel+egress
+// against hotel, both from the same rounds.
+
+// hotelPGDB is the PostgreSQL database of the hotel servers: created
+// fresh every run, dropped at the end.
+const hotelPGDB = "tenantmcp_bench_hotel"
+
+// server is one contender of P5/P4 from the parent's side.
+type server struct {
+	name    string
+	child   *child
+	hc      *http.Client
+	clients []*mcpClient
+}
+
+func (s *server) close() {
+	for _, c := range s.clients {
+		c.close()
+	}
+	if s.hc != nil {
+		s.hc.CloseIdleConnections()
+	}
+	if s.child != nil {
+		s.child.stop()
+	}
+}
+
+// connect opens n sessions and checks one full answer on each.
+func (s *server) connect(ctx context.Context, n int) error {
+	s.hc = newHTTPClient()
+	for i := range n {
+		c, err := newMCPClient(ctx, s.hc, s.child.hello.URL, s.child.hello.Token)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		s.clients = append(s.clients, c)
+		if err := c.listBookings(ctx, i, true); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// window drives the server with its first n clients for d and returns the
+// wall time per completed call.
+func (s *server) window(ctx context.Context, n int, d time.Duration) (float64, error) {
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	start := time.Now()
+	deadline := start.Add(d)
+	for k, c := range s.clients[:n] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := k; time.Now().Before(deadline); i++ {
+				if err := c.listBookings(ctx, i, false); err != nil {
+					mu.Lock()
+					firstErr = cmp(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				calls.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, fmt.Errorf("%s: %w", s.name, firstErr)
+	}
+	if calls.Load() == 0 {
+		return 0, fmt.Errorf("%s: no call completed in %s", s.name, d)
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(calls.Load()), nil
+}
+
+func cmp(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// egressUnavailable says why the egress guard cannot run here, or "".
+func egressUnavailable() string {
+	if runtime.GOOS != "linux" {
+		return "the egress guard needs Linux (cgroup v2 and eBPF); this is " + runtime.GOOS
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Sprintf("the egress guard needs root to load BPF programs and create a cgroup (running as uid %d)", os.Geteuid())
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil || !strings.Contains(string(mi), " - cgroup2 ") {
+		return "no cgroup v2 hierarchy is mounted (the egress guard attaches to a cgroup v2 directory)"
+	}
+	return ""
+}
+
+// p5Engine is one database engine of P5/P4 with the DSNs of its servers.
+type p5Engine struct {
+	label, engine string
+	hotelDSN      string   // guardedsql.Open DSN
+	bareDSN       string   // database/sql DSN
+	allow         []string // egress rules the hotel server needs
+	skip          string
+	cleanup       func()
+}
+
+func (e *env) p5Engines(ctx context.Context) []p5Engine {
+	var out []p5Engine
+	sq := p5Engine{label: "SQLite", engine: "sqlite"}
+	if h, err := e.hotelDB(ctx); err != nil {
+		sq.skip = err.Error()
+	} else {
+		sq.hotelDSN, sq.bareDSN = h.guardedDSN(), h.rawDSN()
+	}
+	out = append(out, sq)
+	pg := p5Engine{label: "PostgreSQL", engine: "postgres"}
+	if e.cfg.pgDSN == "" {
+		pg.skip = "no DSN: set TENANTMCP_BENCH_POSTGRES_DSN (or TENANTMCP_TEST_POSTGRES_DSN) to an admin connection"
+	} else if err := e.preparePGHotel(ctx, &pg); err != nil {
+		pg.skip = "preparing the hotel database on PostgreSQL failed: " + err.Error()
+	}
+	return append(out, pg)
+}
+
+// preparePGHotel creates the demo hotel database on PostgreSQL as the
+// admin (tables owned by the admin, row-level security applied), grants
+// the application role, and fills in the DSNs: the hotel server connects
+// as the application role, the bare server as the admin (a superuser, to
+// whom no policy applies) with its own tenant filter.
+func (e *env) preparePGHotel(ctx context.Context, pg *p5Engine) error {
+	pw, err := pgEnsureDatabase(ctx, e.cfg.pgDSN, hotelPGDB, true)
+	if err != nil {
+		return err
+	}
+	pg.cleanup = func() { pgDropDatabase(context.Background(), e.cfg.pgDSN, hotelPGDB) }
+	admin, _, err := pgConnect(ctx, e.cfg.pgDSN, hotelPGDB)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	sqlDB := stdlib.OpenDBFromPool(admin)
+	err = hotel.Create(ctx, sqlDB, hotel.Postgres, hotel.Generate(1, hotel.DemoSize))
+	sqlDB.Close()
+	if err != nil {
+		return err
+	}
+	for _, s := range []string{
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ` + appRole,
+		`GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ` + appRole,
+		`ANALYZE`,
+	} {
+		if _, err := admin.Exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	if err := guardedsql.ApplyRLS(ctx, admin, hotel.Schema); err != nil {
+		return err
+	}
+	if pg.hotelDSN, err = pgAppDSN(e.cfg.pgDSN, hotelPGDB, pw); err != nil {
+		return err
+	}
+	if pg.bareDSN, err = pgWithDB(e.cfg.pgDSN, hotelPGDB); err != nil { // the admin, on the hotel database
+		return err
+	}
+	addrs, err := pgAddrs(ctx, e.cfg.pgDSN)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		pg.allow = append(pg.allow, a.String())
+	}
+	return nil
+}
+
+func runP5P4(ctx context.Context, e *env) []Row {
+	wantP5, wantP4 := slices.Contains(e.cfg.figures, "P5"), slices.Contains(e.cfg.figures, "P4")
+	noEgress := egressUnavailable()
+	var out []Row
+	for _, eng := range e.p5Engines(ctx) {
+		out = append(out, e.p5Engine(ctx, eng, wantP5, wantP4, noEgress)...)
+		if eng.cleanup != nil {
+			eng.cleanup()
+		}
+	}
+	return out
+}
+
+func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, noEgress string) []Row {
+	var rows []Row
+	for _, c := range e.cfg.clients {
+		if wantP5 {
+			rows = append(rows, Row{Figure: "P5", Case: fmt.Sprintf("tools/call list_bookings, %s, %d client%s", eng.label, c, plural(c)), Unit: unitCalls,
+				Baseline:  "a bare go-sdk server (streamable HTTP, no auth) whose tool runs the same hand-written query with database/sql and returns encoding/json",
+				Candidate: "the examples/hotel server: bearer-token verification, scope, guardedsql, redaction, flow labels, audit record (JSON, discarded)",
+				Note:      "clients and servers share the 2 cores; each server is a child process"})
+		}
+		if wantP4 {
+			rows = append(rows, Row{Figure: "P4", Case: fmt.Sprintf("hotel server with / without egress guard, %s, %d client%s", eng.label, c, plural(c)), Unit: unitCalls,
+				Baseline:  "the hotel server child without the egress guard",
+				Candidate: "the same child after egress.Install (cgroup v2 + eBPF connect/sendmsg/skb/sockops hooks; allowlist: the database only)"})
+		}
+	}
+	if eng.skip != "" {
+		return skipAll(rows, eng.skip)
+	}
+	var servers []*server
+	defer func() {
+		for _, s := range servers {
+			s.close()
+		}
+	}()
+	maxC := slices.Max(e.cfg.clients)
+	start := func(name string, spec childSpec) (*server, error) {
+		e.log.Printf("P5/P4 %s: starting %s", eng.label, name)
+		ch, err := startChild(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		s := &server{name: name, child: ch}
+		servers = append(servers, s)
+		if err := s.connect(ctx, maxC); err != nil {
+			return nil, fmt.Errorf("%w; server stderr: %s", err, ch.stderr)
+		}
+		return s, nil
+	}
+	bareIdx, hotelIdx, egressIdx := -1, -1, -1
+	var arms []*server
+	if wantP5 {
+		s, err := start("bare", childSpec{Kind: "bare", Engine: eng.engine, DSN: eng.bareDSN})
+		if err != nil {
+			return failAll(rows, err)
+		}
+		bareIdx = len(arms)
+		arms = append(arms, s)
+	}
+	s, err := start("hotel", childSpec{Kind: "hotel", Engine: eng.engine, DSN: eng.hotelDSN})
+	if err != nil {
+		return failAll(rows, err)
+	}
+	hotelIdx = len(arms)
+	arms = append(arms, s)
+	egressSkip := noEgress
+	if wantP4 && egressSkip == "" {
+		s, err := start("hotel+egress", childSpec{Kind: "hotel", Engine: eng.engine, DSN: eng.hotelDSN, Egress: true, Allow: eng.allow})
+		var ce *childError
+		switch {
+		case errors.As(err, &ce):
+			egressSkip = "the child could not install the guard: " + ce.msg
+		case err != nil:
+			return failAll(rows, err)
+		default:
+			egressIdx = len(arms)
+			arms = append(arms, s)
+			e.log.Printf("P4 %s: guarded child in cgroup %s", eng.label, s.child.hello.Cgroup)
+		}
+	}
+	// Warm up every server at full concurrency (not recorded).
+	for _, s := range arms {
+		if _, err := s.window(ctx, maxC, e.budget(400*time.Millisecond)); err != nil {
+			return failAll(rows, err)
+		}
+	}
+	win := e.budget(500 * time.Millisecond)
+	i := 0
+	for _, c := range e.cfg.clients {
+		as := make([]arm, len(arms))
+		for k, s := range arms {
+			as[k] = arm{name: s.name, run: func(ctx context.Context) (float64, error) { return s.window(ctx, c, win) }}
+		}
+		e.log.Printf("P5/P4 %s: %d clients", eng.label, c)
+		smp, err := rounds(ctx, as, e.budget(11*time.Second), e.minRounds(), 1000)
+		if wantP5 {
+			if err != nil {
+				rows[i].Failed = err.Error()
+			} else {
+				rows[i] = rows[i].measured(compare(smp, bareIdx, hotelIdx), 0)
+			}
+			i++
+		}
+		if wantP4 {
+			switch {
+			case egressSkip != "":
+				rows[i].Skipped = egressSkip
+			case err != nil:
+				rows[i].Failed = err.Error()
+			default:
+				rows[i] = rows[i].measured(compare(smp, hotelIdx, egressIdx), 0)
+			}
+			i++
+		}
+	}
+	return rows
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

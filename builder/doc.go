@@ -1,0 +1,40 @@
+// Package builder builds sealed, typed SQL statements over a declared
+// schema graph, for package guardedsql to run under a tenant scope.
+//
+// # Schema graph
+//
+// A Schema declares tables, columns, primary and foreign keys, and how
+// every tenant-bound table reaches the scope levels of package scope:
+// through its own level columns (hotels.chain_id carries the "chain"
+// level, hotels.id the "hotel" level) and/or a parent foreign key
+// (rooms.hotel_id -> hotels, bookings.room_id -> rooms, payments.booking_id
+// -> bookings), followed transitively to any depth. Global tables hold
+// shared reference data and carry no scope. NewSchema resolves the paths at
+// start-up and refuses a tenant-bound table with no path to a level, a
+// cycle, an unknown name, or a level column whose declared SQL type
+// disagrees with the level's key type. The schema can be declared in Go
+// (SchemaDef) or introspected from the database's foreign-key metadata and
+// completed with a Tenancy (see guardedsql.IntrospectSQLite).
+//
+// # Statements
+//
+// Tables come only from the schema (sch.Table("bookings").As("b")), columns
+// only from table references (b.Col("check_in")), predicates only from
+// typed constructors (Eq, In, Between, Like, IsNull, And/Or/Not, InQuery,
+// Exists). No method takes SQL text or a raw table name, and every value is
+// a bind parameter; Build validates names against the schema and refuses
+// anything it cannot account for.
+//
+// Build issues sealed values: Query (SELECT with joins, subqueries, group
+// by, order, limit/offset), Insert, Update and Delete. Their fields are
+// unexported, the zero values are invalid, and only this package can make
+// them. Each knows every table reference it contains, subqueries and joins
+// included (Tables). SQL text is produced only by guardedsql, which adds
+// the tenant predicates while rendering, through
+// github.com/Masterminds/squirrel; quoting and placeholders follow the
+// database dialect.
+//
+// Builders (SelectBuilder and friends) are immutable values: each method
+// returns a modified copy, so a base query can be shared and extended.
+// Errors travel with the values and surface at Build.
+package builder

@@ -1,0 +1,544 @@
+package builder
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// ErrSchema is wrapped by every error that refuses a schema definition: a
+// tenant-bound table with no path to a scope level, a foreign-key cycle on
+// a scope path, an unknown column, and so on. These are start-up errors; a
+// Schema that exists is valid.
+var ErrSchema = errors.New("builder: invalid schema")
+
+// KeyType is the SQL type of the ids at one scope level.
+type KeyType int
+
+const (
+	// IntKey: the level's columns hold integers. A grant id that is not a
+	// canonical decimal int64 ("12", not "012", "+12" or "12.0") matches
+	// nothing; it is never coerced.
+	IntKey KeyType = KeyType(sqlast.IntKey)
+	// TextKey: the level's columns hold text, compared exactly.
+	TextKey KeyType = KeyType(sqlast.TextKey)
+)
+
+// Level declares one level of the tenant hierarchy. Levels are named like
+// the levels in scope grants ("chain", "hotel").
+type Level struct {
+	Name string
+	Key  KeyType
+}
+
+// ForeignKey declares that Columns reference RefColumns of RefTable. Empty
+// RefColumns means RefTable's primary key.
+type ForeignKey struct {
+	Columns    []string
+	RefTable   string
+	RefColumns []string
+}
+
+// TableDef declares one table.
+//
+// A table is either Global (shared reference data: no tenant predicate, and
+// guarded code may not write it) or tenant-bound. A tenant-bound table
+// reaches the scope levels through its own level columns (Levels), through
+// its Parent foreign key, or both; a row is in scope when any grant matches
+// any level reachable that way. When Parent is empty and the table has no
+// level columns, the parent is inferred if exactly one foreign key points at
+// a tenant-bound table.
+type TableDef struct {
+	Name        string
+	Columns     []string
+	PrimaryKey  []string
+	ForeignKeys []ForeignKey
+	// Types optionally maps column names to declared SQL types. When a
+	// level column's type is known it must agree with the level's KeyType.
+	Types map[string]string
+
+	Global bool
+	// Levels maps a column of this table to the scope level it carries:
+	// hotels.id carries "hotel", hotels.chain_id carries "chain".
+	Levels map[string]string
+	// Parent names a column of the foreign key through which the table
+	// reaches its scope (rooms: "hotel_id").
+	Parent string
+}
+
+// SchemaDef declares the levels and tables of a schema. Levels are listed
+// from the root of the hierarchy down.
+type SchemaDef struct {
+	Levels []Level
+	Tables []TableDef
+}
+
+// Schema is a validated schema graph. It is immutable and safe for
+// concurrent use; build it once at start-up.
+type Schema struct {
+	g *sqlast.Schema
+}
+
+// MustSchema is NewSchema that panics on error, for package-level schemas.
+func MustSchema(def SchemaDef) *Schema {
+	s, err := NewSchema(def)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// NewSchema validates def and resolves, for every tenant-bound table, the
+// transitive foreign-key path to each scope level it can reach. It refuses
+// (wrapping ErrSchema) unknown names, invalid identifiers, tenant-bound
+// tables with no path to a level, and cycles.
+func NewSchema(def SchemaDef) (*Schema, error) {
+	g := &sqlast.Schema{Tables: make(map[string]*sqlast.Table)}
+	for i, l := range def.Levels {
+		if !validLevel(l.Name) {
+			return nil, schemaErr("level %q is not a lower-case identifier", l.Name)
+		}
+		if l.Key != IntKey && l.Key != TextKey {
+			return nil, schemaErr("level %q has no key type (IntKey or TextKey)", l.Name)
+		}
+		if g.Level(l.Name) != nil {
+			return nil, schemaErr("level %q declared twice", l.Name)
+		}
+		g.Levels = append(g.Levels, &sqlast.Level{Name: l.Name, Key: sqlast.KeyKind(l.Key), Index: i})
+	}
+	folded := map[string]string{}
+	for _, td := range def.Tables {
+		if !validIdent(td.Name) {
+			return nil, schemaErr("table name %q is not a valid identifier", td.Name)
+		}
+		if reserved(td.Name) {
+			return nil, schemaErr("table name %q uses the reserved prefix _tm", td.Name)
+		}
+		if prev, dup := folded[strings.ToLower(td.Name)]; dup {
+			return nil, schemaErr("table %q declared twice (as %q)", td.Name, prev)
+		}
+		folded[strings.ToLower(td.Name)] = td.Name
+		if len(td.Columns) == 0 {
+			return nil, schemaErr("table %q has no columns", td.Name)
+		}
+		cols := map[string]bool{}
+		for _, c := range td.Columns {
+			if !validIdent(c) {
+				return nil, schemaErr("column %s.%q is not a valid identifier", td.Name, c)
+			}
+			if cols[strings.ToLower(c)] {
+				return nil, schemaErr("column %s.%s declared twice", td.Name, c)
+			}
+			cols[strings.ToLower(c)] = true
+		}
+		t := sqlast.NewTable(td.Name, td.Columns)
+		t.Global = td.Global
+		t.Types = maps.Clone(td.Types)
+		for c := range td.Types {
+			if !t.HasColumn(c) {
+				return nil, schemaErr("type given for unknown column %s.%s", td.Name, c)
+			}
+		}
+		for _, c := range td.PrimaryKey {
+			if !t.HasColumn(c) {
+				return nil, schemaErr("primary key column %s.%s is not a column", td.Name, c)
+			}
+		}
+		t.PK = slices.Clone(td.PrimaryKey)
+		g.Tables[td.Name] = t
+		g.Names = append(g.Names, td.Name)
+	}
+	slices.Sort(g.Names)
+
+	// Foreign keys, level columns and parents, now that every table exists.
+	for _, td := range def.Tables {
+		t := g.Tables[td.Name]
+		for _, fd := range td.ForeignKeys {
+			fk, err := resolveFK(g, t, fd)
+			if err != nil {
+				return nil, err
+			}
+			t.FKs = append(t.FKs, fk)
+		}
+		if t.Global {
+			if len(td.Levels) > 0 || td.Parent != "" {
+				return nil, schemaErr("global table %q cannot have level columns or a scope parent", t.Name)
+			}
+			continue
+		}
+		for _, c := range t.Columns {
+			ln, ok := td.Levels[c]
+			if !ok {
+				continue
+			}
+			l := g.Level(ln)
+			if l == nil {
+				return nil, schemaErr("column %s.%s carries undeclared level %q", t.Name, c, ln)
+			}
+			if err := checkKeyType(t, c, l); err != nil {
+				return nil, err
+			}
+			t.LevelCols = append(t.LevelCols, sqlast.LevelCol{Col: c, Level: l})
+		}
+		for c := range td.Levels {
+			if !t.HasColumn(c) {
+				return nil, schemaErr("level column %s.%s is not a column", t.Name, c)
+			}
+		}
+		if len(t.PK) == 1 && t.LevelOf(t.PK[0]) != nil {
+			t.Identity = t.PK[0]
+		}
+	}
+	for _, td := range def.Tables {
+		t := g.Tables[td.Name]
+		if t.Global {
+			continue
+		}
+		p, err := pickParent(t, td.Parent)
+		if err != nil {
+			return nil, err
+		}
+		t.Parent = p
+	}
+	// Chains, with cycle detection, then anchors from the root down.
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		if t.Global {
+			continue
+		}
+		seen := map[*sqlast.Table]bool{t: true}
+		for fk := t.Parent; fk != nil; fk = fk.To.Parent {
+			if seen[fk.To] {
+				return nil, schemaErr("scope path of table %q has a cycle through %q", t.Name, fk.To.Name)
+			}
+			seen[fk.To] = true
+			t.Chain = append(t.Chain, fk)
+		}
+	}
+	done := map[*sqlast.Table]bool{}
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		if t.Global {
+			continue
+		}
+		resolveAnchors(t, done)
+		if len(t.Anchors) == 0 {
+			return nil, schemaErr("tenant-bound table %q has no path to a scope level (declare level columns, a Parent, or Global)", t.Name)
+		}
+	}
+	return &Schema{g: g}, nil
+}
+
+func schemaErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrSchema, fmt.Sprintf(format, args...))
+}
+
+func resolveFK(g *sqlast.Schema, t *sqlast.Table, fd ForeignKey) (*sqlast.FK, error) {
+	to, ok := g.Tables[fd.RefTable]
+	if !ok {
+		return nil, schemaErr("foreign key %s(%s) references unknown table %q", t.Name, strings.Join(fd.Columns, ","), fd.RefTable)
+	}
+	ref := fd.RefColumns
+	if len(ref) == 0 {
+		ref = to.PK
+	}
+	if len(fd.Columns) == 0 || len(fd.Columns) != len(ref) {
+		return nil, schemaErr("foreign key %s(%s) -> %s(%s): column counts differ or are zero",
+			t.Name, strings.Join(fd.Columns, ","), to.Name, strings.Join(ref, ","))
+	}
+	for _, c := range fd.Columns {
+		if !t.HasColumn(c) {
+			return nil, schemaErr("foreign key column %s.%s is not a column", t.Name, c)
+		}
+	}
+	for _, c := range ref {
+		if !to.HasColumn(c) {
+			return nil, schemaErr("foreign key %s -> %s.%s: not a column", t.Name, to.Name, c)
+		}
+	}
+	return &sqlast.FK{From: t, Cols: slices.Clone(fd.Columns), To: to, RefCols: slices.Clone(ref)}, nil
+}
+
+func pickParent(t *sqlast.Table, parent string) (*sqlast.FK, error) {
+	if parent != "" {
+		for _, fk := range t.FKs {
+			if fk.Cols[0] == parent || slices.Contains(fk.Cols, parent) {
+				if fk.To.Global {
+					return nil, schemaErr("parent %s.%s references global table %q, which carries no scope", t.Name, parent, fk.To.Name)
+				}
+				return fk, nil
+			}
+		}
+		return nil, schemaErr("parent %s.%s is not a foreign key column", t.Name, parent)
+	}
+	if len(t.LevelCols) > 0 {
+		return nil, nil
+	}
+	var cands []*sqlast.FK
+	for _, fk := range t.FKs {
+		if !fk.To.Global && fk.To != t {
+			cands = append(cands, fk)
+		}
+	}
+	switch len(cands) {
+	case 0:
+		return nil, schemaErr("tenant-bound table %q has no level columns and no foreign key to a tenant-bound table (declare Levels, Parent, or Global)", t.Name)
+	case 1:
+		return cands[0], nil
+	}
+	var names []string
+	for _, fk := range cands {
+		names = append(names, strings.Join(fk.Cols, ",")+"->"+fk.To.Name)
+	}
+	return nil, schemaErr("table %q: scope parent is ambiguous among %s; set Parent", t.Name, strings.Join(names, ", "))
+}
+
+// resolveAnchors computes t.Anchors: for each level, the nearest column on
+// the scope path that carries it. A level read from a parent's column that
+// the foreign key itself references is read from the foreign-key column
+// instead (rooms.hotel_id rather than hotels.id), which saves a join.
+func resolveAnchors(t *sqlast.Table, done map[*sqlast.Table]bool) {
+	if done[t] {
+		return
+	}
+	done[t] = true
+	byLevel := map[*sqlast.Level]sqlast.Anchor{}
+	for _, lc := range t.LevelCols {
+		if _, ok := byLevel[lc.Level]; !ok {
+			byLevel[lc.Level] = sqlast.Anchor{Level: lc.Level, Col: lc.Col}
+		}
+	}
+	if t.Parent != nil {
+		p := t.Parent.To
+		resolveAnchors(p, done)
+		for _, a := range p.Anchors {
+			if _, ok := byLevel[a.Level]; ok {
+				continue
+			}
+			hops := append([]*sqlast.FK{t.Parent}, a.Hops...)
+			col := a.Col
+			for len(hops) > 0 {
+				last := hops[len(hops)-1]
+				i := slices.Index(last.RefCols, col)
+				if i < 0 {
+					break
+				}
+				col = last.Cols[i]
+				hops = hops[:len(hops)-1]
+			}
+			byLevel[a.Level] = sqlast.Anchor{Level: a.Level, Hops: hops, Col: col}
+		}
+	}
+	for _, a := range byLevel {
+		t.Anchors = append(t.Anchors, a)
+	}
+	slices.SortFunc(t.Anchors, func(a, b sqlast.Anchor) int { return a.Level.Index - b.Level.Index })
+}
+
+func checkKeyType(t *sqlast.Table, c string, l *sqlast.Level) error {
+	typ := strings.ToLower(t.Types[c])
+	if typ == "" {
+		return nil
+	}
+	isInt := strings.Contains(typ, "int")
+	isText := strings.Contains(typ, "char") || strings.Contains(typ, "text") || strings.Contains(typ, "clob")
+	switch {
+	case l.Key == sqlast.IntKey && isText:
+		return schemaErr("level column %s.%s has type %s but level %q has integer keys", t.Name, c, t.Types[c], l.Name)
+	case l.Key == sqlast.TextKey && isInt:
+		return schemaErr("level column %s.%s has type %s but level %q has text keys", t.Name, c, t.Types[c], l.Name)
+	}
+	return nil
+}
+
+// validLevel matches package scope's alphabet for level names.
+func validLevel(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '_'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validIdent accepts the identifiers every supported engine can quote
+// without escaping: ASCII letters, digits and underscore, not starting
+// with a digit, at most 63 bytes (PostgreSQL's limit).
+func validIdent(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		case i > 0 && r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validAlias is stricter: aliases may not start with '_', which keeps the
+// guard's own aliases (_tm1, _tm_scope) out of reach.
+func validAlias(s string) bool {
+	return validIdent(s) && s[0] != '_'
+}
+
+func reserved(s string) bool {
+	return strings.HasPrefix(strings.ToLower(s), "_tm")
+}
+
+// Table returns a reference to the named table, aliased by its own name.
+// An unknown name is reported by Build of the statement that uses it.
+func (s *Schema) Table(name string) TableRef {
+	if s == nil || s.g == nil {
+		return TableRef{err: fmt.Errorf("%w: nil schema", ErrInvalid)}
+	}
+	t, ok := s.g.Tables[name]
+	if !ok {
+		return TableRef{err: fmt.Errorf("%w: unknown table %q", ErrInvalid, name)}
+	}
+	return TableRef{ref: &sqlast.Ref{Table: t, Alias: name}}
+}
+
+// TableNames returns the names of all tables, sorted.
+func (s *Schema) TableNames() []string { return slices.Clone(s.g.Names) }
+
+// Levels returns the declared levels, root first.
+func (s *Schema) Levels() []Level {
+	out := make([]Level, len(s.g.Levels))
+	for i, l := range s.g.Levels {
+		out[i] = Level{Name: l.Name, Key: KeyType(l.Key)}
+	}
+	return out
+}
+
+// IsGlobal reports whether the named table is global (unscoped).
+func (s *Schema) IsGlobal(table string) bool {
+	t, ok := s.g.Tables[table]
+	return ok && t.Global
+}
+
+// ScopePath describes how rows of table reach each level, one line per
+// level, e.g. "chain: bookings.room_id -> rooms.hotel_id -> hotels.chain_id".
+// It is meant for documentation and start-up logs.
+func (s *Schema) ScopePath(table string) string {
+	t, ok := s.g.Tables[table]
+	if !ok {
+		return ""
+	}
+	if t.Global {
+		return "global"
+	}
+	var lines []string
+	for _, a := range t.Anchors {
+		var b strings.Builder
+		b.WriteString(a.Level.Name + ": ")
+		cur := t.Name
+		for _, h := range a.Hops {
+			b.WriteString(cur + "." + strings.Join(h.Cols, ",") + " -> ")
+			cur = h.To.Name
+		}
+		b.WriteString(cur + "." + a.Col)
+		lines = append(lines, b.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// String lists every table with its scope paths.
+func (s *Schema) String() string {
+	var b strings.Builder
+	for _, n := range s.g.Names {
+		b.WriteString(n)
+		b.WriteString(":\n  ")
+		b.WriteString(strings.ReplaceAll(s.ScopePath(n), "\n", "\n  "))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Tenancy says how the tables of an introspected catalog relate to the
+// scope levels: which columns carry which level, which tables are global,
+// and, where a table has several foreign keys to tenant-bound tables, which
+// one is its scope parent. Apply merges it into the catalog.
+type Tenancy struct {
+	Levels []Level
+	// LevelColumns maps "table.column" to a level name.
+	LevelColumns map[string]string
+	// Global lists the tables that hold shared reference data.
+	Global []string
+	// Parents maps a table name to the column of its scope-parent foreign key.
+	Parents map[string]string
+	// Ignore lists tables left out of the schema (migration bookkeeping and
+	// the like); the builder cannot reference them at all.
+	Ignore []string
+}
+
+// Apply returns a SchemaDef made of the catalog's tables (typically from
+// guardedsql's introspection) with t's tenancy applied. Every name t
+// mentions must exist in the catalog. Tables t does not mention are
+// tenant-bound, so an unknown table fails closed at NewSchema unless its
+// scope parent can be inferred.
+func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
+	def := SchemaDef{Levels: slices.Clone(t.Levels)}
+	byName := map[string]int{}
+	for _, td := range catalog {
+		if slices.Contains(t.Ignore, td.Name) {
+			continue
+		}
+		td.Levels = nil
+		td.Parent = ""
+		td.Global = slices.Contains(t.Global, td.Name)
+		byName[td.Name] = len(def.Tables)
+		def.Tables = append(def.Tables, td)
+	}
+	// Foreign keys into ignored tables are dropped: the builder cannot
+	// reference those tables, so the keys would not resolve.
+	for i := range def.Tables {
+		fks := def.Tables[i].ForeignKeys[:0:0]
+		for _, fk := range def.Tables[i].ForeignKeys {
+			if _, ok := byName[fk.RefTable]; ok {
+				fks = append(fks, fk)
+			}
+		}
+		def.Tables[i].ForeignKeys = fks
+	}
+	for _, g := range t.Global {
+		if _, ok := byName[g]; !ok {
+			return SchemaDef{}, schemaErr("tenancy names global table %q, which the catalog lacks", g)
+		}
+	}
+	for tc, lvl := range t.LevelColumns {
+		tn, cn, ok := strings.Cut(tc, ".")
+		i, found := byName[tn]
+		if !ok || !found {
+			return SchemaDef{}, schemaErr("tenancy level column %q: no such table", tc)
+		}
+		if !slices.Contains(def.Tables[i].Columns, cn) {
+			return SchemaDef{}, schemaErr("tenancy level column %q: no such column", tc)
+		}
+		if def.Tables[i].Levels == nil {
+			def.Tables[i].Levels = map[string]string{}
+		}
+		def.Tables[i].Levels[cn] = lvl
+	}
+	for tn, col := range t.Parents {
+		i, found := byName[tn]
+		if !found {
+			return SchemaDef{}, schemaErr("tenancy parent for unknown table %q", tn)
+		}
+		def.Tables[i].Parent = col
+	}
+	return def, nil
+}

@@ -1,0 +1,140 @@
+// Package conformance proves tenant isolation on a live schema: it seeds
+// several tenants with overlapping ids and shared natural data into a
+// scratch database, opens it through guardedsql as an unprivileged
+// application role, and runs a table of security properties, each a
+// subtest with a primary criterion on the rows returned and on side
+// effects. Expected results are computed in Go from the seed data by the
+// suite's own reading of the schema graph, never from the guard's output.
+//
+// It is the suite a tool author runs before shipping, and the one this
+// module's CI runs on SQLite, PostgreSQL and MariaDB.
+//
+// # Running it
+//
+//	go test ./conformance
+//
+// runs the table once on the hotel example's schema (examples/hotel) in an
+// embedded SQLite database, and says so. Environment variables choose
+// other targets:
+//
+//	TENANTMCP_DSN                 one DSN, or several separated by spaces:
+//	                              sqlite:…, postgres://user@host:port/db?…, mysql://user@tcp(host:port)/db
+//	TENANTMCP_SCHEMA_GRAPH        a JSON schema graph (ReadGraph) to run on instead of the hotel
+//	                              schema, with synthetic data (SyntheticSeed)
+//	TENANTMCP_CONFORMANCE_REPS    repetitions, each in a new random order (default 1)
+//	TENANTMCP_CONFORMANCE_SEED    the order seed (default from the clock; always printed)
+//	TENANTMCP_CONFORMANCE_SUMMARY also write the summary table to this file
+//	TENANTMCP_CONFORMANCE_MUTATE  drop the tenant predicate of this table for the whole run
+//	                              (test-only fault hook): watch the suite fail
+//
+// For example, the CI run:
+//
+//	TENANTMCP_DSN='sqlite: postgres://postgres@127.0.0.1:5432/test?sslmode=disable mysql://root@tcp(127.0.0.1:3306)/test' \
+//	TENANTMCP_CONFORMANCE_REPS=5 go test -count=1 -v ./conformance
+//
+// After the tests, a summary table (property × engine → passed/run, with
+// the reasons for skips and the first failure messages) is printed to
+// standard output. go test shows a passing package's output only with -v
+// (or when run in the package directory); TENANTMCP_CONFORMANCE_SUMMARY
+// keeps it in a file either way.
+//
+// # What is created, and where
+//
+// The suite never reads or writes the database a DSN names beyond
+// connecting to it, and never touches existing rows. It creates, and drops
+// at the end:
+//
+//   - SQLite: a new database file in a new temporary directory (a
+//     sqlite: DSN selects the engine only).
+//   - PostgreSQL: a database tm_conf_<random>, owned by the DSN's role,
+//     which must be a superuser (or BYPASSRLS with CREATEDB and
+//     CREATEROLE) since it seeds the tables and reads them whole; a login
+//     role tm_conf_app_<random>, NOSUPERUSER NOBYPASSRLS, with DML rights
+//     only, as which the guard connects; row-level security is installed
+//     as the owner with guardedsql.ApplyRLS. Property 17 briefly creates a
+//     BYPASSRLS role as well, and tampers with (then re-applies) the
+//     policies of the scratch database.
+//   - MySQL/MariaDB: a database tm_conf_<random> and a user
+//     tm_conf_app_<random>@'%' with DML rights on it only, as which the
+//     guard connects.
+//
+// After every property the whole scratch database is compared with the
+// seed (the owner's view, hashed table by table); a property that left a
+// change behind fails, and the database is re-created before the next one.
+//
+// # Properties
+//
+// Tenants are the Target's (the hotel run uses three chains, two sibling
+// hotels of one chain, and a scope uniting a chain with a hotel of another
+// chain), or derived from the data. "Oracle" below means the rows the
+// tenant may see according to the seed data.
+//
+//	 1 Scoped read: for every tenant and tenant-bound table, the keys read equal the oracle's.
+//	 2 Cross-tenant id in WHERE: another tenant's key, foreign-key value or level id finds
+//	   nothing (QueryRow: ErrNotFound); an IN list of foreign keys and one own key returns it alone.
+//	 3 Joins: inner and left joins along every foreign key, joins along whole scope paths
+//	   (payments → bookings → rooms → hotels) and self-joins on values shared across tenants
+//	   (guest names) return exactly the oracle's pairs; a left join shows a foreign parent as NULL.
+//	 4 Subqueries: IN, correlated EXISTS and NOT IN over parent/child pairs equal the oracle;
+//	   an IN subquery aimed at foreign parents returns nothing.
+//	 5 Aggregates: COUNT(*), COUNT(DISTINCT parent), GROUP BY parent with HAVING, MIN/MAX of
+//	   integer keys and SUM of an integer column equal values computed from the tenant's rows.
+//	 6 Pagination: ORDER BY key LIMIT/OFFSET pages partition the tenant's rows (in key order for
+//	   integer keys); ORDER BY key DESC LIMIT 1 is the tenant's largest key.
+//	 7 UPDATE of foreign rows: 0 rows affected, ExpectOne ErrNotFound, only the own row of a mixed
+//	   key list changes (rolled back), an own row cannot move under a foreign parent or level id.
+//	 8 DELETE of foreign rows: 0 rows affected and no error (a constraint error would mean the
+//	   engine tried), ExpectOne ErrNotFound, only the own row of a mixed key list (rolled back).
+//	 9 INSERT under a foreign parent (or referencing any foreign tenant row): refused by the guard,
+//	   no row created, a two-row insert with one such row creates neither; the same row under own
+//	   parents is accepted (control, rolled back).
+//	10 INSERT of a root row whose level ids are not granted: refused, no row; accepted under a
+//	   scope that grants its ids (control, rolled back).
+//	11 Hierarchy: an upper-level grant reads the oracle's rows, which include exactly the union of
+//	   what its children's grants read; a lower-level grant reads only its own subtree.
+//	12 Siblings: two lower-level ids under one upper id read none of each other's rows and cannot
+//	   update or delete them.
+//	13 Missing scope: no scope, or the zero Scope, gives ErrNoScope for Query, QueryRow, Exec and
+//	   Tx, and the statement observer (guardedsql.WithObserver) sees zero statements; a grant at an
+//	   undeclared level reads nothing.
+//	14 Concurrency: 8 goroutines × 40 operations over random tenants and tables: every read equals
+//	   the oracle, every foreign update is ErrNotFound; zero foreign rows.
+//	15 Pooled context (PostgreSQL): on a one-connection pool, interleaved calls of different
+//	   tenants (reads, refused writes, rolled-back transactions, cancelled calls) each see their
+//	   own rows, and between calls the connection carries no scope (empty setting, raw reads empty).
+//	16 RLS for raw SQL (PostgreSQL): as the app role without the guard, no scope reads zero rows;
+//	   a tenant's scope set in a transaction reads exactly the oracle's rows and cannot update
+//	   foreign rows or insert under foreign parents; after COMMIT the scope is gone.
+//	17 Start-up check (PostgreSQL): guardedsql.CheckRLS passes for the app role and refuses, with
+//	   the specific error, a superuser, a BYPASSRLS role, a dropped policy, unforced and disabled
+//	   row-level security and an extra permissive policy; NewPostgres opens nothing then.
+//	18 Coverage: every tenant-bound table was queried by some property of the repetition and
+//	   holds rows of at least two tenants. It runs last in every repetition.
+//	19 Tool inputs (needs Target.Tools): the tools register on a real server.Server, no listed
+//	   input schema names a tenant key, and tenant-keyed inputs are refused with a
+//	   *server.TenantInputError while a tenant-free control registers.
+//	20 PII canaries (needs Target.Tools): calling the tools through the real server over HTTP with
+//	   real signed tokens, as every tenant and caller role, no output or log contains a canary of
+//	   another tenant or of a category the roles may not see; at least one allowed canary appears.
+//
+// Properties 15–17 are skipped on SQLite and MySQL/MariaDB, which have no
+// row-level security: their isolation rests on the guard's predicates,
+// which the other properties test. 19 and 20 are skipped for targets
+// without tools.
+//
+// # Your own schema
+//
+// Run is the entry point: give it your schema graph, a Seed function that
+// creates your tables in the scratch database and inserts rows for at
+// least three tenants (returning them as a Dataset), and optionally your
+// tools. See ExampleRun. A graph alone can be checked with synthetic data
+// (SyntheticSeed) or, without Go, with TENANTMCP_SCHEMA_GRAPH.
+//
+// # Mutation check
+//
+// A suite that cannot fail proves nothing. This module's tests include
+// TestMutationIsCaught, which makes the guard drop the tenant predicate
+// of one table at a time (internal/guardfault, a test-only hook) and
+// asserts that the properties fail; TENANTMCP_CONFORMANCE_MUTATE=<table>
+// shows the same on a whole run.
+package conformance

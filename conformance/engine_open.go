@@ -1,0 +1,91 @@
+package conformance
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+)
+
+// prepareEngine finishes the scratch database after Seed: on PostgreSQL it
+// grants the app role its DML rights and installs row-level security as
+// the owner (guardedsql.ApplyRLS); on MySQL the app user's rights were
+// granted on the whole database already.
+func prepareEngine(ctx context.Context, s *scratch, sch *builder.Schema) error {
+	if s.engine != Postgres {
+		return nil
+	}
+	if err := s.postgresGrants(ctx); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, s.ownerDSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if err := guardedsql.ApplyRLS(ctx, conn, sch); err != nil {
+		return fmt.Errorf("conformance: installing row-level security as the owner: %w", err)
+	}
+	return nil
+}
+
+// openGuarded opens the guard on the scratch database as the app role.
+func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, func() error, error) {
+	switch s.engine {
+	case Postgres:
+		pool, err := s.appPool(ctx, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		db, err := guardedsql.NewPostgres(ctx, pool, sch, opts...)
+		if err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+		return db, func() error { err := db.Close(); pool.Close(); return err }, nil
+	case MySQL:
+		cfg, err := mysql.ParseDSN(strings.TrimPrefix(s.guardedDSN, "mysql://"))
+		if err != nil {
+			return nil, nil, err
+		}
+		raw, err := sql.Open("mysql", cfg.FormatDSN())
+		if err != nil {
+			return nil, nil, err
+		}
+		db, err := guardedsql.NewMySQL(ctx, raw, sch, opts...)
+		if err != nil {
+			raw.Close()
+			return nil, nil, err
+		}
+		return db, func() error { err := db.Close(); raw.Close(); return err }, nil
+	}
+	db, err := guardedsql.Open(ctx, s.guardedDSN, sch, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, db.Close, nil
+}
+
+// appPool opens a pgx pool as the app role; maxConns 0 keeps pgxpool's
+// default.
+func (s *scratch) appPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
+	return s.pgPool(ctx, s.guardedDSN, maxConns)
+}
+
+func (s *scratch) pgPool(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}

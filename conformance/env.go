@@ -1,0 +1,73 @@
+package conformance
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Environment variables read by FromEnv.
+const (
+	// EnvDSN names the target(s): one DSN, or several separated by
+	// whitespace (URL forms only then). Unset or empty: embedded SQLite.
+	EnvDSN = "TENANTMCP_DSN"
+	// EnvSchemaGraph names a JSON schema graph file (see ReadGraph) to run
+	// on instead of the hotel schema, seeded with SyntheticSeed.
+	EnvSchemaGraph = "TENANTMCP_SCHEMA_GRAPH"
+	// EnvRepetitions is the number of repetitions (default 1).
+	EnvRepetitions = "TENANTMCP_CONFORMANCE_REPS"
+	// EnvSeed fixes the order seed (default: from the clock, printed).
+	EnvSeed = "TENANTMCP_CONFORMANCE_SEED"
+	// EnvMutate names a table whose tenant predicate the guard drops for
+	// the whole run (through the test-only fault hook), to watch the suite
+	// fail. Only this module's own tests honour it.
+	EnvMutate = "TENANTMCP_CONFORMANCE_MUTATE"
+	// EnvSummary names a file the summary table is also written to (go
+	// test shows a passing package's output only with -v).
+	EnvSummary = "TENANTMCP_CONFORMANCE_SUMMARY"
+)
+
+// Env is the suite's configuration from the environment.
+type Env struct {
+	DSNs        []string // empty: the embedded SQLite default
+	GraphFile   string
+	Repetitions int
+	OrderSeed   uint64
+	Mutate      string
+	SummaryFile string
+}
+
+// FromEnv reads the environment variables above.
+func FromEnv() (Env, error) {
+	e := Env{
+		DSNs:        strings.Fields(os.Getenv(EnvDSN)),
+		GraphFile:   os.Getenv(EnvSchemaGraph),
+		Repetitions: 1,
+		Mutate:      os.Getenv(EnvMutate),
+		SummaryFile: os.Getenv(EnvSummary),
+	}
+	for _, d := range e.DSNs {
+		if _, err := engineOf(d); err != nil {
+			return Env{}, fmt.Errorf("%s: %w", EnvDSN, err)
+		}
+	}
+	if v := os.Getenv(EnvRepetitions); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Env{}, fmt.Errorf("%s=%q: want a positive integer", EnvRepetitions, v)
+		}
+		e.Repetitions = n
+	}
+	if v := os.Getenv(EnvSeed); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return Env{}, fmt.Errorf("%s=%q: want an unsigned integer", EnvSeed, v)
+		}
+		e.OrderSeed = n
+	}
+	return e, nil
+}
+
+// EngineOf names the engine a DSN selects ("" is the embedded SQLite).
+func EngineOf(dsn string) (Engine, error) { return engineOf(dsn) }

@@ -1,0 +1,164 @@
+package conformance
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// graph is the suite's own reading of a SchemaDef: which tables are
+// tenant-bound, their keys, level columns and scope parents. It is
+// deliberately computed here, from the declaration, and not taken from the
+// guard, so that the expected results do not share the guard's code.
+type graph struct {
+	levels []builder.Level
+	tables map[string]*tinfo
+	names  []string // all tables, sorted
+	bound  []string // tenant-bound tables, sorted
+}
+
+type tinfo struct {
+	name      string
+	cols      []string
+	pk        []string
+	global    bool
+	levelCols []levelCol // in column order
+	fks       []*fkey
+	parent    *fkey // scope parent; nil for a table with level columns
+}
+
+type levelCol struct{ col, level string }
+
+type fkey struct {
+	from, to  string
+	cols, ref []string
+}
+
+func (f *fkey) String() string {
+	return fmt.Sprintf("%s(%v)->%s(%v)", f.from, f.cols, f.to, f.ref)
+}
+
+func newGraph(def builder.SchemaDef) (*graph, error) {
+	g := &graph{levels: slices.Clone(def.Levels), tables: map[string]*tinfo{}}
+	for _, td := range def.Tables {
+		t := &tinfo{name: td.Name, cols: slices.Clone(td.Columns), pk: slices.Clone(td.PrimaryKey), global: td.Global}
+		for _, c := range td.Columns {
+			if l, ok := td.Levels[c]; ok {
+				t.levelCols = append(t.levelCols, levelCol{c, l})
+			}
+		}
+		g.tables[td.Name] = t
+		g.names = append(g.names, td.Name)
+	}
+	sort.Strings(g.names)
+	for _, td := range def.Tables {
+		t := g.tables[td.Name]
+		for _, f := range td.ForeignKeys {
+			to, ok := g.tables[f.RefTable]
+			if !ok {
+				return nil, fmt.Errorf("conformance: %s: foreign key to unknown table %q", td.Name, f.RefTable)
+			}
+			ref := f.RefColumns
+			if len(ref) == 0 {
+				ref = to.pk
+			}
+			if len(ref) != len(f.Columns) || len(ref) == 0 {
+				return nil, fmt.Errorf("conformance: %s: foreign key %v -> %s has mismatched columns", td.Name, f.Columns, f.RefTable)
+			}
+			t.fks = append(t.fks, &fkey{from: td.Name, to: f.RefTable, cols: slices.Clone(f.Columns), ref: slices.Clone(ref)})
+		}
+	}
+	for _, td := range def.Tables {
+		t := g.tables[td.Name]
+		if t.global {
+			continue
+		}
+		if len(t.pk) == 0 {
+			return nil, fmt.Errorf("conformance: tenant-bound table %s has no primary key; the suite identifies rows by primary key", t.name)
+		}
+		switch {
+		case td.Parent != "":
+			for _, f := range t.fks {
+				if slices.Contains(f.cols, td.Parent) {
+					t.parent = f
+					break
+				}
+			}
+			if t.parent == nil {
+				return nil, fmt.Errorf("conformance: %s: parent %q is not a foreign-key column", t.name, td.Parent)
+			}
+		case len(t.levelCols) > 0:
+		default:
+			var cands []*fkey
+			for _, f := range t.fks {
+				if f.to != t.name && !g.tables[f.to].global {
+					cands = append(cands, f)
+				}
+			}
+			if len(cands) != 1 {
+				return nil, fmt.Errorf("conformance: %s: no unambiguous scope parent (declare Parent)", t.name)
+			}
+			t.parent = cands[0]
+		}
+		g.bound = append(g.bound, t.name)
+	}
+	sort.Strings(g.bound)
+	return g, nil
+}
+
+// tenantFKs are the foreign keys of t to tenant-bound tables.
+func (g *graph) tenantFKs(t *tinfo) []*fkey {
+	var out []*fkey
+	for _, f := range t.fks {
+		if !g.tables[f.to].global {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// depth is the number of scope-parent hops from t to a table with level
+// columns.
+func (g *graph) depth(t *tinfo) int {
+	n := 0
+	for p := t.parent; p != nil && n < len(g.tables); p = g.tables[p.to].parent {
+		n++
+	}
+	return n
+}
+
+// levelIndex returns the position of a level, root first, or -1.
+func (g *graph) levelIndex(name string) int {
+	return slices.IndexFunc(g.levels, func(l builder.Level) bool { return l.Name == name })
+}
+
+// grantSet is a scope's grants as the suite matches them: per level, the
+// canonical ids. Ids that are not valid for the level's key type are
+// dropped, as the documented semantics say: they match nothing.
+type grantSet map[string]map[string]bool
+
+func (g *graph) grantSet(grants []scope.Grant) grantSet {
+	out := grantSet{}
+	for _, gr := range grants {
+		i := g.levelIndex(gr.Level)
+		if i < 0 {
+			continue
+		}
+		id := gr.ID
+		if g.levels[i].Key == builder.IntKey {
+			n, err := strconv.ParseInt(id, 10, 64)
+			if err != nil || strconv.FormatInt(n, 10) != id {
+				continue
+			}
+		}
+		if out[gr.Level] == nil {
+			out[gr.Level] = map[string]bool{}
+		}
+		out[gr.Level][id] = true
+	}
+	return out
+}

@@ -1,0 +1,259 @@
+package conformance
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// oracle answers, from the seed Dataset alone, which rows a scope may see:
+// a row of a tenant-bound table is visible when, for some level, the
+// nearest column on its scope path that carries the level (its own level
+// column, else its scope parent's, transitively) holds an id granted at
+// that level. This is the documented semantics of the guard, written out a
+// second time in plain Go over the seed rows.
+type oracle struct {
+	g    *graph
+	d    *Dataset
+	keys map[string][]string                  // table -> row keys, in Dataset order
+	byPK map[string]map[string]int            // table -> key -> row index
+	byFK map[*fkey]map[string]int             // fk -> referenced values -> parent row index
+	lv   map[string][]map[string]string       // table -> row -> level -> id
+	kids map[string]map[string]map[string]int // parent table -> parent key -> child table -> count
+}
+
+func newOracle(g *graph, d *Dataset) (*oracle, error) {
+	o := &oracle{g: g, d: d, keys: map[string][]string{}, byPK: map[string]map[string]int{},
+		byFK: map[*fkey]map[string]int{}, lv: map[string][]map[string]string{}, kids: map[string]map[string]map[string]int{}}
+	for name := range d.Tables {
+		if _, ok := g.tables[name]; !ok {
+			return nil, fmt.Errorf("conformance: the Dataset has rows for table %q, which the graph does not declare", name)
+		}
+	}
+	for _, name := range g.names {
+		t := g.tables[name]
+		if len(t.pk) == 0 {
+			continue
+		}
+		idx := map[string]int{}
+		for i, r := range d.Tables[name] {
+			k := Key(r, t.pk)
+			if _, dup := idx[k]; dup {
+				return nil, fmt.Errorf("conformance: Dataset table %s has primary key %q twice", name, k)
+			}
+			idx[k] = i
+			o.keys[name] = append(o.keys[name], k)
+		}
+		o.byPK[name] = idx
+	}
+	for _, name := range g.names {
+		for _, f := range g.tables[name].fks {
+			idx := map[string]int{}
+			for i, r := range d.Tables[f.to] {
+				idx[Key(r, f.ref)] = i
+			}
+			o.byFK[f] = idx
+		}
+	}
+	for _, name := range g.names {
+		t := g.tables[name]
+		for _, f := range t.fks {
+			pt := g.tables[f.to]
+			if len(pt.pk) == 0 {
+				continue
+			}
+			for _, r := range d.Tables[name] {
+				pi, ok := o.parentRow(f, r)
+				if !ok {
+					continue
+				}
+				pk := Key(d.Tables[f.to][pi], pt.pk)
+				if o.kids[f.to] == nil {
+					o.kids[f.to] = map[string]map[string]int{}
+				}
+				if o.kids[f.to][pk] == nil {
+					o.kids[f.to][pk] = map[string]int{}
+				}
+				o.kids[f.to][pk][name]++
+			}
+		}
+	}
+	for _, name := range g.bound {
+		rows := d.Tables[name]
+		lv := make([]map[string]string, len(rows))
+		for i, r := range rows {
+			lv[i] = o.levelsOf(name, r, 0)
+		}
+		o.lv[name] = lv
+	}
+	return o, nil
+}
+
+// parentRow finds the row r references through f.
+func (o *oracle) parentRow(f *fkey, r Row) (int, bool) {
+	for _, c := range f.cols {
+		if r[c] == nil {
+			return 0, false
+		}
+	}
+	i, ok := o.byFK[f][Key(r, f.cols)]
+	return i, ok
+}
+
+// levelsOf computes level -> id for a row of table (which need not be in
+// the Dataset: the write properties ask about rows they are about to
+// insert).
+func (o *oracle) levelsOf(table string, r Row, depth int) map[string]string {
+	t := o.g.tables[table]
+	out := map[string]string{}
+	for _, lc := range t.levelCols {
+		if _, done := out[lc.level]; done || r[lc.col] == nil {
+			continue
+		}
+		out[lc.level] = canon(r[lc.col])
+	}
+	if t.parent != nil && depth <= len(o.g.tables) {
+		if pi, ok := o.parentRow(t.parent, r); ok {
+			for l, id := range o.levelsOf(t.parent.to, o.d.Tables[t.parent.to][pi], depth+1) {
+				if _, own := out[l]; !own {
+					out[l] = id
+				}
+			}
+		}
+	}
+	return out
+}
+
+// admits reports whether a row with these levels lies under one of gs.
+func (o *oracle) admits(levels map[string]string, gs grantSet) bool {
+	for l, id := range levels {
+		if gs[l][id] {
+			return true
+		}
+	}
+	return false
+}
+
+// visible returns the keys of the rows of table a scope with grants sees.
+// Global tables are visible whole.
+func (o *oracle) visible(table string, grants []scope.Grant) map[string]bool {
+	out := map[string]bool{}
+	t := o.g.tables[table]
+	if t.global {
+		for _, k := range o.keys[table] {
+			out[k] = true
+		}
+		return out
+	}
+	gs := o.g.grantSet(grants)
+	for i, k := range o.keys[table] {
+		if o.admits(o.lv[table][i], gs) {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// rowVisible reports whether a hypothetical row of table would be visible.
+func (o *oracle) rowVisible(table string, r Row, grants []scope.Grant) bool {
+	if o.g.tables[table].global {
+		return true
+	}
+	return o.admits(o.levelsOf(table, r, 0), o.g.grantSet(grants))
+}
+
+// foreign returns the keys of table's rows the grants do not see, sorted.
+func (o *oracle) foreign(table string, grants []scope.Grant) []string {
+	vis := o.visible(table, grants)
+	var out []string
+	for _, k := range o.keys[table] {
+		if !vis[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// row returns the Dataset row of table with key k.
+func (o *oracle) row(table, k string) Row {
+	i, ok := o.byPK[table][k]
+	if !ok {
+		return nil
+	}
+	return o.d.Tables[table][i]
+}
+
+// levelIDs returns, per level, every id that some row of the Dataset
+// carries in a level column, sorted.
+func (o *oracle) levelIDs() map[string][]string {
+	seen := map[string]map[string]bool{}
+	for _, name := range o.g.bound {
+		for _, lv := range o.lv[name] {
+			for l, id := range lv {
+				if seen[l] == nil {
+					seen[l] = map[string]bool{}
+				}
+				seen[l][id] = true
+			}
+		}
+	}
+	out := map[string][]string{}
+	for l, ids := range seen {
+		for id := range ids {
+			out[l] = append(out[l], id)
+		}
+		slices.Sort(out[l])
+	}
+	return out
+}
+
+// isLeaf reports whether no row of the Dataset references the row.
+func (o *oracle) isLeaf(table, k string) bool {
+	return len(o.kids[table][k]) == 0
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// diff describes how got differs from want, briefly.
+func diff(got, want map[string]bool) string {
+	var extra, missing []string
+	for k := range got {
+		if !want[k] {
+			extra = append(extra, k)
+		}
+	}
+	for k := range want {
+		if !got[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(extra) == 0 && len(missing) == 0 {
+		return ""
+	}
+	slices.Sort(extra)
+	slices.Sort(missing)
+	return fmt.Sprintf("%d rows, want %d: %d foreign/unexpected %s, %d missing %s",
+		len(got), len(want), len(extra), head(extra), len(missing), head(missing))
+}
+
+func head(s []string) string {
+	const n = 5
+	show := s
+	if len(show) > n {
+		show = show[:n]
+	}
+	out := "[" + strings.ReplaceAll(strings.Join(show, " "), "\x1f", ",") + "]"
+	if len(s) > n {
+		out = out[:len(out)-1] + " …]"
+	}
+	return out
+}

@@ -1,0 +1,425 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// pgSetting is the transaction-local setting the PostgreSQL policies read,
+// as documented by guardedsql.NewPostgres.
+const pgSetting = "tenantmcp.scope"
+
+const pgOnly = "PostgreSQL only: the other engines have no row-level security or session context; their isolation rests on the guard's predicates, which the other properties test"
+
+// scopeDoc writes the typed scope document the policies read
+// ({"chain":["acme"],"hotel":[12]}) from grants, following its documented
+// format rather than the guard's encoder.
+func (r *runner) scopeDoc(grants []scope.Grant) string {
+	gs := r.g.grantSet(grants)
+	m := map[string][]any{}
+	for _, l := range r.g.levels {
+		for _, id := range sortedKeys(gs[l.Name]) {
+			m[l.Name] = append(m[l.Name], r.levelValue(l.Name, id))
+		}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// pgKeys reads the keys of table on a raw connection.
+func (r *runner) pgKeys(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, table string) (map[string]bool, error) {
+	t := r.g.tables[table]
+	cols := make([]string, len(t.pk))
+	for i, c := range t.pk {
+		cols[i] = Postgres.quote(c)
+	}
+	rows, err := q.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+Postgres.quote(table))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, err
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			parts[i] = canon(v)
+		}
+		out[tuple(parts...)] = true
+	}
+	return out, rows.Err()
+}
+
+// P15: on a pool of ONE connection, guarded calls of different tenants
+// interleave (reads, refused writes, rolled-back transactions, cancelled
+// calls): each read returns exactly its own tenant's rows, and between
+// calls the pooled connection carries no scope (the setting is empty and
+// raw reads on it return no rows).
+func propPooledContext(p *pt, r *runner) {
+	pool, err := r.sc.appPool(p.ctx, 1)
+	if err != nil {
+		p.Fatalf("pool of one connection: %v", err)
+	}
+	defer pool.Close()
+	db, err := guardedsql.NewPostgres(p.ctx, pool, r.sch)
+	if err != nil {
+		p.Fatalf("guard on a one-connection pool: %v", err)
+	}
+	defer db.Close()
+	pids := map[uint32]bool{}
+	checks := 0
+	checkIdle := func(after string) {
+		c, err := pool.Acquire(p.ctx)
+		if err != nil {
+			p.Errorf("acquire after %s: %v", after, err)
+			return
+		}
+		defer c.Release()
+		var setting *string
+		var pid uint32
+		if err := c.QueryRow(p.ctx, `SELECT current_setting($1, true), pg_backend_pid()`, pgSetting).Scan(&setting, &pid); err != nil {
+			p.Errorf("reading the setting after %s: %v", after, err)
+			return
+		}
+		pids[pid] = true
+		checks++
+		if setting != nil && *setting != "" {
+			p.Errorf("after %s the pooled connection still carries scope %q", after, *setting)
+		}
+		for _, name := range r.g.bound {
+			got, err := r.pgKeys(p.ctx, c, name)
+			if err != nil {
+				p.Errorf("raw read of %s after %s: %v", name, after, err)
+			} else if len(got) != 0 {
+				p.Errorf("after %s a raw read of %s on the pooled connection returns %d rows; want none", after, name, len(got))
+			}
+		}
+	}
+	rounds := 3 * len(r.tenants)
+	for i := range rounds {
+		tn := r.tenants[i%len(r.tenants)]
+		ctx := r.scoped(p.ctx, tn)
+		name := r.g.bound[p.rng.IntN(len(r.g.bound))]
+		t := r.g.tables[name]
+		x := r.ref(name, "x")
+		q := p.q(builder.Select(keyCols(x, t)...).From(x).Build())
+		r.touch(q)
+		rows, err := db.Query(ctx, q)
+		if err != nil {
+			p.Errorf("%s as %s: %v", name, tn, err)
+			continue
+		}
+		got := map[string]bool{}
+		for rows.Next() {
+			vals := make([]any, len(t.pk))
+			ptrs := make([]any, len(t.pk))
+			for j := range vals {
+				ptrs[j] = &vals[j]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				p.Errorf("scan: %v", err)
+				break
+			}
+			parts := make([]string, len(vals))
+			for j, v := range vals {
+				parts[j] = canon(v)
+			}
+			got[tuple(parts...)] = true
+		}
+		if err := rows.Close(); err != nil {
+			p.Errorf("closing rows: %v", err)
+		}
+		if d := diff(got, r.or.visible(name, tn.Grants)); d != "" {
+			p.Errorf("call %d, %s as %s right after %s: %s", i, name, tn, r.tenants[(i+len(r.tenants)-1)%len(r.tenants)].Name, d)
+		}
+		checkIdle(fmt.Sprintf("a read as %s", tn.Name))
+		switch i % 3 {
+		case 0: // a write the guard refuses, rolled back after it ran
+			if foreign := r.or.foreign(name, tn.Grants); len(foreign) > 0 && r.mutable[name] != "" {
+				k := foreign[p.rng.IntN(len(foreign))]
+				if v, ok := r.otherValue(name, r.mutable[name], r.raw.byKey[name][k]); ok {
+					tb := r.sch.Table(name)
+					_, err := db.Exec(ctx, p.u(builder.UpdateTable(tb).Set(r.mutable[name], v).Where(pkIs(tb, t, r.or.row(name, k))).ExpectOne().Build()))
+					if !errors.Is(err, guardedsql.ErrNotFound) {
+						p.Errorf("foreign ExpectOne update as %s: %v", tn, err)
+					}
+					checkIdle("a refused write as " + tn.Name)
+				}
+			}
+		case 1: // a transaction that fails and rolls back
+			_ = db.Tx(ctx, func(tx *guardedsql.Tx) error {
+				_, err := tx.Query(ctx, q)
+				if err == nil {
+					return errRollback
+				}
+				return err
+			})
+			checkIdle("a rolled-back transaction as " + tn.Name)
+		case 2: // a call cancelled before it starts
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			if _, err := db.Query(cctx, q); err == nil {
+				p.Errorf("a cancelled query succeeded")
+			}
+			checkIdle("a cancelled call as " + tn.Name)
+		}
+	}
+	if len(pids) == 0 || len(pids) >= checks {
+		p.Errorf("%d backend pids in %d inspections: the pool did not reuse its connection, so reuse was not tested", len(pids), checks)
+	}
+	p.Logf("%d interleaved guarded calls over %d tenants on a one-connection pool; %d inspections of the idle connection saw %d backend pid(s) (a new one only after a cancelled call); no scope outlived its call", rounds, len(r.tenants), checks, len(pids))
+}
+
+// P16: raw SQL as the app role, bypassing the guard: without the scope
+// setting every tenant-bound table returns zero rows; with a tenant's
+// scope set in a transaction it returns exactly that tenant's rows, cannot
+// update another tenant's rows or insert under another tenant's parent;
+// and after COMMIT the connection has no scope again.
+func propRLSRaw(p *pt, r *runner) {
+	conn, err := pgx.Connect(p.ctx, r.sc.guardedDSN)
+	if err != nil {
+		p.Fatalf("connecting as the app role: %v", err)
+	}
+	defer conn.Close(p.ctx)
+	for _, name := range r.g.bound {
+		got, err := r.pgKeys(p.ctx, conn, name)
+		if err != nil {
+			p.Errorf("raw SELECT from %s with no scope: %v (want zero rows, not an error)", name, err)
+		} else if len(got) != 0 {
+			p.Errorf("raw SELECT from %s as the app role with no scope returned %d rows; want none", name, len(got))
+		}
+	}
+	for _, tn := range r.tenants {
+		tx, err := conn.Begin(p.ctx)
+		if err != nil {
+			p.Fatalf("begin: %v", err)
+		}
+		if _, err := tx.Exec(p.ctx, `SELECT set_config($1, $2, true)`, pgSetting, r.scopeDoc(tn.Grants)); err != nil {
+			p.Fatalf("set_config: %v", err)
+		}
+		for _, name := range r.g.bound {
+			got, err := r.pgKeys(p.ctx, tx, name)
+			if err != nil {
+				p.Errorf("raw SELECT from %s as %s: %v", name, tn, err)
+			} else if d := diff(got, r.or.visible(name, tn.Grants)); d != "" {
+				p.Errorf("raw SELECT from %s as %s under RLS: %s", name, tn, d)
+			}
+		}
+		// Writes, in a savepoint each: RLS must refuse them by itself.
+		for _, name := range r.g.bound {
+			t := r.g.tables[name]
+			col := r.mutable[name]
+			foreign := r.or.foreign(name, tn.Grants)
+			if col == "" || len(foreign) == 0 {
+				continue
+			}
+			k := foreign[p.rng.IntN(len(foreign))]
+			v, ok := r.otherValue(name, col, r.raw.byKey[name][k])
+			if !ok {
+				continue
+			}
+			where, args := pgWhere(t.pk, r.or.row(name, k), 2)
+			tag, err := tx.Exec(p.ctx, "UPDATE "+Postgres.quote(name)+" SET "+Postgres.quote(col)+" = $1 WHERE "+where, append([]any{v}, args...)...)
+			if err != nil {
+				p.Errorf("raw UPDATE of foreign %s as %s: %v (want 0 rows)", name, tn, err)
+				break
+			}
+			if tag.RowsAffected() != 0 {
+				p.Errorf("raw UPDATE of foreign %s %s as %s under RLS: %d rows", name, k, tn, tag.RowsAffected())
+			}
+		}
+		for _, name := range r.g.bound {
+			t := r.g.tables[name]
+			if t.parent == nil {
+				continue
+			}
+			own := sortedKeys(r.or.visible(name, tn.Grants))
+			fp := r.or.foreign(t.parent.to, tn.Grants)
+			if len(own) == 0 || len(fp) == 0 {
+				continue
+			}
+			row := r.fresh(t, r.raw.byKey[name][own[0]])
+			prow := r.or.row(t.parent.to, fp[p.rng.IntN(len(fp))])
+			for i, c := range t.parent.cols {
+				row[c] = prow[t.parent.ref[i]]
+			}
+			cols := make([]string, len(t.cols))
+			phs := make([]string, len(t.cols))
+			vals := make([]any, len(t.cols))
+			for i, c := range t.cols {
+				cols[i], phs[i], vals[i] = Postgres.quote(c), fmt.Sprintf("$%d", i+1), row[c]
+			}
+			if _, err := tx.Exec(p.ctx, "SAVEPOINT tm_conf"); err != nil {
+				p.Fatalf("savepoint: %v", err)
+			}
+			_, err := tx.Exec(p.ctx, "INSERT INTO "+Postgres.quote(name)+" ("+strings.Join(cols, ", ")+") VALUES ("+strings.Join(phs, ", ")+")", vals...)
+			if err == nil {
+				p.Errorf("raw INSERT into %s under a foreign %s as %s passed the row-level security", name, t.parent.to, tn)
+			}
+			if _, err := tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT tm_conf"); err != nil {
+				p.Fatalf("rollback to savepoint: %v", err)
+			}
+		}
+		if err := tx.Rollback(p.ctx); err != nil {
+			p.Fatalf("rollback: %v", err)
+		}
+	}
+	// A committed transaction leaves no scope behind.
+	tn := r.tenants[0]
+	tx, err := conn.Begin(p.ctx)
+	if err != nil {
+		p.Fatalf("begin: %v", err)
+	}
+	if _, err := tx.Exec(p.ctx, `SELECT set_config($1, $2, true)`, pgSetting, r.scopeDoc(tn.Grants)); err != nil {
+		p.Fatalf("set_config: %v", err)
+	}
+	if err := tx.Commit(p.ctx); err != nil {
+		p.Fatalf("commit: %v", err)
+	}
+	var setting *string
+	if err := conn.QueryRow(p.ctx, `SELECT current_setting($1, true)`, pgSetting).Scan(&setting); err != nil {
+		p.Fatalf("current_setting: %v", err)
+	}
+	if setting != nil && *setting != "" {
+		p.Errorf("after COMMIT the connection still carries scope %q", *setting)
+	}
+	for _, name := range r.g.bound {
+		if got, err := r.pgKeys(p.ctx, conn, name); err != nil || len(got) != 0 {
+			p.Errorf("raw SELECT from %s after the scoped transaction committed: %d rows, %v; want none", name, len(got), err)
+		}
+	}
+}
+
+func pgWhere(cols []string, row Row, first int) (string, []any) {
+	parts := make([]string, len(cols))
+	args := make([]any, len(cols))
+	for i, c := range cols {
+		parts[i] = fmt.Sprintf("%s = $%d", Postgres.quote(c), first+i)
+		args[i] = row[c]
+	}
+	return strings.Join(parts, " AND "), args
+}
+
+// P17: the start-up check (guardedsql.CheckRLS, run by NewPostgres)
+// passes for the app role with the policies in force, and refuses, with
+// the specific error, a superuser connection, a BYPASSRLS role, a table
+// whose policy was dropped, a table whose row-level security is not
+// forced, and an extra permissive policy; NewPostgres opens no DB then.
+func propStartupCheck(p *pt, r *runner) {
+	ctx := p.ctx
+	check := func(pool *pgxpool.Pool, want error, what string) {
+		err := guardedsql.CheckRLS(ctx, pool, r.sch)
+		switch {
+		case want == nil && err != nil:
+			p.Errorf("%s: CheckRLS = %v, want nil", what, err)
+		case want != nil && (!errors.Is(err, want) || !errors.Is(err, guardedsql.ErrRLSUnsafe)):
+			p.Errorf("%s: CheckRLS = %v, want %v (and ErrRLSUnsafe)", what, err, want)
+		}
+		if want != nil {
+			if db, err := guardedsql.NewPostgres(ctx, pool, r.sch); err == nil {
+				db.Close()
+				p.Errorf("%s: NewPostgres opened a DB; want it refused", what)
+			}
+		}
+	}
+	app, err := r.sc.appPool(ctx, 2)
+	if err != nil {
+		p.Fatalf("app pool: %v", err)
+	}
+	defer app.Close()
+	check(app, nil, "app role, policies in force")
+
+	owner, err := r.sc.pgPool(ctx, r.sc.ownerDSN, 2)
+	if err != nil {
+		p.Fatalf("owner pool: %v", err)
+	}
+	defer owner.Close()
+	check(owner, guardedsql.ErrRLSSuperuser, "superuser (the scratch database's owner)")
+
+	// A BYPASSRLS role.
+	role, pw := "tm_conf_bypass_"+randomSuffix(), randomSuffix()
+	admin, err := pgx.Connect(ctx, r.sc.adminDSN)
+	if err != nil {
+		p.Fatalf("admin connection: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN PASSWORD '`+pw+`' NOSUPERUSER BYPASSRLS`); err != nil {
+		p.Fatalf("creating a BYPASSRLS role: %v", err)
+	}
+	defer func() {
+		if _, err := owner.Exec(context.Background(), `REVOKE ALL ON ALL TABLES IN SCHEMA public FROM `+role); err != nil {
+			p.Errorf("revoking: %v", err)
+		}
+		if _, err := owner.Exec(context.Background(), `REVOKE ALL ON SCHEMA public FROM `+role); err != nil {
+			p.Errorf("revoking: %v", err)
+		}
+		if _, err := owner.Exec(context.Background(), `REVOKE ALL ON DATABASE `+r.sc.dbName+` FROM `+role); err != nil {
+			p.Errorf("revoking: %v", err)
+		}
+		if _, err := admin.Exec(context.Background(), `DROP ROLE `+role); err != nil {
+			p.Errorf("dropping the BYPASSRLS role: %v", err)
+		}
+	}()
+	for _, q := range []string{
+		`GRANT CONNECT ON DATABASE ` + r.sc.dbName + ` TO ` + role,
+		`GRANT USAGE ON SCHEMA public TO ` + role,
+		`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ` + role,
+	} {
+		if _, err := owner.Exec(ctx, q); err != nil {
+			p.Fatalf("%s: %v", q, err)
+		}
+	}
+	bypass, err := r.sc.pgPool(ctx, r.sc.dsnAs(role, pw), 1)
+	if err != nil {
+		p.Fatalf("bypass pool: %v", err)
+	}
+	check(bypass, guardedsql.ErrRLSBypassRLS, "a BYPASSRLS role")
+	bypass.Close()
+
+	// Tampered policies: each change is undone by re-applying the DDL.
+	name := r.g.bound[p.rng.IntN(len(r.g.bound))]
+	reapply := func() {
+		if err := guardedsql.ApplyRLS(context.Background(), owner, r.sch); err != nil {
+			p.Fatalf("re-applying row-level security: %v", err)
+		}
+	}
+	tamper := []struct {
+		what, sql string
+		want      error
+		undo      string
+	}{
+		{"policy dropped on " + name, `DROP POLICY tenantmcp_scope ON ` + Postgres.quote(name), guardedsql.ErrRLSPolicyMissing, ""},
+		{"row-level security not forced on " + name, `ALTER TABLE ` + Postgres.quote(name) + ` NO FORCE ROW LEVEL SECURITY`, guardedsql.ErrRLSUnsafe, ""},
+		{"row-level security disabled on " + name, `ALTER TABLE ` + Postgres.quote(name) + ` DISABLE ROW LEVEL SECURITY`, guardedsql.ErrRLSNotEnabled, ""},
+		{"an extra permissive policy on " + name, `CREATE POLICY tm_conf_open ON ` + Postgres.quote(name) + ` AS PERMISSIVE FOR SELECT TO PUBLIC USING (true)`, guardedsql.ErrRLSPolicyUnexpected, `DROP POLICY IF EXISTS tm_conf_open ON ` + Postgres.quote(name)},
+	}
+	for _, tc := range tamper {
+		if _, err := owner.Exec(ctx, tc.sql); err != nil {
+			p.Errorf("%s: %v", tc.what, err)
+			continue
+		}
+		check(app, tc.want, tc.what)
+		if tc.undo != "" {
+			if _, err := owner.Exec(context.Background(), tc.undo); err != nil {
+				p.Fatalf("undoing %s: %v", tc.what, err)
+			}
+		}
+		reapply()
+		check(app, nil, "after undoing "+tc.what)
+	}
+}

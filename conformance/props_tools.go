@@ -1,0 +1,383 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/redact"
+	"github.com/tenantmcp/tenantmcp/scope"
+	"github.com/tenantmcp/tenantmcp/server"
+)
+
+const noTools = "the target has no tool server (Target.Tools is nil)"
+
+// toolServer is the target's tools on a real server.Server, served over
+// streamable HTTP on a loopback port, with a development issuer minting
+// the tokens and a verifier checking them.
+type toolServer struct {
+	srv    *server.Server
+	issuer *devissuer.Issuer
+	url    string
+	logs   *lockedBuffer
+	stop   func()
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// groupOf is the token group the suite's claim mapping turns into g.
+func groupOf(g scope.Grant) string { return "tm-conformance/" + g.Level + "/" + g.ID }
+
+func (r *runner) startTools(p *pt) (*toolServer, error) {
+	tools := r.target.Tools
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	public := "http://" + ln.Addr().String() + "/mcp"
+	is, err := devissuer.Start("127.0.0.1:0", public)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	var levels, patterns []string
+	for _, l := range r.g.levels {
+		levels = append(levels, l.Name)
+		patterns = append(patterns, "tm-conformance/"+l.Name+"/{"+l.Name+"}")
+	}
+	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{public}, JWKS: is.JWKS(),
+		Mapping: claims.Mapping{Patterns: patterns, Levels: levels}})
+	if err != nil {
+		ln.Close()
+		is.Close()
+		return nil, err
+	}
+	red, err := redact.New(tools.Redaction)
+	if err != nil {
+		ln.Close()
+		is.Close()
+		v.Close()
+		return nil, err
+	}
+	logs := &lockedBuffer{}
+	lg := slog.New(slog.NewJSONHandler(logs, nil))
+	srv, err := server.New(server.Options{Name: "tenantmcp-conformance", Verifier: v, DB: r.db, Redactor: red,
+		Levels: tools.Levels, ScopeKeys: tools.ScopeKeys, Logger: lg, AuditLogger: lg})
+	if err != nil {
+		ln.Close()
+		is.Close()
+		v.Close()
+		return nil, err
+	}
+	regErr := tools.Register(srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.Serve(ctx, ln, server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{is.URL}})
+	}()
+	ts := &toolServer{srv: srv, issuer: is, url: public, logs: logs, stop: func() {
+		cancel()
+		if err := <-done; err != nil {
+			p.Errorf("tool server: %v", err)
+		}
+		v.Close()
+		is.Close()
+	}}
+	if regErr != nil {
+		ts.stop()
+		return nil, fmt.Errorf("registering the target's tools: %w", regErr)
+	}
+	return ts, nil
+}
+
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(req)
+}
+
+// session connects an MCP client with a real token for tn and roles.
+func (ts *toolServer) session(ctx context.Context, tn Tenant, roles []string) (*mcp.ClientSession, error) {
+	var groups []string
+	for _, g := range tn.Grants {
+		groups = append(groups, groupOf(g))
+	}
+	tok, err := ts.issuer.Mint(devissuer.Token{Subject: "conformance-" + tn.Name, Groups: groups, Roles: roles, TTL: 10 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "tenantmcp-conformance", Version: "1"}, nil)
+	return client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:             ts.url,
+		HTTPClient:           &http.Client{Transport: bearer{tok, http.DefaultTransport}, Timeout: time.Minute},
+		DisableStandaloneSSE: true,
+		MaxRetries:           -1,
+	}, nil)
+}
+
+// forbiddenKey reports whether a property name is a scope key for the
+// target: the server's default keys, the target's extra keys, each level
+// and "<level>_id", compared without case and separators. It is the
+// suite's own reading of the rule, not the server's code.
+func (r *runner) forbiddenKey(name string) bool {
+	norm := func(s string) string {
+		s = strings.ToLower(s)
+		for _, sep := range []string{"_", "-", " ", "."} {
+			s = strings.ReplaceAll(s, sep, "")
+		}
+		return s
+	}
+	keys := slices.Clone(server.DefaultScopeKeys)
+	keys = append(keys, r.target.Tools.ScopeKeys...)
+	for _, l := range r.g.levels {
+		keys = append(keys, l.Name, l.Name+"_id")
+	}
+	for _, k := range keys {
+		if norm(k) == norm(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// schemaKeys collects every property name (and required name) anywhere in
+// a JSON schema document.
+func schemaKeys(v any, path string, out map[string]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		if props, ok := x["properties"].(map[string]any); ok {
+			for k := range props {
+				out[path+"/"+k] = k
+			}
+		}
+		if req, ok := x["required"].([]any); ok {
+			for _, k := range req {
+				if s, ok := k.(string); ok {
+					out[path+"/"+s] = s
+				}
+			}
+		}
+		for k, sub := range x {
+			schemaKeys(sub, path+"/"+k, out)
+		}
+	case []any:
+		for _, sub := range x {
+			schemaKeys(sub, path+"/*", out)
+		}
+	}
+}
+
+// P19: the target's tools register on a real server and every tool's
+// input schema, as a client lists it, names no tenant key; a tool whose
+// input names one (top-level, nested, camel-cased, in an array) is refused
+// at registration with a *server.TenantInputError and never listed, while
+// a tenant-free control tool registers.
+func propToolInputs(p *pt, r *runner) {
+	if r.target.Tools == nil {
+		p.Skipf(noTools)
+	}
+	ts, err := r.startTools(p)
+	if err != nil {
+		p.Fatalf("%v", err)
+	}
+	defer ts.stop()
+	type filter struct {
+		Org string `json:"org"`
+	}
+	type nested struct {
+		Query  string `json:"query"`
+		Filter filter `json:"filter"`
+	}
+	type camel struct {
+		ChainID string `json:"chainId"`
+	}
+	type item struct {
+		Tenant string `json:"tenant"`
+	}
+	type inArray struct {
+		Items []item `json:"items"`
+	}
+	type top struct {
+		TenantID string `json:"tenant_id"`
+	}
+	type clean struct {
+		Query string `json:"query"`
+	}
+	refusals := map[string]error{
+		"tm_conformance_top":    server.AddTool(ts.srv, server.Tool{Name: "tm_conformance_top"}, func(context.Context, *guardedsql.DB, top) (clean, error) { return clean{}, nil }),
+		"tm_conformance_nested": server.AddTool(ts.srv, server.Tool{Name: "tm_conformance_nested"}, func(context.Context, *guardedsql.DB, nested) (clean, error) { return clean{}, nil }),
+		"tm_conformance_camel":  server.AddTool(ts.srv, server.Tool{Name: "tm_conformance_camel"}, func(context.Context, *guardedsql.DB, camel) (clean, error) { return clean{}, nil }),
+		"tm_conformance_array":  server.AddTool(ts.srv, server.Tool{Name: "tm_conformance_array"}, func(context.Context, *guardedsql.DB, inArray) (clean, error) { return clean{}, nil }),
+	}
+	for name, err := range refusals {
+		var tie *server.TenantInputError
+		if !errors.As(err, &tie) || !errors.Is(err, server.ErrTenantInInput) {
+			p.Errorf("AddTool %s with a tenant-keyed input = %v; want *server.TenantInputError", name, err)
+		}
+	}
+	if err := server.AddTool(ts.srv, server.Tool{Name: "tm_conformance_clean"}, func(context.Context, *guardedsql.DB, clean) (clean, error) { return clean{}, nil }); err != nil {
+		p.Errorf("control: a tenant-free tool was refused: %v", err)
+	}
+	cs, err := ts.session(p.ctx, r.tenants[0], nil)
+	if err != nil {
+		p.Fatalf("connecting: %v", err)
+	}
+	defer cs.Close()
+	listed := map[string]bool{}
+	for tool, err := range cs.Tools(p.ctx, nil) {
+		if err != nil {
+			p.Fatalf("listing tools: %v", err)
+		}
+		listed[tool.Name] = true
+		raw, err := json.Marshal(tool.InputSchema)
+		if err != nil {
+			p.Errorf("tool %s: input schema: %v", tool.Name, err)
+			continue
+		}
+		var doc any
+		_ = json.Unmarshal(raw, &doc)
+		keys := map[string]string{}
+		schemaKeys(doc, "", keys)
+		for path, k := range keys {
+			if r.forbiddenKey(k) {
+				p.Errorf("tool %s: input property %s names the tenant key %q", tool.Name, path, k)
+			}
+		}
+	}
+	for name := range refusals {
+		if listed[name] {
+			p.Errorf("refused tool %s is listed", name)
+		}
+	}
+	if !listed["tm_conformance_clean"] {
+		p.Errorf("control tool not listed; the listing proves nothing")
+	}
+	if len(listed) < 2 {
+		p.Errorf("the target registered no tools")
+	}
+	p.Logf("%d tools listed, inputs tenant-free; %d tenant-keyed inputs refused", len(listed)-1, len(refusals))
+}
+
+// P20: calling the target's tools in process, through the real server
+// with real signed tokens, as every tenant and every caller role: no
+// output (structured content, text, error message) and no log line
+// contains a planted PII canary of another tenant or of a category the
+// caller's roles may not see; at least one canary the caller may see does
+// come back, so the calls did read PII-bearing rows.
+func propCanaries(p *pt, r *runner) {
+	tools := r.target.Tools
+	if tools == nil || tools.Calls == nil || tools.Canaries == nil {
+		p.Skipf(noTools + " or has no Calls/Canaries")
+	}
+	canaries := tools.Canaries(r.data)
+	if len(canaries) == 0 {
+		p.Fatalf("Tools.Canaries returned none; plant PII canaries in the seed")
+	}
+	for _, c := range canaries {
+		if _, ok := r.or.byPK[c.Table][c.Key]; !ok {
+			p.Fatalf("canary %q names row %s of %s, which the Dataset lacks", c.Value, c.Key, c.Table)
+		}
+	}
+	ts, err := r.startTools(p)
+	if err != nil {
+		p.Fatalf("%v", err)
+	}
+	defer ts.stop()
+	callers := tools.Callers
+	if len(callers) == 0 {
+		callers = [][]string{nil}
+	}
+	shown, calls := 0, 0
+	for _, tn := range r.tenants {
+		for _, roles := range callers {
+			revealed := map[redact.Category]bool{}
+			for _, role := range roles {
+				for _, c := range tools.Redaction.Reveal[role] {
+					revealed[c] = true
+				}
+			}
+			cs, err := ts.session(p.ctx, tn, roles)
+			if err != nil {
+				p.Fatalf("connecting as %s %v: %v", tn, roles, err)
+			}
+			var out strings.Builder
+			for _, call := range tools.Calls(r.data, tn) {
+				calls++
+				res, err := cs.CallTool(p.ctx, &mcp.CallToolParams{Name: call.Tool, Arguments: call.Args})
+				if err != nil {
+					out.WriteString(err.Error())
+					continue
+				}
+				raw, _ := json.Marshal(res.StructuredContent)
+				out.Write(raw)
+				for _, c := range res.Content {
+					if tc, ok := c.(*mcp.TextContent); ok {
+						out.WriteString(tc.Text)
+					}
+				}
+			}
+			cs.Close()
+			text := out.String()
+			for _, c := range canaries {
+				mine := r.or.visible(c.Table, tn.Grants)[c.Key]
+				allowed := mine && revealed[c.Category] && c.Category != redact.Secret
+				if !strings.Contains(text, c.Value) {
+					continue
+				}
+				if allowed {
+					shown++
+					continue
+				}
+				why := "of another tenant"
+				if mine {
+					why = fmt.Sprintf("of category %s, which roles %v may not see", c.Category, roles)
+				}
+				p.Errorf("tool output as %s with roles %v contains canary %q (%s.%s) %s", tn, roles, c.Value, c.Table, c.Key, why)
+			}
+		}
+	}
+	logs := ts.logs.String()
+	for _, c := range canaries {
+		if strings.Contains(logs, c.Value) {
+			p.Errorf("the server's log or audit log contains canary %q", c.Value)
+		}
+	}
+	if shown == 0 {
+		p.Errorf("control: no call returned a canary its caller may see; the calls read no PII-bearing rows and prove nothing")
+	}
+	p.Logf("%d tool calls as %d tenants × %d role sets; %d canaries planted; %d allowed sightings, 0 forbidden", calls, len(r.tenants), len(callers), len(canaries), shown)
+}

@@ -1,0 +1,564 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// errRollback ends a control transaction: the properties try a write the
+// tenant may make inside db.Tx, look at its effect, and roll it back.
+var errRollback = errors.New("conformance: control write rolled back")
+
+// refused reports whether err is the guard refusing a write.
+func refused(err error) bool {
+	return errors.Is(err, guardedsql.ErrNotFound) || errors.Is(err, guardedsql.ErrOutOfScope) || errors.Is(err, guardedsql.ErrRefused)
+}
+
+// control runs fn in a transaction that is always rolled back and reports
+// fn's own error.
+func (r *runner) control(ctx context.Context, fn func(tx *guardedsql.Tx) error) error {
+	var inner error
+	err := r.db.Tx(ctx, func(tx *guardedsql.Tx) error {
+		inner = fn(tx)
+		return errRollback
+	})
+	if inner != nil {
+		return inner
+	}
+	if err != nil && !errors.Is(err, errRollback) {
+		return err
+	}
+	if errs, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range errs.Unwrap() {
+			if e != nil && !errors.Is(e, errRollback) {
+				return fmt.Errorf("rolling back the control write: %w", e)
+			}
+		}
+	}
+	return nil
+}
+
+// chooseMutable picks, per tenant-bound table, the column the write
+// properties assign: Target.Mutable's choice, else the first plain column
+// with at least two distinct values (text preferred).
+func (r *runner) chooseMutable() map[string]string {
+	out := map[string]string{}
+	for _, name := range r.g.bound {
+		if c, ok := r.target.Mutable[name]; ok {
+			out[name] = c
+			continue
+		}
+		t := r.g.tables[name]
+		keyish := map[string]bool{}
+		for _, c := range t.pk {
+			keyish[c] = true
+		}
+		for _, f := range t.fks {
+			for _, c := range f.cols {
+				keyish[c] = true
+			}
+		}
+		for _, lc := range t.levelCols {
+			keyish[lc.col] = true
+		}
+		best := ""
+		for _, c := range t.cols {
+			if keyish[c] {
+				continue
+			}
+			distinct := map[string]bool{}
+			text := true
+			for _, row := range r.data.Tables[name] {
+				distinct[canon(row[c])] = true
+				if _, ok := row[c].(string); !ok {
+					text = false
+				}
+			}
+			if len(distinct) < 2 {
+				continue
+			}
+			if text {
+				best = c
+				break
+			}
+			if best == "" {
+				best = c
+			}
+		}
+		out[name] = best
+	}
+	return out
+}
+
+// otherValue returns a value of col, as stored in the database, that
+// differs from col in every row of avoid: a value of the right type the
+// engine will accept, which really changes the rows if written.
+func (r *runner) otherValue(table, col string, avoid ...Row) (any, bool) {
+	bad := map[string]bool{}
+	for _, a := range avoid {
+		bad[canon(a[col])] = true
+	}
+	for _, row := range r.raw.rows[table] {
+		if v := row[col]; v != nil && !bad[canon(v)] {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+var freshSeq atomic.Int64
+
+// fresh returns a copy of template (a row as stored) with new values in
+// the key columns that are not foreign-key columns: integers above every
+// key in the table, text "tmconf-<n>".
+func (r *runner) fresh(t *tinfo, template Row) Row {
+	row := maps.Clone(template)
+	fkCol := map[string]bool{}
+	for _, f := range t.fks {
+		for _, c := range f.cols {
+			fkCol[c] = true
+		}
+	}
+	for _, c := range t.pk {
+		if fkCol[c] {
+			continue
+		}
+		n := freshSeq.Add(1)
+		if isInt(r.data.Tables[t.name], c) {
+			var hi int64
+			for _, x := range r.data.Tables[t.name] {
+				hi = max(hi, asInt(x[c]))
+			}
+			row[c] = hi + 1_000_000 + n
+		} else {
+			row[c] = "tmconf-" + strconv.FormatInt(n, 10)
+		}
+	}
+	return row
+}
+
+// insertOf builds an INSERT of rows into t (every column).
+func (r *runner) insertOf(p *pt, t *tinfo, rows ...Row) builder.Insert {
+	ib := builder.InsertInto(r.sch.Table(t.name)).Columns(t.cols...)
+	for _, row := range rows {
+		vals := make([]any, len(t.cols))
+		for i, c := range t.cols {
+			vals[i] = row[c]
+		}
+		ib = ib.Values(vals...)
+	}
+	return p.i(ib.Build())
+}
+
+// absent checks, as the owner, that no row with row's key exists.
+func (r *runner) absent(p *pt, t *tinfo, row Row, what string, args ...any) {
+	ok, err := rowExists(p.ctx, r.sc.owner, r.engine, t, row)
+	switch {
+	case err != nil:
+		p.Errorf(what+": checking as owner: %v", append(args, err)...)
+	case ok:
+		p.Errorf(what+": the row %s was created", append(args, Key(row, t.pk))...)
+	}
+}
+
+// P7: UPDATE aimed at another tenant's rows changes nothing: 0 rows
+// affected, ErrNotFound with ExpectOne, only the own row of a mixed key
+// list is updated, and an own row cannot be moved under a foreign parent
+// or to a foreign level id. The database is compared with the seed after.
+func propUpdateForeign(p *pt, r *runner) {
+	tried := 0
+	for _, tn := range r.tenants {
+		ctx := r.scoped(p.ctx, tn)
+		for _, name := range r.g.bound {
+			t := r.g.tables[name]
+			col := r.mutable[name]
+			foreign := pick(p.rng, r.or.foreign(name, tn.Grants), 3)
+			own := pick(p.rng, sortedKeys(r.or.visible(name, tn.Grants)), 1)
+			if col == "" {
+				p.Logf("%s: no assignable plain column; UPDATE checked through key moves only", name)
+			}
+			tb := r.sch.Table(name)
+			if col != "" {
+				for _, fk := range foreign {
+					// A value the row does not hold, so that a write that
+					// got through would change it.
+					v, ok := r.otherValue(name, col, r.raw.byKey[name][fk])
+					if !ok {
+						p.Logf("%s: no value of %s differs from row %s's", name, col, fk)
+						continue
+					}
+					row := r.or.row(name, fk)
+					u := p.u(builder.UpdateTable(tb).Set(col, v).Where(pkIs(tb, t, row)).Build())
+					res, err := r.exec(ctx, r.db, u)
+					tried++
+					if err != nil || res.RowsAffected != 0 {
+						p.Errorf("UPDATE %s SET %s of foreign %s as %s: %d rows, %v; want 0 rows", name, col, head([]string{fk}), tn, res.RowsAffected, err)
+					}
+					u1 := p.u(builder.UpdateTable(tb).Set(col, v).Where(pkIs(tb, t, row)).ExpectOne().Build())
+					if _, err := r.exec(ctx, r.db, u1); !errors.Is(err, guardedsql.ErrNotFound) {
+						p.Errorf("UPDATE … ExpectOne of foreign %s %s as %s = %v, want ErrNotFound", name, head([]string{fk}), tn, err)
+					}
+				}
+				v, ok := r.otherValue(name, col, r.raw.byKey[name][firstOr(own)])
+				if len(own) == 1 && len(foreign) > 0 && ok {
+					var ors []builder.Pred
+					for _, k := range append(slices.Clone(foreign), own[0]) {
+						ors = append(ors, pkIs(tb, t, r.or.row(name, k)))
+					}
+					u := p.u(builder.UpdateTable(tb).Set(col, v).Where(builder.Or(ors...)).Build())
+					err := r.control(ctx, func(tx *guardedsql.Tx) error {
+						res, err := r.exec(ctx, tx, u)
+						if err != nil {
+							return err
+						}
+						if res.RowsAffected != 1 {
+							return fmt.Errorf("%d rows affected, want 1 (the own row)", res.RowsAffected)
+						}
+						return nil
+					})
+					if err != nil {
+						p.Errorf("UPDATE %s of %d foreign rows and own %s as %s: %v", name, len(foreign), own[0], tn, err)
+					}
+				}
+			}
+			if len(own) == 0 {
+				continue
+			}
+			// Moving an own row: to a foreign parent, or to a foreign level id.
+			orow := r.or.row(name, own[0])
+			for _, f := range r.g.tenantFKs(t) {
+				for _, k := range pick(p.rng, r.or.foreign(f.to, tn.Grants), 1) {
+					prow := r.or.row(f.to, k)
+					ub := builder.UpdateTable(tb)
+					moved := maps.Clone(orow)
+					for i, c := range f.cols {
+						ub = ub.Set(c, prow[f.ref[i]])
+						moved[c] = prow[f.ref[i]]
+					}
+					if r.or.rowVisible(name, moved, tn.Grants) && f == t.parent {
+						continue
+					}
+					u := p.u(ub.Where(pkIs(tb, t, orow)).Build())
+					res, err := r.exec(ctx, r.db, u)
+					tried++
+					if !(refused(err) || err == nil && res.RowsAffected == 0) {
+						p.Errorf("UPDATE %s SET %v = foreign %s %s on own row %s as %s: %d rows, %v; want refused", name, f.cols, f.to, head([]string{k}), own[0], tn, res.RowsAffected, err)
+					}
+				}
+			}
+			for _, lc := range t.levelCols {
+				if slices.Contains(t.pk, lc.col) || isFKCol(t, lc.col) {
+					continue // moved through the foreign key above, or a key
+				}
+				for _, id := range pick(p.rng, r.foreignLevelIDs(tn, lc.level), 1) {
+					u := p.u(builder.UpdateTable(tb).Set(lc.col, r.levelValue(lc.level, id)).Where(pkIs(tb, t, orow)).Build())
+					res, err := r.exec(ctx, r.db, u)
+					tried++
+					if !(refused(err) || err == nil && res.RowsAffected == 0) {
+						p.Errorf("UPDATE %s SET %s = foreign %s on own row %s as %s: %d rows, %v; want refused", name, lc.col, id, own[0], tn, res.RowsAffected, err)
+					}
+				}
+			}
+		}
+	}
+	if tried == 0 {
+		p.Errorf("no foreign UPDATE could be aimed: the seed does not separate tenants")
+	}
+}
+
+func isFKCol(t *tinfo, col string) bool {
+	for _, f := range t.fks {
+		if slices.Contains(f.cols, col) {
+			return true
+		}
+	}
+	return false
+}
+
+// P8: DELETE aimed at another tenant's rows deletes nothing: 0 rows
+// affected (no constraint error, which would mean the engine tried),
+// ErrNotFound with ExpectOne, and only the own row of a mixed key list.
+func propDeleteForeign(p *pt, r *runner) {
+	tried := 0
+	for _, tn := range r.tenants {
+		ctx := r.scoped(p.ctx, tn)
+		for _, name := range r.g.bound {
+			t := r.g.tables[name]
+			tb := r.sch.Table(name)
+			var leaves, others []string
+			for _, k := range r.or.foreign(name, tn.Grants) {
+				if r.or.isLeaf(name, k) {
+					leaves = append(leaves, k)
+				} else {
+					others = append(others, k)
+				}
+			}
+			foreign := pick(p.rng, leaves, 2)
+			foreign = append(foreign, pick(p.rng, others, 1)...)
+			for _, fk := range foreign {
+				row := r.or.row(name, fk)
+				d := p.d(builder.DeleteFrom(tb).Where(pkIs(tb, t, row)).Build())
+				res, err := r.exec(ctx, r.db, d)
+				tried++
+				if err != nil || res.RowsAffected != 0 {
+					p.Errorf("DELETE foreign %s %s as %s: %d rows, %v; want 0 rows and no error", name, head([]string{fk}), tn, res.RowsAffected, err)
+				}
+				d1 := p.d(builder.DeleteFrom(tb).Where(pkIs(tb, t, row)).ExpectOne().Build())
+				if _, err := r.exec(ctx, r.db, d1); !errors.Is(err, guardedsql.ErrNotFound) {
+					p.Errorf("DELETE … ExpectOne of foreign %s %s as %s = %v, want ErrNotFound", name, head([]string{fk}), tn, err)
+				}
+			}
+			var ownLeaves []string
+			for _, k := range sortedKeys(r.or.visible(name, tn.Grants)) {
+				if r.or.isLeaf(name, k) {
+					ownLeaves = append(ownLeaves, k)
+				}
+			}
+			fl := pick(p.rng, leaves, 3)
+			if mine := pick(p.rng, ownLeaves, 1); len(mine) == 1 && len(fl) > 0 {
+				var ors []builder.Pred
+				for _, k := range append(fl, mine[0]) {
+					ors = append(ors, pkIs(tb, t, r.or.row(name, k)))
+				}
+				d := p.d(builder.DeleteFrom(tb).Where(builder.Or(ors...)).Build())
+				err := r.control(ctx, func(tx *guardedsql.Tx) error {
+					res, err := r.exec(ctx, tx, d)
+					if err != nil {
+						return err
+					}
+					if res.RowsAffected != 1 {
+						return fmt.Errorf("%d rows affected, want 1 (the own row)", res.RowsAffected)
+					}
+					return nil
+				})
+				if err != nil {
+					p.Errorf("DELETE %s of %d foreign rows and own %s as %s: %v", name, len(fl), mine[0], tn, err)
+				}
+			}
+			// Delete by a foreign parent's key: only rows that are leaves.
+			if t.parent != nil {
+				for _, k := range pick(p.rng, r.or.foreign(t.parent.to, tn.Grants), 1) {
+					allLeaves := true
+					for _, ck := range r.or.keys[name] {
+						if pi, ok := r.or.parentRow(t.parent, r.or.row(name, ck)); ok && Key(r.data.Tables[t.parent.to][pi], r.g.tables[t.parent.to].pk) == k && !r.or.isLeaf(name, ck) {
+							allLeaves = false
+						}
+					}
+					if !allLeaves {
+						continue
+					}
+					d := p.d(builder.DeleteFrom(tb).Where(eqRow(tb, t.parent.cols, r.or.row(t.parent.to, k), t.parent.ref)).Build())
+					res, err := r.exec(ctx, r.db, d)
+					tried++
+					if err != nil || res.RowsAffected != 0 {
+						p.Errorf("DELETE %s WHERE %v = foreign parent %s as %s: %d rows, %v; want 0 rows", name, t.parent.cols, head([]string{k}), tn, res.RowsAffected, err)
+					}
+				}
+			}
+		}
+	}
+	if tried == 0 {
+		p.Errorf("no foreign DELETE could be aimed: the seed does not separate tenants")
+	}
+}
+
+// P9: INSERT of a row whose scope parent (or any other referenced
+// tenant-bound row) belongs to another tenant is refused by the guard and
+// creates no row; a multi-row insert with one such row creates none; the
+// same row under an own parent is accepted (in a rolled-back control).
+func propInsertForeignParent(p *pt, r *runner) {
+	tried := 0
+	for _, tn := range r.tenants {
+		ctx := r.scoped(p.ctx, tn)
+		for _, name := range r.g.bound {
+			t := r.g.tables[name]
+			if t.parent == nil {
+				continue // roots: property 10
+			}
+			own := pick(p.rng, sortedKeys(r.or.visible(name, tn.Grants)), 1)
+			if len(own) == 0 {
+				continue
+			}
+			template, ok := r.readableRefs(p, t, r.raw.byKey[name][own[0]], tn)
+			if !ok {
+				p.Logf("%s as %s: some foreign key reaches no row the tenant can read; the tenant cannot insert here at all", name, tn)
+				continue
+			}
+			good := r.fresh(t, template)
+			if err := r.control(ctx, func(tx *guardedsql.Tx) error {
+				res, err := r.exec(ctx, tx, r.insertOf(p, t, good))
+				if err == nil && res.RowsAffected != 1 {
+					err = fmt.Errorf("%d rows affected", res.RowsAffected)
+				}
+				return err
+			}); err != nil {
+				p.Errorf("control: INSERT into %s under own parents (copy of %s) as %s failed: %v; the foreign cases below prove nothing for this table", name, own[0], tn, err)
+				continue
+			}
+			for _, f := range r.g.tenantFKs(t) {
+				for _, k := range pick(p.rng, r.or.foreign(f.to, tn.Grants), 2) {
+					prow := r.or.row(f.to, k)
+					bad := r.fresh(t, template)
+					for i, c := range f.cols {
+						bad[c] = prow[f.ref[i]]
+					}
+					_, err := r.exec(ctx, r.db, r.insertOf(p, t, bad))
+					tried++
+					if !refused(err) {
+						p.Errorf("INSERT into %s with %v = foreign %s %s as %s: %v; want the guard's refusal (ErrNotFound)", name, f.cols, f.to, head([]string{k}), tn, err)
+					}
+					r.absent(p, t, bad, "INSERT into %s under foreign %s %s as %s", name, f.to, head([]string{k}), tn)
+					// All or none: an own row together with the foreign one.
+					ok2 := r.fresh(t, template)
+					_, err = r.exec(ctx, r.db, r.insertOf(p, t, ok2, bad))
+					if !refused(err) {
+						p.Errorf("two-row INSERT into %s (own parent, foreign %s %s) as %s: %v; want refused", name, f.to, head([]string{k}), tn, err)
+					}
+					r.absent(p, t, ok2, "two-row INSERT into %s with one foreign parent as %s (own row)", name, tn)
+					r.absent(p, t, bad, "two-row INSERT into %s with one foreign parent as %s (foreign row)", name, tn)
+				}
+			}
+		}
+	}
+	if tried == 0 {
+		p.Skipf("no child table has an own row to copy and a foreign parent to aim at")
+	}
+}
+
+// readableRefs returns a copy of row whose foreign keys to tenant-bound
+// tables all point at rows tn can read (the guard admits an insert only
+// then), replacing any that do not; false if some key has no such row.
+func (r *runner) readableRefs(p *pt, t *tinfo, row Row, tn Tenant) (Row, bool) {
+	out := maps.Clone(row)
+	for _, f := range r.g.tenantFKs(t) {
+		if pi, ok := r.or.parentRow(f, out); ok {
+			if r.or.visible(f.to, tn.Grants)[Key(r.data.Tables[f.to][pi], r.g.tables[f.to].pk)] {
+				continue
+			}
+		}
+		vis := sortedKeys(r.or.visible(f.to, tn.Grants))
+		if len(vis) == 0 {
+			return nil, false
+		}
+		target := r.or.row(f.to, pick(p.rng, vis, 1)[0])
+		for i, c := range f.cols {
+			out[c] = target[f.ref[i]]
+		}
+	}
+	return out, true
+}
+
+// P10: INSERT of a root row (a table carrying level columns itself) whose
+// level ids are not granted, or that references another tenant's row, is
+// refused and creates nothing; the same row is accepted by a scope that
+// grants its ids (in a rolled-back control).
+func propInsertForeignRoot(p *pt, r *runner) {
+	tried := 0
+	for _, tn := range r.tenants {
+		ctx := r.scoped(p.ctx, tn)
+		for _, name := range r.g.bound {
+			t := r.g.tables[name]
+			if t.parent != nil || len(t.levelCols) == 0 {
+				continue
+			}
+			keys := sortedKeys(r.or.visible(name, tn.Grants))
+			if len(keys) == 0 {
+				keys = r.or.keys[name]
+			}
+			tk := pick(p.rng, keys, 1)
+			if len(tk) == 0 {
+				continue
+			}
+			template := r.raw.byKey[name][tk[0]]
+			// Control: the copy with fresh keys, under a scope that also
+			// grants every level id the copy carries.
+			good := r.fresh(t, template)
+			grants := slices.Clone(tn.Grants)
+			for _, lc := range t.levelCols {
+				if good[lc.col] != nil {
+					grants = append(grants, scope.Grant{Level: lc.level, ID: canon(good[lc.col])})
+				}
+			}
+			for _, f := range r.g.tenantFKs(t) {
+				if prow, ok := r.or.parentRow(f, good); ok {
+					for l, id := range r.or.levelsOf(f.to, r.data.Tables[f.to][prow], 0) {
+						grants = append(grants, scope.Grant{Level: l, ID: id})
+					}
+				}
+			}
+			if err := r.control(grantsCtx(p.ctx, grants), func(tx *guardedsql.Tx) error {
+				res, err := r.exec(grantsCtx(p.ctx, grants), tx, r.insertOf(p, t, good))
+				if err == nil && res.RowsAffected != 1 {
+					err = fmt.Errorf("%d rows affected", res.RowsAffected)
+				}
+				return err
+			}); err != nil {
+				p.Errorf("control: INSERT into %s of a copy of %s under a scope granting its ids %s: %v", name, tk[0], grantsString(grants), err)
+				continue
+			}
+			// Foreign: every level column set to an id the tenant lacks
+			// (a foreign one where a foreign key demands an existing row).
+			bad := r.fresh(t, template)
+			for _, lc := range t.levelCols {
+				if slices.Contains(t.pk, lc.col) && !isFKCol(t, lc.col) {
+					continue // a fresh key: a new, ungranted id already
+				}
+				ids := r.foreignLevelIDs(tn, lc.level)
+				if isFKCol(t, lc.col) {
+					// must name an existing row: take it from a foreign row
+					for _, f := range r.g.tenantFKs(t) {
+						if i := slices.Index(f.cols, lc.col); i >= 0 {
+							if fk := pick(p.rng, r.or.foreign(f.to, tn.Grants), 1); len(fk) == 1 {
+								prow := r.or.row(f.to, fk[0])
+								for j, c := range f.cols {
+									bad[c] = prow[f.ref[j]]
+								}
+							}
+						}
+					}
+					continue
+				}
+				if len(ids) > 0 {
+					bad[lc.col] = r.levelValue(lc.level, pick(p.rng, ids, 1)[0])
+				}
+			}
+			if r.or.rowVisible(name, bad, tn.Grants) {
+				p.Logf("%s as %s: could not build a root row outside the scope", name, tn)
+				continue
+			}
+			_, err := r.exec(ctx, r.db, r.insertOf(p, t, bad))
+			tried++
+			if !refused(err) {
+				p.Errorf("INSERT into root %s of a row outside the scope (%s) as %s: %v; want the guard's refusal", name, levelsString(r.or.levelsOf(name, bad, 0)), tn, err)
+			}
+			r.absent(p, t, bad, "INSERT into root %s outside the scope as %s", name, tn)
+		}
+	}
+	if tried == 0 {
+		p.Skipf("the graph has no root table (a tenant-bound table with level columns)")
+	}
+}
+
+func levelsString(m map[string]string) string {
+	var parts []string
+	for _, l := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, l+":"+m[l])
+	}
+	return fmt.Sprint(parts)
+}
+
+func firstOr(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}

@@ -1,0 +1,264 @@
+package hotel
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/flow"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/redact"
+	"github.com/tenantmcp/tenantmcp/server"
+)
+
+// Config configures the hotel server.
+type Config struct {
+	// Addr is the TCP address to listen on for streamable HTTP.
+	Addr string
+	// PublicURL is the MCP endpoint as clients address it; default
+	// http://<listen address>/mcp. It is the token audience unless Audience
+	// says otherwise.
+	PublicURL string
+	// Stateless selects the stateless HTTP mode.
+	Stateless bool
+
+	// DB is "" for a fresh embedded SQLite file with demo data, or a DSN
+	// understood by guardedsql.Open (sqlite:…, postgres://…, mysql://…),
+	// whose schema and data the caller has already created.
+	DB string
+
+	// JWKSURL, Issuer and Audience point at a real identity provider. With
+	// JWKSURL empty a development issuer runs on loopback and mints the
+	// demo tokens: never use that outside a laptop.
+	JWKSURL  string
+	Issuer   string
+	Audience string
+
+	// Seed and Size shape the demo data.
+	Seed uint64
+	Size Size
+
+	Logger      *slog.Logger
+	AuditLogger *slog.Logger
+
+	// FlowPolicy is the path of the information-flow policy file; "" uses
+	// the example's FlowPolicy.
+	FlowPolicy string
+}
+
+// App is a running hotel server with its listener, database and verifier.
+type App struct {
+	Server   *server.Server
+	DB       *guardedsql.DB
+	Verifier *claims.Verifier
+	// Issuer is the development issuer, nil with a real identity provider.
+	Issuer *devissuer.Issuer
+	// Data is the demo data loaded into the embedded database (nil when
+	// DB named an existing database).
+	Data     *Data
+	Listener net.Listener
+	HTTP     server.HTTPOptions
+	// Flow enforces the flow policy; Outbox records what the sink tools
+	// would have sent.
+	Flow   *flow.Checker
+	Outbox *Outbox
+
+	closers []func() error
+}
+
+// Redaction is the example's policy: front-desk staff see the contact
+// details of the guests of their hotel (the only guests their scope
+// reaches), managers see names, everyone else sees masks. Card numbers are
+// never revealed.
+var Redaction = redact.Config{
+	Reveal: map[string][]redact.Category{
+		"front_desk": {redact.Name, redact.Email, redact.Phone},
+		"manager":    {redact.Name},
+	},
+}
+
+// Mapping is how the example maps token groups to grants: Keycloak-style
+// group paths.
+var Mapping = claims.Mapping{
+	Patterns: []string{"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}", "tenant:{chain}"},
+	Levels:   []string{LevelChain, LevelHotel},
+}
+
+// New builds the server: database, verifier, tools, and the listener
+// (opened last, after everything that could fail closed).
+func New(ctx context.Context, cfg Config) (app *App, err error) {
+	app = &App{}
+	defer func() {
+		if err != nil {
+			app.Close()
+			app = nil
+		}
+	}()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Size == (Size{}) {
+		cfg.Size = DemoSize
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:8080"
+	}
+	if err := app.openDB(ctx, cfg); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	app.Listener = ln
+	app.closers = append(app.closers, func() error { ln.Close(); return nil })
+	public := cfg.PublicURL
+	if public == "" {
+		public = "http://" + ln.Addr().String() + "/mcp"
+	}
+	audience := cfg.Audience
+	if audience == "" {
+		audience = public
+	}
+	ccfg := claims.Config{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger}
+	if cfg.JWKSURL == "" {
+		is, err := devissuer.Start("127.0.0.1:0", audience)
+		if err != nil {
+			return nil, err
+		}
+		app.Issuer = is
+		app.closers = append(app.closers, is.Close)
+		ccfg.Issuer, ccfg.JWKS = is.URL, is.JWKS()
+	} else {
+		if cfg.Issuer == "" {
+			return nil, errors.New("hotel: -issuer is required with -jwks-url")
+		}
+		ccfg.Issuer, ccfg.JWKSURL = cfg.Issuer, cfg.JWKSURL
+	}
+	v, err := claims.New(ccfg)
+	if err != nil {
+		return nil, err
+	}
+	app.Verifier = v
+	app.closers = append(app.closers, v.Close)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := v.WaitReady(waitCtx); err != nil {
+		return nil, err
+	}
+	red, err := redact.New(Redaction)
+	if err != nil {
+		return nil, err
+	}
+	if app.Flow, err = newFlow(cfg.FlowPolicy); err != nil {
+		return nil, err
+	}
+	app.Outbox = &Outbox{}
+	srv, err := server.New(server.Options{
+		Name: "tenantmcp-hotel", Version: "0.1.0",
+		Instructions: "Hotel-chain tools. Every call sees only the chains and hotels of your token.",
+		Verifier:     v, DB: app.DB, Redactor: red,
+		Levels: []string{LevelChain, LevelHotel},
+		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
+		Flow: app.Flow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := Register(srv); err != nil {
+		return nil, err
+	}
+	app.Server = srv
+	if err := registerFlowTools(app); err != nil {
+		return nil, err
+	}
+	app.HTTP = server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{ccfg.Issuer}, Stateless: cfg.Stateless}
+	return app, nil
+}
+
+func (app *App) openDB(ctx context.Context, cfg Config) error {
+	dsn := cfg.DB
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", "tenantmcp-hotel-")
+		if err != nil {
+			return err
+		}
+		app.closers = append(app.closers, func() error { return os.RemoveAll(dir) })
+		path := filepath.Join(dir, "hotel.db")
+		raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+		if err != nil {
+			return err
+		}
+		app.Data = Generate(cfg.Seed, cfg.Size)
+		err = Create(ctx, raw, SQLite, app.Data)
+		raw.Close()
+		if err != nil {
+			return err
+		}
+		dsn = "sqlite:" + path
+	}
+	db, err := guardedsql.Open(ctx, dsn, Schema)
+	if err != nil {
+		return fmt.Errorf("hotel: opening %s: %w", redactDSN(dsn), err)
+	}
+	app.DB = db
+	app.closers = append(app.closers, db.Close)
+	return nil
+}
+
+// redactDSN hides a password in a DSN for error messages.
+func redactDSN(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		rest := dsn[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 {
+				return dsn[:i+3] + rest[:c] + ":***" + rest[at:]
+			}
+		}
+	}
+	return dsn
+}
+
+// Serve serves HTTP on the app's listener until ctx is done.
+func (app *App) Serve(ctx context.Context) error {
+	return app.Server.Serve(ctx, app.Listener, app.HTTP)
+}
+
+// DemoUser is a user of the development issuer.
+type DemoUser struct {
+	Subject, Description string
+	Groups, Roles        []string
+}
+
+// DemoUsers are the users the example prints tokens for: two managers of
+// different chains and the front desk of one hotel.
+var DemoUsers = []DemoUser{
+	{Subject: "alice", Description: "manager of chain acme", Groups: []string{"/tenants/acme"}, Roles: []string{"manager"}},
+	{Subject: "bob", Description: "manager of chain globex", Groups: []string{"/tenants/globex"}, Roles: []string{"manager"}},
+	{Subject: "carol", Description: "front desk of hotel acme-paris", Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}},
+}
+
+// Token mints a development token for u (only with the dev issuer).
+func (app *App) Token(u DemoUser, ttl time.Duration) (string, error) {
+	if app.Issuer == nil {
+		return "", errors.New("hotel: no development issuer: tokens come from your identity provider")
+	}
+	return app.Issuer.Mint(devissuer.Token{Subject: u.Subject, Groups: u.Groups, Roles: u.Roles, TTL: ttl})
+}
+
+// Close releases everything New acquired, in reverse order.
+func (app *App) Close() {
+	for i := len(app.closers) - 1; i >= 0; i-- {
+		_ = app.closers[i]()
+	}
+	app.closers = nil
+}

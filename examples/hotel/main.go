@@ -1,0 +1,112 @@
+// Command hotel is the tenantmcp example: a hotel-chain MCP tool server
+// whose every call sees only the chains and hotels of the caller's token.
+//
+//	go run ./examples/hotel                  # embedded SQLite + dev issuer on loopback
+//	go run ./examples/hotel -db postgres://… # an existing database (see README)
+//	go run ./examples/hotel -stdio -as alice # one client over stdin/stdout
+//
+// With no -jwks-url it starts a DEVELOPMENT-ONLY token issuer on loopback
+// and prints ready tokens for three demo users. Point -jwks-url, -issuer
+// and -audience at your identity provider for anything else.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/server"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "hotel:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var cfg hotel.Config
+	flag.StringVar(&cfg.Addr, "addr", envOr("HOTEL_ADDR", "127.0.0.1:8080"), "listen address for streamable HTTP")
+	flag.StringVar(&cfg.PublicURL, "public-url", os.Getenv("HOTEL_PUBLIC_URL"), "the MCP endpoint URL clients use (default http://ADDR/mcp)")
+	flag.BoolVar(&cfg.Stateless, "stateless", false, "serve streamable HTTP in stateless mode")
+	flag.StringVar(&cfg.DB, "db", os.Getenv("HOTEL_DB"), "database DSN: sqlite:PATH, postgres://…, mysql://… (default: fresh embedded SQLite with demo data)")
+	flag.StringVar(&cfg.JWKSURL, "jwks-url", os.Getenv("HOTEL_JWKS_URL"), "identity provider JWKS URL (default: development issuer on loopback)")
+	flag.StringVar(&cfg.Issuer, "issuer", os.Getenv("HOTEL_ISSUER"), "expected token issuer (with -jwks-url)")
+	flag.StringVar(&cfg.Audience, "audience", os.Getenv("HOTEL_AUDIENCE"), "expected token audience (default: the public URL)")
+	stdio := flag.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
+	tokenFile := flag.String("token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
+	as := flag.String("as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")
+	jsonLogs := flag.Bool("json-logs", false, "write logs (and the audit log) as JSON")
+	flag.Parse()
+
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	if *jsonLogs {
+		h = slog.NewJSONHandler(os.Stderr, nil)
+	}
+	cfg.Logger = slog.New(h)
+	cfg.AuditLogger = cfg.Logger.With("log", "audit")
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app, err := hotel.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+
+	if *stdio {
+		src := server.TokenFromEnv("TENANTMCP_TOKEN")
+		switch {
+		case *tokenFile != "":
+			src = server.TokenFromFile(*tokenFile)
+		case *as != "":
+			tok, err := demoToken(app, *as)
+			if err != nil {
+				return err
+			}
+			src = func(context.Context) (string, error) { return tok, nil }
+		}
+		return app.Server.RunStdio(ctx, src)
+	}
+
+	fmt.Fprintf(os.Stderr, "\ntenantmcp hotel server: MCP endpoint %s (streamable HTTP, bearer token required)\n", app.HTTP.ResourceURL)
+	if app.Data != nil {
+		fmt.Fprintf(os.Stderr, "database: embedded SQLite with demo data (%d chains, %d hotels, %d bookings)\n",
+			len(app.Data.Chains), len(app.Data.Hotels), len(app.Data.Bookings))
+	}
+	if app.Issuer != nil {
+		fmt.Fprintf(os.Stderr, "\n*** DEVELOPMENT ISSUER on %s: anyone who can reach it could mint tokens; never use it in production ***\n\n", app.Issuer.URL)
+		for _, u := range hotel.DemoUsers {
+			tok, err := app.Token(u, 12*time.Hour)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "%s (%s):\n  export TOKEN_%s=%s\n", u.Subject, u.Description, u.Subject, tok)
+		}
+		fmt.Fprintf(os.Stderr, "\nTry it:\n  npx @modelcontextprotocol/inspector --cli %s --transport http --header \"Authorization: Bearer $TOKEN_alice\" --method tools/list\n\n", app.HTTP.ResourceURL)
+	}
+	return app.Serve(ctx)
+}
+
+func demoToken(app *hotel.App, name string) (string, error) {
+	for _, u := range hotel.DemoUsers {
+		if u.Subject == name {
+			return app.Token(u, 12*time.Hour)
+		}
+	}
+	return "", fmt.Errorf("no demo user %q (alice, bob, carol)", name)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

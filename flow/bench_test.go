@@ -1,0 +1,130 @@
+package flow
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// The per-call cost of the flow check, against a baseline measured in the
+// same run: decoding the same arguments into the sink's input type, which
+// every call pays anyway (server.typedCall).
+
+func benchFixture(b *testing.B) (*fixture, CallInfo) {
+	f := newFixture(b, testPolicy)
+	ci := CallInfo{Subject: "bench", SessionID: "s", CallID: "c"}
+	f.read(b, ci, "guests", annOnly)
+	f.read(b, ci, "rooms", roomsOut{Rooms: []string{"101"}})
+	return f, ci
+}
+
+func BenchmarkBaselineDecodeArgs(b *testing.B) {
+	args := json.RawMessage(`{"to":"desk@staff.example","body":"Your booking is confirmed."}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var in mailIn
+		if err := json.Unmarshal(args, &in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSinkAllowed is the check of an allowed sink call from a tainted
+// session (the destination matches a category rule and a clearance).
+func BenchmarkSinkAllowed(b *testing.B) {
+	f, ci := benchFixture(b)
+	ci.Args = json.RawMessage(`{"to":"desk@staff.example","body":"Your booking is confirmed."}`)
+	t := f.tools["mail"]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, den := t.Begin(ci); den != nil {
+			b.Fatal(den)
+		}
+	}
+}
+
+// BenchmarkSinkOwner: allowed because the destination is the data subject.
+func BenchmarkSinkOwner(b *testing.B) {
+	f := newFixture(b, testPolicy)
+	ci := CallInfo{Subject: "bench", SessionID: "s", CallID: "c"}
+	f.read(b, ci, "guests", annOnly)
+	ci.Args = json.RawMessage(`{"to":"ann@guest.example","body":"Your booking is confirmed."}`)
+	t := f.tools["mail"]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, den := t.Begin(ci); den != nil {
+			b.Fatal(den)
+		}
+	}
+}
+
+// BenchmarkSinkURL: an allowed webhook call (URL parsing).
+func BenchmarkSinkURL(b *testing.B) {
+	f := newFixture(b, testPolicy)
+	ci := CallInfo{Subject: "bench", SessionID: "s", CallID: "c"}
+	f.read(b, ci, "rooms", roomsOut{})
+	ci.Args = json.RawMessage(`{"url":"https://hooks.eu.corp.example/v1/in?x=1","body":"{}"}`)
+	t := f.tools["hook"]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, den := t.Begin(ci); den != nil {
+			b.Fatal(den)
+		}
+	}
+}
+
+// BenchmarkSinkDenied includes building the witness.
+func BenchmarkSinkDenied(b *testing.B) {
+	f, ci := benchFixture(b)
+	ci.Args = json.RawMessage(`{"url":"https://webhook.evil.example/in","body":"{}"}`)
+	t := f.tools["hook"]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, den := t.Begin(ci); den == nil {
+			b.Fatal("allowed")
+		}
+	}
+}
+
+// BenchmarkNonSinkBegin is what every other call pays before its handler.
+func BenchmarkNonSinkBegin(b *testing.B) {
+	f, ci := benchFixture(b)
+	t := f.tools["rooms"]
+	b.ReportAllocs()
+	for b.Loop() {
+		t.Begin(ci)
+	}
+}
+
+// BenchmarkRecord labels a result with personal data (owner extraction
+// included); the redaction report comes from the real redactor, outside
+// the loop.
+func BenchmarkRecord(b *testing.B) {
+	f, ci := benchFixture(b)
+	t := f.tools["guests"]
+	red := testRedactor.ForScope(scope.Scope{})
+	if _, err := red.JSON(annOnly); err != nil {
+		b.Fatal(err)
+	}
+	rep := red.Report()
+	call, _ := t.Begin(ci)
+	b.ReportAllocs()
+	for b.Loop() {
+		call.Record(annOnly, rep)
+	}
+}
+
+// BenchmarkParallelSink: the check under contention, many subjects.
+func BenchmarkParallelSink(b *testing.B) {
+	f, _ := benchFixture(b)
+	t := f.tools["mail"]
+	args := json.RawMessage(`{"to":"desk@staff.example","body":"x"}`)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ci := CallInfo{Subject: "p" + string(rune('a'+len(args)%26)), Args: args}
+		for pb.Next() {
+			t.Begin(ci)
+		}
+	})
+}

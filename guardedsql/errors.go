@@ -1,0 +1,59 @@
+package guardedsql
+
+import (
+	"database/sql"
+	"errors"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
+)
+
+// Errors. All are matchable with errors.Is; the guard wraps them with the
+// table or statement concerned.
+var (
+	// ErrNoScope: the context carries no tenant scope. Nothing was sent to
+	// the database.
+	ErrNoScope = errors.New("guardedsql: no tenant scope in context")
+
+	// ErrNotFound: the row does not exist in the scope. A row that exists
+	// but belongs to another tenant is reported exactly the same way. It is
+	// returned by Row.Scan when no row matched (that error also matches
+	// sql.ErrNoRows), by ExpectOne updates and deletes that matched
+	// nothing, and by inserts whose parent row is not in scope.
+	ErrNotFound = guard.ErrNotFound
+
+	// ErrTooManyRows: an ExpectOne update or delete matched several rows;
+	// it was rolled back.
+	ErrTooManyRows = errors.New("guardedsql: more than one row matched")
+
+	// ErrOutOfScope: an insert into a table with no scope parent (a root
+	// such as chains) whose level columns match no grant.
+	ErrOutOfScope = guard.ErrOutOfScope
+
+	// ErrReadOnly: a mutation of a global table. Shared reference data is
+	// not any tenant's to change.
+	ErrReadOnly = guard.ErrReadOnly
+
+	// ErrRefused: a mutation the guard cannot check, such as an insert that
+	// omits its scope-parent column or sets only part of a composite
+	// foreign key to a tenant-bound table.
+	ErrRefused = guard.ErrRefused
+
+	// ErrInvalid: a zero (unbuilt) statement, a statement built on another
+	// Schema, or a correlated subquery run on its own.
+	ErrInvalid = guard.ErrInvalid
+
+	// ErrScopeMismatch: a statement inside Tx ran with a context whose
+	// scope differs from the one the transaction began with.
+	ErrScopeMismatch = errors.New("guardedsql: context scope differs from the transaction's")
+
+	// ErrInternal: the guard could not account for every table reference
+	// of a statement. It indicates a bug; nothing was sent.
+	ErrInternal = guard.ErrInternal
+)
+
+// noRow is what Row.Scan returns when no row in scope matched.
+type noRow struct{}
+
+func (noRow) Error() string { return "guardedsql: not found: no row in scope" }
+
+func (noRow) Is(target error) bool { return target == ErrNotFound || target == sql.ErrNoRows }

@@ -1,0 +1,244 @@
+package dialect
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	sq "github.com/Masterminds/squirrel"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// Frag is SQL text with its bind arguments in textual order, using '?'
+// placeholders. It implements squirrel.Sqlizer, so it can be handed to
+// squirrel builders as is; Frag never interprets its arguments (unlike
+// squirrel.Expr, which splices any argument that is itself a Sqlizer).
+type Frag struct {
+	SQL  string
+	Args []any
+}
+
+// ToSql implements squirrel.Sqlizer.
+func (f Frag) ToSql() (string, []any, error) { return f.SQL, f.Args, nil }
+
+// IsZero reports whether f holds no SQL.
+func (f Frag) IsZero() bool { return f.SQL == "" }
+
+// PathStyle chooses how the guard tests a foreign-key path.
+type PathStyle int
+
+const (
+	// PathIn renders fk IN (SELECT parent.key FROM parent JOIN ... WHERE
+	// <in scope>): an uncorrelated subquery the engine evaluates once per
+	// statement and can drive an index on fk with (SQLite's choice).
+	PathIn PathStyle = iota
+	// PathExists renders EXISTS (SELECT 1 FROM parent JOIN ... WHERE
+	// parent.key = fk AND <in scope>): a correlated semi-join.
+	PathExists
+)
+
+// Dialect spells SQL for one engine and expands the scope document.
+// Implementations must be safe for concurrent use.
+type Dialect interface {
+	// Name is the engine's short name ("sqlite", "postgres", "mysql").
+	Name() string
+	// Quote quotes an identifier. Identifiers are validated ASCII
+	// (letters, digits, '_'), so no escaping is needed beyond the quotes.
+	Quote(ident string) string
+	// Placeholders converts the guard's '?' placeholders to the engine's
+	// format (squirrel.Question, squirrel.Dollar) once per statement.
+	Placeholders() sq.PlaceholderFormat
+	// LikeEscape is the SQL literal naming '\' as LIKE's escape character
+	// ('\' in standard SQL, '\\' in MySQL's default sql_mode).
+	LikeEscape() string
+	// DualTable is what a SELECT that reads no table but has a WHERE clause
+	// selects FROM: "" for none (SQLite, PostgreSQL), "DUAL" for MySQL.
+	DualTable() string
+	// PathStyle chooses the shape of foreign-key path predicates.
+	PathStyle() PathStyle
+	// Prelude returns the text placed before every top-level statement to
+	// make the scope document available to InScope (a WITH clause), with
+	// doc bound as its argument; or a zero Frag.
+	Prelude(doc string) Frag
+	// InScope returns a condition true exactly when x equals one of the ids
+	// granted at level lvl. x is a column reference or a bound value; its
+	// args must stay in textual order in the result.
+	InScope(x Frag, lvl *sqlast.Level, doc string) Frag
+	// NeedsTx reports whether each guarded statement must run in a
+	// transaction that first calls Session.
+	NeedsTx() bool
+	// Session prepares a transaction for guarded statements (PostgreSQL:
+	// transaction-local set_config of the scope). Called only if NeedsTx.
+	Session(ctx context.Context, tx Querier, s scope.Scope, doc string) error
+	// Introspect reads the catalog: tables, columns (with declared types),
+	// primary keys and foreign keys. Tenancy fields are left empty.
+	Introspect(ctx context.Context, q Querier) ([]builder.TableDef, error)
+}
+
+// Optional capabilities. A Dialect or Pool implements them where the
+// engine offers more than the common ground; guardedsql asserts them on
+// the values it was built with (an observed Pool hides them, and
+// everything still works the plain way).
+
+// ReadEnforcer is implemented by dialects whose engine can be trusted with
+// the read predicates on its own (PostgreSQL row-level security, when
+// configured RLS-only). When EngineEnforcesReads reports true the guard
+// leaves out the read predicates and keeps its write checks.
+type ReadEnforcer interface {
+	EngineEnforcesReads() bool
+}
+
+// Returner is implemented by dialects whose driver reports no last-insert
+// id (PostgreSQL): when Returning reports true, a single-row INSERT into a
+// table with a one-column primary key gets RETURNING <key>, runs as a
+// query, and its integer key becomes Result.LastInsertID.
+type Returner interface {
+	Returning() bool
+}
+
+// SingleBeginner is implemented by pools that can run one statement, with
+// the statements a dialect's Session deferred before it, as a single
+// implicit transaction in one round trip (PostgreSQL: a pipelined batch
+// without BEGIN, which the server commits at its Sync). guardedsql uses it
+// for statements that need no multi-statement atomicity; the transaction's
+// Commit and Rollback then only release the connection.
+type SingleBeginner interface {
+	BeginSingle(ctx context.Context) (Tx, error)
+}
+
+// Querier runs final SQL (placeholders already in the engine's format).
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (Result, error)
+}
+
+// Pool is a connection pool.
+type Pool interface {
+	Querier
+	Begin(ctx context.Context) (Tx, error)
+	Close() error
+}
+
+// Tx is a transaction.
+type Tx interface {
+	Querier
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// Rows is a result set; it must be closed.
+type Rows interface {
+	Columns() ([]string, error)
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// Result reports what a statement changed. LastInsertID is 0 where the
+// engine does not report one (PostgreSQL reports it through RETURNING, see
+// Returner).
+type Result struct {
+	RowsAffected int64
+	LastInsertID int64
+}
+
+// Scope is the typed scope document and the levels it holds ids at.
+type Scope struct {
+	// Doc is bound as the single scope parameter.
+	Doc string
+	// Active lists the schema levels with at least one valid id, in
+	// schema order. The guard tests only these.
+	Active []*sqlast.Level
+}
+
+// Has reports whether lvl holds at least one valid id.
+func (s Scope) Has(lvl *sqlast.Level) bool { return slices.Contains(s.Active, lvl) }
+
+// EncodeScope builds the typed scope document for the schema's levels
+// from the scope's grants. Grant ids that are not valid for their level's
+// key kind are dropped; so are grants at levels the schema does not have.
+func EncodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
+	var b strings.Builder
+	b.WriteByte('{')
+	out := Scope{}
+	for _, l := range levels {
+		ids := s.GrantsAt(l.Name)
+		var vals []string
+		switch l.Key {
+		case sqlast.IntKey:
+			var ns []int64
+			for _, id := range ids {
+				if n, ok := CanonicalInt(id); ok {
+					ns = append(ns, n)
+				}
+			}
+			slices.Sort(ns)
+			for _, n := range slices.Compact(ns) {
+				vals = append(vals, strconv.FormatInt(n, 10))
+			}
+		case sqlast.TextKey:
+			for _, id := range ids {
+				js, err := json.Marshal(id)
+				if err == nil {
+					vals = append(vals, string(js))
+				}
+			}
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		if len(out.Active) > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(l.Name)
+		b.Write(name)
+		b.WriteString(":[")
+		b.WriteString(strings.Join(vals, ","))
+		b.WriteByte(']')
+		out.Active = append(out.Active, l)
+	}
+	b.WriteByte('}')
+	out.Doc = b.String()
+	return out
+}
+
+// CanonicalInt parses s as a decimal int64 written canonically: no sign
+// other than a leading '-', no leading zeros, no spaces, no "-0".
+func CanonicalInt(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || strconv.FormatInt(n, 10) != s {
+		return 0, false
+	}
+	return n, true
+}
+
+// LevelValue converts a bound value to the level's key kind for a
+// comparison with the scope document, reporting false when v cannot be a
+// key of that kind (then it is in no scope). Integers of IntKey levels may
+// arrive as Go integers or canonical decimal strings; TextKey values as
+// strings or integers (rendered in decimal).
+func LevelValue(lvl *sqlast.Level, v any) (any, bool) {
+	switch lvl.Key {
+	case sqlast.IntKey:
+		switch x := v.(type) {
+		case int64:
+			return x, true
+		case string:
+			return CanonicalInt(x)
+		}
+	case sqlast.TextKey:
+		switch x := v.(type) {
+		case string:
+			return x, true
+		case int64:
+			return strconv.FormatInt(x, 10), true
+		}
+	}
+	return nil, false
+}

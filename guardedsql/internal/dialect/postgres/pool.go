@@ -1,0 +1,270 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+)
+
+// NewPool adapts a pgxpool.Pool to dialect.Pool. Close closes p only if
+// owned is true.
+//
+// Transactions are begun lazily: Begin reserves a connection and sends
+// nothing; BEGIN and the statements queued with Tx.Defer (the scope
+// setting) travel in one pipelined batch with the first real statement,
+// and COMMIT follows when the transaction ends: two round trips where a
+// naive BEGIN / set_config / statement / COMMIT takes four. BeginSingle
+// does better for a transaction of one statement: the deferred statements
+// and the statement go as one batch without BEGIN, which PostgreSQL runs
+// as one implicit transaction ending at the batch's Sync, so the
+// transaction-local setting covers exactly that statement, in one round
+// trip. A connection released while a transaction is open is destroyed by
+// pgxpool, never reused.
+func NewPool(p *pgxpool.Pool, owned bool) dialect.Pool { return &pool{p: p, owned: owned} }
+
+var _ dialect.SingleBeginner = (*pool)(nil)
+
+type pool struct {
+	p     *pgxpool.Pool
+	owned bool
+}
+
+func (p *pool) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
+	r, err := p.p.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &rows{r: r}, nil
+}
+
+func (p *pool) Exec(ctx context.Context, sql string, args ...any) (dialect.Result, error) {
+	tag, err := p.p.Exec(ctx, sql, args...)
+	if err != nil {
+		return dialect.Result{}, err
+	}
+	return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+func (p *pool) Begin(ctx context.Context) (dialect.Tx, error) {
+	c, err := p.p.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Tx{conn: c, pending: []stmt{{sql: "BEGIN"}}}, nil
+}
+
+// BeginSingle begins a transaction that runs exactly one statement (plus
+// the deferred ones before it) as one implicit transaction; Commit and
+// Rollback then only release the connection. A second statement fails
+// with ErrSingleUsed.
+func (p *pool) BeginSingle(ctx context.Context) (dialect.Tx, error) {
+	c, err := p.p.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Tx{conn: c, single: true}, nil
+}
+
+func (p *pool) Close() error {
+	if p.owned {
+		p.p.Close()
+	}
+	return nil
+}
+
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// ErrTxDone is returned by a Tx used after Commit or Rollback.
+var ErrTxDone = errors.New("postgres: transaction already committed or rolled back")
+
+// ErrSingleUsed is returned by a transaction from BeginSingle asked to run
+// a second statement.
+var ErrSingleUsed = errors.New("postgres: single-statement transaction already ran its statement")
+
+// ErrCommitRolledBack is returned by Commit when the server rolled the
+// transaction back instead (a statement in it had failed).
+var ErrCommitRolledBack = errors.New("postgres: commit unexpectedly resulted in rollback")
+
+// Tx is a lazily begun transaction on one pooled connection. It is not
+// safe for concurrent use.
+type Tx struct {
+	conn    *pgxpool.Conn
+	pending []stmt
+	begun   bool // BEGIN has been sent
+	done    bool
+	single  bool // implicit transaction of one statement (BeginSingle)
+	sent    bool // the single statement has been sent
+}
+
+// Defer queues a statement whose result is not needed; it is sent, in one
+// batch, ahead of the next statement run through Query or Exec, and any
+// error it raises is reported by that call.
+func (t *Tx) Defer(sql string, args ...any) { t.pending = append(t.pending, stmt{sql, args}) }
+
+// send runs the pending statements and then sql. With nothing pending it
+// returns nil BatchResults and the caller runs sql directly.
+func (t *Tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if t.done {
+		return nil, ErrTxDone
+	}
+	if t.single {
+		if t.sent {
+			return nil, ErrSingleUsed
+		}
+		t.sent = true
+		if len(t.pending) == 0 {
+			return nil, nil
+		}
+	} else if len(t.pending) == 0 {
+		return nil, nil
+	}
+	b := &pgx.Batch{}
+	for _, s := range t.pending {
+		b.Queue(s.sql, s.args...)
+	}
+	b.Queue(sql, args...)
+	n := len(t.pending)
+	t.pending = nil
+	t.begun = !t.single
+	br := t.conn.SendBatch(ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return nil, errors.Join(err, br.Close())
+		}
+	}
+	return br, nil
+}
+
+// Query implements dialect.Querier.
+func (t *Tx) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
+	br, err := t.send(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	if br == nil {
+		r, err := t.conn.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		return &rows{r: r}, nil
+	}
+	r, err := br.Query()
+	if err != nil {
+		return nil, errors.Join(err, br.Close())
+	}
+	return &rows{r: r, after: br.Close}, nil
+}
+
+// Exec implements dialect.Querier.
+func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (dialect.Result, error) {
+	br, err := t.send(ctx, sql, args)
+	if err != nil {
+		return dialect.Result{}, err
+	}
+	if br == nil {
+		tag, err := t.conn.Exec(ctx, sql, args...)
+		if err != nil {
+			return dialect.Result{}, err
+		}
+		return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return dialect.Result{}, err
+	}
+	return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+// Commit implements dialect.Tx. A transaction that never sent a statement
+// has nothing to commit.
+func (t *Tx) Commit(ctx context.Context) error {
+	if t.done {
+		return ErrTxDone
+	}
+	defer t.release()
+	if !t.begun {
+		return nil
+	}
+	tag, err := t.conn.Exec(ctx, "COMMIT")
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return ErrCommitRolledBack
+	}
+	return nil
+}
+
+// Rollback implements dialect.Tx.
+func (t *Tx) Rollback(ctx context.Context) error {
+	if t.done {
+		return ErrTxDone
+	}
+	defer t.release()
+	if !t.begun {
+		return nil
+	}
+	_, err := t.conn.Exec(ctx, "ROLLBACK")
+	return err
+}
+
+// release returns the connection to the pool; pgxpool destroys it if a
+// transaction is still open on it (a failed ROLLBACK, a cancelled context).
+func (t *Tx) release() {
+	t.done = true
+	t.pending = nil
+	t.conn.Release()
+}
+
+// rows adapts pgx.Rows to dialect.Rows.
+type rows struct {
+	r      pgx.Rows
+	after  func() error // closes the batch the rows came from
+	closed bool
+	err    error
+}
+
+func (r *rows) Columns() ([]string, error) {
+	fds := r.r.FieldDescriptions()
+	out := make([]string, len(fds))
+	for i, fd := range fds {
+		out[i] = fd.Name
+	}
+	return out, nil
+}
+
+func (r *rows) Next() bool             { return r.r.Next() }
+func (r *rows) Scan(dest ...any) error { return r.r.Scan(dest...) }
+
+func (r *rows) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.r.Err()
+}
+
+func (r *rows) Close() error {
+	if r.closed {
+		return r.err
+	}
+	r.closed = true
+	r.r.Close()
+	err := r.r.Err()
+	if r.after != nil {
+		if aerr := r.after(); err == nil {
+			err = aerr
+		}
+	}
+	r.err = err
+	return err
+}

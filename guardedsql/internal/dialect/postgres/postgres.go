@@ -1,0 +1,244 @@
+// Package postgres is the PostgreSQL dialect of guardedsql, for
+// github.com/jackc/pgx/v5 (pgxpool), with row-level security as a second,
+// independent boundary.
+//
+// # Two boundaries
+//
+// Every guarded statement runs in a transaction that first calls
+//
+//	SELECT set_config('<namespace>.scope', $1, true)
+//
+// with the typed scope document ({"chain":["acme"],"hotel":[12]}, see
+// dialect.EncodeScope). The third argument makes the setting
+// transaction-local: it ends with the transaction, so a pooled connection
+// never carries one request's scope into the next, and after commit
+// current_setting returns the empty string on that connection (not NULL).
+//
+// RLSDDL generates, from the schema graph, ENABLE and FORCE ROW LEVEL
+// SECURITY for every tenant-bound table and one permissive policy per table
+// whose USING and WITH CHECK expressions follow the table's foreign-key path
+// to the columns carrying the scope levels, reading the scope from that
+// setting. Check reads back what is installed (pg_roles, pg_class,
+// pg_policy) and refuses to run on a connection for which the policies are
+// not in force. The guard's own predicates are added as well (defence in
+// depth) unless the dialect is configured RLS-only; they do not read the
+// setting but bind the granted ids as typed array parameters, so the two
+// boundaries share no mechanism.
+//
+// # Policy shape
+//
+// The context is read once per statement: each level's id set is an
+// uncorrelated ARRAY(...) sublink, which PostgreSQL runs once as an
+// InitPlan, and nullif turns a missing or empty setting into NULL,
+// so no context means an empty id set and no rows — never an error, never
+// every row. Everything that reads the setting is a built-in STABLE
+// function (current_setting): nothing can be constant-folded into a cached
+// plan, and no IMMUTABLE helper exists to be mislabelled. Each hop of the
+// foreign-key path is an "= ANY (ARRAY(SELECT key FROM parent WHERE ...))"
+// test, again an InitPlan, so the policy of a child table can drive an index
+// on its foreign-key column instead of filtering every row with a per-row
+// SubPlan (what an EXISTS policy does). For bookings of the hotel schema:
+//
+//	room_id = ANY (ARRAY(SELECT _p1.id FROM rooms AS _p1 WHERE
+//	    _p1.hotel_id = ANY (<hotel ids>) OR
+//	    _p1.hotel_id = ANY (ARRAY(SELECT _p2.id FROM hotels AS _p2 WHERE _p2.chain_id = ANY (<chain ids>)))))
+//
+// Policies are self-contained (they do not rely on the parent table's
+// policy) and use only leakproof equality, so PostgreSQL may use them as
+// index conditions.
+//
+// # Limits
+//
+// Level columns must be of an integer type (integer levels, compared as
+// bigint) or a text type (text levels); foreign keys on a scope path may be
+// composite (they are then tested with a row IN (SELECT ...)). The id sets
+// are materialised per statement: a scope whose grants reach hundreds of
+// thousands of rows of an intermediate table makes that array large.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	sq "github.com/Masterminds/squirrel"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// DefaultNamespace is the namespace of the scope setting and the prefix of
+// the policy names when none is configured: the setting is
+// "tenantmcp.scope" and the policies are called "tenantmcp_scope".
+const DefaultNamespace = "tenantmcp"
+
+// Dialect is the PostgreSQL dialect. The zero value uses DefaultNamespace
+// and adds the guard's predicates.
+type Dialect struct {
+	// Namespace names the setting "<Namespace>.scope"; a lower-case
+	// identifier (see ValidNamespace).
+	Namespace string
+	// RLSOnly leaves the read predicates to the row-level security
+	// policies alone (the guard still checks writes).
+	RLSOnly bool
+	// Style overrides the path predicate shape (benchmarks compare both).
+	Style dialect.PathStyle
+}
+
+var (
+	_ dialect.Dialect      = Dialect{}
+	_ dialect.ReadEnforcer = Dialect{}
+	_ dialect.Returner     = Dialect{}
+)
+
+// ns returns the configured namespace or the default.
+func (d Dialect) ns() string {
+	if d.Namespace == "" {
+		return DefaultNamespace
+	}
+	return d.Namespace
+}
+
+// Setting is the name of the transaction-local setting holding the scope.
+func (d Dialect) Setting() string { return d.ns() + ".scope" }
+
+// PolicyName is the name of the policy RLSDDL creates on every table.
+func (d Dialect) PolicyName() string { return d.ns() + "_scope" }
+
+// ValidNamespace reports whether ns can name the setting and prefix the
+// policies: a lower-case ASCII identifier of at most 40 bytes.
+func ValidNamespace(ns string) bool {
+	if ns == "" || len(ns) > 40 {
+		return false
+	}
+	for i, r := range ns {
+		switch {
+		case r >= 'a' && r <= 'z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '_'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Name implements dialect.Dialect.
+func (Dialect) Name() string { return "postgres" }
+
+// Quote implements dialect.Dialect.
+func (Dialect) Quote(id string) string { return `"` + strings.ReplaceAll(id, `"`, `""`) + `"` }
+
+// Placeholders implements dialect.Dialect.
+func (Dialect) Placeholders() sq.PlaceholderFormat { return sq.Dollar }
+
+// LikeEscape implements dialect.Dialect (standard_conforming_strings is on
+// by default since PostgreSQL 9.1).
+func (Dialect) LikeEscape() string { return `'\'` }
+
+// DualTable implements dialect.Dialect.
+func (Dialect) DualTable() string { return "" }
+
+// PathStyle implements dialect.Dialect. The uncorrelated IN form is pulled
+// up into a semi-join that drives the foreign-key index.
+func (d Dialect) PathStyle() dialect.PathStyle { return d.Style }
+
+// Prelude implements dialect.Dialect: the guard binds its ids in InScope.
+func (Dialect) Prelude(string) dialect.Frag { return dialect.Frag{} }
+
+// EngineEnforcesReads reports whether the guard may leave read predicates
+// to the engine (RLS-only configuration).
+func (d Dialect) EngineEnforcesReads() bool { return d.RLSOnly }
+
+// InScope implements dialect.Dialect. The ids granted at lvl are bound as
+// one typed array parameter (bigint[] or text[]), independent of the
+// session setting the policies read.
+func (Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, doc string) dialect.Frag {
+	ids := levelIDs(doc, lvl)
+	cast := "text[]"
+	if lvl.Key == sqlast.IntKey {
+		cast = "bigint[]"
+	}
+	args := append(append([]any(nil), x.Args...), ids)
+	return dialect.Frag{SQL: x.SQL + " = ANY (?::" + cast + ")", Args: args}
+}
+
+// levelIDs extracts the ids of one level from the scope document as the
+// Go slice pgx encodes as the matching array type. A document that does
+// not parse (it always does: EncodeScope writes it) yields no ids.
+func levelIDs(doc string, lvl *sqlast.Level) any {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(doc), &m)
+	if lvl.Key == sqlast.IntKey {
+		ids := []int64{}
+		if raw, ok := m[lvl.Name]; ok {
+			_ = json.Unmarshal(raw, &ids)
+		}
+		return ids
+	}
+	ids := []string{}
+	if raw, ok := m[lvl.Name]; ok {
+		_ = json.Unmarshal(raw, &ids)
+	}
+	return ids
+}
+
+// Returning implements dialect.Returner: pgx reports no last-insert id.
+func (Dialect) Returning() bool { return true }
+
+// NeedsTx implements dialect.Dialect: the scope lives in the transaction.
+func (Dialect) NeedsTx() bool { return true }
+
+// SessionSQL is the statement Session runs; $1 is the setting name and $2
+// the scope document.
+const SessionSQL = `SELECT set_config($1, $2, true)`
+
+// deferrer is implemented by this package's Tx: statements whose results
+// are not needed are sent together with the next statement, in one round
+// trip.
+type deferrer interface {
+	Defer(sql string, args ...any)
+}
+
+// Session implements dialect.Dialect: it sets the scope document as the
+// transaction-local setting.
+func (d Dialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope, doc string) error {
+	if t, ok := tx.(deferrer); ok {
+		t.Defer(SessionSQL, d.Setting(), doc)
+		return nil
+	}
+	_, err := tx.Exec(ctx, SessionSQL, d.Setting(), doc)
+	return err
+}
+
+// Introspect implements dialect.Dialect for the connection's current
+// schema.
+func (Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.TableDef, error) {
+	rows, err := q.Query(ctx, `SELECT current_schema()`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: current schema: %w", err)
+	}
+	var schema *string
+	if rows.Next() {
+		err = rows.Scan(&schema)
+	}
+	err = firstErr(err, rows.Err(), rows.Close())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: current schema: %w", err)
+	}
+	if schema == nil {
+		return nil, fmt.Errorf("postgres: no current schema (check search_path)")
+	}
+	return dialect.InformationSchema(ctx, q, sq.Dollar, dialect.FlavorStandard, *schema)
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}

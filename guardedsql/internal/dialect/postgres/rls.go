@@ -1,0 +1,176 @@
+package postgres
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// Policy is the generated row-level security policy of one tenant-bound
+// table.
+type Policy struct {
+	Table string
+	Name  string
+	// Expr is used for both USING and WITH CHECK.
+	Expr string
+	// Marker identifies the generated policy (namespace, generator
+	// version, hash of setting, table and expression); RLSDDL stores it,
+	// with a hash of the installed expressions, as the policy's comment.
+	Marker string
+}
+
+// Policies returns the policy of every tenant-bound table of g, in table
+// name order.
+func (d Dialect) Policies(g *sqlast.Schema) []Policy {
+	var out []Policy
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		if t.Global {
+			continue
+		}
+		pg := &policyGen{d: d}
+		expr := pg.tableExpr(t)
+		sum := sha256.Sum256([]byte(d.Setting() + "\x00" + t.Name + "\x00" + expr))
+		out = append(out, Policy{
+			Table:  t.Name,
+			Name:   d.PolicyName(),
+			Expr:   expr,
+			Marker: d.ns() + ":v1:" + hex.EncodeToString(sum[:12]),
+		})
+	}
+	return out
+}
+
+// RLSDDL returns the statements that install row-level security for the
+// tenant-bound tables of g, meant to run in one transaction as the tables'
+// owner: for each table ENABLE and FORCE ROW LEVEL SECURITY and the policy
+// (dropped and re-created, so the statements can be re-run after a schema
+// change), then one DO block that stamps every policy with its marker
+// comment. The stamp is the generator's marker plus a hash of the policy
+// expressions as PostgreSQL itself deparses them once installed (under
+// search_path pg_catalog, so the text does not depend on the session), so
+// Check can tell a current policy from one generated for another schema,
+// left behind by a failed migration, or altered afterwards. Global tables
+// are left alone.
+func (d Dialect) RLSDDL(g *sqlast.Schema) []string {
+	var out, rels, markers []string
+	ps := d.Policies(g)
+	for _, p := range ps {
+		qt := d.Quote(p.Table)
+		qp := d.Quote(p.Name)
+		out = append(out,
+			"ALTER TABLE "+qt+" ENABLE ROW LEVEL SECURITY",
+			"ALTER TABLE "+qt+" FORCE ROW LEVEL SECURITY",
+			"DROP POLICY IF EXISTS "+qp+" ON "+qt,
+			"CREATE POLICY "+qp+" ON "+qt+" AS PERMISSIVE FOR ALL TO PUBLIC\n  USING ("+p.Expr+")\n  WITH CHECK ("+p.Expr+")",
+		)
+		rels = append(rels, literal(qt))
+		markers = append(markers, literal(p.Marker))
+	}
+	if len(ps) == 0 {
+		return out
+	}
+	out = append(out, `DO $tm$
+DECLARE
+  prev text := pg_catalog.current_setting('search_path');
+  rels pg_catalog.regclass[] := ARRAY[`+strings.Join(rels, ", ")+`]::pg_catalog.regclass[];
+  markers text[] := ARRAY[`+strings.Join(markers, ", ")+`];
+  h text;
+BEGIN
+  PERFORM pg_catalog.set_config('search_path', 'pg_catalog', true);
+  FOR i IN 1 .. pg_catalog.array_length(rels, 1) LOOP
+    SELECT `+deparseHash+` INTO STRICT h
+      FROM pg_catalog.pg_policy p WHERE p.polrelid = rels[i] AND p.polname = `+literal(d.PolicyName())+`;
+    EXECUTE pg_catalog.format('COMMENT ON POLICY %I ON %s IS %L', `+literal(d.PolicyName())+`, rels[i], markers[i] || ':' || h);
+  END LOOP;
+  PERFORM pg_catalog.set_config('search_path', prev, true);
+END
+$tm$`)
+	return out
+}
+
+// deparseHash is the SQL hash of an installed policy's expressions (alias
+// p for pg_policy), to be evaluated under search_path pg_catalog.
+const deparseHash = `pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
+      COALESCE(pg_catalog.pg_get_expr(p.polqual, p.polrelid), '') || E'\n' ||
+      COALESCE(pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid), ''), 'UTF8')), 'hex')`
+
+// literal quotes s as an SQL string literal. Only generated text (markers)
+// is quoted this way.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+type policyGen struct {
+	d Dialect
+	n int
+}
+
+func (pg *policyGen) alias() string {
+	pg.n++
+	return fmt.Sprintf("_p%d", pg.n)
+}
+
+func (pg *policyGen) col(alias, c string) string {
+	if alias == "" {
+		return pg.d.Quote(c)
+	}
+	return pg.d.Quote(alias) + "." + pg.d.Quote(c)
+}
+
+// ids is the level's id set read from the setting: an uncorrelated ARRAY
+// sublink, evaluated once per statement. nullif turns the empty string a
+// finished transaction leaves behind into NULL, whose id set is empty.
+func (pg *policyGen) ids(lvl *sqlast.Level) string {
+	doc := "nullif(current_setting(" + literal(pg.d.Setting()) + ", true), '')::jsonb -> " + literal(lvl.Name)
+	if lvl.Key == sqlast.IntKey {
+		return "ARRAY(SELECT _e::bigint FROM jsonb_array_elements_text(" + doc + ") AS _e)"
+	}
+	return "ARRAY(SELECT jsonb_array_elements_text(" + doc + "))"
+}
+
+// tableExpr is the policy expression of t: true for a row that lies under
+// one of the scope's grants, by the same anchors the guard uses (each
+// level read at the nearest column that carries it).
+func (pg *policyGen) tableExpr(t *sqlast.Table) string {
+	deep := 0
+	for _, a := range t.Anchors {
+		deep = max(deep, len(a.Hops))
+	}
+	return pg.at(t, "", 0, deep)
+}
+
+// at is the condition for the row of the table reached after depth hops of
+// t's chain (t itself at depth 0), under alias.
+func (pg *policyGen) at(t *sqlast.Table, alias string, depth, deep int) string {
+	var terms []string
+	for _, a := range t.Anchors {
+		if len(a.Hops) == depth {
+			terms = append(terms, pg.col(alias, a.Col)+" = ANY ("+pg.ids(a.Level)+")")
+		}
+	}
+	if depth < deep {
+		fk := t.Chain[depth]
+		sub := pg.alias()
+		cond := pg.at(t, sub, depth+1, deep)
+		from := pg.d.Quote(fk.To.Name) + " AS " + pg.d.Quote(sub)
+		if len(fk.Cols) == 1 {
+			terms = append(terms, pg.col(alias, fk.Cols[0])+" = ANY (ARRAY(SELECT "+pg.col(sub, fk.RefCols[0])+
+				" FROM "+from+" WHERE "+cond+"))")
+		} else {
+			lhs := make([]string, len(fk.Cols))
+			rhs := make([]string, len(fk.RefCols))
+			for i := range fk.Cols {
+				lhs[i] = pg.col(alias, fk.Cols[i])
+				rhs[i] = pg.col(sub, fk.RefCols[i])
+			}
+			terms = append(terms, "("+strings.Join(lhs, ", ")+") IN (SELECT "+strings.Join(rhs, ", ")+
+				" FROM "+from+" WHERE "+cond+")")
+		}
+	}
+	if len(terms) == 1 {
+		return terms[0]
+	}
+	return "(" + strings.Join(terms, " OR ") + ")"
+}

@@ -1,0 +1,162 @@
+package guardedsql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// ErrNoJSONTable: the MySQL server cannot expand the scope document
+// (JSON_TABLE needs MySQL 8.0.4 or MariaDB 10.6). Nothing would be safe to
+// run on it, so NewMySQL and Open refuse it at start-up.
+var ErrNoJSONTable = errors.New("guardedsql: the MySQL server lacks JSON_TABLE (needs MySQL 8.0.4+ or MariaDB 10.6+)")
+
+// NewMySQL guards a MySQL or MariaDB database opened by the caller with
+// github.com/go-sql-driver/mysql. Close leaves db open.
+//
+// MySQL has no row-level security: the guard's predicates are the
+// boundary. The scope's typed grant document is bound as a parameter and
+// expanded with JSON_TABLE where the foreign-key path reaches the level
+// columns; see the dialect notes in the package documentation for the plan
+// it produces and for the collation advice on text tenant keys. NewMySQL
+// checks once that the server supports JSON_TABLE, and reads the character
+// set and collation of the text level columns so that the expanded ids
+// are compared in the columns' own collation (and can use their indexes).
+func NewMySQL(ctx context.Context, db *sql.DB, sch *builder.Schema, opts ...Option) (*DB, error) {
+	return newMySQL(ctx, db, false, sch, opts)
+}
+
+func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, opts []Option) (*DB, error) {
+	g, ok := sqlast.SchemaOf(sch)
+	if !ok {
+		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
+	}
+	if err := probeJSONTable(ctx, db); err != nil {
+		return nil, err
+	}
+	pool := dialect.StdPool(db, owned)
+	cs, err := mysqldialect.LevelCharsets(ctx, pool, g)
+	if err != nil {
+		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
+	}
+	return newDB(pool, mysqldialect.Dialect{Charsets: cs}, sch, opts)
+}
+
+func probeJSONTable(ctx context.Context, db *sql.DB) error {
+	var n int
+	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM JSON_TABLE(?, '$[*]' COLUMNS (`id` BIGINT PATH '$')) AS `_tms`", "[1,2]").Scan(&n)
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1064 || me.Number == 1305) { // syntax error, unknown function
+			return fmt.Errorf("%w: %v", ErrNoJSONTable, err)
+		}
+		return fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
+	}
+	if n != 2 {
+		return fmt.Errorf("%w: JSON_TABLE returned %d rows for two ids", ErrNoJSONTable, n)
+	}
+	return nil
+}
+
+// openMySQL opens a mysql:// DSN (see MySQLConfig) with
+// github.com/go-sql-driver/mysql.
+func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error) {
+	cfg, err := MySQLConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
+	}
+	sqlDB := sql.OpenDB(conn)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+	}
+	db, err := newMySQL(ctx, sqlDB, true, sch, opts)
+	if err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// MySQLConfig translates a mysql:// DSN into a go-sql-driver configuration.
+// Two forms are accepted:
+//
+//	mysql://user:pass@tcp(host:3306)/dbname?param=value   go-sql-driver's own DSN after the scheme
+//	mysql://user:pass@host:3306/dbname?param=value        URL form (percent-encoded user and password)
+//
+// Parameters are go-sql-driver's (parseTime=true, tls=..., and server
+// variables); unix sockets use the first form with unix(/path/to.sock).
+func MySQLConfig(dsn string) (*mysql.Config, error) {
+	rest, ok := strings.CutPrefix(dsn, "mysql://")
+	if !ok {
+		return nil, fmt.Errorf("guardedsql: MySQL DSN must start with mysql://")
+	}
+	slash := strings.LastIndexByte(strings.SplitN(rest, "?", 2)[0], '/')
+	if slash < 0 {
+		return nil, fmt.Errorf("guardedsql: MySQL DSN %s names no database", redactDSN(dsn))
+	}
+	if head := rest[:slash]; strings.Contains(head, "(") && strings.HasSuffix(head, ")") {
+		cfg, err := mysql.ParseDSN(rest)
+		if err != nil {
+			return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
+		}
+		return cfg, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", redactURLError(err))
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	cfg, err := mysql.ParseDSN("tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/") + "?" + u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
+	}
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	return cfg, nil
+}
+
+// redactURLError drops the URL (which may hold a password) from a
+// url.Parse error.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// IntrospectMySQL reads the tables, columns, primary keys and foreign keys
+// of the connection's current database from information_schema and builds
+// a Schema with tenancy t applied.
+func IntrospectMySQL(ctx context.Context, db *sql.DB, t builder.Tenancy) (*builder.Schema, error) {
+	cat, err := mysqldialect.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
+	if err != nil {
+		return nil, err
+	}
+	def, err := t.Apply(cat)
+	if err != nil {
+		return nil, err
+	}
+	return builder.NewSchema(def)
+}

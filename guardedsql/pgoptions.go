@@ -1,0 +1,35 @@
+package guardedsql
+
+import (
+	"fmt"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+)
+
+// WithRLSOnly makes a PostgreSQL DB leave the read predicates to the
+// row-level security policies: statements carry no tenant predicates of
+// their own, and the policies, reading the transaction-local scope
+// setting, are the only read boundary (the guard still checks writes).
+// The start-up check still runs, so the policies are known to be in force.
+// The default (without this option) is defence in depth: both. Other
+// engines have no row-level security and ignore the option; their guard
+// always applies.
+func WithRLSOnly() Option { return func(c *config) { c.rlsOnly = true } }
+
+// WithRLSNamespace changes the namespace of the PostgreSQL scope setting
+// and policies from "tenantmcp" (setting "tenantmcp.scope", policies
+// "tenantmcp_scope") to ns, a lower-case identifier. Pass the same option
+// to RLSDDL, ApplyRLS, CheckRLS and NewPostgres (or Open).
+func WithRLSNamespace(ns string) Option { return func(c *config) { c.rlsNamespace = ns } }
+
+// postgresDialect builds the PostgreSQL dialect from the options.
+func postgresDialect(opts []Option) (postgres.Dialect, error) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.rlsNamespace != "" && !postgres.ValidNamespace(c.rlsNamespace) {
+		return postgres.Dialect{}, fmt.Errorf("%w: RLS namespace %q is not a lower-case identifier of at most 40 bytes", ErrInvalid, c.rlsNamespace)
+	}
+	return postgres.Dialect{Namespace: c.rlsNamespace, RLSOnly: c.rlsOnly}, nil
+}

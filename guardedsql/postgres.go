@@ -1,0 +1,183 @@
+package guardedsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// Errors of the PostgreSQL start-up check (CheckRLS, NewPostgres, Open).
+// Each names one reason the row-level security policies would not confine
+// the connected role; all of them also match ErrRLSUnsafe.
+var (
+	// ErrRLSUnsafe is matched by every error below.
+	ErrRLSUnsafe = postgres.ErrRLSUnsafe
+	// ErrRLSSuperuser: the connected role is a superuser, which bypasses
+	// every policy. Connect as an application role.
+	ErrRLSSuperuser = postgres.ErrRLSSuperuser
+	// ErrRLSBypassRLS: the connected role has the BYPASSRLS attribute.
+	ErrRLSBypassRLS = postgres.ErrRLSBypassRLS
+	// ErrRLSOwnerNotForced: the connected role owns (or is a member of the
+	// role owning) a tenant-bound table whose row-level security is not
+	// FORCE'd, so the table's policies do not apply to it.
+	ErrRLSOwnerNotForced = postgres.ErrRLSOwnerNotForced
+	// ErrRLSNotEnabled: a tenant-bound table does not have row-level
+	// security both enabled and forced (or is a view).
+	ErrRLSNotEnabled = postgres.ErrRLSNotEnabled
+	// ErrRLSPolicyMissing: a tenant-bound table lacks the policy RLSDDL
+	// generates for the current schema, or has one that was altered or
+	// generated for an older schema (its marker comment differs).
+	ErrRLSPolicyMissing = postgres.ErrRLSPolicyMissing
+	// ErrRLSPolicyUnexpected: another permissive policy that applies to the
+	// connected role exists on a tenant-bound table; permissive policies
+	// are OR'ed, so it would widen access.
+	ErrRLSPolicyUnexpected = postgres.ErrRLSPolicyUnexpected
+	// ErrRLSTableMissing: a tenant-bound table of the schema does not
+	// resolve on the connection's search_path.
+	ErrRLSTableMissing = postgres.ErrRLSTableMissing
+)
+
+// NewPostgres guards a PostgreSQL pool connected as the application role.
+// Close leaves pool open.
+//
+// Every guarded statement runs in its own transaction (DB.Tx: one for the
+// whole function) that first sets the scope document as the
+// transaction-local setting "tenantmcp.scope" (set_config(..., true)),
+// which the row-level security policies of RLSDDL read. Before returning,
+// NewPostgres runs CheckRLS and fails closed, with an error matching
+// ErrRLSUnsafe, if those policies would not confine the connected role:
+// connect as a role that is neither superuser nor BYPASSRLS, after the
+// tables' owner has applied RLSDDL (ApplyRLS).
+//
+// The guard adds its own predicates as well, binding the granted ids as
+// typed array parameters, so a mistake in either layer alone leaks
+// nothing.
+func NewPostgres(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...Option) (*DB, error) {
+	return newPostgres(ctx, postgres.NewPool(pool, false), sch, opts)
+}
+
+func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts []Option) (*DB, error) {
+	g, ok := sqlast.SchemaOf(sch)
+	if !ok {
+		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
+	}
+	d, err := postgresDialect(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Check(ctx, p, g); err != nil {
+		return nil, err
+	}
+	return newDB(p, d, sch, opts)
+}
+
+// openPostgres opens a pool for a postgres:// or postgresql:// DSN.
+func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("guardedsql: PostgreSQL DSN: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+	}
+	db, err := newPostgres(ctx, postgres.NewPool(pool, true), sch, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// RLSDDL returns the statements that install PostgreSQL row-level security
+// for every tenant-bound table of sch: ENABLE and FORCE ROW LEVEL SECURITY,
+// and one permissive policy FOR ALL (USING and WITH CHECK) that follows the
+// table's foreign-key path to the columns carrying the scope levels and
+// reads the scope from the transaction-local setting, plus a marker comment
+// that CheckRLS compares. Run them in one transaction as the tables' owner
+// (ApplyRLS does); they drop and re-create the policies, so re-running them
+// after a schema change is how policies are updated. Global tables are not
+// touched.
+//
+// An empty or missing setting makes every policy admit no rows, never an
+// error and never all rows.
+func RLSDDL(sch *builder.Schema, opts ...Option) ([]string, error) {
+	g, ok := sqlast.SchemaOf(sch)
+	if !ok {
+		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
+	}
+	d, err := postgresDialect(opts)
+	if err != nil {
+		return nil, err
+	}
+	return d.RLSDDL(g), nil
+}
+
+// TxBeginner is what ApplyRLS needs: *pgxpool.Pool, *pgx.Conn and pgx.Tx
+// (which nests as a savepoint) all qualify.
+type TxBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// ApplyRLS runs RLSDDL(sch) in one transaction on owner, which must be
+// connected as the tables' owner (or a superuser): migrations are the
+// application's choice, this is the ready-made one. On any error nothing
+// is changed. Seed or migrate data as that owner before applying, or set a
+// scope: with FORCE ROW LEVEL SECURITY the owner, too, sees only rows in
+// the scope of the setting.
+func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts ...Option) error {
+	stmts, err := RLSDDL(sch, opts...)
+	if err != nil {
+		return err
+	}
+	tx, err := owner.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return errors.Join(fmt.Errorf("guardedsql: applying row-level security: %w (in %q)", err, s), tx.Rollback(ctx))
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// CheckRLS reads back from the catalogs, on pool (connected as the
+// application role), whether the row-level security of RLSDDL(sch) is in
+// force for that role, and returns an error matching ErrRLSUnsafe and one
+// of the specific ErrRLS errors if not. NewPostgres and Open run it at
+// start-up; call it again after migrations if you like.
+func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...Option) error {
+	g, ok := sqlast.SchemaOf(sch)
+	if !ok {
+		return fmt.Errorf("%w: nil or zero schema", ErrInvalid)
+	}
+	d, err := postgresDialect(opts)
+	if err != nil {
+		return err
+	}
+	return d.Check(ctx, postgres.NewPool(pool, false), g)
+}
+
+// IntrospectPostgres reads the tables, columns, primary keys and foreign
+// keys of the pool's current schema from information_schema and builds a
+// Schema with tenancy t applied.
+func IntrospectPostgres(ctx context.Context, pool *pgxpool.Pool, t builder.Tenancy) (*builder.Schema, error) {
+	cat, err := postgres.Dialect{}.Introspect(ctx, postgres.NewPool(pool, false))
+	if err != nil {
+		return nil, err
+	}
+	def, err := t.Apply(cat)
+	if err != nil {
+		return nil, err
+	}
+	return builder.NewSchema(def)
+}

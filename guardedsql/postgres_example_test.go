@@ -1,0 +1,71 @@
+package guardedsql_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/scope"
+	"github.com/tenantmcp/tenantmcp/scope/scopetest"
+)
+
+// On PostgreSQL two roles take part. The tables' owner installs the
+// row-level security policies generated from the schema graph (once, as a
+// migration would); the server connects as an application role that is
+// neither superuser nor BYPASSRLS and does not own the tables. NewPostgres
+// checks exactly that, and refuses to start otherwise.
+func ExampleNewPostgres() {
+	ctx := context.Background()
+	sch := builder.MustSchema(hotelDef)
+
+	// Migration, as the owner of the tables.
+	owner, err := pgxpool.New(ctx, "postgres://hotel_owner@db.internal:5432/hotel")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := guardedsql.ApplyRLS(ctx, owner, sch); err != nil {
+		log.Fatal(err)
+	}
+	owner.Close()
+
+	// The server, as the application role.
+	app, err := pgxpool.New(ctx, "postgres://hotel_app@db.internal:5432/hotel")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer app.Close()
+	db, err := guardedsql.NewPostgres(ctx, app, sch)
+	if errors.Is(err, guardedsql.ErrRLSUnsafe) {
+		log.Fatalf("refusing to serve: %v", err) // e.g. connected as a superuser
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// A request: the scope comes from the verified token (scopetest here).
+	reqCtx := scopetest.NewContext(ctx, scopetest.New("alice", []scope.Grant{{Level: "chain", ID: "acme"}}))
+	b := sch.Table("bookings").As("b")
+	q := builder.Must(builder.Select(b.Col("id"), b.Col("check_in")).From(b).
+		Where(b.Col("status").Eq("confirmed")).OrderBy(b.Col("check_in").Asc()).Limit(20).Build())
+	rows, err := db.Query(reqCtx, q)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var checkIn string
+		if err := rows.Scan(&id, &checkIn); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(id, checkIn)
+	}
+	if err := rows.Err(); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,310 @@
+package guardedsql_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+	"github.com/tenantmcp/tenantmcp/scope"
+	"github.com/tenantmcp/tenantmcp/scope/scopetest"
+)
+
+// policyTables are the tenant-bound tables of the hotel schema.
+var policyTables = []string{"bookings", "chains", "guests", "hotels", "payments", "rooms"}
+
+// rawIDs runs query (no guard) on pool in a transaction that first sets
+// the scope setting to doc (unless setDoc is false) and returns the first
+// column of every row.
+func rawIDs(t *testing.T, pool *pgxpool.Pool, setDoc bool, doc, query string) []string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if setDoc {
+		if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := tx.Query(ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for rows.Next() {
+		var v any
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprint(v))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func keysOf(m map[any]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, fmt.Sprint(k))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestPostgresPoliciesAlone checks the row-level security policies with
+// no guard at all: raw SQL as the application role, with the scope
+// document set by hand, sees exactly the oracle's rows for every scope of
+// the isolation table, and nothing without a scope.
+func TestPostgresPoliciesAlone(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 3, 4, 2))
+	levels := guardedsql.SchemaLevelsForTest(h.sch)
+	for _, sc := range isolationScopes {
+		t.Run(sc.name, func(t *testing.T) {
+			vis := h.m.visible(sc.grants)
+			doc := encodeDoc(levels, sc.grants)
+			for table, want := range map[string]map[any]bool{
+				"chains": vis.chains, "hotels": vis.hotels, "rooms": vis.rooms,
+				"bookings": vis.bookings, "payments": vis.payments, "guests": vis.guests,
+			} {
+				got := rawIDs(t, h.app, true, doc, `SELECT id FROM `+table)
+				if exp := keysOf(want); !slices.Equal(got, exp) {
+					t.Errorf("%s under %s: got %v, want %v", table, doc, got, exp)
+				}
+			}
+		})
+	}
+	// No context, an empty context, an empty document: no rows, no error.
+	for _, table := range policyTables {
+		if got := rawIDs(t, h.app, false, "", `SELECT id FROM `+table); len(got) != 0 {
+			t.Errorf("%s without context: %v", table, got)
+		}
+		for _, doc := range []string{"", "{}", `{"chain":[]}`, `{"region":["acme"]}`} {
+			if got := rawIDs(t, h.app, true, doc, `SELECT id FROM `+table); len(got) != 0 {
+				t.Errorf("%s with context %q: %v", table, doc, got)
+			}
+		}
+	}
+	// WITH CHECK: the policies refuse writes outside the context, too.
+	ctx := context.Background()
+	tx, err := h.app.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', '{"chain":["acme"]}', true)`)
+	_, err = tx.Exec(ctx, `INSERT INTO rooms (hotel_id, number, rate) VALUES ($1, 'x', 1)`, hotelOfChain(h.hotelDB, "globex"))
+	if err == nil || !strings.Contains(err.Error(), "row-level security") {
+		t.Fatalf("insert under a foreign hotel: %v", err)
+	}
+}
+
+// encodeDoc writes the scope document the guard sets for grants.
+func encodeDoc(levels []*sqlast.Level, grants []scope.Grant) string {
+	return dialect.EncodeScope(levels, scopetest.New("t", grants)).Doc
+}
+
+// TestPostgresRawSQLWithoutContext: the application role, connected
+// directly and running plain SQL with no scope, sees zero rows of every
+// tenant-bound table, including on a connection that has just served a
+// guarded call (the setting is transaction-local).
+func TestPostgresRawSQLWithoutContext(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 3, 4, 2))
+	ctx := context.Background()
+	one := h.appCfg.Copy()
+	one.MaxConns = 1
+	pool := pgConnect(t, one)
+	defer pool.Close()
+	db, err := guardedsql.NewPostgres(ctx, pool, h.sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := h.sch.Table("bookings")
+	n, err := guardedsql.One(grantCtx(chainG("acme")), db, builder.Must(builder.Select(builder.CountAll()).From(b).Build()), guardedsql.Scalar[int64])
+	if err != nil || n == 0 {
+		t.Fatalf("guarded count: %d %v", n, err)
+	}
+	var setting string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('tenantmcp.scope', true)`).Scan(&setting); err != nil || setting != "" {
+		t.Fatalf("setting after the guarded call: %q %v", setting, err)
+	}
+	for _, table := range append(policyTables, "countries") {
+		var c int64
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(0); table == "countries" {
+			if c != int64(len(h.m.countries)) {
+				t.Errorf("global countries: %d rows", c)
+			}
+		} else if c != want {
+			t.Errorf("%s: %d rows without context", table, c)
+		}
+	}
+	// Writes without context are refused by WITH CHECK or find nothing.
+	tag, err := pool.Exec(ctx, `UPDATE bookings SET status = 'x'`)
+	if err != nil || tag.RowsAffected() != 0 {
+		t.Fatalf("update without context: %v %v", tag, err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO chains (id, name) VALUES ('zz', 'z')`); err == nil {
+		t.Fatal("insert without context accepted")
+	}
+}
+
+// TestPostgresStartupCheck: NewPostgres refuses, with a specific error,
+// every configuration in which the policies would not confine the
+// connection, and accepts the owner once its tables are FORCE'd.
+func TestPostgresStartupCheck(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
+	ctx := context.Background()
+	try := func(pool *pgxpool.Pool) error {
+		_, err := guardedsql.NewPostgres(ctx, pool, h.sch)
+		return err
+	}
+	owner := func(sql string) {
+		t.Helper()
+		if _, err := h.owner.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	reapply := func() {
+		t.Helper()
+		if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch); err != nil {
+			t.Fatal(err)
+		}
+		if err := try(h.app); err != nil {
+			t.Fatalf("after re-applying: %v", err)
+		}
+	}
+	if err := try(h.app); err != nil {
+		t.Fatalf("application role: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		pool  func() *pgxpool.Pool
+		want  error
+	}{
+		{"superuser", func() {}, func() *pgxpool.Pool { return h.admin }, guardedsql.ErrRLSSuperuser},
+		{"bypassrls", func() {}, func() *pgxpool.Pool { return bypassPool(t, h) }, guardedsql.ErrRLSBypassRLS},
+		{"owner with FORCE is accepted", func() {}, func() *pgxpool.Pool { return h.owner }, nil},
+		{"owner without FORCE", func() { owner(`ALTER TABLE payments NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.owner }, guardedsql.ErrRLSOwnerNotForced},
+		{"member of the owner role", func() { owner(`ALTER TABLE rooms NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return memberPool(t, h) }, guardedsql.ErrRLSOwnerNotForced},
+		{"not forced", func() { owner(`ALTER TABLE payments NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSNotEnabled},
+		{"disabled", func() { owner(`ALTER TABLE hotels DISABLE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSNotEnabled},
+		{"missing policy", func() { owner(`DROP POLICY tenantmcp_scope ON bookings`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSPolicyMissing},
+		{"altered policy", func() { owner(`ALTER POLICY tenantmcp_scope ON guests USING (true)`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSPolicyMissing},
+		{"stale marker", func() {
+			owner(`COMMENT ON POLICY tenantmcp_scope ON chains IS 'tenantmcp:v1:0123456789abcdef01234567:x'`)
+		}, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSPolicyMissing},
+		{"extra permissive policy", func() { owner(`CREATE POLICY everyone ON rooms USING (true)`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSPolicyUnexpected},
+		{"extra restrictive policy is fine", func() { owner(`CREATE POLICY narrow ON rooms AS RESTRICTIVE USING (rate > 0)`) }, func() *pgxpool.Pool { return h.app }, nil},
+		{"policy for another role is fine", func() { owner(`CREATE POLICY other ON rooms TO ` + h.ownerRole + ` USING (true)`) }, func() *pgxpool.Pool { return h.app }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.setup()
+			err := try(tc.pool())
+			switch {
+			case tc.want == nil && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != nil && (!errors.Is(err, tc.want) || !errors.Is(err, guardedsql.ErrRLSUnsafe)):
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if err != nil {
+				t.Log(err)
+			}
+			for _, p := range []string{"everyone", "narrow", "other"} {
+				owner(`DROP POLICY IF EXISTS ` + p + ` ON rooms`)
+			}
+			reapply()
+		})
+	}
+}
+
+// bypassPool connects as a fresh BYPASSRLS role.
+func bypassPool(t *testing.T, h *pgHotel) *pgxpool.Pool {
+	return extraRolePool(t, h, "BYPASSRLS", "")
+}
+
+// memberPool connects as a fresh role that is a member of the owner role,
+// which gives it the owner's privileges (and the owner's exemption from
+// non-forced policies).
+func memberPool(t *testing.T, h *pgHotel) *pgxpool.Pool {
+	return extraRolePool(t, h, "", h.ownerRole)
+}
+
+func extraRolePool(t *testing.T, h *pgHotel, attrs, memberOf string) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	name, pw := "tm_extra_"+uniqueSuffix(t), uniqueSuffix(t)
+	stmts := []string{`CREATE ROLE ` + name + ` LOGIN ` + attrs + ` PASSWORD '` + pw + `'`,
+		`GRANT USAGE ON SCHEMA ` + h.schema + ` TO ` + name,
+		`GRANT SELECT ON ALL TABLES IN SCHEMA ` + h.schema + ` TO ` + name}
+	if memberOf != "" {
+		stmts = append(stmts, `GRANT `+memberOf+` TO `+name)
+	}
+	for _, s := range stmts {
+		if _, err := h.admin.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	p := pgConnect(t, pgConfigFor(h.adminCfg, name, pw, h.schema))
+	t.Cleanup(func() {
+		p.Close()
+		for _, s := range []string{`DROP OWNED BY ` + name, `DROP ROLE ` + name} {
+			if _, err := h.admin.Exec(context.Background(), s); err != nil {
+				t.Errorf("%s: %v", s, err)
+			}
+		}
+	})
+	return p
+}
+
+// TestPostgresRLSDDL pins the policy shape: the context is read through
+// current_setting with nullif, each hop is an ARRAY InitPlan, every
+// tenant-bound table is enabled and forced, global tables are untouched.
+func TestPostgresRLSDDL(t *testing.T) {
+	stmts, err := guardedsql.RLSDDL(builder.MustSchema(hotelDef))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(stmts, ";\n")
+	for _, table := range policyTables {
+		for _, want := range []string{
+			`ALTER TABLE "` + table + `" ENABLE ROW LEVEL SECURITY`,
+			`ALTER TABLE "` + table + `" FORCE ROW LEVEL SECURITY`,
+			`CREATE POLICY "tenantmcp_scope" ON "` + table + `"`,
+		} {
+			if !strings.Contains(all, want) {
+				t.Errorf("missing %q", want)
+			}
+		}
+	}
+	if strings.Contains(all, `"countries"`) {
+		t.Error("global table touched")
+	}
+	for _, want := range []string{
+		`nullif(current_setting('tenantmcp.scope', true), '')::jsonb -> 'chain'`,
+		`"room_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "rooms" AS "_p1" WHERE`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("missing %q in\n%s", want, all)
+		}
+	}
+	if strings.Contains(strings.ToUpper(all), "IMMUTABLE") || strings.Contains(all, "set_config('tenantmcp.scope'") {
+		t.Error("policy DDL must not define IMMUTABLE helpers or set the context")
+	}
+}

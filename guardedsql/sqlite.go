@@ -1,0 +1,150 @@
+package guardedsql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+)
+
+// openers maps a DSN scheme (the text before "://") to the function
+// that opens it; engine files register theirs in init, e.g.
+// openers["postgres"] = openPostgres. SQLite is built in.
+var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error){}
+
+// Open opens a guarded database from a DSN:
+//
+//	sqlite:/path/to/file.db      SQLite file (created if missing)
+//	sqlite:///path/to/file.db    the same
+//	file:/path/to/file.db?...    SQLite URI, passed to the driver
+//	sqlite::memory:              private in-memory SQLite (one connection)
+//
+// and any scheme://... an engine registered. SQLite databases are opened
+// with foreign keys enforced, a 5 s busy timeout and immediate
+// transactions unless the DSN sets those itself. Close closes the database.
+func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) (*DB, error) {
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
+		if open := openers[scheme]; open != nil {
+			return open(ctx, dsn, sch, opts)
+		}
+	}
+	sqlDB, err := openSQL(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	db, err := newDB(dialect.StdPool(sqlDB, true), sqlite.Dialect{}, sch, opts)
+	if err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// NewSQLite guards an SQLite database opened by the caller with the
+// "sqlite" driver (modernc.org/sqlite). Close leaves db open. Enable
+// foreign keys on it (_pragma=foreign_keys(1)) so that the engine, too,
+// refuses dangling references.
+func NewSQLite(db *sql.DB, sch *builder.Schema, opts ...Option) (*DB, error) {
+	return newDB(dialect.StdPool(db, false), sqlite.Dialect{}, sch, opts)
+}
+
+// IntrospectSQLite reads the tables, columns, primary keys and foreign
+// keys of an SQLite database and builds a Schema with tenancy t applied.
+func IntrospectSQLite(ctx context.Context, db *sql.DB, t builder.Tenancy) (*builder.Schema, error) {
+	cat, err := sqlite.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
+	if err != nil {
+		return nil, err
+	}
+	def, err := t.Apply(cat)
+	if err != nil {
+		return nil, err
+	}
+	return builder.NewSchema(def)
+}
+
+// introspectors maps a DSN scheme to its introspection, as openers does.
+var introspectors = map[string]func(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Schema, error){}
+
+// Introspect opens dsn (as Open does), introspects it with tenancy t and
+// closes it again.
+func Introspect(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Schema, error) {
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
+		if in := introspectors[scheme]; in != nil {
+			return in(ctx, dsn, t)
+		}
+	}
+	sqlDB, err := openSQL(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer sqlDB.Close()
+	return IntrospectSQLite(ctx, sqlDB, t)
+}
+
+func openSQL(ctx context.Context, dsn string) (*sql.DB, error) {
+	name, memory, err := sqliteName(dsn)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB, err := sql.Open("sqlite", name)
+	if err != nil {
+		return nil, err
+	}
+	if memory {
+		sqlDB.SetMaxOpenConns(1)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+	}
+	return sqlDB, nil
+}
+
+func sqliteName(dsn string) (name string, memory bool, err error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite://"):
+		name = strings.TrimPrefix(dsn, "sqlite://")
+	case strings.HasPrefix(dsn, "sqlite:"):
+		name = strings.TrimPrefix(dsn, "sqlite:")
+	case strings.HasPrefix(dsn, "file:"):
+		name = dsn
+	default:
+		scheme, _, _ := strings.Cut(dsn, ":")
+		return "", false, fmt.Errorf("guardedsql: unsupported DSN scheme %q", scheme)
+	}
+	if name == "" {
+		return "", false, fmt.Errorf("guardedsql: empty SQLite path in DSN")
+	}
+	memory = strings.HasPrefix(name, ":memory:") || strings.Contains(name, "mode=memory")
+	path, query, _ := strings.Cut(name, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "", false, fmt.Errorf("guardedsql: DSN query: %w", err)
+	}
+	pragmas := strings.Join(q["_pragma"], ";")
+	if !strings.Contains(pragmas, "foreign_keys") && q.Get("_foreign_keys") == "" && q.Get("_fk") == "" {
+		q.Add("_pragma", "foreign_keys(1)")
+	}
+	if !strings.Contains(pragmas, "busy_timeout") && q.Get("_busy_timeout") == "" && q.Get("_timeout") == "" {
+		q.Add("_pragma", "busy_timeout(5000)")
+	}
+	if q.Get("_txlock") == "" {
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode(), memory, nil
+}
+
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		u.User = url.User("redacted")
+		return u.String()
+	}
+	return dsn
+}

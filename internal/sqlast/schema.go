@@ -1,0 +1,153 @@
+package sqlast
+
+import "slices"
+
+// KeyKind is the SQL type of the ids at one scope level. Grant ids are
+// strings; the guard converts them to this kind before they reach SQL, and a
+// grant id that is not a valid value of the kind matches nothing.
+type KeyKind int
+
+const (
+	// IntKey levels hold 64-bit integer ids. Only canonical decimal grant
+	// ids ("12", "-3"; not "012", "+12", "12.0", " 12") are admitted.
+	IntKey KeyKind = iota + 1
+	// TextKey levels hold text ids, compared byte for byte.
+	TextKey
+)
+
+func (k KeyKind) String() string {
+	switch k {
+	case IntKey:
+		return "integer"
+	case TextKey:
+		return "text"
+	}
+	return "invalid"
+}
+
+// Level is one level of the tenant hierarchy, e.g. "chain" or "hotel".
+type Level struct {
+	Name  string
+	Key   KeyKind
+	Index int // position in Schema.Levels
+}
+
+// Schema is the validated, immutable schema graph.
+type Schema struct {
+	Levels []*Level          // declaration order
+	Tables map[string]*Table // by name
+	Names  []string          // table names, sorted
+}
+
+// Level returns the level called name, or nil.
+func (s *Schema) Level(name string) *Level {
+	for _, l := range s.Levels {
+		if l.Name == name {
+			return l
+		}
+	}
+	return nil
+}
+
+// Table is one table of the schema graph.
+type Table struct {
+	Name    string
+	Columns []string          // declaration order
+	Types   map[string]string // declared SQL types where known
+	PK      []string
+	FKs     []*FK
+	Global  bool
+
+	// LevelCols are this table's own level columns, in column order.
+	LevelCols []LevelCol
+	// Parent is the foreign key through which the table reaches the scope
+	// levels of an ancestor; nil for tables that carry their levels
+	// directly (and for global tables).
+	Parent *FK
+	// Chain is the full parent chain: Chain[0] == Parent, Chain[1] is the
+	// parent's Parent, and so on.
+	Chain []*FK
+	// Anchors lists, for every level reachable from the table, the nearest
+	// column carrying it. Sorted by level index.
+	Anchors []Anchor
+	// Identity is the table's single-column primary key when that column is
+	// also one of its level columns (chains.id is the chain level): the row's
+	// own tenant id rather than a reference to another tenant.
+	Identity string
+
+	colSet map[string]struct{}
+}
+
+// NewTable returns a table with its column index built.
+func NewTable(name string, columns []string) *Table {
+	t := &Table{Name: name, Columns: slices.Clone(columns), colSet: make(map[string]struct{}, len(columns))}
+	for _, c := range columns {
+		t.colSet[c] = struct{}{}
+	}
+	return t
+}
+
+// HasColumn reports whether c is a declared column of t.
+func (t *Table) HasColumn(c string) bool {
+	_, ok := t.colSet[c]
+	return ok
+}
+
+// LevelOf returns the level carried by column c of t itself, or nil.
+func (t *Table) LevelOf(c string) *Level {
+	for _, lc := range t.LevelCols {
+		if lc.Col == c {
+			return lc.Level
+		}
+	}
+	return nil
+}
+
+// TenantFKs returns the foreign keys of t whose referenced table is
+// tenant-bound: every such reference must point at a row in scope when it
+// is written.
+func (t *Table) TenantFKs() []*FK {
+	var out []*FK
+	for _, fk := range t.FKs {
+		if !fk.To.Global {
+			out = append(out, fk)
+		}
+	}
+	return out
+}
+
+// FKCovering returns the tenant foreign key of t that includes column c.
+func (t *Table) FKCovering(c string) *FK {
+	for _, fk := range t.FKs {
+		if fk.To.Global {
+			continue
+		}
+		if slices.Contains(fk.Cols, c) {
+			return fk
+		}
+	}
+	return nil
+}
+
+// LevelCol is a column that carries a scope level.
+type LevelCol struct {
+	Col   string
+	Level *Level
+}
+
+// FK is a foreign key: From.Cols reference To.RefCols.
+type FK struct {
+	From    *Table
+	Cols    []string
+	To      *Table
+	RefCols []string
+}
+
+// Anchor says where a level can be read for rows of a table: follow Hops
+// (a prefix of the table's Chain) and read Col on the last hop's target
+// table, or on the table itself when Hops is empty.
+type Anchor struct {
+	Level *Level
+	Hops  []*FK
+	Col   string
+}

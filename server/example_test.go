@@ -1,0 +1,72 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/server"
+)
+
+var sch = builder.MustSchema(builder.SchemaDef{
+	Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+	Tables: []builder.TableDef{
+		{Name: "guests", Columns: []string{"id", "chain_id", "full_name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+		{Name: "bookings", Columns: []string{"id", "guest_id", "check_in"}, PrimaryKey: []string{"id"},
+			ForeignKeys: []builder.ForeignKey{{Columns: []string{"guest_id"}, RefTable: "guests"}}, Parent: "guest_id"},
+	},
+})
+
+type ListIn struct {
+	From string `json:"from" jsonschema:"earliest check-in, YYYY-MM-DD"`
+}
+
+type ListOut struct {
+	Bookings []Booking `json:"bookings"`
+}
+
+type Booking struct {
+	ID    int64  `json:"id"`
+	Guest string `json:"guest" pii:"name"` // redacted unless the caller's role may see names
+}
+
+// A complete tool: typed input and output, a query built only from the
+// schema, run through the guard. Nothing in it names a tenant.
+func ExampleAddTool() {
+	var srv *server.Server // from server.New(server.Options{Verifier: …, DB: …})
+	srv = exampleServer()
+
+	err := server.AddTool(srv, server.Tool{Name: "list_bookings", Description: "Bookings from a date."},
+		func(ctx context.Context, db *guardedsql.DB, in ListIn) (ListOut, error) {
+			b, g := sch.Table("bookings").As("b"), sch.Table("guests").As("g")
+			q, err := builder.Select(b.Col("id"), g.Col("full_name")).From(b).
+				Join(g, g.Col("id").EqCol(b.Col("guest_id"))).
+				Where(b.Col("check_in").Ge(in.From)).Limit(50).Build()
+			if err != nil {
+				return ListOut{}, err
+			}
+			rows, err := db.Query(ctx, q) // tenant predicates for bookings AND guests are added here
+			if err != nil {
+				return ListOut{}, err
+			}
+			bs, err := guardedsql.CollectRows(rows, func(r *guardedsql.Rows) (b Booking, err error) {
+				err = r.Scan(&b.ID, &b.Guest)
+				return
+			})
+			return ListOut{Bookings: bs}, err
+		})
+	fmt.Println(err)
+
+	// An input that names a tenant does not register.
+	type BadIn struct {
+		ChainID string `json:"chain_id"`
+	}
+	err = server.AddTool(srv, server.Tool{Name: "bad"}, func(context.Context, *guardedsql.DB, BadIn) (ListOut, error) {
+		return ListOut{}, nil
+	})
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// server: tool "bad": input property "/chain_id" is the scope key "chain_id"; tenant scope comes only from the verified token
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// WellKnownProtectedResource is the RFC 9728 metadata path prefix.
+const WellKnownProtectedResource = "/.well-known/oauth-protected-resource"
+
+// HTTPOptions configures the streamable HTTP transport.
+type HTTPOptions struct {
+	// ResourceURL is this server's MCP endpoint as clients address it, for
+	// example "https://mcp.example.com/mcp". It is the "resource" of the
+	// RFC 9728 metadata and what tokens' aud should name (RFC 8707).
+	// Required; its path is where the MCP endpoint is served.
+	ResourceURL string
+	// AuthorizationServers are the issuer URLs advertised in the metadata.
+	AuthorizationServers []string
+	// ScopesSupported are the OAuth scopes advertised in the metadata.
+	ScopesSupported []string
+	// RequiredScopes are OAuth scopes every token must carry (403 if not).
+	RequiredScopes []string
+	// Stateless selects the go-sdk's stateless mode: no Mcp-Session-Id,
+	// and no server-to-client requests.
+	Stateless bool
+	// SessionTimeout closes stateful sessions idle this long; zero keeps
+	// them until the client ends them.
+	SessionTimeout time.Duration
+}
+
+// Handler returns the HTTP handler: the MCP endpoint at ResourceURL's path
+// behind bearer-token verification, and the protected-resource metadata at
+// WellKnownProtectedResource (and at that prefix followed by the endpoint
+// path, as RFC 9728 section 3.1 derives it).
+func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
+	u, err := url.Parse(o.ResourceURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("%w: ResourceURL %q must be an absolute URL", ErrConfig, o.ResourceURL)
+	}
+	path := u.Path
+	if path == "" {
+		path = "/"
+	}
+	metaPath := WellKnownProtectedResource + strings.TrimSuffix(path, "/")
+	metaURL := u.Scheme + "://" + u.Host + metaPath
+
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		Stateless:           o.Stateless,
+		SessionTimeout:      o.SessionTimeout,
+		Logger:              s.opts.Logger,
+		MaxRequestBodyBytes: s.opts.MaxRequestBytes,
+	})
+	protected := auth.RequireBearerToken(s.opts.Verifier.TokenVerifier(), &auth.RequireBearerTokenOptions{
+		ResourceMetadataURL: metaURL,
+		Scopes:              o.RequiredScopes,
+		ClockSkew:           s.opts.Verifier.Leeway(),
+	})(mcpHandler)
+
+	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource:               o.ResourceURL,
+		AuthorizationServers:   o.AuthorizationServers,
+		ScopesSupported:        o.ScopesSupported,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           s.opts.Name,
+	})
+
+	mux := http.NewServeMux()
+	mux.Handle(path, http.MaxBytesHandler(protected, s.opts.MaxRequestBytes))
+	mux.Handle(metaPath, meta)
+	if metaPath != WellKnownProtectedResource {
+		mux.Handle(WellKnownProtectedResource, meta)
+	}
+	return mux, nil
+}
+
+// Serve serves Handler(o) on ln until ctx is done, then shuts down
+// gracefully: new connections are refused and calls in flight get up to
+// the call timeout to finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, o HTTPOptions) error {
+	h, err := s.Handler(o)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CallTimeout)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	if serveErr := <-done; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	return err
+}
+
+// ListenAndServe listens on addr (TCP) and calls Serve.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, o HTTPOptions) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, ln, o)
+}

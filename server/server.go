@@ -1,0 +1,238 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/flow"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/redact"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultCallTimeout     = 30 * time.Second
+	DefaultMaxRequestBytes = 1 << 20
+)
+
+// ErrConfig is wrapped by every error New returns for a bad Options.
+var ErrConfig = errors.New("server: invalid configuration")
+
+// Options configures a Server.
+type Options struct {
+	// Name and Version identify the server to clients.
+	Name    string
+	Version string
+	// Instructions are sent to clients on initialize.
+	Instructions string
+
+	// Verifier verifies bearer tokens and mints the scope of each call.
+	// Required.
+	Verifier *claims.Verifier
+	// DB is handed to every tool handler. Required.
+	DB *guardedsql.DB
+	// Redactor serializes every result, error message and audit field.
+	// Nil means redact's default policy: every PII category redacted.
+	Redactor *redact.Redactor
+
+	// Levels are the scope level names of the application (for example
+	// "chain", "hotel"). Each level and "<level>_id" is forbidden as a tool
+	// input property, in addition to DefaultScopeKeys and ScopeKeys.
+	Levels []string
+	// ScopeKeys are further property names no tool input may carry.
+	ScopeKeys []string
+
+	// AuditLogger receives one record per tool call. Nil means
+	// slog.Default(). Its fields are already redacted.
+	AuditLogger *slog.Logger
+	// Logger receives operational messages (internal errors with their
+	// correlation id). Nil means slog.Default(). Messages are redacted.
+	Logger *slog.Logger
+
+	// CallTimeout bounds one tool call; zero means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// MaxRequestBytes bounds an HTTP request body; zero means
+	// DefaultMaxRequestBytes.
+	MaxRequestBytes int64
+
+	// Now returns the current time; nil means time.Now. Tests set it.
+	Now func() time.Time
+
+	// Flow, if set, enforces an information-flow policy (package flow):
+	// every successful result is labelled into the caller's taint before
+	// the client receives it, and a call to a tool declared a sink
+	// (Tool.Flow.Sink) is judged before its handler runs and denied with
+	// a witness (a DenyError whose Rule is one of flow's Rule* names).
+	Flow *flow.Checker
+}
+
+// Server is a tenant-scoped MCP tool server. Create it with New, add tools
+// with AddTool, then serve it with Handler, ListenAndServe or RunStdio.
+type Server struct {
+	opts      Options
+	mcp       *mcp.Server
+	forbidden map[string]string
+
+	mu    sync.Mutex
+	tools map[string]bool
+
+	// stdioScope, set by RunStdio, mints the scope of a call that came
+	// without an HTTP bearer token.
+	stdioScope func(ctx context.Context) (scope.Scope, error)
+}
+
+// New validates opts and returns a Server with no tools.
+func New(opts Options) (*Server, error) {
+	if opts.Verifier == nil {
+		return nil, fmt.Errorf("%w: Verifier is required (scope comes only from verified tokens)", ErrConfig)
+	}
+	if opts.DB == nil {
+		return nil, fmt.Errorf("%w: DB is required", ErrConfig)
+	}
+	if opts.Name == "" {
+		return nil, fmt.Errorf("%w: Name is required", ErrConfig)
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.AuditLogger == nil {
+		opts.AuditLogger = slog.Default()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 {
+		return nil, fmt.Errorf("%w: CallTimeout and MaxRequestBytes must not be negative", ErrConfig)
+	}
+	if opts.CallTimeout == 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.MaxRequestBytes == 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{
+		opts:      opts,
+		forbidden: forbiddenKeys(opts.ScopeKeys, opts.Levels),
+		tools:     map[string]bool{},
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: opts.Instructions,
+		Logger:       opts.Logger,
+		HasTools:     true,
+	})
+	return s, nil
+}
+
+// Tool describes a tool to AddTool. The input and output schemas are
+// inferred from the handler's types; a `jsonschema:"…"` struct tag on a
+// field becomes its description.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// Annotations are hints for clients (read-only, destructive, …).
+	Annotations *mcp.ToolAnnotations
+	// Flow declares the information-flow label of the tool's results and
+	// whether it is a sink (see package flow). A sink cannot be registered
+	// on a server without Options.Flow: its calls could not be checked.
+	Flow flow.Decl
+}
+
+// Handler is a tool's code. ctx carries the caller's scope (see
+// scope.FromContext) and the call's deadline; db adds the tenant predicates
+// to every statement. Return the result, or an error: guardedsql.ErrNotFound
+// for "no such row (for you)", an error from InvalidInput for a message the
+// caller should see, anything else for an internal failure.
+type Handler[In, Out any] func(ctx context.Context, db *guardedsql.DB, in In) (Out, error)
+
+// AddTool registers a typed tool on s. It fails, and registers nothing, if
+// the tool name is empty or taken, if In is not a struct (or map), if the
+// schemas cannot be inferred, or if the input schema names a scope key
+// (*TenantInputError, matching ErrTenantInInput).
+func AddTool[In, Out any](s *Server, t Tool, h Handler[In, Out]) error {
+	if t.Name == "" {
+		return fmt.Errorf("%w: tool with no name", ErrConfig)
+	}
+	if h == nil {
+		return fmt.Errorf("%w: tool %q has a nil handler", ErrConfig, t.Name)
+	}
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		return fmt.Errorf("%w: tool %q: input schema: %v", ErrConfig, t.Name, err)
+	}
+	if in.Type != "object" {
+		return fmt.Errorf("%w: tool %q: input must be a struct or map (schema type %q)", ErrConfig, t.Name, in.Type)
+	}
+	if err := checkTenantFree(t.Name, in, s.forbidden); err != nil {
+		return err
+	}
+	inResolved, err := in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		return fmt.Errorf("%w: tool %q: input schema: %v", ErrConfig, t.Name, err)
+	}
+	out, err := outputSchema[Out]()
+	if err != nil {
+		return fmt.Errorf("%w: tool %q: output schema: %v", ErrConfig, t.Name, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tools[t.Name] {
+		return fmt.Errorf("%w: tool %q registered twice", ErrConfig, t.Name)
+	}
+	var ft *flow.Tool
+	if s.opts.Flow != nil {
+		if ft, err = s.opts.Flow.Register(t.Name, reflect.TypeFor[In](), reflect.TypeFor[Out](), t.Flow); err != nil {
+			return fmt.Errorf("%w: tool %q: %w", ErrConfig, t.Name, err)
+		}
+	} else if t.Flow.Sink != nil {
+		return fmt.Errorf("%w: tool %q is declared a sink but Options.Flow is nil, so its calls could not be checked", ErrConfig, t.Name)
+	}
+	tool := &mcp.Tool{
+		Name:         t.Name,
+		Title:        t.Title,
+		Description:  t.Description,
+		Annotations:  t.Annotations,
+		InputSchema:  in,
+		OutputSchema: out,
+	}
+	var registerErr error
+	func() {
+		// The go-sdk panics on schemas it rejects; turn that into an error.
+		defer func() {
+			if r := recover(); r != nil {
+				registerErr = fmt.Errorf("%w: tool %q: %v", ErrConfig, t.Name, r)
+			}
+		}()
+		s.mcp.AddTool(tool, s.wrap(t.Name, inResolved, ft, typedCall(h)))
+	}()
+	if registerErr != nil {
+		return registerErr
+	}
+	s.tools[t.Name] = true
+	return nil
+}
+
+// MCP returns the underlying go-sdk server, for transports this package
+// does not offer. Tools must still be added with AddTool.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+func newCorrelationID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
