@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tenantmcp/tenantmcp/egress"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -44,6 +45,13 @@ func run() error {
 	tokenFile := flag.String("token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
 	as := flag.String("as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")
 	jsonLogs := flag.Bool("json-logs", false, "write logs (and the audit log) as JSON")
+	egressOn := flag.Bool("egress", false, "install the eBPF egress guard before serving: the process may reach only its database and JWKS endpoints (Linux, root, cgroup v2)")
+	egressBestEffort := flag.Bool("egress-best-effort", false, "with -egress: serve unguarded (with a warning) if the guard cannot be installed, instead of refusing to start")
+	var egressExtra []string
+	flag.Func("egress-allow", "with -egress: also allow this destination (ADDR:PORT, PREFIX or [V6]:PORT-PORT); repeatable", func(v string) error {
+		egressExtra = append(egressExtra, v)
+		return nil
+	})
 	flag.Parse()
 
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
@@ -55,11 +63,31 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	// The egress guard goes in first, before the database pool, the JWKS
+	// client and the listener exist: sockets belong to the cgroup they were
+	// created in, and nothing may be served before the guard is in place.
+	var guard *egress.Guard
+	if *egressOn {
+		g, err := installEgress(ctx, cfg, egressExtra, *egressBestEffort, cfg.Logger)
+		if err != nil {
+			return fmt.Errorf("egress guard requested but not installed, refusing to serve: %w", err)
+		}
+		guard = g
+		defer g.Close()
+	}
+
 	app, err := hotel.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer app.Close()
+	if guard != nil {
+		go app.Server.AuditEgress(ctx, guard)
+		if guard.Active() {
+			fmt.Fprintf(os.Stderr, "egress guard active (cgroup %s): allowed %v\n", guard.Cgroup(), guard.Policy().Allow)
+		}
+	}
 
 	if *stdio {
 		src := server.TokenFromEnv("TENANTMCP_TOKEN")
