@@ -182,7 +182,7 @@ func (call *Call) Note() string { return call.note }
 func (call *Call) Record(out any, rep redact.Report) {
 	c := call.t.c
 	l := call.t.lab
-	for i, r := range redact.Categories() {
+	for i, r := range c.rcats {
 		if !call.t.echoOnly && rep.Redacted(r)+rep.Revealed(r) > 0 {
 			if ix := c.piiCat[i]; ix >= 0 {
 				l.cats |= 1 << uint(ix)

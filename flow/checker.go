@@ -69,9 +69,10 @@ type Checker struct {
 	catIx map[string]int
 	level [maxCategories]rank
 	tools map[string]*Tool
-	// piiCat maps a redact category (by its index in redact.Categories)
-	// to a category index, -1 for none.
+	// piiCat maps a redact category (by its index in rcats, which is
+	// redact.Categories) to a category index, -1 for none.
 	piiCat []int
+	rcats  []redact.Category
 
 	// Compiled destinations: every pattern of "destinations" and of the
 	// categories' "to" lists, with the clearance it grants and the
@@ -115,6 +116,7 @@ func New(p *Policy, o Options) (*Checker, error) {
 		}
 	}
 	rc := redact.Categories()
+	c.rcats = rc
 	c.piiCat = make([]int, len(rc))
 	for i, r := range rc {
 		c.piiCat[i] = -1
@@ -225,10 +227,15 @@ func (t *Tool) Name() string { return t.name }
 // Label is the static label of the tool's results.
 func (t *Tool) Label() Label { return t.c.labelOf(t.lab) }
 
-// Sink is the tool's sink declaration, nil for a tool that is not a sink.
-func (t *Tool) Sink() *Sink { return t.sink }
-
-var categoryNameRE = categoryRE
+// Sink returns a copy of the tool's sink declaration, nil for a tool that
+// is not a sink.
+func (t *Tool) Sink() *Sink {
+	if t.sink == nil {
+		return nil
+	}
+	s := *t.sink
+	return &s
+}
 
 // Register declares a tool: name, its input and result types, and d. The
 // server calls it from AddTool; an error refuses the tool. It fails
@@ -243,7 +250,7 @@ func (c *Checker) Register(name string, in, out reflect.Type, d Decl) (*Tool, er
 		return nil, fmt.Errorf("%w: tool %q: unknown level %q", ErrDecl, name, d.Level)
 	}
 	for _, cat := range d.Categories {
-		if !categoryNameRE.MatchString(cat) {
+		if !categoryRE.MatchString(cat) {
 			return nil, fmt.Errorf("%w: tool %q: category %q must be lower case letters, digits, '.', '_' or '-'", ErrDecl, name, cat)
 		}
 	}
@@ -313,7 +320,7 @@ func (c *Checker) withCatLevels(l label) label {
 }
 
 func (c *Checker) piiIndex(p redact.Category) int {
-	for i, r := range redact.Categories() {
+	for i, r := range c.rcats {
 		if r == p {
 			return c.piiCat[i]
 		}

@@ -414,7 +414,7 @@ func TestSessionScopeKeys(t *testing.T) {
 func TestSessionScopeBound(t *testing.T) {
 	f := newFixture(t, sessionPolicy)
 	for i := 0; i < maxKeysPerSubject; i++ {
-		f.send(CallInfo{Subject: "flood", SessionID: "s" + strings.Repeat("x", i%7) + string(rune(i))}, "hook", "https://ok.example/")
+		f.read(t, CallInfo{Subject: "flood", SessionID: "s" + strings.Repeat("x", i%7) + string(rune(i))}, "rooms", roomsOut{})
 	}
 	// Past the bound, new sessions share the subject's taint: more
 	// taint, never less.

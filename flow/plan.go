@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -177,7 +178,7 @@ func (r *PlanReport) add(s StepReport) {
 
 // ErrPlan is wrapped by the error CheckPlan returns for a plan it cannot
 // check at all.
-var ErrPlan = fmt.Errorf("flow: invalid plan")
+var ErrPlan = errors.New("flow: invalid plan")
 
 // planDestination returns the destination of a sink step, or dynamic if
 // it is a $ret reference.

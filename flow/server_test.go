@@ -139,11 +139,17 @@ func newWorld(t testing.TB, policy string) *world {
 	must(server.AddTool(w.srv, server.Tool{Name: "catalog"}, func(_ context.Context, _ *guardedsql.DB, in CatalogIn) (CatalogOut, error) {
 		return CatalogOut{Items: []string{"room"}, Note: in.Note}, nil
 	}))
+	// The same handler as "mail", never a sink: the benchmarks' baseline.
+	must(server.AddTool(w.srv, server.Tool{Name: "mail_plain"}, func(_ context.Context, _ *guardedsql.DB, in MailIn) (Sent, error) {
+		return Sent{OK: in.To != ""}, nil
+	}))
 	if policy != "" {
 		must(server.AddTool(w.srv, server.Tool{Name: "mail", Flow: flow.Decl{Level: flow.Public, Sink: &flow.Sink{Kind: flow.Email, DestArg: "to"}}},
 			func(_ context.Context, _ *guardedsql.DB, in MailIn) (Sent, error) {
-				*w.sent = append(*w.sent, in.To)
-				return Sent{OK: true}, nil
+				if len(*w.sent) < 100 {
+					*w.sent = append(*w.sent, in.To)
+				}
+				return Sent{OK: in.To != ""}, nil
 			}))
 		must(server.AddTool(w.srv, server.Tool{Name: flow.PlanToolName, Flow: flow.Decl{Level: flow.Public, EchoOnly: true}},
 			func(ctx context.Context, _ *guardedsql.DB, p flow.Plan) (flow.PlanReport, error) {
@@ -317,9 +323,10 @@ func TestServerRefusesUncheckedSink(t *testing.T) {
 }
 
 // BenchmarkServerCall is a whole tools/call through the server and the
-// go-sdk (in-memory transport): the baseline is the same server without a
-// checker; "flow" adds labelling the result, "sink" the check of an
-// allowed sink call.
+// go-sdk (in-memory transport), always the same handler and arguments:
+// "baseline" on a server without a checker, "flow" with a checker (the
+// result is labelled), "sink" with the tool declared a sink (the call is
+// also judged, and allowed).
 func BenchmarkServerCall(b *testing.B) {
 	run := func(b *testing.B, w *world, tool string, args map[string]any) {
 		cs := w.connect(b, "bench")
@@ -330,9 +337,8 @@ func BenchmarkServerCall(b *testing.B) {
 			}
 		}
 	}
-	b.Run("baseline", func(b *testing.B) { run(b, newWorld(b, ""), "catalog", map[string]any{"note": "n"}) })
-	b.Run("flow", func(b *testing.B) { run(b, newWorld(b, serverPolicy), "catalog", map[string]any{"note": "n"}) })
-	b.Run("sink", func(b *testing.B) {
-		run(b, newWorld(b, serverPolicy), "mail", map[string]any{"to": "desk@staff.example", "body": "n"})
-	})
+	args := map[string]any{"to": "desk@staff.example", "body": "n"}
+	b.Run("baseline", func(b *testing.B) { run(b, newWorld(b, ""), "mail_plain", args) })
+	b.Run("flow", func(b *testing.B) { run(b, newWorld(b, serverPolicy), "mail_plain", args) })
+	b.Run("sink", func(b *testing.B) { run(b, newWorld(b, serverPolicy), "mail", args) })
 }

@@ -128,11 +128,21 @@ func (s *store) sweep(sh *shard, now int64) {
 	}
 }
 
+// snapshot reads the taint under k (the empty taint if there is none yet;
+// past the per-subject bound, the subject's shared one).
 func (s *store) snapshot(k Key, now int64) snapshot {
 	sh := s.shard(k.Subject)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := s.get(sh, k, now)
+	s.sweep(sh, now)
+	e := sh.m[k]
+	if e == nil && k.Session != "" && sh.perSub[k.Subject] >= maxKeysPerSubject {
+		e = sh.m[Key{Subject: k.Subject}]
+	}
+	if e == nil {
+		return snapshot{}
+	}
+	e.touched = now
 	return snapshot{lab: e.lab, owners: e.owners, ownersBad: e.ownersBad}
 }
 

@@ -32,6 +32,12 @@
 // over stdin/stdout with a token from configuration (TokenFromEnv,
 // TokenFromFile), verified at start and again whenever it expires.
 //
+// With Options.Flow (package flow), every result also labels the caller's
+// session (confidentiality level and data categories, derived from the
+// result type's pii tags and the tool's declaration), and a tool declared as
+// a sink (Tool.Flow) is checked against the flow policy before its handler
+// runs; a forbidden flow is a DenyError carrying the witness.
+//
 // The scope of each call is derived from that call's own verified token
 // (not the token that opened the session), so a token that expires or is
 // swapped mid-session is seen at the next call.

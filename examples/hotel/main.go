@@ -41,6 +41,7 @@ func run() error {
 	flag.StringVar(&cfg.JWKSURL, "jwks-url", os.Getenv("HOTEL_JWKS_URL"), "identity provider JWKS URL (default: development issuer on loopback)")
 	flag.StringVar(&cfg.Issuer, "issuer", os.Getenv("HOTEL_ISSUER"), "expected token issuer (with -jwks-url)")
 	flag.StringVar(&cfg.Audience, "audience", os.Getenv("HOTEL_AUDIENCE"), "expected token audience (default: the public URL)")
+	flag.StringVar(&cfg.FlowPolicy, "flow-policy", os.Getenv("HOTEL_FLOW_POLICY"), "information-flow policy file (JSON, see package flow; default: the example's embedded flow-policy.json)")
 	stdio := flag.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
 	tokenFile := flag.String("token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
 	as := flag.String("as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")

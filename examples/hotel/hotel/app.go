@@ -97,9 +97,10 @@ var Mapping = claims.Mapping{
 // (opened last, after everything that could fail closed).
 func New(ctx context.Context, cfg Config) (app *App, err error) {
 	app = &App{}
+	built := app // a `return nil, err` below has already set app to nil
 	defer func() {
 		if err != nil {
-			app.Close()
+			built.Close()
 			app = nil
 		}
 	}()
