@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -11,17 +12,70 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
+// fault is one way of breaking the isolation of one table.
+type fault struct {
+	kind   string // "guard", "rls", "guard+rls"
+	table  string
+	inject func() error // idempotent; called before every property
+	clear  func() error
+}
+
+func (r *runner) faults(table string) []fault {
+	var restore func()
+	guard := fault{kind: "guard", table: table,
+		inject: func() error {
+			if restore == nil {
+				restore = guardfault.DropPredicate(table)
+			}
+			return nil
+		},
+		clear: func() error {
+			if restore != nil {
+				restore()
+				restore = nil
+			}
+			return nil
+		}}
+	if r.engine != Postgres {
+		return []fault{guard}
+	}
+	// PostgreSQL has a second boundary: the table's row-level security,
+	// switched off by its owner (the start-up check would refuse to open
+	// a DB like that; the one open already carries on).
+	rls := fault{kind: "rls", table: table,
+		inject: func() error {
+			_, err := r.sc.owner.Exec(`ALTER TABLE ` + Postgres.quote(table) + ` DISABLE ROW LEVEL SECURITY`)
+			return err
+		},
+		clear: func() error { return prepareEngine(context.Background(), r.sc, r.sch) }}
+	both := fault{kind: "guard+rls", table: table,
+		inject: func() error { return errors.Join(guard.inject(), rls.inject()) },
+		clear:  func() error { return errors.Join(guard.clear(), rls.clear()) }}
+	return []fault{guard, rls, both}
+}
+
 // TestMutationIsCaught is the mutation check: a suite that cannot fail
-// proves nothing. For every tenant-bound table of the hotel graph it makes
-// the guard drop that table's tenant predicate (the test-only fault hook
-// internal/guardfault) and runs every property once against the broken
-// guard on the embedded SQLite database (or the first TENANTMCP_DSN
-// target). The read properties that cover every table (1, 2, 5, 6) and the
-// UPDATE/DELETE properties (7, 8) must fail for every table, and the
-// foreign-parent INSERT property (9) for every table a child row
-// references. First, with no fault, every property must pass, so that the
-// failures are the fault's doing. The matrix of which properties caught
-// which fault is logged.
+// proves nothing. On every target engine (the embedded SQLite database
+// without TENANTMCP_DSN) it breaks the isolation of one table at a time
+// and runs every property once against the broken database:
+//
+//   - guard: the guard drops the table's tenant predicate (the test-only
+//     fault hook internal/guardfault). On SQLite and MySQL/MariaDB the
+//     read properties that cover every table (1, 2, 5, 6) and the
+//     UPDATE/DELETE properties (7, 8) must fail, and the foreign-parent
+//     INSERT property (9) for every table a child row references. On
+//     PostgreSQL row-level security still confines the app role, so the
+//     scoped read (1) must still pass: defence in depth, recorded.
+//   - rls (PostgreSQL): the table's owner disables its row-level
+//     security. The guard still confines reads (1 passes); the raw-SQL
+//     property (16) and the start-up check property (17) must fail.
+//   - guard+rls (PostgreSQL): both; 1, 2, 5, 6, 7, 8 (and 9) must fail.
+//
+// First, with no fault, every property must pass, so that the failures
+// are the faults' doing; after each fault is cleared, 1 must pass again.
+// SQLite mutates every tenant-bound table of the hotel graph; the server
+// engines (slower) mutate bookings and hotels. The matrix of which
+// properties caught which fault is logged.
 func TestMutationIsCaught(t *testing.T) {
 	env, err := FromEnv()
 	if err != nil {
@@ -30,12 +84,18 @@ func TestMutationIsCaught(t *testing.T) {
 	if env.Mutate != "" {
 		t.Skipf("%s is set: the whole run is mutated already", EnvMutate)
 	}
-	dsn := ""
-	if len(env.DSNs) > 0 {
-		dsn = env.DSNs[0]
+	dsns := env.DSNs
+	if len(dsns) == 0 {
+		dsns = []string{""}
 	}
-	tg := hotelTarget(dsn, 1)
-	r, err := newRunner(tg)
+	for _, dsn := range dsns {
+		e, _ := EngineOf(dsn)
+		t.Run(string(e), func(t *testing.T) { mutationCheck(t, dsn) })
+	}
+}
+
+func mutationCheck(t *testing.T, dsn string) {
+	r, err := newRunner(hotelTarget(dsn, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,15 +111,14 @@ func TestMutationIsCaught(t *testing.T) {
 	var props []*property
 	for _, p := range properties {
 		// Coverage audits the others within one repetition; it has no
-		// guard behaviour of its own to break.
+		// isolation behaviour of its own to break.
 		if p.id != 18 && (p.only == "" || p.only == r.engine) {
 			props = append(props, p)
 		}
 	}
-	// Control: the intact guard passes every property.
 	for _, p := range props {
 		if o := r.runProperty(ctx, p, nil, 1); o.failed {
-			t.Fatalf("control: P%d fails with the guard intact: %s", p.id, strings.Join(o.msgs, "; "))
+			t.Fatalf("control: P%d fails with nothing broken: %s", p.id, strings.Join(o.msgs, "; "))
 		}
 	}
 	// Tables a child row (one with a scope parent) references: an insert
@@ -72,38 +131,68 @@ func TestMutationIsCaught(t *testing.T) {
 			}
 		}
 	}
+	tables := r.g.bound
+	if r.engine != SQLite {
+		tables = []string{"bookings", "hotels"}
+	}
 	var matrix []string
-	for _, table := range r.g.bound {
-		var caught []int
-		first := map[int]string{}
-		restore := guardfault.DropPredicate(table)
-		for _, p := range props {
-			o := r.runProperty(ctx, p, nil, 1)
-			if o.failed {
-				caught = append(caught, p.id)
-				if len(o.msgs) > 0 {
-					first[p.id] = o.msgs[0]
+	for _, table := range tables {
+		for _, f := range r.faults(table) {
+			var caught []int
+			first := map[int]string{}
+			for _, p := range props {
+				if err := f.inject(); err != nil {
+					t.Fatalf("injecting %s fault on %s: %v", f.kind, table, err)
+				}
+				o := r.runProperty(ctx, p, nil, 1)
+				if o.failed {
+					caught = append(caught, p.id)
+					if len(o.msgs) > 0 {
+						first[p.id] = o.msgs[0]
+					}
 				}
 			}
-		}
-		restore()
-		must := []int{1, 2, 5, 6, 7, 8}
-		if parents[table] {
-			must = append(must, 9)
-		}
-		for _, id := range must {
-			if !slices.Contains(caught, id) {
-				t.Errorf("predicate of %s dropped: P%d did not fail", table, id)
+			if err := f.clear(); err != nil {
+				t.Fatalf("clearing %s fault on %s: %v", f.kind, table, err)
 			}
-		}
-		matrix = append(matrix, fmt.Sprintf("%-9s caught by %v (required %v); e.g. P1: %s", table, caught, must, first[1]))
-		// The fault is gone: the guard is whole again.
-		if o := r.runProperty(ctx, propertyByID(1), nil, 1); o.failed {
-			t.Fatalf("after restoring %s: P1 still fails: %v", table, o.msgs)
+			var must, mustPass []int
+			switch {
+			case f.kind == "rls":
+				must, mustPass = []int{16, 17}, []int{1}
+			case f.kind == "guard" && r.engine == Postgres:
+				mustPass = []int{1}
+			default:
+				must = []int{1, 2, 5, 6, 7, 8}
+				if parents[table] {
+					must = append(must, 9)
+				}
+			}
+			for _, id := range must {
+				if !slices.Contains(caught, id) {
+					t.Errorf("%s fault on %s: P%d did not fail", f.kind, table, id)
+				}
+			}
+			for _, id := range mustPass {
+				if slices.Contains(caught, id) {
+					t.Errorf("%s fault on %s: P%d failed; the other boundary should have held: %s", f.kind, table, id, first[id])
+				}
+			}
+			example := first[1]
+			if example == "" && len(caught) > 0 {
+				example = fmt.Sprintf("P%d: %s", caught[0], first[caught[0]])
+			}
+			matrix = append(matrix, fmt.Sprintf("%-9s %-9s caught by %v (required %v, must pass %v); e.g. %s", f.kind, table, caught, must, mustPass, example))
+			if o := r.runProperty(ctx, propertyByID(1), nil, 1); o.failed {
+				t.Fatalf("after clearing the %s fault on %s: P1 still fails: %v", f.kind, table, o.msgs)
+			}
 		}
 	}
 	t.Logf("mutation matrix (%s):\n%s", r.engine, strings.Join(matrix, "\n"))
 	if path := os.Getenv("TENANTMCP_CONFORMANCE_MUTATION_LOG"); path != "" {
-		_ = os.WriteFile(path, []byte(strings.Join(matrix, "\n")+"\n"), 0o644)
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "mutation matrix (%s):\n%s\n", r.engine, strings.Join(matrix, "\n"))
+			f.Close()
+		}
 	}
 }

@@ -251,7 +251,7 @@ func head(s []string) string {
 	if len(show) > n {
 		show = show[:n]
 	}
-	out := "[" + strings.ReplaceAll(strings.Join(show, " "), "\x1f", ",") + "]"
+	out := "[" + strings.Join(show, " ") + "]"
 	if len(s) > n {
 		out = out[:len(out)-1] + " …]"
 	}

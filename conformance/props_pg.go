@@ -398,12 +398,17 @@ func propStartupCheck(p *pt, r *runner) {
 			p.Fatalf("re-applying row-level security: %v", err)
 		}
 	}
+	// The policy the library installed on the table, as the catalog names it.
+	var policy string
+	if err := owner.QueryRow(ctx, `SELECT polname FROM pg_policy WHERE polrelid = $1::regclass ORDER BY polname LIMIT 1`, Postgres.quote(name)).Scan(&policy); err != nil {
+		p.Fatalf("finding the policy on %s: %v", name, err)
+	}
 	tamper := []struct {
 		what, sql string
 		want      error
 		undo      string
 	}{
-		{"policy dropped on " + name, `DROP POLICY tenantmcp_scope ON ` + Postgres.quote(name), guardedsql.ErrRLSPolicyMissing, ""},
+		{"policy dropped on " + name, `DROP POLICY ` + Postgres.quote(policy) + ` ON ` + Postgres.quote(name), guardedsql.ErrRLSPolicyMissing, ""},
 		{"row-level security not forced on " + name, `ALTER TABLE ` + Postgres.quote(name) + ` NO FORCE ROW LEVEL SECURITY`, guardedsql.ErrRLSUnsafe, ""},
 		{"row-level security disabled on " + name, `ALTER TABLE ` + Postgres.quote(name) + ` DISABLE ROW LEVEL SECURITY`, guardedsql.ErrRLSNotEnabled, ""},
 		{"an extra permissive policy on " + name, `CREATE POLICY tm_conf_open ON ` + Postgres.quote(name) + ` AS PERMISSIVE FOR SELECT TO PUBLIC USING (true)`, guardedsql.ErrRLSPolicyUnexpected, `DROP POLICY IF EXISTS tm_conf_open ON ` + Postgres.quote(name)},

@@ -57,18 +57,27 @@ func (l *lockedBuffer) String() string {
 // groupOf is the token group the suite's claim mapping turns into g.
 func groupOf(g scope.Grant) string { return "tm-conformance/" + g.Level + "/" + g.ID }
 
-func (r *runner) startTools(p *pt) (*toolServer, error) {
+func (r *runner) startTools(p *pt) (ts *toolServer, err error) {
 	tools := r.target.Tools
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, func() { ln.Close() })
 	public := "http://" + ln.Addr().String() + "/mcp"
 	is, err := devissuer.Start("127.0.0.1:0", public)
 	if err != nil {
-		ln.Close()
 		return nil, err
 	}
+	undo = append(undo, func() { is.Close() })
 	var levels, patterns []string
 	for _, l := range r.g.levels {
 		levels = append(levels, l.Name)
@@ -77,15 +86,11 @@ func (r *runner) startTools(p *pt) (*toolServer, error) {
 	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{public}, JWKS: is.JWKS(),
 		Mapping: claims.Mapping{Patterns: patterns, Levels: levels}})
 	if err != nil {
-		ln.Close()
-		is.Close()
 		return nil, err
 	}
+	undo = append(undo, func() { v.Close() })
 	red, err := redact.New(tools.Redaction)
 	if err != nil {
-		ln.Close()
-		is.Close()
-		v.Close()
 		return nil, err
 	}
 	logs := &lockedBuffer{}
@@ -93,30 +98,24 @@ func (r *runner) startTools(p *pt) (*toolServer, error) {
 	srv, err := server.New(server.Options{Name: "tenantmcp-conformance", Verifier: v, DB: r.db, Redactor: red,
 		Levels: tools.Levels, ScopeKeys: tools.ScopeKeys, Logger: lg, AuditLogger: lg})
 	if err != nil {
-		ln.Close()
-		is.Close()
-		v.Close()
 		return nil, err
 	}
-	regErr := tools.Register(srv)
+	if err := tools.Register(srv); err != nil {
+		return nil, fmt.Errorf("registering the target's tools: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- srv.Serve(ctx, ln, server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{is.URL}})
 	}()
-	ts := &toolServer{srv: srv, issuer: is, url: public, logs: logs, stop: func() {
+	return &toolServer{srv: srv, issuer: is, url: public, logs: logs, stop: func() {
 		cancel()
 		if err := <-done; err != nil {
 			p.Errorf("tool server: %v", err)
 		}
 		v.Close()
 		is.Close()
-	}}
-	if regErr != nil {
-		ts.stop()
-		return nil, fmt.Errorf("registering the target's tools: %w", regErr)
-	}
-	return ts, nil
+	}}, nil
 }
 
 type bearer struct {

@@ -109,6 +109,10 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 			labels[i] = r.Target + "/" + string(r.Engine)
 		}
 	}
+	width := 0
+	for _, l := range labels {
+		width = max(width, len(l))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nTABLE: tenantmcp conformance: security properties and results (passed/run per engine)\n")
 	for i, r := range reports {
@@ -119,9 +123,9 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		case r.Embedded:
 			what += ", embedded (no TENANTMCP_DSN target)"
 		}
-		fmt.Fprintf(&b, "  %-9s target %s: %s; %d repetition(s), random order, order seed %d\n", labels[i], r.Target, what, r.Repetitions, r.OrderSeed)
+		fmt.Fprintf(&b, "  %-*s  target %s: %s; %d repetition(s), random order, order seed %d\n", width, labels[i], r.Target, what, r.Repetitions, r.OrderSeed)
 		if r.Where != "" {
-			fmt.Fprintf(&b, "  %-9s scratch: %s (dropped afterwards)\n", "", r.Where)
+			fmt.Fprintf(&b, "  %-*s  scratch: %s (dropped afterwards)\n", width, "", r.Where)
 		}
 	}
 	b.WriteString("\n")
