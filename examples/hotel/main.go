@@ -2,7 +2,10 @@
 // whose every call sees only the chains and hotels of the caller's token.
 //
 //	go run ./examples/hotel                  # embedded SQLite + dev issuer on loopback
-//	go run ./examples/hotel -db postgres://… # an existing database (see README)
+//	go run ./examples/hotel -db postgres://hotel_app@127.0.0.1/hoteldemo \
+//	    -setup-demo postgres://postgres@127.0.0.1/hoteldemo     # PostgreSQL with RLS
+//	go run ./examples/hotel -db 'mysql://root@tcp(127.0.0.1:3306)/hoteldemo' \
+//	    -setup-demo 'mysql://root@tcp(127.0.0.1:3306)/hoteldemo' # MariaDB/MySQL
 //	go run ./examples/hotel -stdio -as alice # one client over stdin/stdout
 //
 // With no -jwks-url it starts a DEVELOPMENT-ONLY token issuer on loopback
@@ -42,6 +45,7 @@ func run() error {
 	flag.StringVar(&cfg.Issuer, "issuer", os.Getenv("HOTEL_ISSUER"), "expected token issuer (with -jwks-url)")
 	flag.StringVar(&cfg.Audience, "audience", os.Getenv("HOTEL_AUDIENCE"), "expected token audience (default: the public URL)")
 	flag.StringVar(&cfg.FlowPolicy, "flow-policy", os.Getenv("HOTEL_FLOW_POLICY"), "information-flow policy file (JSON, see package flow; default: the example's embedded flow-policy.json)")
+	setupDemo := flag.String("setup-demo", "", "before serving, (re)create the hotel tables and demo data in this database as its administrator (postgres:// or mysql:// DSN; on PostgreSQL also install row-level security and grant -db's user); DESTROYS the hotel tables there")
 	stdio := flag.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
 	tokenFile := flag.String("token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
 	as := flag.String("as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")
@@ -76,6 +80,15 @@ func run() error {
 		}
 		guard = g
 		defer g.Close()
+	}
+
+	if *setupDemo != "" {
+		if cfg.DB == "" {
+			return fmt.Errorf("-setup-demo needs -db: the application's own connection")
+		}
+		if err := hotel.SetupDemo(ctx, *setupDemo, hotel.UserOf(cfg.DB), hotel.Generate(cfg.Seed, hotel.DemoSize)); err != nil {
+			return fmt.Errorf("setting up the demo database: %w", err)
+		}
 	}
 
 	app, err := hotel.New(ctx, cfg)

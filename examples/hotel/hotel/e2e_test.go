@@ -45,17 +45,25 @@ type harness struct {
 // start runs the hotel server in process on a loopback port with the
 // embedded SQLite database and the development issuer.
 func start(t *testing.T, stateless bool) *harness {
+	return startWith(t, hotel.Config{Stateless: stateless, Seed: 7}, nil)
+}
+
+// startWith starts the server with cfg; data, if not nil, is what an
+// external database (cfg.DB) was loaded with.
+func startWith(t *testing.T, cfg hotel.Config, data *hotel.Data) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{audit: &syncBuffer{}, logs: &syncBuffer{}}
-	app, err := hotel.New(ctx, hotel.Config{
-		Addr: "127.0.0.1:0", Stateless: stateless, Seed: 7,
-		Logger:      slog.New(slog.NewJSONHandler(h.logs, nil)),
-		AuditLogger: slog.New(slog.NewJSONHandler(h.audit, nil)),
-	})
+	cfg.Addr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewJSONHandler(h.logs, nil))
+	cfg.AuditLogger = slog.New(slog.NewJSONHandler(h.audit, nil))
+	app, err := hotel.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
+	}
+	if data != nil {
+		app.Data = data
 	}
 	h.app = app
 	done := make(chan error, 1)
@@ -94,6 +102,13 @@ func (h *harness) tokenFor(t *testing.T, subject string) string {
 	}
 	t.Fatalf("no demo user %s", subject)
 	return ""
+}
+
+// failf reports a failed call together with the server's (redacted) log,
+// where internal errors are explained under their correlation id.
+func (h *harness) failf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Fatalf(format+"\nserver log:\n%s", append(args, h.logs.String())...)
 }
 
 func (h *harness) connect(t *testing.T, token string) *mcp.ClientSession {
@@ -139,12 +154,12 @@ func text(res *mcp.CallToolResult) string {
 }
 
 // allBookings pages through list_bookings for the whole demo year.
-func allBookings(t *testing.T, cs *mcp.ClientSession) []hotel.Booking {
+func (h *harness) allBookings(t *testing.T, cs *mcp.ClientSession) []hotel.Booking {
 	var all []hotel.Booking
 	for off := 0; ; off += 200 {
 		page, res := call[hotel.BookingsOut](t, cs, "list_bookings", map[string]any{"from": "2025-01-01", "to": "2028-01-01", "limit": 200, "offset": off})
 		if res.IsError {
-			t.Fatalf("list_bookings: %s", text(res))
+			h.failf(t, "list_bookings: %s", text(res))
 		}
 		all = append(all, page.Bookings...)
 		if len(page.Bookings) < 200 {
@@ -181,9 +196,9 @@ func TestChainsSeeDisjointBookings(t *testing.T) {
 		t.Run(map[bool]string{false: "stateful", true: "stateless"}[stateless], func(t *testing.T) {
 			h := start(t, stateless)
 			d := h.app.Data
-			alice := allBookings(t, h.connect(t, h.tokenFor(t, "alice")))
-			bob := allBookings(t, h.connect(t, h.tokenFor(t, "bob")))
-			carol := allBookings(t, h.connect(t, h.tokenFor(t, "carol")))
+			alice := h.allBookings(t, h.connect(t, h.tokenFor(t, "alice")))
+			bob := h.allBookings(t, h.connect(t, h.tokenFor(t, "bob")))
+			carol := h.allBookings(t, h.connect(t, h.tokenFor(t, "carol")))
 
 			for _, c := range []struct {
 				who            string

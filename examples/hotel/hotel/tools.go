@@ -186,8 +186,7 @@ func bookingQuery() (builder.SelectBuilder, builder.TableRef) {
 
 func scanBooking(rs *guardedsql.Rows) (Booking, error) {
 	var x Booking
-	err := rs.Scan(&x.ID, &x.HotelID, &x.HotelName, &x.RoomNumber, &x.CheckIn, &x.CheckOut, &x.Status, &x.TotalCents, &x.GuestID, &x.GuestName, &x.GuestEmail)
-	x.CheckIn, x.CheckOut = dateOnly(x.CheckIn), dateOnly(x.CheckOut)
+	err := rs.Scan(&x.ID, &x.HotelID, &x.HotelName, &x.RoomNumber, dateInto(&x.CheckIn), dateInto(&x.CheckOut), &x.Status, &x.TotalCents, &x.GuestID, &x.GuestName, &x.GuestEmail)
 	return x, err
 }
 
@@ -270,7 +269,7 @@ func GetBooking(ctx context.Context, db *guardedsql.DB, in GetBookingIn) (Bookin
 	pays, err := guardedsql.CollectRows(prow, func(rs *guardedsql.Rows) (Payment, error) {
 		var x Payment
 		var card *string
-		err := rs.Scan(&x.ID, &x.AmountCents, &x.Method, &card, &x.PaidAt)
+		err := rs.Scan(&x.ID, &x.AmountCents, &x.Method, &card, timeInto(&x.PaidAt))
 		if card != nil {
 			x.CardNumber = *card
 		}
@@ -349,6 +348,18 @@ func CreateBooking(ctx context.Context, db *guardedsql.DB, in CreateBookingIn) (
 			return err
 		}
 		out.ID = res.LastInsertID
+		if out.ID == 0 {
+			// PostgreSQL reports no last insert id: read the row back, in
+			// the same transaction (and so under the same scope).
+			b := bookingsT.As("b")
+			q, err := builder.Select(builder.Max(b.Col("id"))).From(b).Where(
+				b.Col("room_id").Eq(in.RoomID), b.Col("guest_id").Eq(in.GuestID),
+				b.Col("check_in").Eq(in.CheckIn), b.Col("check_out").Eq(in.CheckOut), b.Col("status").Eq("confirmed")).Build()
+			if err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, q).Scan(&out.ID)
+		}
 		return nil
 	})
 	return out, err
@@ -461,15 +472,6 @@ func RevenueReport(ctx context.Context, db *guardedsql.DB, in RevenueReportIn) (
 		out.BookingCount += l.Bookings
 	}
 	return out, err
-}
-
-// dateOnly trims a driver's DATE rendering ("2026-01-05T00:00:00Z") to the
-// day.
-func dateOnly(s string) string {
-	if len(s) > 10 {
-		return s[:10]
-	}
-	return s
 }
 
 // nonNil keeps empty results as [] rather than null on the wire.

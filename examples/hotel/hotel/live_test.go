@@ -1,0 +1,160 @@
+package hotel_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+)
+
+// The hotel server end to end on live PostgreSQL (row-level security, an
+// application role that is neither superuser nor owner) and MariaDB/MySQL.
+// Point them at a server with TENANTMCP_TEST_POSTGRES_DSN and
+// TENANTMCP_TEST_MYSQL_DSN (see README); each run creates its own database
+// (and role) and drops it.
+
+func randName(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func TestLivePostgres(t *testing.T) {
+	admin := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
+	if admin == "" {
+		t.Skip("set TENANTMCP_TEST_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the hotel on PostgreSQL")
+	}
+	ctx := context.Background()
+	root, err := sql.Open("pgx", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	dbName, role := randName("tm_hotel_"), randName("tm_hotel_app_")
+	if _, err := root.ExecContext(ctx, "CREATE DATABASE "+dbName); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)")
+		root.ExecContext(ctx, "DROP ROLE IF EXISTS "+role)
+	})
+	u, _ := url.Parse(admin)
+	u.Path = "/" + dbName
+	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
+	if err := hotel.SetupDemo(ctx, u.String(), role, data); err != nil {
+		t.Fatal(err)
+	}
+	app := *u
+	app.User = url.User(role)
+	runLive(t, app.String(), data)
+
+	// The server refuses to start as a role that bypasses row-level security.
+	if _, err := hotel.New(ctx, hotel.Config{Addr: "127.0.0.1:0", DB: u.String()}); err == nil || !strings.Contains(err.Error(), "row-level security") {
+		t.Fatalf("hotel.New as the superuser: err = %v, want a row-level security refusal", err)
+	}
+}
+
+func TestLiveMySQL(t *testing.T) {
+	admin := os.Getenv("TENANTMCP_TEST_MYSQL_DSN")
+	if admin == "" {
+		t.Skip("set TENANTMCP_TEST_MYSQL_DSN=mysql://root@tcp(127.0.0.1:3306)/test to run the hotel on MariaDB/MySQL")
+	}
+	ctx := context.Background()
+	native := strings.TrimPrefix(admin, "mysql://")
+	root, err := sql.Open("mysql", native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	dbName := randName("tm_hotel_")
+	if _, err := root.ExecContext(ctx, "CREATE DATABASE "+dbName); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbName) })
+	slash := strings.LastIndex(admin, "/")
+	dsn := admin[:slash+1] + dbName
+	if q := strings.Index(admin[slash:], "?"); q >= 0 {
+		dsn += admin[slash+q:]
+	}
+	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
+	if err := hotel.SetupDemo(ctx, dsn, "", data); err != nil {
+		t.Fatal(err)
+	}
+	runLive(t, dsn, data)
+}
+
+// runLive runs the isolation end-to-end checks against a server on dsn.
+func runLive(t *testing.T, dsn string, d *hotel.Data) {
+	h := startWith(t, hotel.Config{DB: dsn}, d)
+	alice := h.allBookings(t, h.connect(t, h.tokenFor(t, "alice")))
+	bob := h.allBookings(t, h.connect(t, h.tokenFor(t, "bob")))
+	carol := h.allBookings(t, h.connect(t, h.tokenFor(t, "carol")))
+	for who, c := range map[string]struct {
+		got            []hotel.Booking
+		chains, hotels []string
+	}{
+		"alice": {alice, []string{"acme"}, nil},
+		"bob":   {bob, []string{"globex"}, nil},
+		"carol": {carol, nil, []string{"acme-paris"}},
+	} {
+		want := expectedBookings(d, c.chains, c.hotels)
+		got := idsOf(c.got)
+		if len(want) == 0 || len(got) != len(want) {
+			t.Fatalf("%s: %d bookings, want %d", who, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: booking sets differ at %d: %d vs %d", who, i, got[i], want[i])
+			}
+		}
+	}
+	cs := h.connect(t, h.tokenFor(t, "alice"))
+	var globex int64
+	for _, b := range d.Bookings {
+		if d.ChainOfHotel(d.HotelOfBooking(b.ID)) == "globex" {
+			globex = b.ID
+			break
+		}
+	}
+	for _, tool := range []string{"get_booking", "cancel_booking"} {
+		if _, res := call[hotel.BookingDetail](t, cs, tool, map[string]any{"id": globex}); !res.IsError || text(res) != "not found" {
+			t.Fatalf("alice %s(globex booking) = %q, want not found", tool, text(res))
+		}
+	}
+	// Writes: carol books a room of her hotel and reads it back.
+	carolCS := h.connect(t, h.tokenFor(t, "carol"))
+	var room, guest int64
+	for _, r := range d.Rooms {
+		if r.HotelID == "acme-paris" {
+			room = r.ID
+			break
+		}
+	}
+	for _, g := range d.Guests {
+		if g.HotelID == "acme-paris" {
+			guest = g.ID
+			break
+		}
+	}
+	created, res := call[hotel.CreatedOut](t, carolCS, "create_booking", map[string]any{"room_id": room, "guest_id": guest, "check_in": "2028-01-10", "check_out": "2028-01-12"})
+	if res.IsError || created.ID == 0 {
+		t.Fatalf("create_booking: %s (%+v)", text(res), created)
+	}
+	got, res := call[hotel.BookingDetail](t, carolCS, "get_booking", map[string]any{"id": created.ID})
+	if res.IsError || got.Booking.HotelID != "acme-paris" || got.Booking.CheckIn != "2028-01-10" {
+		t.Fatalf("get_booking(new): %s %+v", text(res), got.Booking)
+	}
+	rev, res := call[hotel.RevenueOut](t, h.connect(t, h.tokenFor(t, "bob")), "revenue_report", map[string]any{"from": "2026-01-01", "to": "2027-01-01"})
+	if res.IsError || len(rev.Hotels) != 3 {
+		t.Fatalf("revenue_report: %s %+v", text(res), rev)
+	}
+}

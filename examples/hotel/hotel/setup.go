@@ -1,0 +1,112 @@
+package hotel
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+)
+
+var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// SetupDemo is the example's migration for a live database: connected as
+// an administrator or the schema owner (adminDSN), it drops the hotel
+// tables if they exist, creates them, loads d and, on PostgreSQL, installs
+// the generated row-level security policies and grants appRole (created
+// if missing: LOGIN, not superuser, no BYPASSRLS) the data rights it needs.
+// The server then connects as appRole. On MySQL/MariaDB, which has no
+// row-level security, the guard's predicates are the boundary and appRole
+// is not used.
+//
+// It destroys the hotel tables of that database: point it only at a
+// database made for the demo.
+func SetupDemo(ctx context.Context, adminDSN, appRole string, d *Data) error {
+	switch {
+	case strings.HasPrefix(adminDSN, "postgres://"), strings.HasPrefix(adminDSN, "postgresql://"):
+		return setupPostgres(ctx, adminDSN, appRole, d)
+	case strings.HasPrefix(adminDSN, "mysql://"):
+		return setupMySQL(ctx, adminDSN, d)
+	}
+	return fmt.Errorf("hotel: SetupDemo needs a postgres:// or mysql:// DSN")
+}
+
+var hotelTables = []string{"payments", "bookings", "guests", "rooms", "hotels", "chains", "countries"}
+
+func setupPostgres(ctx context.Context, adminDSN, appRole string, d *Data) error {
+	if !roleName.MatchString(appRole) {
+		return fmt.Errorf("hotel: application role %q is not a plain lower-case identifier", appRole)
+	}
+	pool, err := pgxpool.New(ctx, adminDSN)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	for _, t := range hotelTables {
+		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t+" CASCADE"); err != nil {
+			return err
+		}
+	}
+	if err := Create(ctx, db, Postgres, d); err != nil {
+		return err
+	}
+	if err := guardedsql.ApplyRLS(ctx, pool, Schema); err != nil {
+		return err
+	}
+	var exists bool
+	if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", appRole).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := db.ExecContext(ctx, "CREATE ROLE "+appRole+" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE"); err != nil {
+			return err
+		}
+	}
+	for _, g := range []string{
+		"GRANT USAGE ON SCHEMA public TO " + appRole,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO " + appRole,
+		"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO " + appRole,
+	} {
+		if _, err := db.ExecContext(ctx, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func setupMySQL(ctx context.Context, adminDSN string, d *Data) error {
+	cfg, err := guardedsql.MySQLConfig(adminDSN)
+	if err != nil {
+		return err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	for _, t := range hotelTables {
+		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
+			return err
+		}
+	}
+	return Create(ctx, db, MySQL, d)
+}
+
+// UserOf returns the user name of a postgres:// DSN.
+func UserOf(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return ""
+	}
+	return u.User.Username()
+}
