@@ -32,9 +32,37 @@
 // with ErrNotFound and changes nothing, and an insert under a parent of
 // another tenant fails with ErrNotFound.
 //
+// # Engines
+//
 // SQLite (modernc.org/sqlite, pure Go) is the embedded default: Open
-// ("sqlite:/path/file.db") or NewSQLite for a *sql.DB you opened. The
-// dialect seam for other engines is documented in internal/dialect.
+// ("sqlite:/path/file.db") or NewSQLite for a *sql.DB you opened; the
+// document is expanded with json_each.
+//
+// PostgreSQL (github.com/jackc/pgx/v5): Open("postgres://...") or
+// NewPostgres for a pgxpool.Pool. Row-level security is a second,
+// independent boundary: RLSDDL generates, from the schema graph, ENABLE and
+// FORCE ROW LEVEL SECURITY and one policy per tenant-bound table that
+// follows the foreign-key path like the guard does, and ApplyRLS installs
+// them as the tables' owner. Every guarded statement runs in a transaction
+// that first sets the scope document as the transaction-local setting
+// "tenantmcp.scope" (never a session-level SET: a pooled connection never
+// carries one request's scope into the next), pipelined with the statement:
+// one network round trip for a single statement. With no setting the
+// policies admit no rows. The start-up check (CheckRLS, run by NewPostgres
+// and Open) refuses a superuser, a BYPASSRLS role, an owner of tables that
+// are not FORCE'd, and tables whose row-level security or policies are
+// missing, altered or outdated, each with its own error (ErrRLSSuperuser and
+// friends, all matching ErrRLSUnsafe). The guard's own predicates, which
+// bind the granted ids as typed array parameters and never read the setting,
+// are added as well unless WithRLSOnly is given.
+//
+// MySQL and MariaDB (github.com/go-sql-driver/mysql): Open("mysql://...",
+// see MySQLConfig) or NewMySQL. There is no row-level security, so the
+// guard's predicates are the boundary; the document is bound as a
+// parameter and expanded with JSON_TABLE where the foreign-key path meets
+// the level columns (MariaDB 10.6+, MySQL 8.0.4+).
+//
+// The dialect seam is documented in internal/dialect.
 //
 // For tests, WithObserver sees every statement before it is sent, and
 // DB.Render shows the guarded SQL for a statement without running it.

@@ -535,5 +535,9 @@ func mysqlBench(b *testing.B, dsn string) *benchTarget {
 // postgresBenchVariants returns guarded DBs in further configurations to
 // compare with the default one.
 func postgresBenchVariants(b *testing.B, ctx context.Context, app *pgxpool.Pool, sch *builder.Schema) map[string]*guardedsql.DB {
-	return nil
+	rlsOnly, err := guardedsql.NewPostgres(ctx, app, sch, guardedsql.WithRLSOnly())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return map[string]*guardedsql.DB{"rls-only": rlsOnly}
 }

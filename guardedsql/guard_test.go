@@ -38,67 +38,80 @@ func (o *observed) kinds() []string {
 }
 
 func TestNoScopeSendsNothing(t *testing.T) {
-	obs := &observed{}
-	h := newHotelSized(t, 3, 3, 4, 2, guardedsql.WithObserver(obs.fn))
-	b := h.sch.Table("bookings").As("b")
-	q := builder.Must(builder.Select(b.Col("id")).From(b).Build())
-	bk := h.sch.Table("bookings")
-	up := builder.Must(builder.UpdateTable(bk).Set("status", "x").Where(bk.Col("id").Eq(1)).Build())
-	ins := builder.Must(builder.InsertInto(bk).Columns("room_id", "check_in", "nights", "status").Values(1, "2025-01-01", 1, "x").Build())
-	del := builder.Must(builder.DeleteFrom(bk).Where(bk.Col("id").Eq(1)).Build())
+	forEachEngine(t, func(t *testing.T, e engine) {
+		obs := &observed{}
+		h := e.newHotelSized(t, 3, 3, 4, 2, guardedsql.WithObserver(obs.fn))
+		b := h.sch.Table("bookings").As("b")
+		q := builder.Must(builder.Select(b.Col("id")).From(b).Build())
+		bk := h.sch.Table("bookings")
+		up := builder.Must(builder.UpdateTable(bk).Set("status", "x").Where(bk.Col("id").Eq(1)).Build())
+		ins := builder.Must(builder.InsertInto(bk).Columns("room_id", "check_in", "nights", "status").Values(1, "2025-01-01", 1, "x").Build())
+		del := builder.Must(builder.DeleteFrom(bk).Where(bk.Col("id").Eq(1)).Build())
 
-	for name, ctx := range map[string]context.Context{
-		"background": context.Background(),
-		"zero scope": scopeCtxZero(),
-	} {
-		t.Run(name, func(t *testing.T) {
-			h.rec.reset()
-			var calls []error
-			_, err := h.db.Query(ctx, q)
-			calls = append(calls, err)
-			var id int64
-			calls = append(calls, h.db.QueryRow(ctx, q).Scan(&id))
-			for _, m := range []builder.Mutation{ins, up, del} {
-				_, err := h.db.Exec(ctx, m)
+		for name, ctx := range map[string]context.Context{
+			"background": context.Background(),
+			"zero scope": scopeCtxZero(),
+		} {
+			t.Run(name, func(t *testing.T) {
+				h.rec.reset()
+				var calls []error
+				_, err := h.db.Query(ctx, q)
 				calls = append(calls, err)
-			}
-			ran := false
-			calls = append(calls, h.db.Tx(ctx, func(*guardedsql.Tx) error { ran = true; return nil }))
-			_, _, err = h.db.Render(ctx, q)
-			calls = append(calls, err)
-			_, err = guardedsql.All(ctx, h.db, q, guardedsql.Scalar[int64])
-			calls = append(calls, err)
-			for i, err := range calls {
-				if !errors.Is(err, guardedsql.ErrNoScope) {
-					t.Errorf("call %d: err = %v, want ErrNoScope", i, err)
+				var id int64
+				calls = append(calls, h.db.QueryRow(ctx, q).Scan(&id))
+				for _, m := range []builder.Mutation{ins, up, del} {
+					_, err := h.db.Exec(ctx, m)
+					calls = append(calls, err)
 				}
-			}
-			if ran {
-				t.Error("Tx ran its function without a scope")
-			}
-			if got := obs.kinds(); len(got) != 0 {
-				t.Errorf("observer saw %v", got)
-			}
-			if got := h.rec.statements(); len(got) != 0 {
-				t.Errorf("the driver received %v", got)
-			}
-		})
-	}
-	// The same calls with a scope do reach the driver and the observer:
-	// the recorder and observer are live.
-	ctx := grantCtx(chainG("acme"))
-	if _, err := guardedsql.All(ctx, h.db, q, guardedsql.Scalar[int64]); err != nil {
-		t.Fatal(err)
-	}
-	if len(h.rec.statements()) == 0 || !slices.Contains(obs.kinds(), "select") {
-		t.Fatalf("recorder %v, observer %v", h.rec.statements(), obs.kinds())
-	}
-	// Every statement the driver received carries the scope parameter.
-	for _, s := range h.rec.statements() {
-		if !strings.Contains(s, "json_each(?)") {
-			t.Errorf("statement without scope CTE: %s", s)
+				ran := false
+				calls = append(calls, h.db.Tx(ctx, func(*guardedsql.Tx) error { ran = true; return nil }))
+				_, _, err = h.db.Render(ctx, q)
+				calls = append(calls, err)
+				_, err = guardedsql.All(ctx, h.db, q, guardedsql.Scalar[int64])
+				calls = append(calls, err)
+				for i, err := range calls {
+					if !errors.Is(err, guardedsql.ErrNoScope) {
+						t.Errorf("call %d: err = %v, want ErrNoScope", i, err)
+					}
+				}
+				if ran {
+					t.Error("Tx ran its function without a scope")
+				}
+				if got := obs.kinds(); len(got) != 0 {
+					t.Errorf("observer saw %v", got)
+				}
+				if got := h.rec.statements(); len(got) != 0 {
+					t.Errorf("the driver received %v", got)
+				}
+			})
 		}
-	}
+		// The same calls with a scope do reach the driver and the observer:
+		// the recorder and observer are live.
+		ctx := grantCtx(chainG("acme"))
+		if _, err := guardedsql.All(ctx, h.db, q, guardedsql.Scalar[int64]); err != nil {
+			t.Fatal(err)
+		}
+		if len(h.rec.statements()) == 0 || !slices.Contains(obs.kinds(), "select") {
+			t.Fatalf("recorder %v, observer %v", h.rec.statements(), obs.kinds())
+		}
+		// Every statement the driver received carries the scope parameter
+		// (PostgreSQL: the query carries the typed id arrays, and the
+		// transaction around it sets the scope for the policies).
+		marker := map[string]string{"sqlite": "json_each(?)", "mysql": "JSON_TABLE(?", "postgres": "= ANY ($"}[e.name]
+		session := false
+		for _, s := range h.rec.statements() {
+			switch {
+			case e.name == "postgres" && (s == "BEGIN" || s == "COMMIT"):
+			case e.name == "postgres" && strings.Contains(s, "set_config($1, $2, true)"):
+				session = true
+			case !strings.Contains(s, marker):
+				t.Errorf("statement without the scope parameter: %s", s)
+			}
+		}
+		if e.name == "postgres" && !session {
+			t.Errorf("no transaction-local scope setting among %q", h.rec.statements())
+		}
+	})
 }
 
 func scopeCtxZero() context.Context {
@@ -241,84 +254,100 @@ func TestOpenDSN(t *testing.T) {
 // table dropped, the same oracle comparison the isolation tests use sees
 // foreign rows. It proves those tests can fail.
 func TestFaultHookIsDetected(t *testing.T) {
-	h := newHotel(t)
-	g := []scope.Grant{chainG("acme")}
-	ctx := grantCtx(g...)
-	for _, table := range []string{"hotels", "rooms", "bookings", "payments", "guests"} {
-		tr := h.sch.Table(table)
-		q := builder.Must(builder.Select(tr.Col("id")).From(tr).Build())
-		restore := guardfault.DropPredicate(table)
-		got := ids[int64](t, ctx, h.db, q)
-		restore()
-		v := h.m.visible(g)
-		want := map[string]map[any]bool{"hotels": v.hotels, "rooms": v.rooms, "bookings": v.bookings, "payments": v.payments, "guests": v.guests}[table]
-		leaked := 0
-		for _, id := range got {
-			if !want[id] {
-				leaked++
+	forEachEngine(t, func(t *testing.T, e engine) {
+		h := e.newHotel(t)
+		g := []scope.Grant{chainG("acme")}
+		ctx := grantCtx(g...)
+		// On PostgreSQL the row-level security policies are a second,
+		// independent boundary: the same fault leaks nothing there.
+		rls := e.name == "postgres"
+		for _, table := range []string{"hotels", "rooms", "bookings", "payments", "guests"} {
+			tr := h.sch.Table(table)
+			q := builder.Must(builder.Select(tr.Col("id")).From(tr).Build())
+			restore := guardfault.DropPredicate(table)
+			got := ids[int64](t, ctx, h.db, q)
+			restore()
+			v := h.m.visible(g)
+			want := map[string]map[any]bool{"hotels": v.hotels, "rooms": v.rooms, "bookings": v.bookings, "payments": v.payments, "guests": v.guests}[table]
+			leaked := 0
+			for _, id := range got {
+				if !want[id] {
+					leaked++
+				}
+			}
+			switch {
+			case !rls && leaked == 0:
+				t.Errorf("%s: dropping the predicate leaked nothing; the oracle cannot fail", table)
+			case rls && (leaked != 0 || len(got) != len(want)):
+				t.Errorf("%s: with the guard predicate dropped, row-level security let %d foreign rows through (%d rows, want %d)", table, leaked, len(got), len(want))
+			}
+			// Restored: no leak.
+			for _, id := range ids[int64](t, ctx, h.db, q) {
+				if !want[id] {
+					t.Fatalf("%s: leak after restore", table)
+				}
 			}
 		}
-		if leaked == 0 {
-			t.Errorf("%s: dropping the predicate leaked nothing; the oracle cannot fail", table)
+		// Dropping the parent's predicate also disables the parent check of
+		// an insert: a write leak the mutation tests would catch. On
+		// PostgreSQL the check's read of the parent is itself filtered by
+		// the parent's policy (and WITH CHECK would refuse the row anyway).
+		restore := guardfault.DropPredicate("hotels")
+		defer restore()
+		rm := h.sch.Table("rooms")
+		ins := builder.Must(builder.InsertInto(rm).Columns("hotel_id", "number", "rate").Values(hotelOfChain(h, "globex"), "X", 1).Build())
+		_, err := h.db.Exec(ctx, ins)
+		switch {
+		case !rls && err != nil:
+			t.Fatalf("with the fault, the foreign-parent insert should pass (and be caught by the suite): %v", err)
+		case rls && !errors.Is(err, guardedsql.ErrNotFound) && (err == nil || !strings.Contains(err.Error(), "row-level security")):
+			t.Fatalf("with the fault, row-level security should refuse the foreign-parent insert: %v", err)
 		}
-		// Restored: no leak.
-		for _, id := range ids[int64](t, ctx, h.db, q) {
-			if !want[id] {
-				t.Fatalf("%s: leak after restore", table)
-			}
-		}
-	}
-	// Dropping the parent's predicate also disables the parent check of an
-	// insert: a write leak the mutation tests would catch.
-	restore := guardfault.DropPredicate("hotels")
-	defer restore()
-	rm := h.sch.Table("rooms")
-	ins := builder.Must(builder.InsertInto(rm).Columns("hotel_id", "number", "rate").Values(hotelOfChain(h, "globex"), "X", 1).Build())
-	if _, err := h.db.Exec(ctx, ins); err != nil {
-		t.Fatalf("with the fault, the foreign-parent insert should pass (and be caught by the suite): %v", err)
-	}
+	})
 }
 
 var scopeZeroContext = guardedsql.ScopeZeroContextForTest
 
 func TestConcurrentScopes(t *testing.T) {
-	h := newHotel(t)
-	p := h.sch.Table("payments").As("p")
-	b := h.sch.Table("bookings").As("b")
-	q := builder.Must(builder.Select(p.Col("id")).From(p).Join(b, b.Col("id").EqCol(p.Col("booking_id"))).Build())
-	scopes := isolationScopes[:7]
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := 0; i < 40; i++ {
-				sc := scopes[(w+i)%len(scopes)]
-				got, err := guardedsql.All(grantCtx(sc.grants...), h.db, q, guardedsql.Scalar[int64])
-				if err != nil {
-					errs <- err
-					return
-				}
-				want := h.m.visible(sc.grants).payments
-				if len(got) != len(want) {
-					errs <- fmt.Errorf("%s: %d rows, want %d", sc.name, len(got), len(want))
-					return
-				}
-				for _, id := range got {
-					if !want[id] {
-						errs <- fmt.Errorf("%s: foreign payment %d", sc.name, id)
+	forEachEngine(t, func(t *testing.T, e engine) {
+		h := e.sharedHotel(t)
+		p := h.sch.Table("payments").As("p")
+		b := h.sch.Table("bookings").As("b")
+		q := builder.Must(builder.Select(p.Col("id")).From(p).Join(b, b.Col("id").EqCol(p.Col("booking_id"))).Build())
+		scopes := isolationScopes[:7]
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := 0; i < 40; i++ {
+					sc := scopes[(w+i)%len(scopes)]
+					got, err := guardedsql.All(grantCtx(sc.grants...), h.db, q, guardedsql.Scalar[int64])
+					if err != nil {
+						errs <- err
 						return
 					}
+					want := h.m.visible(sc.grants).payments
+					if len(got) != len(want) {
+						errs <- fmt.Errorf("%s: %d rows, want %d", sc.name, len(got), len(want))
+						return
+					}
+					for _, id := range got {
+						if !want[id] {
+							errs <- fmt.Errorf("%s: foreign payment %d", sc.name, id)
+							return
+						}
+					}
 				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			}(w)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestLogger(t *testing.T) {

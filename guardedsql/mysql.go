@@ -28,8 +28,9 @@ var ErrNoJSONTable = errors.New("guardedsql: the MySQL server lacks JSON_TABLE (
 // MySQL has no row-level security: the guard's predicates are the
 // boundary. The scope's typed grant document is bound as a parameter and
 // expanded with JSON_TABLE where the foreign-key path reaches the level
-// columns; see the dialect notes in the package documentation for the plan
-// it produces and for the collation advice on text tenant keys. NewMySQL
+// columns; the plan it produces, the collation advice for text tenant keys
+// and the differences between MariaDB and MySQL 8 are documented in
+// guardedsql/internal/dialect/mysql. NewMySQL
 // checks once that the server supports JSON_TABLE, and reads the character
 // set and collation of the text level columns so that the expanded ids
 // are compared in the columns' own collation (and can use their indexes).

@@ -69,3 +69,22 @@ func ExampleNewPostgres() {
 		log.Fatal(err)
 	}
 }
+
+// Open picks the engine from the DSN. For PostgreSQL it runs the same
+// start-up check as NewPostgres; the policies must already be installed
+// (ApplyRLS, or RLSDDL in a migration).
+func ExampleOpen_postgres() {
+	ctx := context.Background()
+	sch := builder.MustSchema(hotelDef)
+	db, err := guardedsql.Open(ctx, "postgres://hotel_app:secret@db.internal:5432/hotel?sslmode=verify-full", sch)
+	if err != nil {
+		log.Fatal(err) // e.g. ErrRLSPolicyMissing: the migration did not run
+	}
+	defer db.Close()
+	// MySQL and MariaDB: the guard alone, JSON_TABLE expansion.
+	my, err := guardedsql.Open(ctx, "mysql://hotel_app:secret@tcp(db.internal:3306)/hotel?parseTime=true", sch)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer my.Close()
+}

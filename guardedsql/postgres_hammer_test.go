@@ -10,6 +10,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -136,5 +138,46 @@ func TestPostgresPooledHammer(t *testing.T) {
 	}
 	if n := missing.Load(); n != 0 {
 		t.Fatalf("%d calls returned fewer rows than the tenant owns", n)
+	}
+}
+
+// leakyDialect sets the scope for the whole session instead of the
+// transaction: the bug the hammer exists to catch.
+type leakyDialect struct{ postgres.Dialect }
+
+func (d leakyDialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope, doc string) error {
+	if t, ok := tx.(interface{ Defer(string, ...any) }); ok {
+		t.Defer(`SELECT set_config($1, $2, false)`, d.Setting(), doc)
+		return nil
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config($1, $2, false)`, d.Setting(), doc)
+	return err
+}
+
+// TestPostgresHammerCanFail is the negative control of the hammer: with a
+// session-level setting, the next raw use of the pooled connection sees
+// the previous caller's rows, and the hammer's checks report it.
+func TestPostgresHammerCanFail(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 2, 2, 1))
+	cfg := h.appCfg.Copy()
+	cfg.MaxConns = 1
+	cfg.ConnConfig.Tracer = nil
+	pool := pgConnect(t, cfg)
+	defer pool.Close()
+	db, err := guardedsql.NewForTest(postgres.NewPool(pool, false), leakyDialect{postgres.Dialect{RLSOnly: true}}, h.sch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := h.sch.Table("bookings").As("b")
+	q := builder.Must(builder.Select(b.Col("id")).From(b).Build())
+	if _, err := guardedsql.All(grantCtx(chainG("globex")), db, q, guardedsql.Scalar[int64]); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM bookings`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("a session-level scope did not outlive its statement: the hammer's raw check could not fail")
 	}
 }

@@ -25,10 +25,16 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 //	sqlite:///path/to/file.db    the same
 //	file:/path/to/file.db?...    SQLite URI, passed to the driver
 //	sqlite::memory:              private in-memory SQLite (one connection)
+//	postgres://user:pass@host:5432/db?sslmode=...   PostgreSQL (pgxpool; postgresql:// too)
+//	mysql://user:pass@tcp(host:3306)/db?param=...    MySQL / MariaDB (see MySQLConfig)
+//	mysql://user:pass@host:3306/db?param=...         the same, URL form
 //
-// and any scheme://... an engine registered. SQLite databases are opened
-// with foreign keys enforced, a 5 s busy timeout and immediate
-// transactions unless the DSN sets those itself. Close closes the database.
+// SQLite databases are opened with foreign keys enforced, a 5 s busy
+// timeout and immediate transactions unless the DSN sets those itself.
+// PostgreSQL is opened as NewPostgres does, start-up check of row-level
+// security included: connect as the application role, not the tables'
+// owner or a superuser. MySQL is opened as NewMySQL does. Close closes the
+// database.
 func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) (*DB, error) {
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
 		if open := openers[scheme]; open != nil {

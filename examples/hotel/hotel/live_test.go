@@ -38,14 +38,18 @@ func TestLivePostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
+	t.Cleanup(func() { root.Close() }) // registered first, so it runs after the drops
 	dbName, role := randName("tm_hotel_"), randName("tm_hotel_app_")
 	if _, err := root.ExecContext(ctx, "CREATE DATABASE "+dbName); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)")
-		root.ExecContext(ctx, "DROP ROLE IF EXISTS "+role)
+		if _, err := root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)"); err != nil {
+			t.Errorf("dropping %s: %v", dbName, err)
+		}
+		if _, err := root.ExecContext(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
+			t.Errorf("dropping role %s: %v", role, err)
+		}
 	})
 	u, _ := url.Parse(admin)
 	u.Path = "/" + dbName
@@ -74,12 +78,16 @@ func TestLiveMySQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
+	t.Cleanup(func() { root.Close() })
 	dbName := randName("tm_hotel_")
 	if _, err := root.ExecContext(ctx, "CREATE DATABASE "+dbName); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbName) })
+	t.Cleanup(func() {
+		if _, err := root.ExecContext(ctx, "DROP DATABASE IF EXISTS "+dbName); err != nil {
+			t.Errorf("dropping %s: %v", dbName, err)
+		}
+	})
 	slash := strings.LastIndex(admin, "/")
 	dsn := admin[:slash+1] + dbName
 	if q := strings.Index(admin[slash:], "?"); q >= 0 {

@@ -39,9 +39,11 @@
 // KeyKind (JSON numbers for IntKey, strings for TextKey); a grant id that is
 // not a canonical value of its kind is dropped, so it matches nothing and is
 // never coerced (MySQL's JSON_TABLE would silently turn "12abc" into 12).
-// Levels unknown to the schema are ignored. The canonical
-// scope.Scope.GrantJSON stays available to Session for engines that want it
-// (PostgreSQL's transaction-local set_config).
+// Levels unknown to the schema are ignored. Session also receives the
+// scope itself; PostgreSQL's sets this typed document (not the raw
+// scope.Scope.GrantJSON) as its transaction-local setting, so that the
+// row-level security policies read ids already validated per key type and
+// cast them without error.
 //
 // How the document is expanded is the dialect's business:
 //
@@ -54,9 +56,12 @@
 //     InScope carry the parameter itself, e.g.
 //     EXISTS (SELECT 1 FROM JSON_TABLE(?, '$.hotel[*]' COLUMNS (id BIGINT PATH '$')) s WHERE s.id = x)
 //     with the document as its argument; it is then bound once per use.
-//   - A dialect may read the scope from session state instead (PostgreSQL:
-//     Session runs set_config('<ns>.scope', $1, true) in the statement's
-//     transaction and InScope reads current_setting), returning no args.
+//   - A dialect may bind the granted ids itself: PostgreSQL's InScope
+//     renders x = ANY (?::bigint[]) (or text[]) with the level's ids as
+//     one typed array parameter, while its Session puts the document in
+//     the transaction-local setting '<ns>.scope' for the row-level
+//     security policies. The guard's predicates and the policies thus
+//     share no mechanism.
 //
 // Level names and SQL identifiers that appear in the text are validated
 // schema constants (ASCII identifiers), never request data.
@@ -64,11 +69,16 @@
 // # Execution
 //
 // Pool, Tx and Rows are the minimal execution surface guardedsql needs.
-// StdPool adapts *sql.DB (SQLite, MySQL); a pgxpool adapter implements the
-// same interfaces for PostgreSQL. SQL handed to a Pool is final: placeholders
-// already in the dialect's format. When NeedsTx is true every guarded
-// statement runs in its own transaction that first calls Session; rows
-// returned from such a transaction commit it when closed.
+// StdPool adapts *sql.DB (SQLite, MySQL); postgres.NewPool adapts a
+// pgxpool.Pool. SQL handed to a Pool is final: placeholders already in the
+// dialect's format. When NeedsTx is true every guarded statement runs in
+// its own transaction that first calls Session; rows returned from such a
+// transaction commit it when closed.
+//
+// Optional interfaces let an engine do better than the common ground:
+// ReadEnforcer (the engine enforces the read predicates itself: PostgreSQL
+// RLS-only), Returner (insert ids through RETURNING), SingleBeginner (one
+// statement and its session setup in one round trip).
 //
 // # Introspection
 //
