@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -272,7 +273,7 @@ func TestJWKSRedirectMustStaySecure(t *testing.T) {
 
 	// To plain http elsewhere is refused before any request is made.
 	bad := redirect("http://jwks.example.invalid/certs")
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	v := remoteVerifier(t, bad, func(c *claims.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	eventually(t, 5*time.Second, "the refusal to be logged", func() bool {
 		return strings.Contains(logs.String(), "redirect to a JWKS URL that is not https")
@@ -280,21 +281,4 @@ func TestJWKSRedirectMustStaySecure(t *testing.T) {
 	if v.Ready() {
 		t.Fatal("Ready after a redirect to plain http")
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,17 +1,16 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,25 +32,8 @@ type toolServer struct {
 	srv    *server.Server
 	issuer *devissuer.Issuer
 	url    string
-	logs   *lockedBuffer
+	logs   *logbuf.Buffer
 	stop   func()
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // groupOf is the token group the suite's claim mapping turns into g.
@@ -93,7 +75,7 @@ func (r *runner) startTools(p *pt) (ts *toolServer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	lg := slog.New(slog.NewJSONHandler(logs, nil))
 	srv, err := server.New(server.Options{Name: "tenantmcp-conformance", Verifier: v, DB: r.db, Redactor: red,
 		Levels: tools.Levels, ScopeKeys: tools.ScopeKeys, Logger: lg, AuditLogger: lg})

@@ -1,13 +1,12 @@
 package flow_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,27 +63,10 @@ type Sent struct {
 
 type Empty struct{}
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type world struct {
 	srv    *server.Server
 	issuer *devissuer.Issuer
-	audit  *lockedBuffer
+	audit  *logbuf.Buffer
 	sent   *[]string
 	check  *flow.Checker
 }
@@ -109,7 +91,7 @@ func newWorld(t testing.TB, policy string) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	w := &world{issuer: is, audit: &lockedBuffer{}, sent: &[]string{}}
+	w := &world{issuer: is, audit: &logbuf.Buffer{}, sent: &[]string{}}
 	opts := server.Options{Name: "flowtest", Verifier: v, DB: db, Levels: []string{"org"},
 		AuditLogger: slog.New(slog.NewJSONHandler(w.audit, nil)), Logger: slog.New(slog.DiscardHandler)}
 	if policy != "" {

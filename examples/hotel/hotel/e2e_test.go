@@ -1,14 +1,13 @@
 package hotel_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,28 +17,10 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 )
 
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type harness struct {
 	app   *hotel.App
-	audit *syncBuffer
-	logs  *syncBuffer
+	audit *logbuf.Buffer
+	logs  *logbuf.Buffer
 }
 
 // start runs the hotel server in process on a loopback port with the
@@ -53,7 +34,7 @@ func start(t *testing.T, stateless bool) *harness {
 func startWith(t *testing.T, cfg hotel.Config, data *hotel.Data) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{audit: &syncBuffer{}, logs: &syncBuffer{}}
+	h := &harness{audit: &logbuf.Buffer{}, logs: &logbuf.Buffer{}}
 	cfg.Addr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewJSONHandler(h.logs, nil))
 	cfg.AuditLogger = slog.New(slog.NewJSONHandler(h.audit, nil))

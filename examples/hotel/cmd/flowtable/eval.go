@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -76,29 +75,12 @@ type env struct {
 
 type instance struct {
 	app   *hotel.App
-	audit *syncBuffer
+	audit *logbuf.Buffer
 	stop  func()
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func startInstance(ctx context.Context, stateless bool) (*instance, error) {
-	in := &instance{audit: &syncBuffer{}}
+	in := &instance{audit: &logbuf.Buffer{}}
 	app, err := hotel.New(ctx, hotel.Config{
 		Addr: "127.0.0.1:0", Stateless: stateless, Seed: 7,
 		Logger:      slog.New(slog.DiscardHandler),
