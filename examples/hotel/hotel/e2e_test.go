@@ -264,19 +264,7 @@ func TestCreateAndCancelOwnBooking(t *testing.T) {
 	h := start(t, false)
 	d := h.app.Data
 	carol := h.connect(t, h.tokenFor(t, "carol"))
-	var room, guest int64
-	for _, r := range d.Rooms {
-		if r.HotelID == "acme-paris" {
-			room = r.ID
-			break
-		}
-	}
-	for _, g := range d.Guests {
-		if g.HotelID == "acme-paris" {
-			guest = g.ID
-			break
-		}
-	}
+	room, guest := firstRoomAndGuest(d, "acme-paris")
 	created, res := call[hotel.CreatedOut](t, carol, "create_booking", map[string]any{"room_id": room, "guest_id": guest, "check_in": "2027-06-01", "check_out": "2027-06-04"})
 	if res.IsError || created.ID == 0 {
 		t.Fatalf("create_booking: %s", text(res))
@@ -484,4 +472,21 @@ func TestRevenueMatchesIndependentSum(t *testing.T) {
 			t.Errorf("%s: %d, want %d", l.HotelID, l.RevenueCents, want[l.HotelID])
 		}
 	}
+}
+
+// firstRoomAndGuest returns a room and a guest of hotel in d.
+func firstRoomAndGuest(d *hotel.Data, hotelID string) (room, guest int64) {
+	for _, r := range d.Rooms {
+		if r.HotelID == hotelID {
+			room = r.ID
+			break
+		}
+	}
+	for _, g := range d.Guests {
+		if g.HotelID == hotelID {
+			guest = g.ID
+			break
+		}
+	}
+	return room, guest
 }

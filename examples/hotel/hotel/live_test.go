@@ -140,19 +140,7 @@ func runLive(t *testing.T, dsn string, d *hotel.Data) {
 	}
 	// Writes: carol books a room of her hotel and reads it back.
 	carolCS := h.connect(t, h.tokenFor(t, "carol"))
-	var room, guest int64
-	for _, r := range d.Rooms {
-		if r.HotelID == "acme-paris" {
-			room = r.ID
-			break
-		}
-	}
-	for _, g := range d.Guests {
-		if g.HotelID == "acme-paris" {
-			guest = g.ID
-			break
-		}
-	}
+	room, guest := firstRoomAndGuest(d, "acme-paris")
 	created, res := call[hotel.CreatedOut](t, carolCS, "create_booking", map[string]any{"room_id": room, "guest_id": guest, "check_in": "2028-01-10", "check_out": "2028-01-12"})
 	if res.IsError || created.ID == 0 {
 		t.Fatalf("create_booking: %s (%+v)", text(res), created)
