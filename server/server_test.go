@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,4 +266,57 @@ func exampleServer() *server.Server {
 		panic(err)
 	}
 	return srv
+}
+
+// TestStdioReverifiesOnExpiry: once the stdio token has expired, the next
+// call takes a fresh token from the source and verifies it; if the source
+// has nothing valid, the call is denied, never served on the old scope.
+func TestStdioReverifiesOnExpiry(t *testing.T) {
+	var shift atomic.Int64 // how far the server's clock is ahead
+	f := newFixture(t, func(o *server.Options) {
+		o.Now = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	})
+	type Out struct {
+		Sub string `json:"sub"`
+	}
+	if err := server.AddTool(f.srv, server.Tool{Name: "whoami"}, func(ctx context.Context, _ *guardedsql.DB, _ empty) (Out, error) {
+		sc, _ := scope.FromContext(ctx)
+		return Out{Sub: sc.Subject()}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := f.issuer.Mint(devissuer.Token{Subject: "first", Groups: []string{"org:north"}, TTL: time.Hour})
+	second, _ := f.issuer.Mint(devissuer.Token{Subject: "second", Groups: []string{"org:north"}, TTL: 3 * time.Hour})
+	var current atomic.Value
+	current.Store(first)
+	cs, err := connectStdio(t, f, func(context.Context) (string, error) { return current.Load().(string), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	whoami := func() (string, error) {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+		if err != nil {
+			return "", err
+		}
+		var out Out
+		raw, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(raw, &out)
+		return out.Sub, nil
+	}
+	current.Store(second) // the refresher rewrote the file; the old token is still valid
+	if sub, err := whoami(); err != nil || sub != "first" {
+		t.Fatalf("before expiry: %q %v, want the first token's subject", sub, err)
+	}
+	shift.Store(int64(2 * time.Hour)) // the first token has expired
+	if sub, err := whoami(); err != nil || sub != "second" {
+		t.Fatalf("after expiry: %q %v, want the fresh token's subject", sub, err)
+	}
+	expired, _ := f.issuer.Mint(devissuer.Token{Subject: "stale", Groups: []string{"org:north"}, TTL: -time.Hour})
+	current.Store(expired)
+	shift.Store(int64(4 * time.Hour)) // the second has expired too, and the source has only a dead token
+	_, err = whoami()
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != server.CodeDenied || !strings.Contains(string(we.Data), server.RuleTokenExpired) {
+		t.Fatalf("with no valid token: err = %v, want a %s denial", err, server.RuleTokenExpired)
+	}
 }
