@@ -17,7 +17,8 @@ import (
 	"sync"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, for the bare server
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/egress"
@@ -47,6 +48,9 @@ type childSpec struct {
 	// DSN: for hotel a guardedsql.Open DSN; for bare a database/sql DSN of
 	// the engine's driver.
 	DSN string `json:"dsn"`
+	// Bare is "raw" (a plain mcp.ToolHandler) or "typed" (mcp.AddTool
+	// with inferred schemas, whose output the go-sdk validates).
+	Bare string `json:"bare,omitempty"`
 	// Egress installs the egress guard, allowing only Allow, before the
 	// child opens anything.
 	Egress bool     `json:"egress,omitempty"`
@@ -172,27 +176,63 @@ type bareIn struct {
 // serveBare serves list_bookings on a plain go-sdk server: no token, the
 // tenant hard-wired into the hand-written query, encoding/json results.
 func serveBare(ctx context.Context, spec childSpec) (childHello, func(), error) {
-	driver, query := "sqlite", handListBookings
+	var db *sql.DB
+	query := handListBookings
+	closeDB := func() {}
 	if spec.Engine == "postgres" {
-		driver, query = "pgx", dollarize(handListBookings)
-	}
-	db, err := sql.Open(driver, spec.DSN)
-	if err != nil {
-		return childHello{}, nil, err
+		// database/sql over a pgx pool with pgxpool's defaults: the pool
+		// the hotel server's guardedsql gets from the same DSN.
+		pool, err := pgxpool.New(ctx, spec.DSN)
+		if err != nil {
+			return childHello{}, nil, err
+		}
+		db, query = stdlib.OpenDBFromPool(pool), dollarize(handListBookings)
+		closeDB = func() { db.Close(); pool.Close() }
+	} else {
+		// database/sql's defaults, as guardedsql.Open uses them.
+		var err error
+		if db, err = sql.Open("sqlite", spec.DSN); err != nil {
+			return childHello{}, nil, err
+		}
+		closeDB = func() { db.Close() }
 	}
 	if err := db.PingContext(ctx); err != nil {
-		db.Close()
+		closeDB()
 		return childHello{}, nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bare-hotel", Version: "0"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_bookings", Description: "Bookings whose check-in falls in a date range."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in bareIn) (*mcp.CallToolResult, hotel.BookingsOut, error) {
+	tool := &mcp.Tool{Name: "list_bookings", Description: "Bookings whose check-in falls in a date range."}
+	if spec.Bare == "typed" {
+		// The go-sdk's typed tool: schemas inferred, input and output
+		// validated by the SDK.
+		mcp.AddTool(srv, tool, func(ctx context.Context, _ *mcp.CallToolRequest, in bareIn) (*mcp.CallToolResult, hotel.BookingsOut, error) {
 			bs, err := queryBookings(ctx, db, query, benchChain, in.From, in.To)
 			return nil, hotel.BookingsOut{Bookings: bs}, err
 		})
+	} else {
+		// A plain handler doing what the tenantmcp server does on the
+		// wire (structured content and the same bytes as text), and
+		// nothing else.
+		tool.InputSchema = json.RawMessage(`{"type":"object","properties":{"from":{"type":"string"},"to":{"type":"string"},"limit":{"type":"integer"}},"required":["from","to"]}`)
+		srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in bareIn
+			if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+				return nil, err
+			}
+			bs, err := queryBookings(ctx, db, query, benchChain, in.From, in.To)
+			if err != nil {
+				return nil, err
+			}
+			js, err := json.Marshal(hotel.BookingsOut{Bookings: bs})
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{StructuredContent: json.RawMessage(js), Content: []mcp.Content{&mcp.TextContent{Text: string(js)}}}, nil
+		})
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		db.Close()
+		closeDB()
 		return childHello{}, nil, err
 	}
 	mux := http.NewServeMux()
@@ -203,7 +243,7 @@ func serveBare(ctx context.Context, spec childSpec) (childHello, func(), error) 
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
-		db.Close()
+		closeDB()
 	}
 	return childHello{URL: "http://" + ln.Addr().String() + "/mcp"}, stop, nil
 }

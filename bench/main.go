@@ -51,6 +51,7 @@ type config struct {
 	myDSN    string
 	p2DB     string
 	clients  []int
+	bare     string
 	verbose  bool
 }
 
@@ -116,6 +117,7 @@ func run() int {
 	flag.StringVar(&cfg.myDSN, "mysql", envFirst("TENANTMCP_BENCH_MYSQL_DSN", "TENANTMCP_TEST_MYSQL_DSN"), "MySQL/MariaDB admin DSN, mysql://… (default $TENANTMCP_BENCH_MYSQL_DSN, else $TENANTMCP_TEST_MYSQL_DSN)")
 	flag.StringVar(&cfg.p2DB, "p2-db", "", "database holding the P2 dataset, kept between runs (default tenantmcp_bench, shared with the guardedsql engine benchmark; tenantmcp_bench_smoke with -smoke)")
 	clients := flag.String("clients", "1,32", "P5/P4 client concurrencies")
+	flag.StringVar(&cfg.bare, "bare", "raw", "P5 baseline tool: raw (a plain go-sdk ToolHandler) or typed (mcp.AddTool, whose output the go-sdk validates against the inferred schema)")
 	flag.BoolVar(&cfg.verbose, "v", false, "log progress to stderr")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -137,6 +139,10 @@ func run() int {
 			return 2
 		}
 		cfg.clients = append(cfg.clients, n)
+	}
+	if cfg.bare != "raw" && cfg.bare != "typed" {
+		fmt.Fprintln(os.Stderr, "bench: -bare must be raw or typed")
+		return 2
 	}
 	if cfg.scale <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -scale must be positive")
@@ -167,13 +173,13 @@ func run() int {
 	rep := &Report{Started: time.Now(), Command: strings.Join(append([]string{"go run ./bench"}, os.Args[1:]...), " "),
 		Smoke: cfg.smoke, Scale: cfg.scale, Machine: machine()}
 	rep.Machine.Postgres, rep.Machine.MySQL = serverVersions(ctx, cfg)
-	run := map[string]func(context.Context, *env) []Row{"P1": runP1, "P2": runP2, "P3": runP3, "P5": runP5P4, "P4": runP5P4}
+	runners := map[string]func(context.Context, *env) []Row{"P1": runP1, "P2": runP2, "P3": runP3, "P5": runP5P4, "P4": runP5P4}
 	done := map[string]bool{}
 	for _, f := range allFigures {
 		if !slices.Contains(cfg.figures, f) {
 			continue
 		}
-		fn := run[f]
+		fn := runners[f]
 		if f == "P4" || f == "P5" {
 			// One run measures both: the servers alternate in the same rounds.
 			if done["P5P4"] {

@@ -90,40 +90,56 @@ func quantile(v []float64, q float64) float64 {
 	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
 }
 
-// batched turns op into an arm whose repetitions each run op n times, n
-// chosen by calibrate so that one repetition takes about target. Short
-// operations are thus timed in batches (the clock's cost and resolution
-// vanish), long ones one at a time.
-func batched(name string, target time.Duration, op func(ctx context.Context) error) arm {
+// op is one operation on input i (an index the operation maps to its
+// own inputs: a tenant, a date window).
+type op func(ctx context.Context, i int) error
+
+// sameInputs turns ops into arms whose repetitions run a batch of n
+// operations each, n chosen so that a batch of the slowest op takes about
+// target: short operations are timed in batches (the clock's cost and
+// resolution vanish), long ones one at a time. In round r every arm runs
+// inputs r*n … r*n+n-1, so the arms of a round do the same work and
+// their ratio compares like with like.
+func sameInputs(target time.Duration, names []string, ops ...op) []arm {
 	n := 0
-	return arm{name: name, run: func(ctx context.Context) (float64, error) {
-		if n == 0 {
-			var err error
-			if n, err = calibrate(ctx, target, op); err != nil {
-				return 0, err
+	arms := make([]arm, len(ops))
+	for k, o := range ops {
+		round := 0
+		arms[k] = arm{name: names[k], run: func(ctx context.Context) (float64, error) {
+			if n == 0 {
+				var err error
+				if n, err = calibrate(ctx, target, ops); err != nil {
+					return 0, err
+				}
 			}
-		}
-		start := time.Now()
-		for range n {
-			if err := op(ctx); err != nil {
-				return 0, err
+			base := round * n
+			round++
+			start := time.Now()
+			for j := range n {
+				if err := o(ctx, base+j); err != nil {
+					return 0, err
+				}
 			}
-		}
-		return float64(time.Since(start).Nanoseconds()) / float64(n), nil
-	}}
+			return float64(time.Since(start).Nanoseconds()) / float64(n), nil
+		}}
+	}
+	return arms
 }
 
-// calibrate runs op (which also warms it up) until a tenth of target has
-// passed and returns how many runs fill target.
-func calibrate(ctx context.Context, target time.Duration, op func(ctx context.Context) error) (int, error) {
-	start := time.Now()
-	runs := 0
-	for time.Since(start) < target/10 || runs < 2 {
-		if err := op(ctx); err != nil {
-			return 0, err
+// calibrate runs each op (which also warms it up) for a tenth of target
+// and returns how many runs of the slowest fill target.
+func calibrate(ctx context.Context, target time.Duration, ops []op) (int, error) {
+	var slowest float64
+	for _, o := range ops {
+		start := time.Now()
+		runs := 0
+		for time.Since(start) < target/10 || runs < 2 {
+			if err := o(ctx, runs); err != nil {
+				return 0, err
+			}
+			runs++
 		}
-		runs++
+		slowest = max(slowest, float64(time.Since(start))/float64(runs))
 	}
-	per := float64(time.Since(start)) / float64(runs)
-	return max(1, int(float64(target)/per)), nil
+	return max(1, int(float64(target)/slowest)), nil
 }

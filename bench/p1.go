@@ -137,12 +137,13 @@ func (gp *guardPath) check(ctx context.Context) error {
 
 func runP1(ctx context.Context, e *env) []Row {
 	const fig = "P1"
+	const base = "the same query hand-written with database/sql (tenant filter `h.chain_id = ?`) + encoding/json"
 	rows := []Row{
 		{Figure: fig, Case: "guard path of one tool call (SQLite, 50 rows)", Unit: unitMicros,
-			Baseline:  "the same query hand-written with database/sql (tenant filter `h.chain_id = ?`) + encoding/json",
+			Baseline:  base,
 			Candidate: "claims.Verifier.Verify (cached Ed25519 key) + scope into context + hotel.ListBookings on guardedsql (query build, tenant rewrite, run, scan) + Redactor.ForScope(sc).JSON"},
 		{Figure: fig, Case: "same, minus JWT verify", Unit: unitMicros,
-			Baseline:  "as above",
+			Baseline:  base,
 			Candidate: "the same path with the scope minted directly (internal/mint) instead of verified from the token"},
 	}
 	h, err := e.hotelDB(ctx)
@@ -157,24 +158,11 @@ func runP1(ctx context.Context, e *env) []Row {
 	if err := gp.check(ctx); err != nil {
 		return failAll(rows, err)
 	}
-	var nb, nv, nm int
-	arms := []arm{
-		batched("hand-written", e.batch(), func(ctx context.Context) error {
-			nb++
-			_, _, err := gp.baseline(ctx, nb)
-			return err
-		}),
-		batched("guard path", e.batch(), func(ctx context.Context) error {
-			nv++
-			_, _, err := gp.candidate(ctx, nv, true)
-			return err
-		}),
-		batched("guard path minus verify", e.batch(), func(ctx context.Context) error {
-			nm++
-			_, _, err := gp.candidate(ctx, nm, false)
-			return err
-		}),
-	}
+	arms := sameInputs(e.batch(), []string{"hand-written", "guard path", "guard path minus verify"},
+		func(ctx context.Context, i int) error { _, _, err := gp.baseline(ctx, i); return err },
+		func(ctx context.Context, i int) error { _, _, err := gp.candidate(ctx, i, true); return err },
+		func(ctx context.Context, i int) error { _, _, err := gp.candidate(ctx, i, false); return err },
+	)
 	s, err := rounds(ctx, arms, e.budget(8*time.Second), e.minRounds(), 1000)
 	if err != nil {
 		return failAll(rows, err)

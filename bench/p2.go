@@ -348,11 +348,10 @@ func measureP2(ctx context.Context, e *env, t *p2Target, sh p2Shape, r Row) Row 
 			return r
 		}
 	}
-	var ng, nx int
-	arms := []arm{
-		batched("expert", e.batch(), func(ctx context.Context) error { nx++; _, err := expert(ctx, nx); return err }),
-		batched("guarded", e.batch(), func(ctx context.Context) error { ng++; _, err := guarded(ctx, ng); return err }),
-	}
+	arms := sameInputs(e.batch(), []string{"expert", "guarded"},
+		func(ctx context.Context, i int) error { _, err := expert(ctx, i); return err },
+		func(ctx context.Context, i int) error { _, err := guarded(ctx, i); return err },
+	)
 	s, err := rounds(ctx, arms, e.budget(4*time.Second), e.minRounds(), 1000)
 	if err != nil {
 		r.Failed = err.Error()

@@ -92,10 +92,10 @@ func runP3(ctx context.Context, e *env) []Row {
 			r.Failed = err.Error()
 			return r
 		}
-		arms := []arm{
-			batched("encoding/json", e.batch(), func(context.Context) error { _, err := json.Marshal(v); return err }),
-			batched("redact", e.batch(), func(context.Context) error { _, err := red.ForScope(sc).JSON(v); return err }),
-		}
+		arms := sameInputs(e.batch(), []string{"encoding/json", "redact"},
+			func(context.Context, int) error { _, err := json.Marshal(v); return err },
+			func(context.Context, int) error { _, err := red.ForScope(sc).JSON(v); return err },
+		)
 		s, err := rounds(ctx, arms, e.budget(3*time.Second), e.minRounds(), 1000)
 		if err != nil {
 			r.Failed = err.Error()
@@ -114,10 +114,10 @@ func runP3(ctx context.Context, e *env) []Row {
 		rows[2].Failed = "the detectors found nothing in the mixed text"
 		return rows
 	}
-	arms := []arm{
-		batched("regexp", e.batch(), func(context.Context) error { _ = emailRE.FindAllStringIndex(text, -1); return nil }),
-		batched("detectors", e.batch(), func(context.Context) error { _ = scoped.String(text); return nil }),
-	}
+	arms := sameInputs(e.batch(), []string{"regexp", "detectors"},
+		func(context.Context, int) error { _ = emailRE.FindAllStringIndex(text, -1); return nil },
+		func(context.Context, int) error { _ = scoped.String(text); return nil },
+	)
 	s, err := rounds(ctx, arms, e.budget(3*time.Second), e.minRounds(), 1000)
 	if err != nil {
 		rows[2].Failed = err.Error()

@@ -13,10 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
 // P5 and P4 in one run: per database engine, the bare server, the hotel
@@ -81,7 +78,7 @@ func (s *server) window(ctx context.Context, n int, d time.Duration) (float64, e
 			for i := k; time.Now().Before(deadline); i++ {
 				if err := c.listBookings(ctx, i, false); err != nil {
 					mu.Lock()
-					firstErr = cmp(firstErr, err)
+					firstErr = orErr(firstErr, err)
 					mu.Unlock()
 					return
 				}
@@ -99,7 +96,7 @@ func (s *server) window(ctx context.Context, n int, d time.Duration) (float64, e
 	return float64(time.Since(start).Nanoseconds()) / float64(calls.Load()), nil
 }
 
-func cmp(a, b error) error {
+func orErr(a, b error) error {
 	if a != nil {
 		return a
 	}
@@ -127,7 +124,7 @@ type p5Engine struct {
 	hotelDSN      string   // guardedsql.Open DSN
 	bareDSN       string   // database/sql DSN
 	allow         []string // egress rules the hotel server needs
-	skip          string
+	skip, fail    string   // why its rows are skipped, or failed
 	cleanup       func()
 }
 
@@ -135,7 +132,7 @@ func (e *env) p5Engines(ctx context.Context) []p5Engine {
 	var out []p5Engine
 	sq := p5Engine{label: "SQLite", engine: "sqlite"}
 	if h, err := e.hotelDB(ctx); err != nil {
-		sq.skip = err.Error()
+		sq.fail = err.Error()
 	} else {
 		sq.hotelDSN, sq.bareDSN = h.guardedDSN(), h.rawDSN()
 	}
@@ -144,49 +141,43 @@ func (e *env) p5Engines(ctx context.Context) []p5Engine {
 	if e.cfg.pgDSN == "" {
 		pg.skip = "no DSN: set TENANTMCP_BENCH_POSTGRES_DSN (or TENANTMCP_TEST_POSTGRES_DSN) to an admin connection"
 	} else if err := e.preparePGHotel(ctx, &pg); err != nil {
-		pg.skip = "preparing the hotel database on PostgreSQL failed: " + err.Error()
+		pg.fail = "preparing the hotel database on PostgreSQL: " + err.Error()
+	} else {
+		e.note("P5/P4 PostgreSQL: the demo hotel data in database %s, set up by hotel.SetupDemo (row-level security applied); the hotel server connects as the application role %s, the bare server as the admin.", hotelPGDB, appRole)
 	}
 	return append(out, pg)
 }
 
-// preparePGHotel creates the demo hotel database on PostgreSQL as the
-// admin (tables owned by the admin, row-level security applied), grants
-// the application role, and fills in the DSNs: the hotel server connects
-// as the application role, the bare server as the admin (a superuser, to
-// whom no policy applies) with its own tenant filter.
+// preparePGHotel creates a fresh database for the demo hotel on
+// PostgreSQL and runs the example's own migration in it (hotel.SetupDemo:
+// tables owned by the admin, data, row-level security, grants to the
+// application role), then fills in the DSNs: the hotel server connects as
+// the application role, the bare server as the admin (a superuser, to whom
+// no policy applies) with its own tenant filter.
 func (e *env) preparePGHotel(ctx context.Context, pg *p5Engine) error {
 	pw, err := pgEnsureDatabase(ctx, e.cfg.pgDSN, hotelPGDB, true)
 	if err != nil {
 		return err
 	}
 	pg.cleanup = func() { pgDropDatabase(context.Background(), e.cfg.pgDSN, hotelPGDB) }
-	admin, _, err := pgConnect(ctx, e.cfg.pgDSN, hotelPGDB)
+	adminDSN, err := pgWithDB(e.cfg.pgDSN, hotelPGDB)
 	if err != nil {
 		return err
 	}
-	defer admin.Close()
-	sqlDB := stdlib.OpenDBFromPool(admin)
-	err = hotel.Create(ctx, sqlDB, hotel.Postgres, hotel.Generate(1, hotel.DemoSize))
-	sqlDB.Close()
+	if err := hotel.SetupDemo(ctx, adminDSN, appRole, hotel.Generate(1, hotel.DemoSize)); err != nil {
+		return err
+	}
+	admin, _, err := pgConnect(ctx, adminDSN, "")
 	if err != nil {
 		return err
 	}
-	for _, s := range []string{
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ` + appRole,
-		`GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ` + appRole,
-		`ANALYZE`,
-	} {
-		if _, err := admin.Exec(ctx, s); err != nil {
-			return err
-		}
-	}
-	if err := guardedsql.ApplyRLS(ctx, admin, hotel.Schema); err != nil {
+	_, err = admin.Exec(ctx, `ANALYZE`)
+	admin.Close()
+	if err != nil {
 		return err
 	}
+	pg.bareDSN = adminDSN
 	if pg.hotelDSN, err = pgAppDSN(e.cfg.pgDSN, hotelPGDB, pw); err != nil {
-		return err
-	}
-	if pg.bareDSN, err = pgWithDB(e.cfg.pgDSN, hotelPGDB); err != nil { // the admin, on the hotel database
 		return err
 	}
 	addrs, err := pgAddrs(ctx, e.cfg.pgDSN)
@@ -202,6 +193,7 @@ func (e *env) preparePGHotel(ctx context.Context, pg *p5Engine) error {
 func runP5P4(ctx context.Context, e *env) []Row {
 	wantP5, wantP4 := slices.Contains(e.cfg.figures, "P5"), slices.Contains(e.cfg.figures, "P4")
 	noEgress := egressUnavailable()
+	e.note("P5/P4: every server is a child process (this binary re-executed with %s); the clients are goroutines of the bench process speaking streamable HTTP over loopback (one session each, initialized before timing), so clients and servers share the machine's cores. Each round gives every server a %s window, in rotating order.", childFlag, e.budget(400*time.Millisecond).Round(time.Millisecond))
 	var out []Row
 	for _, eng := range e.p5Engines(ctx) {
 		out = append(out, e.p5Engine(ctx, eng, wantP5, wantP4, noEgress)...)
@@ -217,9 +209,8 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 	for _, c := range e.cfg.clients {
 		if wantP5 {
 			rows = append(rows, Row{Figure: "P5", Case: fmt.Sprintf("tools/call list_bookings, %s, %d client%s", eng.label, c, plural(c)), Unit: unitCalls,
-				Baseline:  "a bare go-sdk server (streamable HTTP, no auth) whose tool runs the same hand-written query with database/sql and returns encoding/json",
-				Candidate: "the examples/hotel server: bearer-token verification, scope, guardedsql, redaction, flow labels, audit record (JSON, discarded)",
-				Note:      "clients and servers share the 2 cores; each server is a child process"})
+				Baseline:  bareDesc[e.cfg.bare],
+				Candidate: "the examples/hotel server (hotel.New): bearer-token verification, scope, input validation, guardedsql, redaction, flow labels, audit record (JSON, discarded)"})
 		}
 		if wantP4 {
 			rows = append(rows, Row{Figure: "P4", Case: fmt.Sprintf("hotel server with / without egress guard, %s, %d client%s", eng.label, c, plural(c)), Unit: unitCalls,
@@ -229,6 +220,12 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 	}
 	if eng.skip != "" {
 		return skipAll(rows, eng.skip)
+	}
+	if eng.fail != "" {
+		return failAll(rows, errors.New(eng.fail))
+	}
+	if !wantP5 && noEgress != "" {
+		return skipAll(rows, noEgress)
 	}
 	var servers []*server
 	defer func() {
@@ -246,6 +243,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		s := &server{name: name, child: ch}
 		servers = append(servers, s)
 		if err := s.connect(ctx, maxC); err != nil {
+			time.Sleep(300 * time.Millisecond) // let the child's stderr arrive
 			return nil, fmt.Errorf("%w; server stderr: %s", err, ch.stderr)
 		}
 		return s, nil
@@ -253,7 +251,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 	bareIdx, hotelIdx, egressIdx := -1, -1, -1
 	var arms []*server
 	if wantP5 {
-		s, err := start("bare", childSpec{Kind: "bare", Engine: eng.engine, DSN: eng.bareDSN})
+		s, err := start("bare", childSpec{Kind: "bare", Engine: eng.engine, DSN: eng.bareDSN, Bare: e.cfg.bare})
 		if err != nil {
 			return failAll(rows, err)
 		}
@@ -287,7 +285,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 			return failAll(rows, err)
 		}
 	}
-	win := e.budget(500 * time.Millisecond)
+	win := e.budget(400 * time.Millisecond)
 	i := 0
 	for _, c := range e.cfg.clients {
 		as := make([]arm, len(arms))
@@ -295,7 +293,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 			as[k] = arm{name: s.name, run: func(ctx context.Context) (float64, error) { return s.window(ctx, c, win) }}
 		}
 		e.log.Printf("P5/P4 %s: %d clients", eng.label, c)
-		smp, err := rounds(ctx, as, e.budget(11*time.Second), e.minRounds(), 1000)
+		smp, err := rounds(ctx, as, e.budget(9*time.Second), e.minRounds(), 1000)
 		if wantP5 {
 			if err != nil {
 				rows[i].Failed = err.Error()
@@ -317,6 +315,11 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		}
 	}
 	return rows
+}
+
+var bareDesc = map[string]string{
+	"raw":   "a bare go-sdk server on streamable HTTP, no auth, whose plain ToolHandler runs the same hand-written query (database/sql, tenant filter by hand) and returns its encoding/json bytes as structured and text content",
+	"typed": "a bare go-sdk server on streamable HTTP, no auth, whose mcp.AddTool typed tool runs the same hand-written query (database/sql, tenant filter by hand); the go-sdk validates its output against the inferred schema",
 }
 
 func plural(n int) string {

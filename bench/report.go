@@ -65,15 +65,14 @@ func (r Row) measured(c comparison, bytes int) Row {
 
 // Report is the whole run, as written to -json.
 type Report struct {
-	Started  time.Time `json:"started"`
-	Seconds  float64   `json:"seconds"`
-	Command  string    `json:"command"`
-	Smoke    bool      `json:"smoke"`
-	Scale    float64   `json:"scale"`
-	Machine  Machine   `json:"machine"`
-	Rows     []Row     `json:"rows"`
-	Notes    []string  `json:"notes,omitempty"`
-	ExitCode int       `json:"-"`
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	Command string    `json:"command"`
+	Smoke   bool      `json:"smoke"`
+	Scale   float64   `json:"scale"`
+	Machine Machine   `json:"machine"`
+	Rows    []Row     `json:"rows"`
+	Notes   []string  `json:"notes,omitempty"`
 }
 
 func (rep *Report) writeJSON(path string) error {
@@ -110,16 +109,17 @@ func (rep *Report) writeMarkdown(w io.Writer) {
 	fmt.Fprintln(w)
 	seen := map[string]bool{}
 	for _, r := range rep.Rows {
-		k := r.Figure + " " + r.Case
+		k := r.Figure + "\x00" + r.Baseline + "\x00" + r.Candidate
 		if seen[k] || r.Baseline == "" {
 			continue
 		}
 		seen[k] = true
-		fmt.Fprintf(w, "- %s %s — baseline: %s; candidate: %s", r.Figure, r.Case, r.Baseline, r.Candidate)
-		if r.Note != "" {
-			fmt.Fprintf(w, " (%s)", r.Note)
+		fmt.Fprintf(w, "- %s: baseline: %s; candidate: %s.\n", r.Figure, r.Baseline, r.Candidate)
+	}
+	for _, r := range rep.Rows {
+		if r.Note != "" && r.Failed == "" && r.Skipped == "" {
+			fmt.Fprintf(w, "- %s %s: %s.\n", r.Figure, r.Case, r.Note)
 		}
-		fmt.Fprintln(w, ".")
 	}
 	if len(rep.Notes) > 0 {
 		fmt.Fprintln(w)
