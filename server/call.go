@@ -229,23 +229,24 @@ func (s *Server) redactor() *redact.Redactor { return s.opts.Redactor }
 // logRedactor redacts for logs: a zero scope, so no role reveals anything.
 func (s *Server) logRedactor() *redact.Scoped { return s.opts.Redactor.ForScope(scope.Scope{}) }
 
-// validateArgs applies the input schema's defaults and validates the
-// arguments, returning them re-encoded.
+// validateArgs validates the arguments against the input schema and
+// returns the bytes the handler's input is decoded from: the client's own
+// bytes, never a re-encoding, because validation decodes numbers as float64
+// and an int64 id above 2^53 must reach the handler exactly. (Inferred
+// schemas carry no defaults, so there is nothing to apply.)
 func validateArgs(in *jsonschema.Resolved, raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
 	m := map[string]any{}
-	if len(raw) > 0 && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, errors.New("arguments must be a JSON object")
-		}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, errors.New("arguments must be a JSON object")
 	}
 	var v any = m
-	if err := in.ApplyDefaults(&v); err != nil {
-		return nil, err
-	}
 	if err := in.Validate(&v); err != nil {
 		return nil, err
 	}
-	return json.Marshal(v)
+	return raw, nil
 }
 
 // countRows is the audit log's "rows returned": the length of a top-level

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -318,5 +319,39 @@ func TestStdioReverifiesOnExpiry(t *testing.T) {
 	var we *jsonrpc.Error
 	if !errors.As(err, &we) || we.Code != server.CodeDenied || !strings.Contains(string(we.Data), server.RuleTokenExpired) {
 		t.Fatalf("with no valid token: err = %v, want a %s denial", err, server.RuleTokenExpired)
+	}
+}
+
+// TestLargeIntegerArgumentsArriveExactly: validation decodes numbers as
+// float64; the handler must still get the client's exact int64.
+func TestLargeIntegerArgumentsArriveExactly(t *testing.T) {
+	f := newFixture(t, nil)
+	type In struct {
+		ID int64 `json:"id"`
+	}
+	type Out struct {
+		ID string `json:"id"`
+	}
+	if err := server.AddTool(f.srv, server.Tool{Name: "echo"}, func(_ context.Context, _ *guardedsql.DB, in In) (Out, error) {
+		return Out{ID: strconv.FormatInt(in.ID, 10)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	cs, err := connectStdio(t, f, staticToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(`{"id": 9007199254740993}`)})
+	if err != nil || res.IsError {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if string(raw) != `{"id":"9007199254740993"}` {
+		t.Fatalf("echo = %s, want the exact id", raw)
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(`{"id": 1, "tenant": "x"}`)})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "invalid arguments") {
+		t.Fatalf("unknown property accepted: %v %+v", err, res)
 	}
 }
