@@ -115,34 +115,31 @@ func benchSetup(b *testing.B) *sqliteBench {
 	return benchData
 }
 
+// resultRows is what *sql.Rows and *guardedsql.Rows have in common.
+type resultRows interface {
+	Columns() ([]string, error)
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
 func drainRaw(b *testing.B, rows *sql.Rows, err error) int {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	n := 0
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			b.Fatal(err)
-		}
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		b.Fatal(err)
-	}
-	return n
+	return drain(b, rows)
 }
 
 func drainGuarded(b *testing.B, rows *guardedsql.Rows, err error) int {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return drain(b, rows)
+}
+
+// drain scans every row into throwaway values and counts them.
+func drain(b *testing.B, rows resultRows) int {
 	defer rows.Close()
 	cols, _ := rows.Columns()
 	vals := make([]any, len(cols))
