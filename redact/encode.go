@@ -332,32 +332,46 @@ func timeOf(v reflect.Value) time.Time {
 	return c.Interface().(time.Time)
 }
 
-func marshalerEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
-	if v.Kind() == reflect.Pointer && v.IsNil() {
-		e.buf = append(e.buf, "null"...)
-		return nil
-	}
-	if !v.CanInterface() {
-		return fmt.Errorf("%w: cannot call MarshalJSON of unexported %v", ErrUnsupported, v.Type())
-	}
-	m, ok := v.Interface().(json.Marshaler)
-	if !ok {
-		e.buf = append(e.buf, "null"...)
-		return nil
-	}
-	return e.callMarshalJSON(m, v.Type())
-}
+var (
+	marshalerEncoder, addrMarshalerEncoder = methodEncoders("MarshalJSON",
+		func(e *encodeState, m json.Marshaler, t reflect.Type) error { return e.callMarshalJSON(m, t) })
+	textMarshalerEncoder, addrTextMarshalerEncoder = methodEncoders("MarshalText",
+		func(e *encodeState, m encoding.TextMarshaler, t reflect.Type) error { return e.callMarshalText(m, t) })
+)
 
-func addrMarshalerEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
-	va := v.Addr()
-	if va.IsNil() {
-		e.buf = append(e.buf, "null"...)
-		return nil
+// methodEncoders returns the encoders for a type that implements the
+// marshaling interface M on its value and on its address, as encoding/json
+// has them: a nil pointer (or a value that turns out not to implement M)
+// encodes as null, and an unexported value whose method cannot be called
+// is an error.
+func methodEncoders[M any](method string, call func(*encodeState, M, reflect.Type) error) (onValue, onAddr encoderFunc) {
+	onValue = func(e *encodeState, v reflect.Value, _ encOpts) error {
+		if v.Kind() == reflect.Pointer && v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		if !v.CanInterface() {
+			return fmt.Errorf("%w: cannot call %s of unexported %v", ErrUnsupported, method, v.Type())
+		}
+		m, ok := v.Interface().(M)
+		if !ok {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		return call(e, m, v.Type())
 	}
-	if !va.CanInterface() {
-		return fmt.Errorf("%w: cannot call MarshalJSON of unexported %v", ErrUnsupported, v.Type())
+	onAddr = func(e *encodeState, v reflect.Value, _ encOpts) error {
+		va := v.Addr()
+		if va.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		if !va.CanInterface() {
+			return fmt.Errorf("%w: cannot call %s of unexported %v", ErrUnsupported, method, v.Type())
+		}
+		return call(e, va.Interface().(M), v.Type())
 	}
-	return e.callMarshalJSON(va.Interface().(json.Marshaler), v.Type())
+	return onValue, onAddr
 }
 
 func (e *encodeState) callMarshalJSON(m json.Marshaler, t reflect.Type) error {
@@ -369,34 +383,6 @@ func (e *encodeState) callMarshalJSON(m json.Marshaler, t reflect.Type) error {
 		return fmt.Errorf("%w: MarshalJSON of %v: %v", ErrUnsupported, t, err)
 	}
 	return nil
-}
-
-func textMarshalerEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
-	if v.Kind() == reflect.Pointer && v.IsNil() {
-		e.buf = append(e.buf, "null"...)
-		return nil
-	}
-	if !v.CanInterface() {
-		return fmt.Errorf("%w: cannot call MarshalText of unexported %v", ErrUnsupported, v.Type())
-	}
-	m, ok := v.Interface().(encoding.TextMarshaler)
-	if !ok {
-		e.buf = append(e.buf, "null"...)
-		return nil
-	}
-	return e.callMarshalText(m, v.Type())
-}
-
-func addrTextMarshalerEncoder(e *encodeState, v reflect.Value, _ encOpts) error {
-	va := v.Addr()
-	if va.IsNil() {
-		e.buf = append(e.buf, "null"...)
-		return nil
-	}
-	if !va.CanInterface() {
-		return fmt.Errorf("%w: cannot call MarshalText of unexported %v", ErrUnsupported, v.Type())
-	}
-	return e.callMarshalText(va.Interface().(encoding.TextMarshaler), v.Type())
 }
 
 func (e *encodeState) callMarshalText(m encoding.TextMarshaler, t reflect.Type) error {
