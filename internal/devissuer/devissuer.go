@@ -100,6 +100,9 @@ type Token struct {
 	Audience string
 	// NotBefore, if set, becomes nbf.
 	NotBefore time.Time
+	// Extra claims are set after the standard ones, so a test can add
+	// claims (scope, scp, namespaced groups) or override any standard one.
+	Extra map[string]any
 }
 
 // Mint signs a token. It is the whole point of a development issuer, and
@@ -121,6 +124,9 @@ func (is *Issuer) Mint(t Token) (string, error) {
 	}
 	if !t.NotBefore.IsZero() {
 		c["nbf"] = t.NotBefore.Unix()
+	}
+	for k, v := range t.Extra {
+		c[k] = v
 	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
 	tok.Header["kid"] = is.kid
