@@ -302,7 +302,13 @@ func propCanaries(p *pt, r *runner) {
 	if len(callers) == 0 {
 		callers = [][]string{nil}
 	}
-	shown, calls := 0, 0
+	shown, calls, failed := 0, 0, 0
+	var firstFailure string
+	fail := func(tool, msg string) {
+		if failed++; firstFailure == "" {
+			firstFailure = tool + ": " + msg
+		}
+	}
 	for _, tn := range r.tenants {
 		for _, roles := range callers {
 			revealed := map[redact.Category]bool{}
@@ -320,16 +326,22 @@ func propCanaries(p *pt, r *runner) {
 				calls++
 				res, err := cs.CallTool(p.ctx, &mcp.CallToolParams{Name: call.Tool, Arguments: call.Args})
 				if err != nil {
+					fail(call.Tool, err.Error())
 					out.WriteString(err.Error())
 					continue
 				}
 				raw, _ := json.Marshal(res.StructuredContent)
 				out.Write(raw)
+				var text strings.Builder
 				for _, c := range res.Content {
 					if tc, ok := c.(*mcp.TextContent); ok {
-						out.WriteString(tc.Text)
+						text.WriteString(tc.Text)
 					}
 				}
+				if res.IsError {
+					fail(call.Tool, text.String())
+				}
+				out.WriteString(text.String())
 			}
 			cs.Close()
 			text := out.String()
@@ -358,7 +370,11 @@ func propCanaries(p *pt, r *runner) {
 		}
 	}
 	if shown == 0 {
-		p.Errorf("control: no call returned a canary its caller may see; the calls read no PII-bearing rows and prove nothing")
+		why := ""
+		if failed > 0 {
+			why = fmt.Sprintf(" (%d of %d calls returned an error; the first: %s)", failed, calls, firstFailure)
+		}
+		p.Errorf("control: no call returned a canary its caller may see; the calls read no PII-bearing rows and prove nothing%s", why)
 	}
-	p.Logf("%d tool calls as %d tenants × %d role sets; %d canaries planted; %d allowed sightings, 0 forbidden", calls, len(r.tenants), len(callers), len(canaries), shown)
+	p.Logf("%d tool calls (%d returned an error) as %d tenants × %d role sets; %d canaries planted; %d allowed sightings, 0 forbidden", calls, failed, len(r.tenants), len(callers), len(canaries), shown)
 }
