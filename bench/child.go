@@ -178,7 +178,7 @@ type bareIn struct {
 func serveBare(ctx context.Context, spec childSpec) (childHello, func(), error) {
 	var db *sql.DB
 	query := handListBookings
-	closeDB := func() {}
+	var closeDB func()
 	if spec.Engine == "postgres" {
 		// database/sql over a pgx pool with pgxpool's defaults: the pool
 		// the hotel server's guardedsql gets from the same DSN.

@@ -534,7 +534,8 @@ func (c *rebindConn) PrepareContext(ctx context.Context, q string) (driver.Stmt,
 func (c *rebindConn) Close() error { return c.conn.Close() }
 
 func (c *rebindConn) Begin() (driver.Tx, error) {
-	return c.conn.Begin() //nolint:staticcheck // required by driver.Conn
+	//lint:ignore SA1019 driver.Conn requires Begin; database/sql calls BeginTx
+	return c.conn.Begin()
 }
 
 func (c *rebindConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {

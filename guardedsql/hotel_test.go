@@ -390,7 +390,8 @@ func (c *recConn) Close() error { return c.conn.Close() }
 
 func (c *recConn) Begin() (driver.Tx, error) {
 	c.rec.add("BEGIN")
-	return c.conn.Begin() //nolint:staticcheck // required by driver.Conn
+	//lint:ignore SA1019 driver.Conn requires Begin; database/sql calls BeginTx
+	return c.conn.Begin()
 }
 
 func (c *recConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {

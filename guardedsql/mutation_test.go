@@ -38,14 +38,6 @@ func dump(t *testing.T, raw *sql.DB, table string) string {
 	return b.String()
 }
 
-func dumpAll(t *testing.T, raw *sql.DB) string {
-	var b strings.Builder
-	for _, tb := range []string{"countries", "chains", "hotels", "rooms", "guests", "bookings", "payments"} {
-		b.WriteString(tb + "\n" + dump(t, raw, tb))
-	}
-	return b.String()
-}
-
 // foreignRows dumps, through the unguarded handle, every row that belongs
 // neither to chain nor to "newco" (a chain the tests create and move
 // rows to).

@@ -34,8 +34,7 @@ type Booking struct {
 // A complete tool: typed input and output, a query built only from the
 // schema, run through the guard. Nothing in it names a tenant.
 func ExampleAddTool() {
-	var srv *server.Server // from server.New(server.Options{Verifier: …, DB: …})
-	srv = exampleServer()
+	srv := exampleServer() // a *server.Server from server.New(server.Options{Verifier: …, DB: …})
 
 	err := server.AddTool(srv, server.Tool{Name: "list_bookings", Description: "Bookings from a date."},
 		func(ctx context.Context, db *guardedsql.DB, in ListIn) (ListOut, error) {

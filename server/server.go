@@ -133,7 +133,14 @@ func New(opts Options) (*Server, error) {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
-		HasTools:     true,
+		// Tools are listed (with list-changed notifications) even before
+		// the first AddTool. Logging is the go-sdk's historical default,
+		// kept while clients of protocol versions before 2026-07-28 use it.
+		Capabilities: &mcp.ServerCapabilities{
+			//lint:ignore SA1019 deprecated in 2026-07-28, still spoken by older clients
+			Logging: &mcp.LoggingCapabilities{},
+			Tools:   &mcp.ToolCapabilities{ListChanged: true},
+		},
 	})
 	return s, nil
 }

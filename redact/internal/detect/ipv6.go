@@ -84,7 +84,6 @@ func validIPv6(t string) bool {
 				return false
 			}
 			groups += 2
-			i = len(t)
 			break
 		}
 		if j == i || j-i > 4 {
