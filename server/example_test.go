@@ -18,6 +18,7 @@ var sch = builder.MustSchema(builder.SchemaDef{
 	},
 })
 
+// readme:begin (the README's "A tool in twenty lines" is these regions; TestReadmeToolIsExampleAddTool keeps it so)
 type ListIn struct {
 	From string `json:"from" jsonschema:"earliest check-in, YYYY-MM-DD"`
 }
@@ -31,11 +32,14 @@ type Booking struct {
 	Guest string `json:"guest" pii:"name"` // redacted unless the caller's role may see names
 }
 
+// readme:end
+
 // A complete tool: typed input and output, a query built only from the
 // schema, run through the guard. Nothing in it names a tenant.
 func ExampleAddTool() {
 	srv := exampleServer() // a *server.Server from server.New(server.Options{Verifier: …, DB: …})
 
+	// readme:begin
 	err := server.AddTool(srv, server.Tool{Name: "list_bookings", Description: "Bookings from a date."},
 		func(ctx context.Context, db *guardedsql.DB, in ListIn) (ListOut, error) {
 			b, g := sch.Table("bookings").As("b"), sch.Table("guests").As("g")
@@ -55,6 +59,7 @@ func ExampleAddTool() {
 			})
 			return ListOut{Bookings: bs}, err
 		})
+	// readme:end
 	fmt.Println(err)
 
 	// An input that names a tenant does not register.
