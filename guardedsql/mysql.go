@@ -100,9 +100,32 @@ func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Opti
 //	mysql://user:pass@tcp(host:3306)/dbname?param=value   go-sql-driver's own DSN after the scheme
 //	mysql://user:pass@host:3306/dbname?param=value        URL form (percent-encoded user and password)
 //
-// Parameters are go-sql-driver's (parseTime=true, tls=..., and server
-// variables); unix sockets use the first form with unix(/path/to.sock).
+// Parameters are go-sql-driver's (tls=..., and server variables); unix
+// sockets use the first form with unix(/path/to.sock). parseTime defaults
+// to true, so DATE and DATETIME columns scan into time.Time as they do on
+// the other engines; an explicit parseTime=false is kept.
 func MySQLConfig(dsn string) (*mysql.Config, error) {
+	cfg, err := mysqlConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if _, q, _ := strings.Cut(dsn, "?"); !hasParam(q, "parseTime") {
+		cfg.ParseTime = true
+	}
+	return cfg, nil
+}
+
+// hasParam reports whether the raw query string names the parameter.
+func hasParam(rawQuery, name string) bool {
+	for _, kv := range strings.Split(rawQuery, "&") {
+		if k, _, _ := strings.Cut(kv, "="); k == name {
+			return true
+		}
+	}
+	return false
+}
+
+func mysqlConfig(dsn string) (*mysql.Config, error) {
 	rest, ok := strings.CutPrefix(dsn, "mysql://")
 	if !ok {
 		return nil, fmt.Errorf("guardedsql: MySQL DSN must start with mysql://")

@@ -40,6 +40,14 @@ func TestMySQLConfig(t *testing.T) {
 		if strings.Contains(tc.dsn, "parseTime=true") && !cfg.ParseTime {
 			t.Errorf("%s: parameters lost", tc.dsn)
 		}
+		if !cfg.ParseTime {
+			t.Errorf("%s: parseTime not on by default (DATETIME would scan as bytes)", tc.dsn)
+		}
+	}
+	// An explicit parseTime=false is the caller's to make.
+	cfg, err := guardedsql.MySQLConfig("mysql://root@tcp(127.0.0.1:3306)/test?parseTime=false")
+	if err != nil || cfg.ParseTime {
+		t.Errorf("explicit parseTime=false: ParseTime=%v, err %v", cfg != nil && cfg.ParseTime, err)
 	}
 }
 
