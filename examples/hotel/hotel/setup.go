@@ -71,16 +71,9 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, d *Data) error
 			return err
 		}
 	}
-	for _, g := range []string{
-		"GRANT USAGE ON SCHEMA public TO " + appRole,
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO " + appRole,
-		"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO " + appRole,
-	} {
-		if _, err := db.ExecContext(ctx, g); err != nil {
-			return err
-		}
-	}
-	return nil
+	// Exactly the graph's tables and their sequences, nothing else in the
+	// database.
+	return guardedsql.GrantApp(ctx, pool, Schema, appRole)
 }
 
 func setupMySQL(ctx context.Context, adminDSN string, d *Data) error {

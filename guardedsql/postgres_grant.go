@@ -1,0 +1,97 @@
+package guardedsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+)
+
+// AppGrantDDL returns the statements that give role — the PostgreSQL
+// application role guardedsql connects as — exactly the privileges it
+// needs on sch and nothing more: USAGE on the schemas holding sch's
+// tables, SELECT, INSERT, UPDATE and DELETE on those tables (no other
+// table of the database), and USAGE and SELECT on the sequences that feed
+// their identity or serial columns. It never grants ownership, TRUNCATE,
+// REFERENCES or TRIGGER, and never touches tables outside the graph, so a
+// table the application must not read (such as a key table) stays out of
+// reach. Run them as the tables' owner or a superuser, after the tables
+// exist; [GrantApp] does.
+//
+// The role itself is the deployment's to create, with LOGIN and a
+// password, and NOSUPERUSER NOBYPASSRLS: [CheckRLS] refuses to serve as
+// anything else.
+func AppGrantDDL(sch *builder.Schema, role string) ([]string, error) {
+	if sch == nil || len(sch.TableNames()) == 0 {
+		return nil, fmt.Errorf("%w: nil or empty schema", ErrInvalid)
+	}
+	if role == "" || len(role) > 63 || strings.EqualFold(role, "public") || strings.ContainsRune(role, 0) {
+		return nil, fmt.Errorf("%w: application role name must be 1-63 bytes, not PUBLIC", ErrInvalid)
+	}
+	r := pgx.Identifier{role}.Sanitize()
+	tables := sch.TableNames()
+	quoted := make([]string, len(tables))
+	literals := make([]string, len(tables))
+	for i, t := range tables {
+		quoted[i] = pgx.Identifier{t}.Sanitize()
+		literals[i] = "'" + strings.ReplaceAll(quoted[i], "'", "''") + "'"
+	}
+	list := "ARRAY[" + strings.Join(literals, ", ") + "]::regclass[]"
+	return []string{
+		// Schemas first: a table privilege is useless without USAGE on its schema.
+		`DO $grant$ DECLARE n name; BEGIN
+  FOR n IN SELECT DISTINCT c.relnamespace::regnamespace::name FROM pg_catalog.pg_class c WHERE c.oid = ANY (` + list + `) LOOP
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', n, ` + quoteLiteral(r) + `);
+  END LOOP;
+END $grant$`,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + strings.Join(quoted, ", ") + " TO " + r,
+		// Sequences owned by the graph's columns (serial, identity).
+		`DO $grant$ DECLARE s regclass; BEGIN
+  FOR s IN SELECT d.objid::regclass FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'S'
+           WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refobjid = ANY (` + list + `) AND d.deptype IN ('a', 'i') LOOP
+    EXECUTE pg_catalog.format('GRANT USAGE, SELECT ON SEQUENCE %s TO %s', s, ` + quoteLiteral(r) + `);
+  END LOOP;
+END $grant$`,
+	}, nil
+}
+
+// GrantApp runs [AppGrantDDL] in one transaction on admin, connected as
+// the tables' owner or a superuser. It first refuses a role that does not
+// exist or that would bypass row-level security (a superuser or BYPASSRLS
+// role), with [ErrRLSSuperuser] or [ErrRLSBypassRLS]. On any error nothing
+// is granted.
+func GrantApp(ctx context.Context, admin TxBeginner, sch *builder.Schema, role string) error {
+	stmts, err := AppGrantDDL(sch, role)
+	if err != nil {
+		return err
+	}
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+	var super, bypass bool
+	switch err := tx.QueryRow(ctx, `SELECT rolsuper, rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = $1`, role).Scan(&super, &bypass); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: application role %s does not exist; create it (LOGIN NOSUPERUSER NOBYPASSRLS) first", ErrInvalid, pgx.Identifier{role}.Sanitize())
+	case err != nil:
+		return fmt.Errorf("guardedsql: reading role attributes: %w", err)
+	case super:
+		return fmt.Errorf("%w: refusing to grant to %s", ErrRLSSuperuser, pgx.Identifier{role}.Sanitize())
+	case bypass:
+		return fmt.Errorf("%w: refusing to grant to %s", ErrRLSBypassRLS, pgx.Identifier{role}.Sanitize())
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("guardedsql: granting the application role: %w", err)
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
