@@ -18,7 +18,10 @@ const (
 	// 1 to 128 printable ASCII characters; anything else is ignored.
 	MetaConversation = "tenantmcp/conversation"
 	// MetaDeclassify asks for the declassification rule of that reason
-	// (CapShim T-Declassify) on a sink call.
+	// (CapShim T-Declassify) on a sink call. It is honoured only when the
+	// policy opts in ("declassify_from_meta": true): the client, that is
+	// the model's host, writes _meta, so by default a declassification is
+	// granted only by the user's explicit consent (CallInfo.Consent).
 	MetaDeclassify = "tenantmcp/declassify"
 	// HeaderConversation is the HTTP header that may carry the
 	// conversation id instead of _meta (the _meta value wins).
@@ -39,6 +42,10 @@ type CallInfo struct {
 	Header http.Header
 	// Args are the validated arguments.
 	Args json.RawMessage
+	// Consent is the declassification reason the client's user explicitly
+	// accepted for this one call (Denial.Offer, asked through MCP
+	// elicitation). Only the server sets it, and only after an accept.
+	Consent string
 }
 
 // conversation returns the session string of ci: "mcp:<id>" for an MCP
@@ -115,25 +122,23 @@ func (t *Tool) Begin(ci CallInfo) (*Call, *Denial) {
 	now := c.now().UnixNano()
 	snap := c.store.snapshot(call.key, now)
 	raw, d, derr := t.destination(ci.Args)
-	reason := ""
-	if v, ok := ci.Meta[MetaDeclassify]; ok {
-		s, isStr := v.(string)
-		if !isStr || s == "" {
-			s = fmt.Sprintf("%v", v)
-			if s == "" {
-				s = "(empty)"
-			}
-		}
-		reason = s
+	reason := ci.Consent
+	if reason == "" && c.pol.metaDeclassify {
+		reason = metaReason(ci.Meta)
 	}
 	dec := c.decide(t, &snap, &d, derr, reason, ownerFromTaint)
 	if dec.denial != nil {
 		c.witness(dec.denial, &dec, t, &snap, raw, reason, func(bad catSet, lv rank) (map[int]origin, origin) {
 			return c.store.origins(call.key, bad, lv)
 		}, call.session, -1)
+		if ci.Consent == "" && derr == nil && (dec.denial.Rule == RuleCategory || dec.denial.Rule == RuleLevel) {
+			dec.denial.Offer = c.offer(t, &snap, &d)
+		}
 		return nil, dec.denial
 	}
 	switch {
+	case dec.declassified != "" && ci.Consent != "":
+		call.note = "declassified:" + dec.declassified + " (user consent)"
 	case dec.declassified != "":
 		call.note = "declassified:" + dec.declassified
 	case dec.viaOwner:

@@ -238,7 +238,9 @@ func TestSinkRules(t *testing.T) {
 		{name: "bad destination", reads: []string{"rooms"}, sink: "mail", dest: "ann@guest.example,eve@evil.example", wantRule: RuleDestination},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, testPolicy)
+			// These rows name the reason in _meta, which needs the
+			// policy's opt-in; TestConsent covers the default.
+			f := newFixture(t, metaPolicy)
 			outs := map[string]any{"guests": annOnly, "pay": payment{Card: "4111111111111111", Email: ann.Email}, "rooms": roomsOut{Rooms: []string{"101"}}, "revenue": revenueOut{Total: 5}}
 			for _, r := range c.reads {
 				f.read(t, carol, r, outs[r])
@@ -459,7 +461,9 @@ func TestCheckPlan(t *testing.T) {
 	if !strings.HasPrefix(rep.Steps[6].Reason, RulePlan) || !strings.HasPrefix(rep.Steps[7].Reason, RulePlan) {
 		t.Errorf("malformed steps: %q, %q", rep.Steps[6].Reason, rep.Steps[7].Reason)
 	}
-	if rep.Steps[9].Witness.Rule != RuleDeclassify {
+	// testPolicy does not let _meta declassify: the step's reason is not
+	// applied, and the flow is judged (and denied) without it.
+	if rep.Steps[9].Witness.Rule != RuleCategory || rep.Steps[9].Witness.Declassify != "" {
 		t.Errorf("step 9 witness %+v", rep.Steps[9].Witness)
 	}
 

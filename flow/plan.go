@@ -137,11 +137,23 @@ func (c *Checker) CheckPlan(ctx context.Context, p Plan) (PlanReport, error) {
 					sr.Reason = fmt.Sprintf("the destination comes from %s; the server checks the call when it runs", raw)
 				}
 			default:
-				dec := c.decide(t, &snap, &d, derr, st.Declassify, ownerNever)
+				// As at call time: the step's reason counts only when the
+				// policy lets _meta declassify; otherwise the user decides.
+				reason := st.Declassify
+				if !c.pol.metaDeclassify {
+					reason = ""
+				}
+				dec := c.decide(t, &snap, &d, derr, reason, ownerNever)
 				if dec.denial != nil {
-					c.witness(dec.denial, &dec, t, &snap, raw, st.Declassify, origins, session, i)
+					c.witness(dec.denial, &dec, t, &snap, raw, reason, origins, session, i)
 					sr.Verdict, sr.Reason, sr.Witness = VerdictDeny, dec.denial.Rule+": "+dec.denial.Reason, &dec.denial.Witness
-					if again := c.decide(t, &snap, &d, derr, st.Declassify, ownerAlways); again.denial == nil {
+					if offer := ""; derr == nil && (dec.denial.Rule == RuleCategory || dec.denial.Rule == RuleLevel) {
+						if offer = c.offer(t, &snap, &d); offer != "" {
+							sr.Verdict = VerdictDeferred
+							sr.Reason = fmt.Sprintf("allowed only if the user consents to the declassification %q when the call runs; otherwise %s", offer, sr.Reason)
+						}
+					}
+					if again := c.decide(t, &snap, &d, derr, reason, ownerAlways); again.denial == nil {
 						// The witness stays: it is the denial the call
 						// gets unless the destination is the subject.
 						sr.Verdict = VerdictDeferred

@@ -80,6 +80,11 @@ type Policy struct {
 	destinations []destRule
 	tools        map[string]*toolRule
 	declassify   []*declassRule
+	// metaDeclassify is the policy's explicit opt-in
+	// ("declassify_from_meta": true) to let a call's own _meta name a
+	// declassification reason. Off by default: _meta is written by the
+	// client, that is, by the model's host.
+	metaDeclassify bool
 }
 
 type categoryRule struct {
@@ -259,7 +264,7 @@ func (v *validator) policy(root *jnode) *Policy {
 		pii: DefaultPII(), categories: map[string]*categoryRule{}, tools: map[string]*toolRule{},
 	}
 	sawVersion := false
-	v.members(root, "policy", []string{"version", "default_level", "taint", "pii", "categories", "destinations", "tools", "declassify"},
+	v.members(root, "policy", []string{"version", "default_level", "taint", "pii", "categories", "destinations", "tools", "declassify", "declassify_from_meta"},
 		func(key string, kend int64, val *jnode) {
 			switch key {
 			case "version":
@@ -345,6 +350,11 @@ func (v *validator) policy(root *jnode) *Policy {
 				})
 			case "declassify":
 				v.declassify(p, val)
+			case "declassify_from_meta":
+				if val.kind != 'b' {
+					v.fail(val.end, "declassify_from_meta must be true or false, not %s", val.kindName())
+				}
+				p.metaDeclassify = val.kind == 'b' && val.b
 			}
 		})
 	if root.kind == 'o' && !sawVersion {

@@ -37,6 +37,11 @@ type Denial struct {
 	Rule    string
 	Reason  string
 	Witness Witness
+	// Offer is the reason of a declassification rule that would allow
+	// this call if the client's user consents ("" if none would). The
+	// server may ask the user (MCP elicitation) and call Begin again with
+	// CallInfo.Consent set; nothing else grants it.
+	Offer string
 }
 
 func (d *Denial) Error() string { return fmt.Sprintf("flow: denied by %s: %s", d.Rule, d.Reason) }
