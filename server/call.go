@@ -72,6 +72,9 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	if denyErr != nil {
 		return nil, s.deny(a, red, denyErr)
 	}
+	if d := s.authorize(kindTool, a.tool, s.callerOf(ctx, req.Extra)); d != nil {
+		return nil, s.deny(a, red, d)
+	}
 	args, err := validateArgs(in, req.Params.Arguments)
 	if err != nil {
 		a.outcome = OutcomeInvalid
@@ -81,8 +84,12 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	var fc *flow.Call
 	if ft != nil {
 		var fd *flow.Denial
-		if fc, fd = ft.Begin(flowCallInfo(sc, a.callID, args, req)); fd != nil {
-			return nil, s.flowDeny(a, red, fd)
+		ci := flowCallInfo(sc, a.callID, args, req)
+		if fc, fd = ft.Begin(ci); fd != nil {
+			// A rule could allow it: only the user may say so.
+			if fc, fd = s.consent(ctx, a, red, ft, ci, fd, req.Session); fd != nil {
+				return nil, s.flowDeny(a, red, fd)
+			}
 		}
 		a.flow = fc.Note()
 		ctx = flow.NewContext(ctx, fc)
@@ -285,6 +292,7 @@ func countRows(out any) int {
 }
 
 type auditRecord struct {
+	method   string // the MCP method, "" for tools/call
 	tool     string
 	callID   string
 	scope    scope.Scope
@@ -295,6 +303,7 @@ type auditRecord struct {
 	report   redact.Report
 	flow     string // flow decision note (declassification, owner)
 	witness  string // flow denial witness, redacted JSON
+	consent  string // the user's answer to a declassification request
 }
 
 // audit writes the call's one audit record. Subject and grant ids pass
@@ -325,9 +334,17 @@ func (s *Server) audit(ctx context.Context, a *auditRecord) {
 	if a.witness != "" {
 		attrs = append(attrs, slog.String("witness", a.witness))
 	}
+	if a.consent != "" {
+		attrs = append(attrs, slog.String("consent", a.consent))
+	}
+	msg := "tool call"
+	if a.method != "" {
+		msg = a.method
+		attrs = append(attrs, slog.String("method", a.method))
+	}
 	level := slog.LevelInfo
 	if a.outcome == OutcomeError || a.outcome == OutcomeDenied {
 		level = slog.LevelWarn
 	}
-	s.opts.AuditLogger.LogAttrs(context.WithoutCancel(ctx), level, "tool call", attrs...)
+	s.opts.AuditLogger.LogAttrs(context.WithoutCancel(ctx), level, msg, attrs...)
 }

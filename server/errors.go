@@ -43,7 +43,9 @@ func (e *DenyError) Error() string {
 	return fmt.Sprintf("server: denied by %s: %s", e.Rule, e.Reason)
 }
 
-func (e *DenyError) Is(target error) bool { return target == ErrDenied }
+func (e *DenyError) Is(target error) bool {
+	return target == ErrDenied || target == ErrInsufficientScope && e.Rule == RuleInsufficientScope
+}
 
 // Deny returns a *DenyError for a handler to return.
 func Deny(rule, reason string, witness map[string]any) error {

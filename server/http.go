@@ -27,7 +27,9 @@ type HTTPOptions struct {
 	ResourceURL string
 	// AuthorizationServers are the issuer URLs advertised in the metadata.
 	AuthorizationServers []string
-	// ScopesSupported are the OAuth scopes advertised in the metadata.
+	// ScopesSupported are the OAuth scopes advertised in the metadata, in
+	// addition to every scope a registered tool, prompt or resource
+	// requires (Require.Scopes) when Handler is called.
 	ScopesSupported []string
 	// RequiredScopes are OAuth scopes every token must carry (403 if not).
 	RequiredScopes []string
@@ -65,12 +67,12 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 		ResourceMetadataURL: metaURL,
 		Scopes:              o.RequiredScopes,
 		ClockSkew:           s.opts.Verifier.Leeway(),
-	})(mcpHandler)
+	})(s.httpPrecheck(metaURL, mcpHandler))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               o.ResourceURL,
 		AuthorizationServers:   o.AuthorizationServers,
-		ScopesSupported:        o.ScopesSupported,
+		ScopesSupported:        mergeScopes(o.ScopesSupported, s.requiredScopes()),
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           s.opts.Name,
 	})

@@ -76,6 +76,10 @@ type Options struct {
 	// (Tool.Flow.Sink) is judged before its handler runs and denied with
 	// a witness (a DenyError whose Rule is one of flow's Rule* names).
 	Flow *flow.Checker
+	// ConsentTimeout bounds how long a sink call waits for the user's
+	// answer to a declassification request (MCP elicitation); zero means
+	// DefaultConsentTimeout. No answer in time is a denial.
+	ConsentTimeout time.Duration
 }
 
 // Server is a tenant-scoped MCP tool server. Create it with New, add tools
@@ -91,6 +95,10 @@ type Server struct {
 	// stdioScope, set by RunStdio, mints the scope of a call that came
 	// without an HTTP bearer token.
 	stdioScope func(ctx context.Context) (scope.Scope, error)
+
+	// surface: resources, prompts, completions, requirements and
+	// subscriptions (resource.go, prompt.go, complete.go, require.go).
+	surface surfaceState
 }
 
 // New validates opts and returns a Server with no tools.
@@ -125,6 +133,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ConsentTimeout <= 0 {
+		opts.ConsentTimeout = DefaultConsentTimeout
+	}
 	s := &Server{
 		opts:      opts,
 		forbidden: forbiddenKeys(opts.ScopeKeys, opts.Levels),
@@ -136,12 +147,22 @@ func New(opts Options) (*Server, error) {
 		// Tools are listed (with list-changed notifications) even before
 		// the first AddTool. Logging is the go-sdk's historical default,
 		// kept while clients of protocol versions before 2026-07-28 use it.
+		// Resources, prompts and completions: see resource.go, prompt.go
+		// and complete.go. Subscribing to any URI succeeds; what a
+		// subscription receives is filtered per subscriber.
 		Capabilities: &mcp.ServerCapabilities{
 			//lint:ignore SA1019 deprecated in 2026-07-28, still spoken by older clients
-			Logging: &mcp.LoggingCapabilities{},
-			Tools:   &mcp.ToolCapabilities{ListChanged: true},
+			Logging:   &mcp.LoggingCapabilities{},
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
 		},
+		CompletionHandler:  s.complete,
+		SubscribeHandler:   s.subscribe,
+		UnsubscribeHandler: s.unsubscribe,
 	})
+	s.mcp.AddReceivingMiddleware(s.filterLists)
+	s.mcp.AddSendingMiddleware(s.filterNotifications)
 	return s, nil
 }
 
@@ -154,6 +175,9 @@ type Tool struct {
 	Description string
 	// Annotations are hints for clients (read-only, destructive, …).
 	Annotations *mcp.ToolAnnotations
+	// Require restricts who may list and call the tool (roles, OAuth
+	// scopes); it is checked on every call, before the handler.
+	Require Require
 	// Flow declares the information-flow label of the tool's results and
 	// whether it is a sink (see package flow). A sink cannot be registered
 	// on a server without Options.Flow: its calls could not be checked.
@@ -231,6 +255,7 @@ func AddTool[In, Out any](s *Server, t Tool, h Handler[In, Out]) error {
 		return registerErr
 	}
 	s.tools[t.Name] = true
+	s.setRequireLocked(kindTool, t.Name, t.Require)
 	return nil
 }
 

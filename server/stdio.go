@@ -72,6 +72,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport, src TokenSource) erro
 		return fmt.Errorf("%w: Run called twice", ErrConfig)
 	}
 	s.stdioScope = ts.current
+	s.surface.stdio = ts
 	s.mu.Unlock()
 	return s.mcp.Run(ctx, t)
 }
@@ -82,7 +83,19 @@ type stdioToken struct {
 
 	mu     sync.Mutex
 	scope  scope.Scope
+	oauth  []string // the token's OAuth scopes
 	expiry time.Time
+}
+
+// currentWithScopes is current with the token's OAuth scopes, for Require.
+func (t *stdioToken) currentWithScopes(ctx context.Context) (scope.Scope, []string, error) {
+	sc, err := t.current(ctx)
+	if err != nil {
+		return scope.Scope{}, nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return sc, t.oauth, nil
 }
 
 func (t *stdioToken) current(ctx context.Context) (scope.Scope, error) {
@@ -101,6 +114,6 @@ func (t *stdioToken) current(ctx context.Context) (scope.Scope, error) {
 	if err != nil {
 		return scope.Scope{}, err
 	}
-	t.scope, t.expiry = sc, c.Expiry
+	t.scope, t.oauth, t.expiry = sc, c.OAuthScopes, c.Expiry
 	return sc, nil
 }

@@ -1,0 +1,316 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// RuleInsufficientScope: the caller's token lacks a role or an OAuth scope
+// that the tool, prompt or resource requires (Require).
+const RuleInsufficientScope = "authz.insufficient_scope"
+
+// ErrInsufficientScope is matched (errors.Is) by the *DenyError of a call
+// refused for a missing role or OAuth scope, as well as by ErrDenied.
+var ErrInsufficientScope = errors.New("server: insufficient scope")
+
+// Require is what a caller needs to use a tool, prompt or resource. The
+// zero Require admits every caller with a tenant scope.
+//
+// A caller that does not meet it does not see the item in tools/list,
+// prompts/list, resources/list or resources/templates/list, and a call
+// that names it anyway is refused before the handler runs: with HTTP 403
+// and a WWW-Authenticate: Bearer error="insufficient_scope" challenge on
+// streamable HTTP, and with a JSON-RPC error (CodeDenied, rule
+// RuleInsufficientScope, the same data) on every transport. Both checks
+// read the current request's verified token.
+type Require struct {
+	// Roles: the caller's scope must hold at least one of them (the
+	// roles claim, see package claims).
+	Roles []string
+	// Scopes: the token's OAuth scopes (its "scope" or "scp" claim) must
+	// include every one of them.
+	Scopes []string
+}
+
+func (r Require) zero() bool { return len(r.Roles) == 0 && len(r.Scopes) == 0 }
+
+// allows reports whether a caller with scope sc and OAuth scopes oauth
+// meets r. A zero scope meets nothing (it is denied earlier anyway).
+func (r Require) allows(sc scope.Scope, oauth []string) bool {
+	if sc.IsZero() {
+		return false
+	}
+	if len(r.Roles) > 0 && !slices.ContainsFunc(r.Roles, sc.HasRole) {
+		return false
+	}
+	for _, s := range r.Scopes {
+		if !slices.Contains(oauth, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// denial is the DenyError of a caller that does not meet r. Its witness
+// names what is required, never what the caller holds.
+func (r Require) denial(kind, name string) *DenyError {
+	w := map[string]any{"kind": kind}
+	if len(r.Roles) > 0 {
+		w["roles_any_of"] = r.Roles
+	}
+	if len(r.Scopes) > 0 {
+		w["scope"] = strings.Join(r.Scopes, " ")
+	}
+	return &DenyError{Rule: RuleInsufficientScope, Reason: fmt.Sprintf("this %s requires %s", kind, r.describe()), Tool: name, Witness: w}
+}
+
+func (r Require) describe() string {
+	var parts []string
+	if len(r.Roles) > 0 {
+		parts = append(parts, "one of the roles "+strings.Join(r.Roles, ", "))
+	}
+	if len(r.Scopes) > 0 {
+		parts = append(parts, "the OAuth scopes "+strings.Join(r.Scopes, " "))
+	}
+	return strings.Join(parts, " and ")
+}
+
+// caller is who makes a request: the scope and OAuth scopes of the
+// request's own verified token (or of the stdio token).
+type caller struct {
+	scope  scope.Scope
+	oauth  []string
+	expiry time.Time // the token's expiry (zero if unknown)
+	deny  *DenyError // set when no scope could be derived
+}
+
+// callerOf derives the caller from the current request's verified token
+// (extra.TokenInfo, never the session's first token), or from the stdio
+// token.
+func (s *Server) callerOf(ctx context.Context, extra *mcp.RequestExtra) caller {
+	if extra != nil && extra.TokenInfo != nil {
+		if sc, ok := claims.ScopeFromTokenInfo(extra.TokenInfo); ok {
+			return caller{scope: sc, oauth: extra.TokenInfo.Scopes, expiry: extra.TokenInfo.Expiration}
+		}
+		return caller{deny: &DenyError{Rule: RuleScopeRequired, Reason: "the verified token carries no tenant scope"}}
+	}
+	s.mu.Lock()
+	st := s.surface.stdio
+	s.mu.Unlock()
+	if st != nil {
+		sc, oauth, err := st.currentWithScopes(ctx)
+		if err != nil {
+			return caller{deny: &DenyError{Rule: RuleTokenExpired, Reason: s.logRedactor().Error(err)}}
+		}
+		return caller{scope: sc, oauth: oauth}
+	}
+	return caller{deny: &DenyError{Rule: RuleScopeRequired, Reason: "the call carries no verified bearer token"}}
+}
+
+// Kinds of item a Require guards, as they appear in witnesses.
+const (
+	kindTool     = "tool"
+	kindPrompt   = "prompt"
+	kindResource = "resource"
+)
+
+// setRequire records r for the item; it is consulted by the list filter,
+// the HTTP pre-check and the call path.
+func (s *Server) setRequire(kind, name string, r Require) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setRequireLocked(kind, name, r)
+}
+
+func (s *Server) setRequireLocked(kind, name string, r Require) {
+	if r.zero() {
+		return
+	}
+	if s.surface.requires == nil {
+		s.surface.requires = map[string]Require{}
+	}
+	s.surface.requires[kind+"\x00"+name] = r
+}
+
+func (s *Server) requireOf(kind, name string) Require {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.surface.requires[kind+"\x00"+name]
+}
+
+// authorize is the call-time check: the item's Require against the
+// caller. It runs on every transport, whether or not the HTTP pre-check
+// already refused the request.
+func (s *Server) authorize(kind, name string, c caller) *DenyError {
+	if r := s.requireOf(kind, name); !r.zero() && !r.allows(c.scope, c.oauth) {
+		return r.denial(kind, name)
+	}
+	return nil
+}
+
+// requiredScopes is every OAuth scope some Require names, for the
+// protected-resource metadata's scopes_supported.
+func (s *Server) requiredScopes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.surface.requires {
+		for _, sc := range r.Scopes {
+			if !slices.Contains(out, sc) {
+				out = append(out, sc)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// filterLists is a receiving middleware: the results of tools/list,
+// prompts/list, resources/list and resources/templates/list keep only the
+// items the caller meets the Require of. (It only hides; the call path
+// enforces.)
+func (s *Server) filterLists(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || res == nil {
+			return res, err
+		}
+		var c *caller
+		may := func(kind, name string) bool {
+			r := s.requireOf(kind, name)
+			if r.zero() {
+				return true
+			}
+			if c == nil {
+				cc := s.callerOf(ctx, req.GetExtra())
+				c = &cc
+			}
+			return c.deny == nil && r.allows(c.scope, c.oauth)
+		}
+		switch r := res.(type) {
+		case *mcp.ListToolsResult:
+			r.Tools = slices.DeleteFunc(r.Tools, func(t *mcp.Tool) bool { return !may(kindTool, t.Name) })
+		case *mcp.ListPromptsResult:
+			r.Prompts = slices.DeleteFunc(r.Prompts, func(p *mcp.Prompt) bool { return !may(kindPrompt, p.Name) })
+		case *mcp.ListResourcesResult:
+			r.Resources = slices.DeleteFunc(r.Resources, func(x *mcp.Resource) bool { return !may(kindResource, x.URI) })
+		case *mcp.ListResourceTemplatesResult:
+			r.ResourceTemplates = slices.DeleteFunc(r.ResourceTemplates, func(x *mcp.ResourceTemplate) bool { return !may(kindResource, x.URITemplate) })
+		}
+		return res, nil
+	}
+}
+
+// httpPrecheck refuses, before the go-sdk handles it, an HTTP request
+// whose JSON-RPC body calls a tool, gets a prompt or reads a resource the
+// verified token does not meet the Require of: 403 with the RFC 6750
+// insufficient_scope challenge the MCP authorization spec asks for. The
+// go-sdk decodes JSON-RPC inside its handler, so this reads the body (the
+// MaxBytesHandler outside bounds it) and hands the same bytes on. The
+// call path checks again: this is the HTTP answer, not the enforcement.
+func (s *Server) httpPrecheck(metaURL string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if d := s.precheck(r.Context(), body); d != nil {
+			r := s.requireOfDenial(d)
+			ch := `Bearer error="insufficient_scope"`
+			if len(r.Scopes) > 0 {
+				ch += fmt.Sprintf(`, scope=%q`, strings.Join(r.Scopes, " "))
+			}
+			ch += fmt.Sprintf(`, error_description=%q, resource_metadata=%q`, d.Reason, metaURL)
+			w.Header().Set("WWW-Authenticate", ch)
+			http.Error(w, "insufficient_scope: "+d.Reason, http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) requireOfDenial(d *DenyError) Require {
+	kind, _ := d.Witness["kind"].(string)
+	return s.requireOf(kind, d.Tool)
+}
+
+// rpcMessage is the part of a JSON-RPC message the pre-check reads.
+type rpcMessage struct {
+	Method string `json:"method"`
+	Params struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	} `json:"params"`
+}
+
+func (s *Server) precheck(ctx context.Context, body []byte) *DenyError {
+	body = bytes.TrimSpace(body)
+	var msgs []rpcMessage
+	switch {
+	case len(body) > 0 && body[0] == '{':
+		var m rpcMessage
+		if json.Unmarshal(body, &m) != nil {
+			return nil // the go-sdk answers malformed JSON-RPC itself
+		}
+		msgs = []rpcMessage{m}
+	case len(body) > 0 && body[0] == '[':
+		if json.Unmarshal(body, &msgs) != nil {
+			return nil
+		}
+	}
+	var c *caller
+	for _, m := range msgs {
+		var kind, name string
+		switch m.Method {
+		case "tools/call":
+			kind, name = kindTool, m.Params.Name
+		case "prompts/get":
+			kind, name = kindPrompt, m.Params.Name
+		case "resources/read":
+			kind, name = kindResource, s.resourceKey(m.Params.URI)
+		default:
+			continue
+		}
+		r := s.requireOf(kind, name)
+		if r.zero() {
+			continue
+		}
+		if c == nil {
+			ti := auth.TokenInfoFromContext(ctx) // this request's token: the bearer middleware just verified it
+			cc := s.callerOf(ctx, &mcp.RequestExtra{TokenInfo: ti})
+			c = &cc
+		}
+		if c.deny == nil && !r.allows(c.scope, c.oauth) {
+			return r.denial(kind, name)
+		}
+	}
+	return nil
+}
+
+// mergeScopes is a ∪ b, sorted, without duplicates.
+func mergeScopes(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
+	sort.Strings(out)
+	return slices.Compact(out)
+}

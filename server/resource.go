@@ -1,0 +1,406 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/tenantmcp/tenantmcp/flow"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/mint"
+	"github.com/tenantmcp/tenantmcp/redact"
+)
+
+// Resource describes a resource with a fixed URI to AddResource.
+type Resource struct {
+	URI         string
+	Name        string
+	Title       string
+	Description string
+	// Require restricts who may list and read it.
+	Require Require
+	// Flow declares the information-flow label of what it returns (see
+	// package flow); a resource cannot be a sink.
+	Flow flow.Decl
+}
+
+// ResourceTemplate describes a family of resources to AddResourceTemplate,
+// addressed by an RFC 6570 URI template such as "hotel://bookings/{id}".
+type ResourceTemplate struct {
+	URITemplate string
+	Name        string
+	Title       string
+	Description string
+	Require     Require
+	Flow        flow.Decl
+	// Complete offers completions (completion/complete) for the named
+	// template variables.
+	Complete map[string]Completion
+}
+
+// ResourceHandler reads a resource. vars holds the URI template's
+// variables (nil for a Resource). ctx carries the caller's scope and the
+// call's deadline; db adds the tenant predicates. Return
+// guardedsql.ErrNotFound for "no such resource (for you)": the client then
+// gets exactly the answer of a URI that matches nothing.
+type ResourceHandler[Out any] func(ctx context.Context, db *guardedsql.DB, vars map[string]string) (Out, error)
+
+// readFunc runs a resource handler, untyped.
+type readFunc func(ctx context.Context, db *guardedsql.DB, vars map[string]string) (any, error)
+
+// resourceEntry is one registered resource or template.
+type resourceEntry struct {
+	key   string // the URI, or the URI template
+	name  string
+	tmpl  *uritemplate.Template // nil for a fixed URI
+	read  readFunc
+	ft    *flow.Tool
+	compl map[string]Completion
+}
+
+// surfaceState is what the server keeps of resources, prompts,
+// completions, per-item requirements and subscriptions. Guarded by
+// Server.mu.
+type surfaceState struct {
+	requires  map[string]Require
+	resources []*resourceEntry
+	prompts   map[string]*promptEntry
+	subs      map[*mcp.ServerSession]map[string]caller
+	stdio     *stdioToken
+}
+
+// MIMEJSON is the MIME type of every resource's contents: the redacted
+// JSON of the handler's result.
+const MIMEJSON = "application/json"
+
+// AddResource registers a resource with a fixed URI. It reads through the
+// same path as a tool call: scope from the request's verified token, the
+// Require check, the guarded DB, the result through package redact, its
+// flow label recorded, one audit record per read.
+func AddResource[Out any](s *Server, r Resource, h ResourceHandler[Out]) error {
+	if r.URI == "" || r.Name == "" || h == nil {
+		return fmt.Errorf("%w: a resource needs a URI, a name and a handler", ErrConfig)
+	}
+	e := &resourceEntry{key: r.URI, name: r.Name, read: typedRead(h)}
+	return s.addResource(e, reflect.TypeFor[Out](), r.Flow, r.Require, func() {
+		s.mcp.AddResource(&mcp.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: MIMEJSON}, s.readHandler(e))
+	})
+}
+
+// AddResourceTemplate registers a resource template. Its variables are
+// tool inputs by another name and obey the same rule: a variable named
+// like a scope key (tenant_id, a scope level, "<level>_id", …) makes it
+// fail with a *TenantInputError, because the tenant comes only from the
+// token. A URI of another tenant's row reads exactly like a URI that
+// matches nothing (mcp.ResourceNotFoundError).
+func AddResourceTemplate[Out any](s *Server, t ResourceTemplate, h ResourceHandler[Out]) error {
+	if t.URITemplate == "" || t.Name == "" || h == nil {
+		return fmt.Errorf("%w: a resource template needs a URI template, a name and a handler", ErrConfig)
+	}
+	tmpl, err := uritemplate.New(t.URITemplate)
+	if err != nil {
+		return fmt.Errorf("%w: resource template %q: %v", ErrConfig, t.URITemplate, err)
+	}
+	for _, v := range tmpl.Varnames() {
+		if k, bad := s.forbidden[normalizeKey(v)]; bad {
+			return &TenantInputError{Tool: t.Name, Property: "{" + v + "}", Key: k}
+		}
+	}
+	for v := range t.Complete {
+		if !containsString(tmpl.Varnames(), v) {
+			return fmt.Errorf("%w: resource template %q completes %q, which is not one of its variables", ErrConfig, t.URITemplate, v)
+		}
+	}
+	e := &resourceEntry{key: t.URITemplate, name: t.Name, tmpl: tmpl, read: typedRead(h), compl: t.Complete}
+	return s.addResource(e, reflect.TypeFor[Out](), t.Flow, t.Require, func() {
+		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: MIMEJSON}, s.readHandler(e))
+	})
+}
+
+func containsString(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func typedRead[Out any](h ResourceHandler[Out]) readFunc {
+	return func(ctx context.Context, db *guardedsql.DB, vars map[string]string) (any, error) {
+		return h(ctx, db, vars)
+	}
+}
+
+func (s *Server) addResource(e *resourceEntry, out reflect.Type, decl flow.Decl, req Require, register func()) error {
+	if decl.Sink != nil {
+		return fmt.Errorf("%w: resource %q: a resource cannot be a sink", ErrConfig, e.key)
+	}
+	s.mu.Lock()
+	for _, o := range s.surface.resources {
+		if o.key == e.key {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: resource %q registered twice", ErrConfig, e.key)
+		}
+	}
+	s.mu.Unlock()
+	if s.opts.Flow != nil {
+		ft, err := s.opts.Flow.Register("resource:"+e.name, reflect.TypeFor[struct{}](), out, decl)
+		if err != nil {
+			return fmt.Errorf("%w: resource %q: %w", ErrConfig, e.key, err)
+		}
+		e.ft = ft
+	}
+	var regErr error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				regErr = fmt.Errorf("%w: resource %q: %v", ErrConfig, e.key, r)
+			}
+		}()
+		register()
+	}()
+	if regErr != nil {
+		return regErr
+	}
+	s.mu.Lock()
+	s.surface.resources = append(s.surface.resources, e)
+	s.mu.Unlock()
+	s.setRequire(kindResource, e.key, req)
+	return nil
+}
+
+// lookupResource finds the resource or template uri addresses, and the
+// template's variables.
+func (s *Server) lookupResource(uri string) (*resourceEntry, map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.surface.resources {
+		if e.tmpl == nil && e.key == uri {
+			return e, nil
+		}
+	}
+	for _, e := range s.surface.resources {
+		if e.tmpl == nil {
+			continue
+		}
+		if vals := e.tmpl.Match(uri); vals != nil {
+			vars := map[string]string{}
+			for _, n := range e.tmpl.Varnames() {
+				vars[n] = vals.Get(n).String()
+			}
+			return e, vars
+		}
+	}
+	return nil, nil
+}
+
+// resourceKey is the Require key of uri: the fixed URI or the template.
+func (s *Server) resourceKey(uri string) string {
+	if e, _ := s.lookupResource(uri); e != nil {
+		return e.key
+	}
+	return uri
+}
+
+// readHandler is the one path of a resource read.
+func (s *Server) readHandler(e *resourceEntry) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		uri := req.Params.URI
+		start := s.opts.Now()
+		a := auditRecord{tool: e.name, method: "resources/read", callID: newCorrelationID()}
+		c := s.callerOf(ctx, req.Extra)
+		a.scope = c.scope
+		red := s.redactor().ForScope(c.scope)
+		res, err := s.read(ctx, &a, red, c, e, req)
+		a.duration = s.opts.Now().Sub(start)
+		a.report = red.Report()
+		s.audit(ctx, &a)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: MIMEJSON, Text: string(res)}}}, nil
+	}
+}
+
+func (s *Server) read(ctx context.Context, a *auditRecord, red *redact.Scoped, c caller, e *resourceEntry, req *mcp.ReadResourceRequest) ([]byte, error) {
+	uri := req.Params.URI
+	if c.deny != nil {
+		return nil, s.deny(a, red, c.deny)
+	}
+	if d := s.authorize(kindResource, e.key, c); d != nil {
+		return nil, s.deny(a, red, d)
+	}
+	_, vars := s.lookupResource(uri)
+	ctx = mint.NewContext(ctx, c.scope)
+	var fc *flow.Call
+	if e.ft != nil {
+		fc, _ = e.ft.Begin(flowInfo(c, a.callID, req.Session, req.Params.Meta, req.Extra))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	out, err := s.runRead(ctx, e, vars)
+	if err != nil {
+		return nil, s.rpcError(ctx, a, red, err, func() error { return mcp.ResourceNotFoundError(uri) })
+	}
+	js, err := red.JSON(out)
+	if err != nil {
+		return nil, s.rpcError(ctx, a, red, fmt.Errorf("redacting result: %w", err), nil)
+	}
+	if fc != nil {
+		fc.Record(out, red.Report())
+	}
+	a.outcome = OutcomeOK
+	a.rows = countRows(out)
+	return js, nil
+}
+
+// runRead runs a read handler, turning a panic into an error.
+func (s *Server) runRead(ctx context.Context, e *resourceEntry, vars map[string]string) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("resource handler panic: %v", r)
+		}
+	}()
+	return e.read(ctx, s.opts.DB, vars)
+}
+
+// flowInfo is flowCallInfo for requests other than tools/call.
+func flowInfo(c caller, callID string, ss *mcp.ServerSession, meta mcp.Meta, extra *mcp.RequestExtra) flow.CallInfo {
+	ci := flow.CallInfo{Subject: c.scope.Subject(), CallID: callID, Args: json.RawMessage(`{}`), Meta: meta}
+	if ss != nil {
+		ci.SessionID = ss.ID()
+	}
+	if extra != nil {
+		ci.Header = extra.Header
+	}
+	return ci
+}
+
+// rpcError maps a handler error of a resource read, prompt or completion
+// to the JSON-RPC error the client gets, as handlerError does for tools:
+// notFound (if not nil) for guardedsql.ErrNotFound, the redacted message
+// of InvalidInput as invalid params, a DenyError as itself, anything else
+// logged behind a correlation id.
+func (s *Server) rpcError(ctx context.Context, a *auditRecord, red *redact.Scoped, err error, notFound func() error) error {
+	var deny *DenyError
+	var input *inputError
+	switch {
+	case errors.As(err, &deny):
+		d := *deny
+		return s.deny(a, red, &d)
+	case errors.Is(err, guardedsql.ErrNoScope):
+		return s.deny(a, red, &DenyError{Rule: RuleScopeRequired, Reason: "the request reached the database without a tenant scope"})
+	case errors.Is(err, guardedsql.ErrNotFound) && notFound != nil:
+		a.outcome = OutcomeNotFound
+		return notFound()
+	case errors.As(err, &input):
+		a.outcome = OutcomeInvalid
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: red.String(input.msg)}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		a.outcome = OutcomeTimeout
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("timed out after %s", s.opts.CallTimeout)}
+	}
+	a.outcome = OutcomeError
+	s.opts.Logger.Error(a.method+" failed",
+		slog.String("name", a.tool),
+		slog.String("call_id", a.callID),
+		slog.String("error", s.logRedactor().Error(err)))
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("internal error (correlation id %s)", a.callID)}
+}
+
+// ResourceUpdated tells the sessions subscribed to uri that it changed.
+// Each subscriber is told only if the scope it subscribed with can read
+// uri now (the read runs under that scope and its result is discarded),
+// so a change to a row is announced only to sessions whose scope covers
+// it. Call it after a write, with the URI of the changed row.
+func (s *Server) ResourceUpdated(ctx context.Context, uri string) error {
+	return s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+}
+
+// maxSubscriptions bounds one session's subscriptions.
+const maxSubscriptions = 256
+
+// subscribe records the subscription of the request's session with the
+// caller's scope. Every URI is accepted, whether it exists, is another
+// tenant's or is not readable at all: the answer must not tell them apart.
+// What the subscription may receive is decided when a change is announced.
+func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	c := s.callerOf(ctx, req.Extra)
+	if c.deny != nil {
+		return c.deny.wire(mustJSON(c.deny.Rule))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.surface.subs == nil {
+		s.surface.subs = map[*mcp.ServerSession]map[string]caller{}
+	}
+	m := s.surface.subs[req.Session]
+	if m == nil {
+		m = map[string]caller{}
+		s.surface.subs[req.Session] = m
+	}
+	if _, ok := m[req.Params.URI]; !ok && len(m) >= maxSubscriptions {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("at most %d subscriptions per session", maxSubscriptions)}
+	}
+	m[req.Params.URI] = c
+	return nil
+}
+
+func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.surface.subs[req.Session]; m != nil {
+		delete(m, req.Params.URI)
+		if len(m) == 0 {
+			delete(s.surface.subs, req.Session)
+		}
+	}
+	return nil
+}
+
+// filterNotifications is a sending middleware: a resources/updated
+// notification reaches a session only if the scope it subscribed with can
+// read the URI now.
+func (s *Server) filterNotifications(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "notifications/resources/updated" {
+			return next(ctx, method, req)
+		}
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		p, _ := req.GetParams().(*mcp.ResourceUpdatedNotificationParams)
+		if ss == nil || p == nil {
+			return nil, nil
+		}
+		s.mu.Lock()
+		c, ok := s.surface.subs[ss][p.URI]
+		s.mu.Unlock()
+		if !ok || !s.canRead(ctx, c, p.URI) {
+			return nil, nil // not announced: the subscriber's scope does not cover it
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// canRead reports whether caller c can read uri: the resource exists, c
+// meets its Require, and its handler succeeds under c's scope.
+func (s *Server) canRead(ctx context.Context, c caller, uri string) bool {
+	e, vars := s.lookupResource(uri)
+	if e == nil || c.deny != nil || s.authorize(kindResource, e.key, c) != nil {
+		return false
+	}
+	if !c.expiry.IsZero() && !s.opts.Now().Before(c.expiry) {
+		return false // the token the subscription was made with has expired
+	}
+	ctx, cancel := context.WithTimeout(mint.NewContext(context.WithoutCancel(ctx), c.scope), s.opts.CallTimeout)
+	defer cancel()
+	_, err := s.runRead(ctx, e, vars)
+	return err == nil
+}
