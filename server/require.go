@@ -95,8 +95,8 @@ func (r Require) describe() string {
 type caller struct {
 	scope  scope.Scope
 	oauth  []string
-	expiry time.Time // the token's expiry (zero if unknown)
-	deny  *DenyError // set when no scope could be derived
+	expiry time.Time  // the token's expiry (zero if unknown)
+	deny   *DenyError // set when no scope could be derived
 }
 
 // callerOf derives the caller from the current request's verified token
