@@ -178,6 +178,9 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if err := Register(srv); err != nil {
 		return nil, err
 	}
+	if err := RegisterSurface(srv); err != nil {
+		return nil, err
+	}
 	app.Server = srv
 	if err := registerFlowTools(app); err != nil {
 		return nil, err

@@ -68,7 +68,9 @@ type Room struct {
 	RateCents int64  `json:"rate_cents"`
 }
 
-// Register adds the hotel tools to s.
+// Register adds the hotel tools to s: cancel_booking and revenue_report
+// require the manager role (Manager); the front desk neither sees nor
+// calls them.
 func Register(s *server.Server) error {
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	regs := []error{
@@ -76,9 +78,17 @@ func Register(s *server.Server) error {
 		server.AddTool(s, server.Tool{Name: "list_bookings", Description: "Bookings whose check-in falls in a date range, newest first, paginated.", Annotations: ro}, ListBookings),
 		server.AddTool(s, server.Tool{Name: "get_booking", Description: "One booking with its guest and payments.", Annotations: ro}, GetBooking),
 		server.AddTool(s, server.Tool{Name: "create_booking", Description: "Book a room for a guest, if the room is free for the dates."}, CreateBooking),
-		server.AddTool(s, server.Tool{Name: "cancel_booking", Description: "Cancel a booking."}, CancelBooking),
+		server.AddTool(s, server.Tool{Name: "cancel_booking", Description: "Cancel a booking (managers only).", Require: Manager},
+			func(ctx context.Context, db *guardedsql.DB, in CancelBookingIn) (CancelledOut, error) {
+				out, err := CancelBooking(ctx, db, in)
+				if err == nil {
+					// Subscribers of the booking whose scope covers it hear of the change.
+					_ = s.ResourceUpdated(ctx, BookingURI(in.ID))
+				}
+				return out, err
+			}),
 		server.AddTool(s, server.Tool{Name: "find_guest", Description: "Guests whose name starts with, or whose e-mail equals, the query.", Annotations: ro}, FindGuest),
-		server.AddTool(s, server.Tool{Name: "revenue_report", Description: "Revenue and booking counts per hotel for a date range (cancelled bookings excluded).", Annotations: ro}, RevenueReport),
+		server.AddTool(s, server.Tool{Name: "revenue_report", Description: "Revenue and booking counts per hotel for a date range (cancelled bookings excluded; managers only).", Annotations: ro, Require: Manager}, RevenueReport),
 	}
 	for _, err := range regs {
 		if err != nil {
