@@ -30,7 +30,9 @@ func TestSurfaceRegistrationRefusesTenantNames(t *testing.T) {
 			t.Errorf("template %s: err = %v", tmpl, err)
 		}
 	}
-	prompt := func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) { return "", empty{}, nil }
+	prompt := func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) {
+		return "", empty{}, nil
+	}
 	if err := server.AddPrompt(f.srv, server.Prompt{Name: "p", Args: []server.PromptArg{{Name: "tenant"}}}, prompt); !errors.Is(err, server.ErrTenantInInput) {
 		t.Errorf("prompt argument named tenant: err = %v", err)
 	}
@@ -181,7 +183,9 @@ func TestCompletionRedaction(t *testing.T) {
 		{Name: "note", Complete: &server.Completion{Func: func(context.Context, *guardedsql.DB, string, map[string]string) ([]string, error) {
 			return []string{"late arrival", "mail ann@example.com"}, nil
 		}}},
-	}}, func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) { return "x", empty{}, nil })
+	}}, func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) {
+		return "x", empty{}, nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
