@@ -33,9 +33,12 @@ type scenario struct {
 	WantCats       []string
 	WantBy         string
 	// WantNote is the audit record's flow note of an allowed sink call.
-	WantNote  string
-	Stateless bool
-	run       func(r *run) result
+	WantNote string
+	// WantConsent is the audit record's consent outcome ("" for none):
+	// whether the user was asked to declassify, and what they answered.
+	WantConsent string
+	Stateless   bool
+	run         func(r *run) result
 }
 
 // result is what a scenario observed.
@@ -189,11 +192,16 @@ func (r *run) token(user string, stateless bool) (string, error) {
 // session opens an MCP session (go-sdk client, streamable HTTP) as the
 // scenario's subject for user.
 func (r *run) session(user string, stateless bool) (*mcp.ClientSession, error) {
+	return r.sessionWith(user, stateless, nil)
+}
+
+// sessionWith is session with client options (an elicitation handler).
+func (r *run) sessionWith(user string, stateless bool, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	tok, err := r.token(user, stateless)
 	if err != nil {
 		return nil, err
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "flowtable", Version: "1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "flowtable", Version: "1"}, opts)
 	return client.Connect(r.ctx, &mcp.StreamableClientTransport{
 		Endpoint:             r.inst(stateless).app.HTTP.ResourceURL,
 		HTTPClient:           &http.Client{Transport: bearer{tok, http.DefaultTransport}},
@@ -314,6 +322,11 @@ func (row *Row) check(inst *instance, outboxBefore int) {
 	for _, rec := range recs {
 		if rec["tool"] == row.Tool {
 			last = rec
+		}
+	}
+	if last != nil {
+		if got, _ := last["consent"].(string); got != row.WantConsent {
+			*p = append(*p, fmt.Sprintf("audit consent %q, want %q", got, row.WantConsent))
 		}
 	}
 	switch {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/flow"
+	"github.com/tenantmcp/tenantmcp/server"
 )
 
 const (
@@ -33,6 +35,28 @@ func mail(to string) map[string]any  { return map[string]any{"to": to, "body": "
 func hook(url string) map[string]any { return map[string]any{"url": url, "body": "{}"} }
 func declassify(reason string) mcp.Meta {
 	return mcp.Meta{flow.MetaDeclassify: reason}
+}
+
+// asking is single with a client that answers the server's elicitation
+// (the declassification request) with answer: "accept" (allow=true) or
+// "decline".
+func (r *run) asking(answer string, judged string, args map[string]any, meta mcp.Meta, calls ...any) result {
+	cs, err := r.sessionWith("carol", false, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if answer == "accept" {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}, nil
+			}
+			return &mcp.ElicitResult{Action: answer}, nil
+		},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	defer cs.Close()
+	if err := r.steps(cs, nil, calls...); err != nil {
+		return fail(err)
+	}
+	return r.judge(cs, "carol", judged, args, meta)
 }
 
 // steps runs preparatory calls in cs, in order; each is tool and args.
@@ -167,15 +191,15 @@ func scenarios(e *env) []scenario {
 				}
 				return r.judge(cs, "carol", webhookSink, hook(externalHook), mcp.Meta{flow.MetaConversation: "c2"})
 			}},
-		{ID: "A9", Pattern: "declassification with the wrong reason",
-			Composition: "get_booking → send_confirmation_email(to=guest's own address, _meta declassify=marketing)",
-			Want:        "DENY", WantRule: flow.RuleDeclassify,
+		{ID: "A9", Pattern: "the model names a wrong declassification reason in _meta",
+			Composition: "get_booking → send_confirmation_email(to=guest's own address, _meta declassify=marketing; the client cannot be asked)",
+			Want:        "DENY", WantRule: flow.RuleCategory, WantCats: []string{payment}, WantBy: "get_booking", WantConsent: server.ConsentUnsupported,
 			run: func(r *run) result {
 				return r.single("carol", emailSink, mail(guestMail), declassify("marketing"), "get_booking", gb)
 			}},
-		{ID: "A10", Pattern: "right reason, wrong destination",
+		{ID: "A10", Pattern: "right reason in _meta, wrong destination",
 			Composition: "get_booking → send_confirmation_email(to=" + external + ", _meta declassify=" + declassReason + ")",
-			Want:        "DENY", WantRule: flow.RuleDeclassify,
+			Want:        "DENY", WantRule: flow.RuleCategory, WantBy: "get_booking",
 			run: func(r *run) result {
 				return r.single("carol", emailSink, mail(external), declassify(declassReason), "get_booking", gb)
 			}},
@@ -257,6 +281,24 @@ func scenarios(e *env) []scenario {
 			Composition: "carol: find_guest · bob's token + carol's Mcp-Session-Id: post_webhook(" + externalHook + ")",
 			Want:        "DENY", WantRule: "http 403 (session bound to its subject)",
 			run: func(r *run) result { return r.hijack() }},
+		{ID: "A21", Pattern: "the model declassifies itself: the right reason in _meta, no user asked",
+			Composition: "get_booking → send_confirmation_email(to=the guest, _meta declassify=" + declassReason + "; the client cannot be asked)",
+			Want:        "DENY", WantRule: flow.RuleCategory, WantCats: []string{payment}, WantBy: "get_booking", WantConsent: server.ConsentUnsupported,
+			run: func(r *run) result {
+				return r.single("carol", emailSink, mail(guestMail), declassify(declassReason), "get_booking", gb)
+			}},
+		{ID: "A22", Pattern: "the user declines the declassification the server asks for",
+			Composition: "get_booking → send_confirmation_email(to=the guest) → elicitation: user declines",
+			Want:        "DENY", WantRule: flow.RuleCategory, WantCats: []string{payment}, WantBy: "get_booking", WantConsent: server.ConsentDeclined,
+			run: func(r *run) result {
+				return r.asking("decline", emailSink, mail(guestMail), nil, "get_booking", gb)
+			}},
+		{ID: "A23", Pattern: "the model sets _meta and the user declines",
+			Composition: "get_booking → send_confirmation_email(to=the guest, _meta declassify=" + declassReason + ") → elicitation: user declines",
+			Want:        "DENY", WantRule: flow.RuleCategory, WantCats: []string{payment}, WantBy: "get_booking", WantConsent: server.ConsentDeclined,
+			run: func(r *run) result {
+				return r.asking("decline", emailSink, mail(guestMail), declassify(declassReason), "get_booking", gb)
+			}},
 
 		// ---- benign flows ----
 		{ID: "B1", Pattern: "public availability → external webhook",
@@ -282,10 +324,11 @@ func scenarios(e *env) []scenario {
 				return r.single("carol", emailSink, mail(guestMail), nil, t, a, availability, searchArgs,
 					"create_booking", map[string]any{"room_id": r.e.room, "guest_id": r.e.guest.ID, "check_in": "2031-05-01", "check_out": "2031-05-03"})
 			}},
-		{ID: "B5", Pattern: "invoice with payment data to the guest, declassified with the right reason",
-			Composition: "get_booking → send_confirmation_email(to=the guest, _meta declassify=" + declassReason + ")", Want: "ALLOW", WantNote: "declassified:" + declassReason,
+		{ID: "B5", Pattern: "invoice with payment data to the guest, declassified because the user accepts",
+			Composition: "get_booking → send_confirmation_email(to=the guest) → elicitation shows the witness: user accepts",
+			Want:        "ALLOW", WantNote: "declassified:" + declassReason + " (user consent)", WantConsent: server.ConsentAccepted,
 			run: func(r *run) result {
-				return r.single("carol", emailSink, mail(guestMail), declassify(declassReason), "get_booking", gb)
+				return r.asking("accept", emailSink, mail(guestMail), nil, "get_booking", gb)
 			}},
 		{ID: "B6", Pattern: "guest PII → the hotels' staff address",
 			Composition: "find_guest → send_confirmation_email(to=" + staffMail + ")", Want: "ALLOW",
