@@ -75,14 +75,27 @@
 // pii:"email", where the redactor counted no other address. It is how a
 // guest's own data may reach that guest and nobody else.
 //
-// A call may ask for a declassification (CapShim's T-Declassify) by naming
-// a reason in its _meta (MetaDeclassify, "tenantmcp/declassify"). The
-// policy rule of that reason, if it names the sink and the destination,
-// lets its categories through and clears the destination up to its
-// max_level, for this call only; the taint is unchanged and the audit
-// record notes the reason. A reason no rule names, or whose rule does not
-// cover the call, is denied (RuleDeclassify), even for a flow that would
-// be allowed without it.
+// A declassification (CapShim's T-Declassify) is granted by the person
+// using the client, not by the model. When a sink call is denied (by
+// RuleCategory or RuleLevel) and a rule of the policy's "declassify" list
+// would allow it, the Denial names that rule's reason in Offer, and
+// Denial.Explain renders the witness in plain words. The server asks the
+// user (MCP elicitation) and, only on an explicit accept, calls Begin again
+// with CallInfo.Consent set to that reason: the rule lets its categories
+// through and clears the destination up to its max_level, for this call
+// only; the taint is unchanged and the audit record notes
+// "declassified:<reason> (user consent)".
+//
+// A reason in the call's _meta (MetaDeclassify, "tenantmcp/declassify") is
+// written by the client, that is by the model's host, so by default it is
+// ignored: a model that sets it is judged as if it had not (and the user is
+// asked, if a rule applies). A policy may opt in with
+// "declassify_from_meta": true, for clients trusted to set _meta only on
+// their user's word; then the rule of that reason, if it names the sink and
+// the destination, applies as above (noted "declassified:<reason>"), and a
+// reason no rule names, or whose rule does not cover the call, is denied
+// (RuleDeclassify), even for a flow that would be allowed without it. A
+// consented reason that does not cover the call is denied the same way.
 //
 // # Denials and witnesses
 //
@@ -152,6 +165,8 @@
 //   - tools: tool → level, or {"level", "categories"}.
 //   - declassify: rules of reason (a short lower-case name), sink (a tool
 //     name or a list), to (patterns), categories, max_level.
+//   - declassify_from_meta: true lets a call's _meta name the reason
+//     (default false: only the user's consent declassifies).
 //
 // Destination patterns: "email:ann@example.com", "email:*@example.com"
 // (that domain only), "email:*@*.example.com" (its subdomains only),

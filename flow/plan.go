@@ -29,7 +29,9 @@ type PlanStep struct {
 	Tool string         `json:"tool" jsonschema:"the tool to call"`
 	Args map[string]any `json:"args,omitempty" jsonschema:"its arguments; a string \"$ret:N\" stands for the result of step N"`
 	// Declassify is the declassification reason the call would carry
-	// (MetaDeclassify).
+	// (MetaDeclassify). It counts only under a policy that opts in
+	// (declassify_from_meta); otherwise a step a rule could allow is
+	// "deferred": it runs only if the user consents when it is called.
 	Declassify string `json:"declassify,omitempty" jsonschema:"the declassification reason the call would carry, if any"`
 }
 

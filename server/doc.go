@@ -1,4 +1,4 @@
-// Package server builds a multi-tenant MCP tool server on the go-sdk
+// Package server builds a multi-tenant MCP server on the go-sdk
 // (github.com/modelcontextprotocol/go-sdk) in which every tool call is
 // scoped to the tenants of the caller's verified token.
 //
@@ -24,6 +24,46 @@
 //   - one audit record per call goes to the audit logger: time, subject,
 //     grants, tool, outcome, rows, duration and redaction counts, never a
 //     token or a value that was redacted.
+//
+// The rest of the MCP surface goes the same way. AddResource and
+// AddResourceTemplate (URIs such as "hotel://bookings/{id}") and AddPrompt
+// take handlers of the same shape (ctx with the scope, the guarded DB, the
+// template variables or prompt arguments); template variables and prompt
+// arguments obey the tenant-free rule of tool inputs; results go through
+// the redactor, label the session's flow taint and get one audit record
+// each. A resource of another tenant reads exactly like a missing one
+// (mcp.ResourceNotFoundError), as does a URI no template matches.
+// Completion (on a PromptArg or a ResourceTemplate variable) answers
+// completion/complete under the caller's scope through the guard, and
+// offers a value only if the caller's redaction leaves it unchanged, so a
+// completion never suggests another tenant's value or personal data the
+// role may not see. Subscribing to any URI succeeds; a resources/updated
+// notification (Server.ResourceUpdated, after a write) reaches a
+// subscriber only if the scope it subscribed with can read the URI then.
+//
+// Per-item authorization: Tool.Require, Prompt.Require and
+// Resource.Require name roles (any of) and OAuth scopes (all of, from the
+// token's scope or scp claim). tools/list, prompts/list, resources/list
+// and resources/templates/list show each caller only what it meets; a
+// request naming an item anyway is refused before its handler: with HTTP
+// 403 and WWW-Authenticate: Bearer error="insufficient_scope", scope="…"
+// on streamable HTTP (read from the request body before the go-sdk
+// handles it), and always at call time with a DenyError of rule
+// RuleInsufficientScope (ErrInsufficientScope), which is all a stdio
+// client sees. The protected-resource metadata's scopes_supported lists
+// every scope a Require names.
+//
+// Declassification is the user's decision. When the flow policy denies a
+// sink call that one of its declassification rules would allow, the
+// server asks the client's user through MCP elicitation, showing the
+// witness in plain words (which data, from which calls, to which
+// destination, under which rule). Only an explicit accept (allow=true)
+// declassifies, for that call only, and the audit record keeps the
+// witness and "consent":"accepted"; decline, cancel, a client without the
+// elicitation capability (and stateless HTTP, where the server cannot ask)
+// and Options.ConsentTimeout deny as before. A declassification reason in
+// the call's _meta is written by the model's host and counts only if the
+// policy opts in (see package flow).
 //
 // Transports: Handler serves streamable HTTP (stateful or stateless) behind
 // the go-sdk's bearer-token middleware fed by package claims, with RFC 9728
