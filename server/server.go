@@ -160,6 +160,11 @@ func New(opts Options) (*Server, error) {
 		CompletionHandler:  s.complete,
 		SubscribeHandler:   s.subscribe,
 		UnsubscribeHandler: s.unsubscribe,
+		// Every list and read answers one caller's scope and roles: no
+		// shared cache may keep it (the protocol's default is "public").
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			c.CacheScope, c.TTLMs = "private", 0
+		},
 	})
 	s.mcp.AddReceivingMiddleware(s.filterLists)
 	s.mcp.AddSendingMiddleware(s.filterNotifications)

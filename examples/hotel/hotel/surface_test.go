@@ -87,7 +87,7 @@ func TestResourcesAreTenantScoped(t *testing.T) {
 
 	// resources/list and templates/list: two resources' worth, same for all.
 	rl, err := alice.ListResources(ctx, nil)
-	if err != nil || len(rl.Resources) != 1 || rl.Resources[0].URI != hotel.URIHotels {
+	if err != nil || len(rl.Resources) != 1 || rl.Resources[0].URI != hotel.URIHotels || rl.CacheScope != "private" {
 		t.Fatalf("resources/list = %+v, %v", rl, err)
 	}
 	tl, err := alice.ListResourceTemplates(ctx, nil)
@@ -188,6 +188,10 @@ func readJSON(t *testing.T, cs *mcp.ClientSession, uri string, out any) {
 	}
 	if len(res.Contents) != 1 || res.Contents[0].MIMEType != server.MIMEJSON {
 		t.Fatalf("read %s: contents %+v", uri, res.Contents)
+	}
+	// A tenant's read must not be cached for anyone else.
+	if res.CacheScope != "private" {
+		t.Errorf("read %s: cacheScope %q, want private", uri, res.CacheScope)
 	}
 	if err := json.Unmarshal([]byte(res.Contents[0].Text), out); err != nil {
 		t.Fatalf("read %s: %v", uri, err)
