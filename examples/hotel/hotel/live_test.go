@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,5 +154,33 @@ func runLive(t *testing.T, dsn string, d *hotel.Data) {
 	rev, res := call[hotel.RevenueOut](t, h.connect(t, h.tokenFor(t, "bob")), "revenue_report", map[string]any{"from": "2026-01-01", "to": "2027-01-01"})
 	if res.IsError || len(rev.Hotels) != 3 {
 		t.Fatalf("revenue_report: %s %+v", text(res), rev)
+	}
+	// Resources, prompt and completions run the same guard on this engine.
+	var own hotel.BookingDetail
+	readJSON(t, cs, hotel.BookingURI(created.ID), &own)
+	if own.Booking.ID != created.ID {
+		t.Fatalf("alice reads her chain's booking: %+v", own.Booking)
+	}
+	if e := readErr(t, cs, hotel.BookingURI(globex)); e.Message != readErr(t, cs, hotel.BookingURI(999999999)).Message {
+		t.Fatalf("foreign read %q differs from a missing one", e.Message)
+	}
+	g := d.Guests[guest-1]
+	comp, err := carolCS.Complete(context.Background(), &mcp.CompleteParams{
+		Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: hotel.PromptGuestBriefing},
+		Argument: mcp.CompleteParamsArgument{Name: "guest", Value: g.FullName[:3]}})
+	if err != nil || !slices.Contains(comp.Completion.Values, g.FullName) {
+		t.Fatalf("completion: %v %+v", err, comp)
+	}
+	for _, v := range comp.Completion.Values {
+		found := false
+		for _, x := range d.Guests {
+			found = found || x.HotelID == "acme-paris" && x.FullName == v
+		}
+		if !found {
+			t.Fatalf("carol was offered %q, not a guest of her hotel", v)
+		}
+	}
+	if _, err := carolCS.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: hotel.PromptGuestBriefing, Arguments: map[string]string{"guest": g.FullName}}); err != nil {
+		t.Fatalf("prompt: %v", err)
 	}
 }
