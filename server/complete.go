@@ -38,16 +38,9 @@ type Completion struct {
 // caller may not use (Require) answers exactly like a reference that does
 // not exist: no values.
 func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-	start := s.opts.Now()
-	p := req.Params
-	a := auditRecord{method: "completion/complete", callID: newCorrelationID()}
-	c := s.callerOf(ctx, req.Extra)
-	a.scope = c.scope
-	red := s.redactor().ForScope(c.scope)
-	vals, err := s.completeValues(ctx, &a, red, c, p)
-	a.duration = s.opts.Now().Sub(start)
-	a.report = red.Report()
-	s.audit(ctx, &a)
+	vals, err := audited(s, ctx, req.Extra, "completion/complete", "", func(a *auditRecord, red *redact.Scoped, c caller) ([]string, error) {
+		return s.completeValues(ctx, a, red, c, req.Params)
+	})
 	if err != nil {
 		return nil, err
 	}

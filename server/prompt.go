@@ -10,7 +10,6 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/mint"
 	"github.com/tenantmcp/tenantmcp/redact"
 )
 
@@ -95,16 +94,9 @@ func AddPrompt[Data any](s *Server, p Prompt, h PromptHandler[Data]) error {
 
 func (s *Server) promptHandler(e *promptEntry) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		start := s.opts.Now()
-		a := auditRecord{tool: e.p.Name, method: "prompts/get", callID: newCorrelationID()}
-		c := s.callerOf(ctx, req.Extra)
-		a.scope = c.scope
-		red := s.redactor().ForScope(c.scope)
-		res, err := s.getPrompt(ctx, &a, red, c, e, req)
-		a.duration = s.opts.Now().Sub(start)
-		a.report = red.Report()
-		s.audit(ctx, &a)
-		return res, err
+		return audited(s, ctx, req.Extra, "prompts/get", e.p.Name, func(a *auditRecord, red *redact.Scoped, c caller) (*mcp.GetPromptResult, error) {
+			return s.getPrompt(ctx, a, red, c, e, req)
+		})
 	}
 }
 
@@ -128,12 +120,7 @@ func (s *Server) getPrompt(ctx context.Context, a *auditRecord, red *redact.Scop
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: red.String(fmt.Sprintf("unknown argument %q", k))}
 		}
 	}
-	ctx = mint.NewContext(ctx, c.scope)
-	var fc *flow.Call
-	if e.ft != nil {
-		fc, _ = e.ft.Begin(flowInfo(c, a.callID, req.Session, req.Params.Meta, req.Extra))
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	ctx, fc, cancel := s.enter(ctx, a, c, e.ft, req.Session, req.Params.Meta, req.Extra)
 	defer cancel()
 	text, data, err := s.runPrompt(ctx, e, args)
 	notFound := func() error {

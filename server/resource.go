@@ -213,21 +213,30 @@ func (s *Server) resourceKey(uri string) string {
 // readHandler is the one path of a resource read.
 func (s *Server) readHandler(e *resourceEntry) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		uri := req.Params.URI
-		start := s.opts.Now()
-		a := auditRecord{tool: e.name, method: "resources/read", callID: newCorrelationID()}
-		c := s.callerOf(ctx, req.Extra)
-		a.scope = c.scope
-		red := s.redactor().ForScope(c.scope)
-		res, err := s.read(ctx, &a, red, c, e, req)
-		a.duration = s.opts.Now().Sub(start)
-		a.report = red.Report()
-		s.audit(ctx, &a)
+		res, err := audited(s, ctx, req.Extra, "resources/read", e.name, func(a *auditRecord, red *redact.Scoped, c caller) ([]byte, error) {
+			return s.read(ctx, a, red, c, e, req)
+		})
 		if err != nil {
 			return nil, err
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: MIMEJSON, Text: string(res)}}}, nil
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: MIMEJSON, Text: string(res)}}}, nil
 	}
+}
+
+// audited runs fn as one request (method, on the item name) of the caller
+// of extra, with that caller's redaction, and writes its one audit record.
+func audited[R any](s *Server, ctx context.Context, extra *mcp.RequestExtra, method, name string,
+	fn func(a *auditRecord, red *redact.Scoped, c caller) (R, error)) (R, error) {
+	start := s.opts.Now()
+	a := auditRecord{tool: name, method: method, callID: newCorrelationID()}
+	c := s.callerOf(ctx, extra)
+	a.scope = c.scope
+	red := s.redactor().ForScope(c.scope)
+	res, err := fn(&a, red, c)
+	a.duration = s.opts.Now().Sub(start)
+	a.report = red.Report()
+	s.audit(ctx, &a)
+	return res, err
 }
 
 func (s *Server) read(ctx context.Context, a *auditRecord, red *redact.Scoped, c caller, e *resourceEntry, req *mcp.ReadResourceRequest) ([]byte, error) {
@@ -239,12 +248,7 @@ func (s *Server) read(ctx context.Context, a *auditRecord, red *redact.Scoped, c
 		return nil, s.deny(a, red, d)
 	}
 	_, vars := s.lookupResource(uri)
-	ctx = mint.NewContext(ctx, c.scope)
-	var fc *flow.Call
-	if e.ft != nil {
-		fc, _ = e.ft.Begin(flowInfo(c, a.callID, req.Session, req.Params.Meta, req.Extra))
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	ctx, fc, cancel := s.enter(ctx, a, c, e.ft, req.Session, req.Params.Meta, req.Extra)
 	defer cancel()
 	out, err := s.runRead(ctx, e, vars)
 	if err != nil {
@@ -270,6 +274,22 @@ func (s *Server) runRead(ctx context.Context, e *resourceEntry, vars map[string]
 		}
 	}()
 	return e.read(ctx, s.opts.DB, vars)
+}
+
+// enter gives a resource read or prompt its handler's context: the
+// caller's scope (the only way a scope reaches the guarded DB), the call
+// timeout, and the flow call that will label the caller's taint with the
+// result (nil without a flow checker).
+func (s *Server) enter(ctx context.Context, a *auditRecord, c caller, ft *flow.Tool, ss *mcp.ServerSession, meta mcp.Meta,
+	extra *mcp.RequestExtra) (context.Context, *flow.Call, context.CancelFunc) {
+	ctx = mint.NewContext(ctx, c.scope)
+	var fc *flow.Call
+	if ft != nil {
+		// Not a sink: Begin never denies.
+		fc, _ = ft.Begin(flowInfo(c, a.callID, ss, meta, extra))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	return ctx, fc, cancel
 }
 
 // flowInfo is flowCallInfo for requests other than tools/call.

@@ -128,17 +128,7 @@ func TestRequireOverHTTP(t *testing.T) {
 	}
 	ts := httptest.NewServer(h)
 	defer ts.Close()
-	post := func(tok, body string) *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
+	post := func(tok, body string) *http.Response { return postJSONRPC(t, ts.URL+"/mcp", tok, body) }
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"purge","arguments":{}}}`
 	reader, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}, Extra: oauthScope([]string{"notes:read"})})
 	resp := post(reader, call)
@@ -205,14 +195,7 @@ func TestCompletionRedaction(t *testing.T) {
 		}
 		ts := httptest.NewServer(h)
 		body := `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"brief"},"argument":{"name":"` + c.arg + `","value":""}}}`
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := postJSONRPC(t, ts.URL+"/mcp", tok, body)
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		ts.Close()
@@ -247,4 +230,19 @@ func oauthScope(scopes []string) map[string]any {
 		return nil
 	}
 	return map[string]any{"scope": strings.Join(scopes, " ")}
+}
+
+// postJSONRPC posts one JSON-RPC message with a bearer token, as a
+// streamable HTTP client would.
+func postJSONRPC(t *testing.T, url, tok, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }

@@ -94,11 +94,17 @@ func (h *harness) failf(t *testing.T, format string, args ...any) {
 
 func (h *harness) connect(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	return h.dial(t, token, nil, true)
+}
+
+// dial connects a go-sdk client with opts over streamable HTTP with token.
+func (h *harness) dial(t *testing.T, token string, opts *mcp.ClientOptions, noStandaloneSSE bool) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint:             h.app.HTTP.ResourceURL,
 		HTTPClient:           &http.Client{Transport: bearer{token, http.DefaultTransport}},
-		DisableStandaloneSSE: true,
+		DisableStandaloneSSE: noStandaloneSSE,
 		MaxRetries:           -1,
 	}, nil)
 	if err != nil {

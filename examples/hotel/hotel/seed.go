@@ -195,6 +195,36 @@ func (d *Data) HotelOfBooking(id int64) string {
 	return d.Rooms[b.RoomID-1].HotelID
 }
 
+// PaidBookingOfOwner returns a paid (by card), uncancelled booking of a
+// guest of hotel whose e-mail address no other guest of that hotel has,
+// and that guest: the case where the guest's own data, payment included,
+// may reach exactly that guest ($owner in the flow policy). ok is false if
+// the data has none.
+func (d *Data) PaidBookingOfOwner(hotel string) (g GuestRow, booking int64, ok bool) {
+	count := map[string]int{}
+	for _, x := range d.Guests {
+		if x.HotelID == hotel {
+			count[x.Email]++
+		}
+	}
+	paid := map[int64]bool{}
+	for _, p := range d.Payments {
+		if p.CardNumber != "" {
+			paid[p.BookingID] = true
+		}
+	}
+	for _, b := range d.Bookings {
+		if b.GuestID < 1 || int(b.GuestID) > len(d.Guests) || d.Guests[b.GuestID-1].ID != b.GuestID {
+			return GuestRow{}, 0, false // guest ids are not dense
+		}
+		g := d.Guests[b.GuestID-1]
+		if g.HotelID == hotel && count[g.Email] == 1 && paid[b.ID] && b.Status != "cancelled" {
+			return g, b.ID, true
+		}
+	}
+	return GuestRow{}, 0, false
+}
+
 // Create runs DDL(engine) and inserts d, as the schema owner. This is a
 // migration, the one place the example writes SQL text by hand; tools
 // never do.

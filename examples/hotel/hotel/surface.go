@@ -107,21 +107,7 @@ func ListHotels(ctx context.Context, db *guardedsql.DB, _ map[string]string) (Ho
 
 func roomsOfKind(ctx context.Context, db *guardedsql.DB, kind string) (RoomsOut, error) {
 	r, h := roomsT.As("r"), hotelsT.As("h")
-	q, err := builder.Select(r.Col("id"), h.Col("id"), h.Col("name"), h.Col("city"), r.Col("number"), r.Col("kind"), r.Col("capacity"), r.Col("rate_cents")).
-		From(r).Join(h, h.Col("id").EqCol(r.Col("hotel_id"))).Where(r.Col("kind").Eq(kind)).
-		OrderBy(h.Col("id").Asc(), r.Col("number").Asc()).Limit(200).Build()
-	if err != nil {
-		return RoomsOut{}, err
-	}
-	rows, err := db.Query(ctx, q)
-	if err != nil {
-		return RoomsOut{}, err
-	}
-	rooms, err := guardedsql.CollectRows(rows, func(rs *guardedsql.Rows) (Room, error) {
-		var x Room
-		err := rs.Scan(&x.ID, &x.HotelID, &x.HotelName, &x.City, &x.Number, &x.Kind, &x.Capacity, &x.RateCents)
-		return x, err
-	})
+	rooms, err := queryRooms(ctx, db, r, h, []builder.Pred{r.Col("kind").Eq(kind)}, 200)
 	if err == nil && len(rooms) == 0 {
 		return RoomsOut{}, guardedsql.ErrNotFound // no such kind (for you)
 	}
@@ -171,20 +157,7 @@ func collectStrings(ctx context.Context, db *guardedsql.DB, q builder.Query) ([]
 func GuestBriefing(ctx context.Context, db *guardedsql.DB, args map[string]string) (string, BriefingData, error) {
 	name := args["guest"]
 	g := guestsT.As("g")
-	q, err := builder.Select(g.Col("id"), g.Col("hotel_id"), g.Col("full_name"), g.Col("email"), g.Col("phone"), g.Col("country_code")).
-		From(g).Where(g.Col("full_name").Eq(name)).OrderBy(g.Col("id").Asc()).Limit(10).Build()
-	if err != nil {
-		return "", BriefingData{}, err
-	}
-	rows, err := db.Query(ctx, q)
-	if err != nil {
-		return "", BriefingData{}, err
-	}
-	guests, err := guardedsql.CollectRows(rows, func(rs *guardedsql.Rows) (Guest, error) {
-		var x Guest
-		err := rs.Scan(&x.ID, &x.HotelID, &x.FullName, &x.Email, &x.Phone, &x.Country)
-		return x, err
-	})
+	guests, err := queryGuests(ctx, db, g, g.Col("full_name").Eq(name), 10)
 	if err != nil {
 		return "", BriefingData{}, err
 	}

@@ -27,17 +27,7 @@ import (
 // server notifications arrive.
 func (h *harness) connectWith(t *testing.T, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-surface", Version: "1"}, opts)
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint:   h.app.HTTP.ResourceURL,
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}},
-		MaxRetries: -1,
-	}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return h.dial(t, token, opts, false)
 }
 
 // auditRecords parses the audit log.
@@ -498,26 +488,11 @@ func TestSubscriptionsReachOnlyCoveringScopes(t *testing.T) {
 // paidBooking is a paid, uncancelled booking of an acme-paris guest whose
 // e-mail address is unique (so $owner applies).
 func paidBooking(t *testing.T, d *hotel.Data) (hotel.GuestRow, int64) {
-	count := map[string]int{}
-	for _, g := range d.Guests {
-		if g.HotelID == "acme-paris" {
-			count[g.Email]++
-		}
+	g, b, ok := d.PaidBookingOfOwner("acme-paris")
+	if !ok {
+		t.Fatal("no paid booking of a uniquely addressed acme-paris guest")
 	}
-	paid := map[int64]bool{}
-	for _, p := range d.Payments {
-		if p.CardNumber != "" {
-			paid[p.BookingID] = true
-		}
-	}
-	for _, b := range d.Bookings {
-		g := d.Guests[b.GuestID-1]
-		if g.HotelID == "acme-paris" && count[g.Email] == 1 && paid[b.ID] && b.Status != "cancelled" {
-			return g, b.ID
-		}
-	}
-	t.Fatal("no paid booking of a uniquely addressed acme-paris guest")
-	return hotel.GuestRow{}, 0
+	return g, b
 }
 
 func TestDeclassificationNeedsTheUser(t *testing.T) {

@@ -152,22 +152,28 @@ func SearchAvailability(ctx context.Context, db *guardedsql.DB, in SearchAvailab
 	if in.MinCapacity > 0 {
 		where = append(where, r.Col("capacity").Ge(in.MinCapacity))
 	}
+	rooms, err := queryRooms(ctx, db, r, h, where, 50)
+	return RoomsOut{Rooms: nonNil(rooms)}, err
+}
+
+// queryRooms lists rooms r (joined with their hotels h) matching where,
+// in hotel and number order.
+func queryRooms(ctx context.Context, db *guardedsql.DB, r, h builder.TableRef, where []builder.Pred, limit int) ([]Room, error) {
 	q, err := builder.Select(r.Col("id"), h.Col("id"), h.Col("name"), h.Col("city"), r.Col("number"), r.Col("kind"), r.Col("capacity"), r.Col("rate_cents")).
 		From(r).Join(h, h.Col("id").EqCol(r.Col("hotel_id"))).
-		Where(where...).OrderBy(h.Col("id").Asc(), r.Col("number").Asc()).Limit(50).Build()
+		Where(where...).OrderBy(h.Col("id").Asc(), r.Col("number").Asc()).Limit(limit).Build()
 	if err != nil {
-		return RoomsOut{}, err
+		return nil, err
 	}
 	rows, err := db.Query(ctx, q)
 	if err != nil {
-		return RoomsOut{}, err
+		return nil, err
 	}
-	rooms, err := guardedsql.CollectRows(rows, func(rs *guardedsql.Rows) (Room, error) {
+	return guardedsql.CollectRows(rows, func(rs *guardedsql.Rows) (Room, error) {
 		var x Room
 		err := rs.Scan(&x.ID, &x.HotelID, &x.HotelName, &x.City, &x.Number, &x.Kind, &x.Capacity, &x.RateCents)
 		return x, err
 	})
-	return RoomsOut{Rooms: nonNil(rooms)}, err
 }
 
 // ListBookingsIn is the input of list_bookings.
@@ -415,22 +421,26 @@ func FindGuest(ctx context.Context, db *guardedsql.DB, in FindGuestIn) (GuestsOu
 		return GuestsOut{}, server.InvalidInput("query must have at least 2 characters")
 	}
 	g := guestsT.As("g")
+	gs, err := queryGuests(ctx, db, g, builder.Or(g.Col("full_name").HasPrefix(in.Query), g.Col("email").Eq(in.Query)), 50)
+	return GuestsOut{Guests: nonNil(gs)}, err
+}
+
+// queryGuests lists guests g matching where, in name and id order.
+func queryGuests(ctx context.Context, db *guardedsql.DB, g builder.TableRef, where builder.Pred, limit int) ([]Guest, error) {
 	q, err := builder.Select(g.Col("id"), g.Col("hotel_id"), g.Col("full_name"), g.Col("email"), g.Col("phone"), g.Col("country_code")).
-		From(g).Where(builder.Or(g.Col("full_name").HasPrefix(in.Query), g.Col("email").Eq(in.Query))).
-		OrderBy(g.Col("full_name").Asc(), g.Col("id").Asc()).Limit(50).Build()
+		From(g).Where(where).OrderBy(g.Col("full_name").Asc(), g.Col("id").Asc()).Limit(limit).Build()
 	if err != nil {
-		return GuestsOut{}, err
+		return nil, err
 	}
 	rows, err := db.Query(ctx, q)
 	if err != nil {
-		return GuestsOut{}, err
+		return nil, err
 	}
-	gs, err := guardedsql.CollectRows(rows, func(rs *guardedsql.Rows) (Guest, error) {
+	return guardedsql.CollectRows(rows, func(rs *guardedsql.Rows) (Guest, error) {
 		var x Guest
 		err := rs.Scan(&x.ID, &x.HotelID, &x.FullName, &x.Email, &x.Phone, &x.Country)
 		return x, err
 	})
-	return GuestsOut{Guests: nonNil(gs)}, err
 }
 
 // RevenueReportIn is the input of revenue_report.

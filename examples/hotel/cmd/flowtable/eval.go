@@ -111,27 +111,10 @@ func newEnv(ctx context.Context) (*env, error) {
 		return nil, err
 	}
 	d := e.stateful.app.Data
-	count := map[string]int{}
-	for _, g := range d.Guests {
-		if g.HotelID == "acme-paris" {
-			count[g.Email]++
-		}
-	}
-	paid := map[int64]bool{}
-	for _, p := range d.Payments {
-		if p.CardNumber != "" {
-			paid[p.BookingID] = true
-		}
-	}
-	for _, b := range d.Bookings {
-		g := d.Guests[b.GuestID-1]
-		if g.ID != b.GuestID {
-			return nil, errors.New("flowtable: guest ids are not dense")
-		}
-		if g.HotelID == "acme-paris" && count[g.Email] == 1 && paid[b.ID] && b.Status != "cancelled" {
-			e.guest, e.booking = g, b.ID
-			break
-		}
+	var ok bool
+	if e.guest, e.booking, ok = d.PaidBookingOfOwner("acme-paris"); !ok {
+		e.close()
+		return nil, errors.New("flowtable: the seed has no paid booking of a uniquely addressed acme-paris guest")
 	}
 	for _, r := range d.Rooms {
 		if r.HotelID == "acme-paris" {
@@ -139,9 +122,9 @@ func newEnv(ctx context.Context) (*env, error) {
 			break
 		}
 	}
-	if e.booking == 0 || e.room == 0 {
+	if e.room == 0 {
 		e.close()
-		return nil, errors.New("flowtable: the seed has no paid booking of a uniquely addressed acme-paris guest")
+		return nil, errors.New("flowtable: the seed has no room of acme-paris")
 	}
 	return e, nil
 }
