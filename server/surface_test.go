@@ -246,3 +246,52 @@ func postJSONRPC(t *testing.T, url, tok, body string) *http.Response {
 	}
 	return resp
 }
+
+// TestResourceErrorsRevealNothing: a resource handler's errors reach the
+// client (here over stdio) as JSON-RPC errors that carry no value the
+// handler mentioned; not found is exactly the go-sdk's "no such URI".
+func TestResourceErrorsRevealNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	secret := "jane.doe@example.com"
+	err := server.AddResourceTemplate(f.srv, server.ResourceTemplate{URITemplate: "notes://fail/{mode}", Name: "fail"},
+		func(ctx context.Context, _ *guardedsql.DB, vars map[string]string) (empty, error) {
+			switch vars["mode"] {
+			case "internal":
+				return empty{}, errors.New("db exploded near row of " + secret)
+			case "input":
+				return empty{}, server.InvalidInput("no guest %s here", secret)
+			case "panic":
+				panic("boom " + secret)
+			}
+			return empty{}, guardedsql.ErrNotFound
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	cs, err := connectStdio(t, f, staticToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(uri string) *jsonrpc.Error {
+		_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) {
+			t.Fatalf("%s: %v", uri, err)
+		}
+		return je
+	}
+	for mode, want := range map[string]string{"internal": "internal error (correlation id ", "input": "no guest ", "panic": "internal error (correlation id "} {
+		je := read("notes://fail/" + mode)
+		if !strings.HasPrefix(je.Message, want) || strings.Contains(je.Message+string(je.Data), secret) {
+			t.Errorf("%s: %d %q %s", mode, je.Code, je.Message, je.Data)
+		}
+	}
+	nf, none := read("notes://fail/notfound"), read("notes://nothing")
+	if nf.Code != none.Code || nf.Message != none.Message {
+		t.Errorf("not found %d %q vs unknown URI %d %q", nf.Code, nf.Message, none.Code, none.Message)
+	}
+	if strings.Contains(f.audit.String(), secret) {
+		t.Fatalf("audit log leaks the e-mail:\n%s", f.audit.String())
+	}
+}
