@@ -11,9 +11,16 @@
 //   - tools.go: the tools (search_availability, list_bookings, get_booking,
 //     create_booking, cancel_booking, find_guest, revenue_report), written
 //     only with package builder and a guardedsql.DB, PII tagged for redact,
-//     no tenant in any input;
+//     no tenant in any input; cancel_booking and revenue_report require the
+//     manager role (server.Require), so the front desk neither sees nor
+//     calls them;
+//   - surface.go: the resources hotel://hotels, hotel://bookings/{id} and
+//     hotel://rooms/{kind}, the guest_briefing prompt, and completions of
+//     room kinds and guest names, on the same path as the tools;
 //   - sinks.go: send_confirmation_email and post_webhook, which only record
-//     to an in-memory outbox, judged by the flow policy flow-policy.json;
+//     to an in-memory outbox, judged by the flow policy flow-policy.json
+//     (a declassification needs the user's consent, asked through MCP
+//     elicitation);
 //   - app.go: New wires database, verifier (a real identity provider, or
 //     the loopback development issuer), redaction policy, flow checker and
 //     tools into a server.Server;
