@@ -16,7 +16,8 @@ import (
 // FlowPolicy is the example's information-flow policy (flow-policy.json):
 // guest personal data may reach only the guest it is about and the
 // hotels' staff addresses, payment data nowhere (but an invoice to the
-// guest, declassified with the reason "guest-invoice"), internal data
+// guest, declassified by the rule "guest-invoice" when the user accepts
+// the server's elicitation), internal data
 // only the hotels' own https hosts, public data anywhere. A taint is kept
 // per verified subject, across its sessions.
 //
