@@ -295,3 +295,67 @@ func TestResourceErrorsRevealNothing(t *testing.T) {
 		t.Fatalf("audit log leaks the e-mail:\n%s", f.audit.String())
 	}
 }
+
+// TestRequireOnResourcesAndPrompts: the same Require hides and refuses
+// resources, templates and prompts, and their completions answer nothing.
+func TestRequireOnResourcesAndPrompts(t *testing.T) {
+	for _, admin := range []bool{false, true} {
+		f := newFixture(t, nil)
+		adm := server.Require{Roles: []string{"admin"}}
+		read := func(context.Context, *guardedsql.DB, map[string]string) (empty, error) { return empty{}, nil }
+		names := &server.Completion{Func: func(context.Context, *guardedsql.DB, string, map[string]string) ([]string, error) {
+			return []string{"north"}, nil
+		}}
+		errs := []error{
+			server.AddResource(f.srv, server.Resource{URI: "notes://all", Name: "all", Require: adm}, read),
+			server.AddResourceTemplate(f.srv, server.ResourceTemplate{URITemplate: "notes://n/{id}", Name: "one", Require: adm}, read),
+			server.AddPrompt(f.srv, server.Prompt{Name: "audit", Require: adm, Args: []server.PromptArg{{Name: "who", Complete: names}}},
+				func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) { return "x", empty{}, nil }),
+		}
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var roles []string
+		if admin {
+			roles = []string{"admin"}
+		}
+		tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}, Roles: roles})
+		cs, err := connectStdio(t, f, staticToken(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		rl, err1 := cs.ListResources(ctx, nil)
+		tl, err2 := cs.ListResourceTemplates(ctx, nil)
+		pl, err3 := cs.ListPrompts(ctx, nil)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(rl.Resources) + len(tl.ResourceTemplates) + len(pl.Prompts); admin && n != 3 || !admin && n != 0 {
+			t.Errorf("admin=%v: %d items listed", admin, n)
+		}
+		_, rerr := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://n/7"})
+		_, perr := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "audit"})
+		comp, cerr := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "audit"}, Argument: mcp.CompleteParamsArgument{Name: "who", Value: "n"}})
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		if admin {
+			if rerr != nil || perr != nil || len(comp.Completion.Values) != 1 {
+				t.Errorf("admin: read %v, prompt %v, completion %v", rerr, perr, comp.Completion.Values)
+			}
+			continue
+		}
+		for what, err := range map[string]error{"read": rerr, "prompt": perr} {
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) || je.Code != server.CodeDenied || !strings.Contains(string(je.Data), server.RuleInsufficientScope) {
+				t.Errorf("non-admin %s: %v", what, err)
+			}
+		}
+		if len(comp.Completion.Values) != 0 {
+			t.Errorf("non-admin completion %v", comp.Completion.Values)
+		}
+	}
+}
