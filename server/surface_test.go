@@ -310,7 +310,9 @@ func TestRequireOnResourcesAndPrompts(t *testing.T) {
 			server.AddResource(f.srv, server.Resource{URI: "notes://all", Name: "all", Require: adm}, read),
 			server.AddResourceTemplate(f.srv, server.ResourceTemplate{URITemplate: "notes://n/{id}", Name: "one", Require: adm}, read),
 			server.AddPrompt(f.srv, server.Prompt{Name: "audit", Require: adm, Args: []server.PromptArg{{Name: "who", Complete: names}}},
-				func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) { return "x", empty{}, nil }),
+				func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) {
+					return "x", empty{}, nil
+				}),
 		}
 		for _, err := range errs {
 			if err != nil {
