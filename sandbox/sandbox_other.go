@@ -1,0 +1,5 @@
+//go:build !linux
+
+package sandbox
+
+func restrict(Policy, int, bool) (Rights, error) { return Rights{}, ErrUnsupported }
