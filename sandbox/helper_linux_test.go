@@ -155,44 +155,46 @@ func readFile(r result, step, path, secret string) {
 // any OS thread — those that existed before Install and those started after.
 func helperRead(a helperArgs) int {
 	r := result{}
-	// Goroutines pinned to their own OS threads before Install.
-	const pinned = 8
-	start, done := make(chan struct{}), make(chan error, 2*pinned)
-	probe := func() error {
-		fd, err := unix.Open(a.path("protected", "secret.txt"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			unix.Close(fd)
-		}
-		return err
+	// Goroutines pinned to their own OS threads, half started before
+	// Install and half after; each reports its thread id and its probe.
+	type probeResult struct {
+		tid int
+		err error
 	}
-	for range pinned {
+	const pinned = 8
+	start, done := make(chan struct{}), make(chan probeResult, 2*pinned)
+	spawn := func() {
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
 			<-start
-			done <- probe()
+			fd, err := unix.Open(a.path("protected", "secret.txt"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(fd)
+			}
+			done <- probeResult{unix.Gettid(), err}
 		}()
+	}
+	for range pinned {
+		spawn()
 	}
 	time.Sleep(20 * time.Millisecond)
 	if !install(a, r) {
 		return 0
 	}
 	for range pinned {
-		go func() {
-			runtime.LockOSThread()
-			<-start
-			done <- probe()
-		}()
+		spawn()
 	}
-	time.Sleep(20 * time.Millisecond)
-	r["os_threads"] = strconv.Itoa(countThreads())
 	close(start)
-	denied := 0
+	denied, tids := 0, map[int]bool{}
 	for range 2 * pinned {
-		if errors.Is(<-done, unix.EACCES) {
+		p := <-done
+		tids[p.tid] = true
+		if errors.Is(p.err, unix.EACCES) {
 			denied++
 		}
 	}
 	r["threads_denied"] = fmt.Sprintf("%d/%d", denied, 2*pinned)
+	r["distinct_threads"] = strconv.Itoa(len(tids))
 
 	readFile(r, "read_protected", a.path("protected", "secret.txt"), a.Secret)
 	_, err := os.ReadDir(a.path("protected"))
@@ -216,11 +218,6 @@ func helperRead(a helperArgs) int {
 	r.set("list_ro", err)
 	emit(r)
 	return 0
-}
-
-func countThreads() int {
-	ents, _ := os.ReadDir("/proc/self/task")
-	return len(ents)
 }
 
 // helperWrite: no write, append, create, truncate, rename, unlink, mkdir,

@@ -31,7 +31,7 @@ var (
 		{5, ll.AccessFSIoctlDev},
 	}
 	netRights    landlock.AccessNetSet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP // ABI 4
-	scopedRights landlock.ScopedSet    = ll.ScopeAbstractUnixSocket | ll.ScopeSignal   // ABI 6
+	scopedRights landlock.ScopedSet    = ll.ScopeAbstractUnixSocket | ll.ScopeSignal  // ABI 6
 )
 
 // detectABI returns the running kernel's Landlock ABI, 0 without Landlock.
