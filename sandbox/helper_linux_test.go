@@ -316,9 +316,8 @@ func helperInherit(a helperArgs) int {
 	p := policyFor(a)
 	cat, _ := exec.LookPath("cat")
 	cat, _ = filepath.EvalSymlinks(cat)
-	p.Paths = append(p.Paths, Executables(a.Self, cat), PathRule{Paths: libDirs, Access: ReadExec, Optional: true},
-		// os/exec connects a child's unset stdin to /dev/null.
-		PathRule{Paths: []string{"/dev/null"}, Access: ReadWrite})
+	p.Paths = append(p.Paths, Executables(a.Self, cat), LibraryDirs())
+	p.Paths = append(p.Paths, SystemFiles()...) // os/exec opens /dev/null
 	s, err := Install(context.Background(), p, nil)
 	r.set("install", err)
 	if err != nil {
@@ -354,9 +353,6 @@ func helperInherit(a helperArgs) int {
 	emit(r)
 	return 0
 }
-
-// libDirs hold the shared libraries a dynamically linked program loads.
-var libDirs = []string{"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache"}
 
 func truePath() string {
 	p, _ := exec.LookPath("true")

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// unprivilegedUID is the user the sandboxed server runs as when the tests
+// run as root (nobody): Landlock needs no privilege, and the test proves it.
+const unprivilegedUID = 65534
+
+// buildHotel builds the command into a directory any user can read.
+func buildHotel(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "hotel")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runningHotel is a started command with its MCP endpoint and alice's
+// development token.
+type runningHotel struct {
+	cmd             *exec.Cmd
+	endpoint, token string
+	output          string
+}
+
+// startHotel runs bin with args, waits for it to print its endpoint and the
+// demo tokens, and stops it at the end of the test. asUser runs it as the
+// unprivileged user when the test runs as root.
+func startHotel(t testing.TB, ctx context.Context, bin string, asUser bool, args ...string) *runningHotel {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = "/"
+	if asUser && os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivilegedUID, Gid: unprivilegedUID}}
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	h := &runningHotel{cmd: cmd}
+	var output strings.Builder
+	endpointRE := regexp.MustCompile(`MCP endpoint (\S+)`)
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		output.WriteString(line + "\n")
+		if m := endpointRE.FindStringSubmatch(line); m != nil {
+			h.endpoint = m[1]
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "export TOKEN_alice="); ok {
+			h.token = v
+		}
+		if strings.HasPrefix(line, "Try it:") {
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	h.output = output.String()
+	if h.endpoint == "" || h.token == "" {
+		t.Fatalf("server did not start:\n%s", h.output)
+	}
+	return h
+}
+
+// connect opens an MCP session as alice.
+func (h *runningHotel) connect(t testing.TB, ctx context.Context) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: h.endpoint, HTTPClient: &http.Client{Transport: bearer{h.token}}, DisableStandaloneSSE: true, MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+var revenueArgs = map[string]any{"from": "2026-01-01", "to": "2027-01-01"}
+
+// wantSandboxed checks that the server said which rights it enforces and
+// that the kernel shows the process confined: no_new_privs (Landlock's
+// precondition) and the socket filter.
+func (h *runningHotel) wantSandboxed(t testing.TB) {
+	t.Helper()
+	if !strings.Contains(h.output, "sandbox active (Landlock ABI") || !strings.Contains(h.output, "net: bind_tcp,connect_tcp") {
+		t.Fatalf("server did not report an active sandbox with TCP rules:\n%s", h.output)
+	}
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(h.cmd.Process.Pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("/proc/PID/status lacks %q", want)
+		}
+	}
+}
+
+// TestServesUnderSandbox runs the real command with -sandbox as an
+// unprivileged user, on the embedded SQLite and on PostgreSQL (and, as
+// root, together with the eBPF egress guard), and calls a tool.
+func TestServesUnderSandbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the command; skipped in -short mode")
+	}
+	bin := buildHotel(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("sqlite", func(t *testing.T) {
+		h := startHotel(t, ctx, bin, true, "-sandbox", "-addr", "127.0.0.1:0")
+		h.wantSandboxed(t)
+		res, err := h.connect(t, ctx).CallTool(ctx, &mcp.CallToolParams{Name: "revenue_report", Arguments: revenueArgs})
+		if err != nil || res.IsError {
+			t.Fatalf("revenue_report under the sandbox: %v %+v", err, res)
+		}
+	})
+
+	t.Run("postgres", func(t *testing.T) {
+		admin := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
+		if admin == "" {
+			t.Skip("set TENANTMCP_TEST_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the sandboxed hotel on PostgreSQL")
+		}
+		root, err := sql.Open("pgx", admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { root.Close() })
+		suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+		dbName, role := "tm_sandbox_"+suffix, "tm_sandbox_app_"+suffix
+		if _, err := root.ExecContext(ctx, "CREATE DATABASE "+dbName); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := root.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)"); err != nil {
+				t.Errorf("dropping %s: %v", dbName, err)
+			}
+			if _, err := root.ExecContext(context.Background(), "DROP ROLE IF EXISTS "+role); err != nil {
+				t.Errorf("dropping role %s: %v", role, err)
+			}
+		})
+		u, err := url.Parse(admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/" + dbName
+		app := *u
+		app.User = url.User(role)
+		h := startHotel(t, ctx, bin, true, "-sandbox", "-addr", "127.0.0.1:0", "-db", app.String(), "-setup-demo", u.String())
+		h.wantSandboxed(t)
+		res, err := h.connect(t, ctx).CallTool(ctx, &mcp.CallToolParams{Name: "revenue_report", Arguments: revenueArgs})
+		if err != nil || res.IsError {
+			t.Fatalf("revenue_report under the sandbox on PostgreSQL: %v %+v", err, res)
+		}
+	})
+
+	t.Run("sqlite+egress", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skipf("the egress guard needs root (running as uid %d)", os.Geteuid())
+		}
+		h := startHotel(t, ctx, bin, false, "-sandbox", "-egress", "-addr", "127.0.0.1:0")
+		if strings.Contains(h.output, "egress guard not installed") {
+			t.Skipf("egress guard unavailable here:\n%s", h.output)
+		}
+		if !strings.Contains(h.output, "egress guard active") {
+			t.Fatalf("egress guard not active:\n%s", h.output)
+		}
+		h.wantSandboxed(t)
+		res, err := h.connect(t, ctx).CallTool(ctx, &mcp.CallToolParams{Name: "revenue_report", Arguments: revenueArgs})
+		if err != nil || res.IsError {
+			t.Fatalf("revenue_report under sandbox and guard: %v %+v", err, res)
+		}
+	})
+}
