@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -201,4 +204,92 @@ func TestServesUnderSandbox(t *testing.T) {
 			t.Fatalf("revenue_report under sandbox and guard: %v %+v", err, res)
 		}
 	})
+}
+
+// BenchmarkSandboxThroughput measures the hotel's tools/call throughput
+// under -sandbox against the same command without it, both running as the
+// same user on the embedded SQLite, as the ratio of time per call
+// sandboxed/plain. Rounds alternate in ABBA order (P S S P P S S P); in each
+// round 4 clients complete b.N list_bookings calls together. ns/op is the
+// sandboxed time per call; the plain time, the ratio of the totals and the
+// median ratio of adjacent rounds are reported beside it. Run
+//
+//	go test ./examples/hotel -run '^$' -bench SandboxThroughput -benchtime 2000x
+func BenchmarkSandboxThroughput(b *testing.B) {
+	bin := buildHotel(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const clients = 4
+	sessions := func(args ...string) []*mcp.ClientSession {
+		h := startHotel(b, ctx, bin, true, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+		if len(args) > 0 {
+			h.wantSandboxed(b)
+		}
+		var out []*mcp.ClientSession
+		for range clients {
+			out = append(out, h.connect(b, ctx))
+		}
+		return out
+	}
+	plain, sandboxed := sessions(), sessions("-sandbox")
+	n := max(b.N, clients)
+	round := func(ss []*mcp.ClientSession) time.Duration {
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		start := time.Now()
+		for k, cs := range ss {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := k; i < n; i += clients {
+					day := 1 + i%28
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_bookings", Arguments: map[string]any{
+						"from": fmt.Sprintf("2026-03-%02d", day), "to": fmt.Sprintf("2026-04-%02d", day)}})
+					if err == nil && res.IsError {
+						err = fmt.Errorf("tool error: %+v", res.Content)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	round(plain) // warm both up
+	round(sandboxed)
+	b.ResetTimer()
+	var tp, ts time.Duration
+	var pairs []float64
+	var prev time.Duration
+	for i, sb := range []bool{false, true, true, false, false, true, true, false} {
+		var d time.Duration
+		if sb {
+			d = round(sandboxed)
+			ts += d
+		} else {
+			d = round(plain)
+			tp += d
+		}
+		if i%2 == 1 {
+			if sb {
+				pairs = append(pairs, float64(d)/float64(prev))
+			} else {
+				pairs = append(pairs, float64(prev)/float64(d))
+			}
+		}
+		prev = d
+	}
+	per := float64(4 * n)
+	b.ReportMetric(float64(ts.Nanoseconds())/per, "ns/op")
+	b.ReportMetric(float64(tp.Nanoseconds())/per, "plain-ns/op")
+	b.ReportMetric(float64(ts)/float64(tp), "ratio")
+	slices.Sort(pairs)
+	b.ReportMetric((pairs[1]+pairs[2])/2, "median-pair-ratio")
 }
