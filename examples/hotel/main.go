@@ -7,6 +7,7 @@
 //	go run ./examples/hotel -db 'mysql://root@tcp(127.0.0.1:3306)/hoteldemo' \
 //	    -setup-demo 'mysql://root@tcp(127.0.0.1:3306)/hoteldemo' # MariaDB/MySQL
 //	go run ./examples/hotel -stdio -as alice # one client over stdin/stdout
+//	go run ./examples/hotel -sandbox         # under Landlock (files, TCP ports, IPC); no root needed
 //
 // With no -jwks-url it starts a DEVELOPMENT-ONLY token issuer on loopback
 // and prints ready tokens for three demo users. Point -jwks-url, -issuer
