@@ -1,12 +1,13 @@
 package sandbox
 
 import (
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tenantmcp/tenantmcp/internal/proptest"
 )
 
 // helperBench times Iterations open/read/close transactions on ro/file.txt
@@ -23,19 +24,19 @@ func helperBench(a helperArgs) int {
 	for range a.Iterations {
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			r.set("open", err)
-			emit(r)
+			r.Set("open", err)
+			proptest.Emit(r)
 			return 0
 		}
 		if _, err := unix.Read(fd, buf); err != nil {
-			r.set("read", err)
-			emit(r)
+			r.Set("read", err)
+			proptest.Emit(r)
 			return 0
 		}
 		unix.Close(fd)
 	}
 	r["ns"] = strconv.FormatInt(time.Since(start).Nanoseconds(), 10)
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -51,11 +52,8 @@ func BenchmarkOpenReadClose(b *testing.B) {
 	requireSandbox(b)
 	f := newFixture(b)
 	n := max(b.N, 1)
-	pattern := []bool{false, true, true, false, false, true, true, false}
-	var plain, sandboxed time.Duration
-	var pairs []float64
-	var prev time.Duration
-	for round, sb := range pattern {
+	var ratios proptest.Ratios
+	for _, sb := range proptest.ABBA {
 		a := f.a
 		a.Iterations = n
 		a.Variant = "plain"
@@ -70,25 +68,11 @@ func BenchmarkOpenReadClose(b *testing.B) {
 		if err != nil {
 			b.Fatalf("bench helper: %v", r)
 		}
-		d := time.Duration(ns)
-		if sb {
-			sandboxed += d
-		} else {
-			plain += d
-		}
-		if round%2 == 1 {
-			if sb {
-				pairs = append(pairs, float64(d)/float64(prev))
-			} else {
-				pairs = append(pairs, float64(prev)/float64(d))
-			}
-		}
-		prev = d
+		ratios.Add(sb, time.Duration(ns))
 	}
-	per := float64(len(pattern) / 2 * n)
-	b.ReportMetric(float64(sandboxed.Nanoseconds())/per, "ns/op")
-	b.ReportMetric(float64(plain.Nanoseconds())/per, "plain-ns/op")
-	b.ReportMetric(float64(sandboxed)/float64(plain), "ratio")
-	slices.Sort(pairs)
-	b.ReportMetric((pairs[len(pairs)/2-1]+pairs[len(pairs)/2])/2, "median-pair-ratio")
+	per := float64(len(proptest.ABBA) / 2 * n)
+	b.ReportMetric(float64(ratios.Candidate.Nanoseconds())/per, "ns/op")
+	b.ReportMetric(float64(ratios.Baseline.Nanoseconds())/per, "plain-ns/op")
+	b.ReportMetric(ratios.Ratio(), "ratio")
+	b.ReportMetric(ratios.MedianPair(), "median-pair-ratio")
 }

@@ -27,11 +27,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tenantmcp/tenantmcp/internal/proptest"
 )
 
 // ioUringSetup creates (and closes) a one-entry io_uring.
@@ -81,27 +82,7 @@ func policyFor(a helperArgs) Policy {
 }
 
 // result collects a helper's observations.
-type result map[string]string
-
-func (r result) set(step string, err error) { r[step] = errName(err) }
-
-func errName(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		if name := unix.ErrnoName(errno); name != "" {
-			return name
-		}
-	}
-	return "error: " + err.Error()
-}
-
-func emit(r result) {
-	b, _ := json.Marshal(r)
-	fmt.Printf("@result %s\n", b)
-}
+type result = proptest.Result
 
 func runHelper(scenario string) int {
 	var a helperArgs
@@ -132,9 +113,9 @@ func runHelper(scenario string) int {
 // install installs policyFor(a) and reports it; false means stop.
 func install(a helperArgs, r result) bool {
 	s, err := Install(context.Background(), policyFor(a), &Options{BestEffort: a.BestEffort})
-	r.set("install", err)
+	r.Set("install", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return false
 	}
 	r["active"] = strconv.FormatBool(s.Active())
@@ -145,7 +126,7 @@ func install(a helperArgs, r result) bool {
 // readFile reads path and reports whether the secret leaked.
 func readFile(r result, step, path, secret string) {
 	b, err := os.ReadFile(path)
-	r.set(step, err)
+	r.Set(step, err)
 	if secret != "" && strings.Contains(string(b), secret) {
 		r[step+"_leaked"] = "true"
 	}
@@ -198,15 +179,15 @@ func helperRead(a helperArgs) int {
 
 	readFile(r, "read_protected", a.path("protected", "secret.txt"), a.Secret)
 	_, err := os.ReadDir(a.path("protected"))
-	r.set("list_protected", err)
+	r.Set("list_protected", err)
 	readFile(r, "read_protected_dotdot", a.path("ro", "..", "protected", "secret.txt"), a.Secret)
 	readFile(r, "read_protected_proc_root", "/proc/self/root"+a.path("protected", "secret.txt"), a.Secret)
 	// An O_PATH descriptor is not an access; what is opened through it is.
 	dfd, err := unix.Open(a.path("protected"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	r.set("opath_protected_dir", err)
+	r.Set("opath_protected_dir", err)
 	if err == nil {
 		fd, err := unix.Openat(dfd, "secret.txt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		r.set("openat_via_opath", err)
+		r.Set("openat_via_opath", err)
 		if err == nil {
 			unix.Close(fd)
 		}
@@ -215,8 +196,8 @@ func helperRead(a helperArgs) int {
 	}
 	readFile(r, "read_ro", a.path("ro", "file.txt"), "")
 	_, err = os.ReadDir(a.path("ro"))
-	r.set("list_ro", err)
-	emit(r)
+	r.Set("list_ro", err)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -239,7 +220,7 @@ func helperWrite(a helperArgs) int {
 				unix.Write(fd, []byte("overwritten"))
 				unix.Close(fd)
 			}
-			r.set(dir+"_"+step, err)
+			r.Set(dir+"_"+step, err)
 		}
 		open("write", file, unix.O_WRONLY)
 		open("append", file, unix.O_WRONLY|unix.O_APPEND)
@@ -247,26 +228,26 @@ func helperWrite(a helperArgs) int {
 		open("rdonly_trunc", file, unix.O_RDONLY|unix.O_TRUNC)
 		open("create", a.path(dir, "new.txt"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL)
 		open("tmpfile", a.path(dir), unix.O_WRONLY|unix.O_TMPFILE)
-		r.set(dir+"_truncate", unix.Truncate(file, 0))
-		r.set(dir+"_rename", unix.Rename(file, a.path(dir, "renamed.txt")))
-		r.set(dir+"_rename_to_rw", unix.Rename(file, a.path("rw", "moved.txt")))
-		r.set(dir+"_exchange", unix.Renameat2(unix.AT_FDCWD, file, unix.AT_FDCWD, a.path(dir, "sub"), unix.RENAME_EXCHANGE))
-		r.set(dir+"_unlink", unix.Unlink(file))
-		r.set(dir+"_mkdir", unix.Mkdir(a.path(dir, "newdir"), 0o777))
-		r.set(dir+"_rmdir", unix.Rmdir(a.path(dir, "sub")))
-		r.set(dir+"_symlink", unix.Symlink("/etc/passwd", a.path(dir, "sym")))
-		r.set(dir+"_mkfifo", unix.Mkfifo(a.path(dir, "fifo"), 0o666))
-		r.set(dir+"_mksock", bindUnixPath(a.path(dir, "sock")))
+		r.Set(dir+"_truncate", unix.Truncate(file, 0))
+		r.Set(dir+"_rename", unix.Rename(file, a.path(dir, "renamed.txt")))
+		r.Set(dir+"_rename_to_rw", unix.Rename(file, a.path("rw", "moved.txt")))
+		r.Set(dir+"_exchange", unix.Renameat2(unix.AT_FDCWD, file, unix.AT_FDCWD, a.path(dir, "sub"), unix.RENAME_EXCHANGE))
+		r.Set(dir+"_unlink", unix.Unlink(file))
+		r.Set(dir+"_mkdir", unix.Mkdir(a.path(dir, "newdir"), 0o777))
+		r.Set(dir+"_rmdir", unix.Rmdir(a.path(dir, "sub")))
+		r.Set(dir+"_symlink", unix.Symlink("/etc/passwd", a.path(dir, "sym")))
+		r.Set(dir+"_mkfifo", unix.Mkfifo(a.path(dir, "fifo"), 0o666))
+		r.Set(dir+"_mksock", bindUnixPath(a.path(dir, "sock")))
 	}
 	// Control: the same operations succeed in the read-write hierarchy.
 	rw := a.path("rw", "ctl.txt")
-	r.set("rw_create", os.WriteFile(rw, []byte("x"), 0o666))
-	r.set("rw_truncate", unix.Truncate(rw, 0))
-	r.set("rw_rename", os.Rename(rw, rw+".2"))
-	r.set("rw_unlink", os.Remove(rw+".2"))
-	r.set("rw_mkdir", os.Mkdir(a.path("rw", "d"), 0o777))
-	r.set("rw_rmdir", os.Remove(a.path("rw", "d")))
-	emit(r)
+	r.Set("rw_create", os.WriteFile(rw, []byte("x"), 0o666))
+	r.Set("rw_truncate", unix.Truncate(rw, 0))
+	r.Set("rw_rename", os.Rename(rw, rw+".2"))
+	r.Set("rw_unlink", os.Remove(rw+".2"))
+	r.Set("rw_mkdir", os.Mkdir(a.path("rw", "d"), 0o777))
+	r.Set("rw_rmdir", os.Remove(a.path("rw", "d")))
+	proptest.Emit(r)
 	return 0
 }
 
@@ -287,24 +268,24 @@ func helperLinks(a helperArgs) int {
 		return 0
 	}
 	secret, ro := a.path("protected", "secret.txt"), a.path("ro", "file.txt")
-	r.set("hardlink_protected_into_rw", unix.Link(secret, a.path("rw", "h1")))
-	r.set("hardlink_ro_into_rw", unix.Link(ro, a.path("rw", "h2")))
-	r.set("rename_protected_into_rw", unix.Rename(secret, a.path("rw", "stolen")))
-	r.set("rename_ro_into_rw", unix.Rename(ro, a.path("rw", "writable")))
-	r.set("rename_protected_dir_into_rw", unix.Rename(a.path("protected"), a.path("rw", "p")))
-	r.set("rename_rw_dir_over_protected", unix.Rename(a.path("rw"), a.path("protected2")))
+	r.Set("hardlink_protected_into_rw", unix.Link(secret, a.path("rw", "h1")))
+	r.Set("hardlink_ro_into_rw", unix.Link(ro, a.path("rw", "h2")))
+	r.Set("rename_protected_into_rw", unix.Rename(secret, a.path("rw", "stolen")))
+	r.Set("rename_ro_into_rw", unix.Rename(ro, a.path("rw", "writable")))
+	r.Set("rename_protected_dir_into_rw", unix.Rename(a.path("protected"), a.path("rw", "p")))
+	r.Set("rename_rw_dir_over_protected", unix.Rename(a.path("rw"), a.path("protected2")))
 	// Symbolic links may be created in rw/, but Landlock judges the file
 	// they resolve to.
-	r.set("symlink_create", unix.Symlink(secret, a.path("rw", "sl")))
+	r.Set("symlink_create", unix.Symlink(secret, a.path("rw", "sl")))
 	readFile(r, "read_via_symlink", a.path("rw", "sl"), a.Secret)
-	r.set("symlink_dir_create", unix.Symlink(a.path("protected"), a.path("rw", "sldir")))
+	r.Set("symlink_dir_create", unix.Symlink(a.path("protected"), a.path("rw", "sldir")))
 	readFile(r, "read_via_dir_symlink", a.path("rw", "sldir", "secret.txt"), a.Secret)
 	fd, err := unix.Open(a.path("rw", "sl"), unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
 	if err == nil {
 		unix.Close(fd)
 	}
-	r.set("truncate_via_symlink", err)
-	emit(r)
+	r.Set("truncate_via_symlink", err)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -319,27 +300,27 @@ func helperInherit(a helperArgs) int {
 	p.Paths = append(p.Paths, Executables(a.Self, cat), LibraryDirs())
 	p.Paths = append(p.Paths, SystemFiles()...) // os/exec opens /dev/null
 	s, err := Install(context.Background(), p, nil)
-	r.set("install", err)
+	r.Set("install", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	r["enforced"] = s.Enforced().String()
 	out, err := exec.Command(cat, a.path("protected", "secret.txt")).CombinedOutput()
-	r.set("cat_protected", err)
+	r.Set("cat_protected", err)
 	r["cat_protected_leaked"] = strconv.FormatBool(strings.Contains(string(out), a.Secret))
 	r["cat_protected_says_denied"] = strconv.FormatBool(strings.Contains(string(out), "Permission denied"))
 	out, err = exec.Command(cat, a.path("ro", "file.txt")).CombinedOutput()
-	r.set("cat_ro", err)
+	r.Set("cat_ro", err)
 	r["cat_ro_output"] = string(out)
 	err = exec.Command(truePath(), "").Run()
-	r.set("exec_not_granted", err)
+	r.Set("exec_not_granted", err)
 
 	child := exec.Command(a.Self)
 	js, _ := json.Marshal(a)
 	child.Env = append(os.Environ(), helperEnv+"=child", helperArgsEnv+"="+string(js))
 	out, err = child.Output()
-	r.set("child_run", err)
+	r.Set("child_run", err)
 	for line := range strings.Lines(string(out)) {
 		if rest, ok := strings.CutPrefix(line, "@result "); ok {
 			var cr result
@@ -350,7 +331,7 @@ func helperInherit(a helperArgs) int {
 			}
 		}
 	}
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -365,11 +346,11 @@ func truePath() string {
 func helperChild(a helperArgs) int {
 	r := result{}
 	readFile(r, "read_protected", a.path("protected", "secret.txt"), a.Secret)
-	r.set("create_ro", os.WriteFile(a.path("ro", "child.txt"), []byte("x"), 0o666))
-	r.set("connect_denied", dialTCP(loop4(a.DenyPort)))
-	r.set("connect_allowed", dialTCP(loop4(a.AllowPort)))
-	r.set("bind_other", bindTCP(loop4(a.OtherPort)))
-	emit(r)
+	r.Set("create_ro", os.WriteFile(a.path("ro", "child.txt"), []byte("x"), 0o666))
+	r.Set("connect_denied", dialTCP(loop4(a.DenyPort)))
+	r.Set("connect_allowed", dialTCP(loop4(a.AllowPort)))
+	r.Set("bind_other", bindTCP(loop4(a.OtherPort)))
+	proptest.Emit(r)
 	return 0
 }
 
@@ -444,14 +425,14 @@ func helperServe(a helperArgs) int {
 	if a.Variant == "twice" && err == nil {
 		_, err = Install(context.Background(), p, opts)
 	}
-	r.set("install", err)
+	r.Set("install", err)
 	for name, sentinel := range sentinels {
 		if errors.Is(err, sentinel) {
 			r["is:"+name] = "true"
 		}
 	}
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	r["active"] = strconv.FormatBool(s.Active())
@@ -461,9 +442,9 @@ func helperServe(a helperArgs) int {
 		}
 	}
 	ln, err := listenTCP(loop4(a.BindPort))
-	r.set("listen", err)
+	r.Set("listen", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	defer ln.Close()
@@ -479,7 +460,7 @@ func helperServe(a helperArgs) int {
 		}
 	}()
 	bufio.NewReader(os.Stdin).ReadString('\n')
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -504,39 +485,39 @@ func helperConnect(a helperArgs) int {
 	if !install(a, r) {
 		return 0
 	}
-	r.set("connect_allowed", dialTCP(loop4(a.AllowPort)))
-	r.set("connect_denied", dialTCP(loop4(a.DenyPort)))
+	r.Set("connect_allowed", dialTCP(loop4(a.AllowPort)))
+	r.Set("connect_denied", dialTCP(loop4(a.DenyPort)))
 	var d net.Dialer
 	c, err := d.Dial("tcp", loop4(a.DenyPort).String())
 	if err == nil {
 		c.Close()
 	}
-	r.set("net_dial_denied", err)
+	r.Set("net_dial_denied", err)
 	mapped := netip.AddrPortFrom(netip.AddrFrom16(netip.MustParseAddr("127.0.0.1").As16()), uint16(a.DenyPort))
-	r.set("connect_denied_v4mapped", dialTCP(mapped))
+	r.Set("connect_denied_v4mapped", dialTCP(mapped))
 	if a.DenyPort6 != 0 {
-		r.set("connect_denied_v6", dialTCP(netip.AddrPortFrom(netip.IPv6Loopback(), uint16(a.DenyPort6))))
+		r.Set("connect_denied_v6", dialTCP(netip.AddrPortFrom(netip.IPv6Loopback(), uint16(a.DenyPort6))))
 	}
 	// Observed, not asserted: what Landlock does not cover.
-	r.set("udp_sendto_denied_port", socketTo(loop4(a.DenyUDP), unix.SOCK_DGRAM, 0, func(fd int, sa unix.Sockaddr) error {
+	r.Set("udp_sendto_denied_port", socketTo(loop4(a.DenyUDP), unix.SOCK_DGRAM, 0, func(fd int, sa unix.Sockaddr) error {
 		return unix.Sendto(fd, []byte("udp"), 0, sa)
 	}))
 	// Landlock does not judge Multipath TCP or SCTP sockets; the seccomp
 	// filter refuses to create them.
 	for name, proto := range map[string]int{"mptcp": unix.IPPROTO_MPTCP, "sctp": unix.IPPROTO_SCTP} {
-		r.set(name+"_connect_denied_port", socketTo(loop4(a.DenyPort), unix.SOCK_STREAM, proto, func(fd int, sa unix.Sockaddr) error {
+		r.Set(name+"_connect_denied_port", socketTo(loop4(a.DenyPort), unix.SOCK_STREAM, proto, func(fd int, sa unix.Sockaddr) error {
 			return unix.Connect(fd, sa)
 		}))
 	}
-	r.set("io_uring_setup", ioUringSetup())
+	r.Set("io_uring_setup", ioUringSetup())
 	// Go's default listener asks for Multipath TCP and falls back to TCP,
 	// which Landlock judges: listening on a port not allowed fails.
 	ln, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(a.OtherPort))
 	if err == nil {
 		ln.Close()
 	}
-	r.set("net_listen_other", err)
-	emit(r)
+	r.Set("net_listen_other", err)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -546,12 +527,12 @@ func helperBind(a helperArgs) int {
 	if !install(a, r) {
 		return 0
 	}
-	r.set("bind_other", bindTCP(loop4(a.OtherPort)))
-	r.set("bind_ephemeral", bindTCP(loop4(0)))
-	r.set("bind_other_v6", bindTCP(netip.AddrPortFrom(netip.IPv6Loopback(), uint16(a.OtherPort))))
-	r.set("bind_other_any", bindTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(a.OtherPort))))
+	r.Set("bind_other", bindTCP(loop4(a.OtherPort)))
+	r.Set("bind_ephemeral", bindTCP(loop4(0)))
+	r.Set("bind_other_v6", bindTCP(netip.AddrPortFrom(netip.IPv6Loopback(), uint16(a.OtherPort))))
+	r.Set("bind_other_any", bindTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(a.OtherPort))))
 	ln, err := listenTCP(loop4(a.BindPort))
-	r.set("listen_allowed", err)
+	r.Set("listen_allowed", err)
 	if err == nil {
 		defer ln.Close()
 		fmt.Println("@ready")
@@ -560,9 +541,9 @@ func helperBind(a helperArgs) int {
 			c.Write([]byte("served"))
 			c.Close()
 		}
-		r.set("accept", err)
+		r.Set("accept", err)
 	}
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -578,14 +559,14 @@ func helperScope(a helperArgs) int {
 		defer unix.Close(fd)
 		return unix.Connect(fd, &unix.SockaddrUnix{Name: "@" + name})
 	}
-	r.set("abstract_outside_before", connectAbstract(a.Abstract))
-	r.set("signal_outside_before", unix.Kill(a.Sleeper, 0))
+	r.Set("abstract_outside_before", connectAbstract(a.Abstract))
+	r.Set("signal_outside_before", unix.Kill(a.Sleeper, 0))
 	if !install(a, r) {
 		return 0
 	}
-	r.set("abstract_outside", connectAbstract(a.Abstract))
-	r.set("signal_outside", unix.Kill(a.Sleeper, 0))
-	r.set("signal_outside_term", unix.Kill(a.Sleeper, unix.SIGTERM))
+	r.Set("abstract_outside", connectAbstract(a.Abstract))
+	r.Set("signal_outside", unix.Kill(a.Sleeper, 0))
+	r.Set("signal_outside_term", unix.Kill(a.Sleeper, unix.SIGTERM))
 	// Inside the domain: our own abstract socket and our own process.
 	inner := a.Abstract + "-inner"
 	ln, err := net.Listen("unix", "@"+inner)
@@ -597,10 +578,10 @@ func helperScope(a helperArgs) int {
 			}
 		}()
 	}
-	r.set("abstract_inside_listen", err)
-	r.set("abstract_inside", connectAbstract(inner))
-	r.set("signal_self", unix.Kill(os.Getpid(), 0))
-	emit(r)
+	r.Set("abstract_inside_listen", err)
+	r.Set("abstract_inside", connectAbstract(inner))
+	r.Set("signal_self", unix.Kill(os.Getpid(), 0))
+	proptest.Emit(r)
 	return 0
 }
 

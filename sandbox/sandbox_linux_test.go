@@ -14,12 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tenantmcp/tenantmcp/internal/proptest"
 )
 
 // helperUID is the unprivileged user helpers run as when the tests run as
@@ -672,20 +673,15 @@ func propScope(t *testing.T) {
 	}
 }
 
-type property struct {
-	name string
-	run  func(*testing.T)
-}
-
-var properties = []property{
-	{"P1-protected-read-denied", propRead},
-	{"P2-forbidden-writes-no-effect", propWrite},
-	{"P3-links-renames-no-bypass", propLinks},
-	{"P4-fork-exec-inheritance", propInherit},
-	{"P5-invalid-setup-never-serves", propInvalid},
-	{"P6-connect-denied-port", propConnect},
-	{"P7-bind-only-listen-port", propBind},
-	{"P8-ipc-scoped", propScope},
+var properties = []proptest.Property{
+	{Name: "P1-protected-read-denied", Run: propRead},
+	{Name: "P2-forbidden-writes-no-effect", Run: propWrite},
+	{Name: "P3-links-renames-no-bypass", Run: propLinks},
+	{Name: "P4-fork-exec-inheritance", Run: propInherit},
+	{Name: "P5-invalid-setup-never-serves", Run: propInvalid},
+	{Name: "P6-connect-denied-port", Run: propConnect},
+	{Name: "P7-bind-only-listen-port", Run: propBind},
+	{Name: "P8-ipc-scoped", Run: propScope},
 }
 
 // TestProperties runs every property TENANTMCP_SANDBOX_RUNS times (default
@@ -693,33 +689,8 @@ var properties = []property{
 // processes, and logs a pass/run table (go test -v).
 func TestProperties(t *testing.T) {
 	requireSandbox(t)
-	runs := 3
-	if v := os.Getenv("TENANTMCP_SANDBOX_RUNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("TENANTMCP_SANDBOX_RUNS=%q: want a positive integer", v)
-		}
-		runs = n
-	}
-	passes := map[string]int{}
-	for round := 1; round <= runs; round++ {
-		order := slices.Clone(properties)
-		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for _, p := range order {
-			if t.Run(fmt.Sprintf("%s/round%02d", p.name, round), p.run) {
-				passes[p.name]++
-			}
-		}
-	}
-	var table strings.Builder
-	fmt.Fprintf(&table, "\nhelpers run as uid %d; Landlock ABI %d\n%-34s %5s %5s\n", helperUIDFor(), detectABI(), "property", "pass", "runs")
-	total := 0
-	for _, p := range properties {
-		fmt.Fprintf(&table, "%-34s %5d %5d\n", p.name, passes[p.name], runs)
-		total += passes[p.name]
-	}
-	fmt.Fprintf(&table, "%-34s %5d %5d", "total", total, runs*len(properties))
-	t.Log(table.String())
+	proptest.Run(t, "TENANTMCP_SANDBOX_RUNS",
+		fmt.Sprintf("helpers run as uid %d; Landlock ABI %d\n", helperUIDFor(), detectABI()), properties)
 }
 
 func helperUIDFor() int {

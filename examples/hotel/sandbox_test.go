@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tenantmcp/tenantmcp/internal/proptest"
 )
 
 // unprivilegedUID is the user the sandboxed server runs as when the tests
@@ -48,8 +49,8 @@ type runningHotel struct {
 	output          string
 }
 
-// startHotel runs bin with args, waits for it to print its endpoint and the
-// demo tokens, and stops it at the end of the test. asUser runs it as the
+// startHotel runs bin with args, waits until it has printed its endpoint
+// and the demo tokens (or exited), and stops it at the end of the test. asUser runs it as the
 // unprivileged user when the test runs as root.
 func startHotel(t testing.TB, ctx context.Context, bin string, asUser bool, args ...string) *runningHotel {
 	t.Helper()
@@ -89,10 +90,16 @@ func startHotel(t testing.TB, ctx context.Context, bin string, asUser bool, args
 		}
 	}()
 	h.output = output.String()
+	return h
+}
+
+// wantServing fails the test unless the server printed its endpoint and
+// tokens.
+func (h *runningHotel) wantServing(t testing.TB) {
+	t.Helper()
 	if h.endpoint == "" || h.token == "" {
 		t.Fatalf("server did not start:\n%s", h.output)
 	}
-	return h
 }
 
 // connect opens an MCP session as alice.
@@ -115,6 +122,7 @@ var revenueArgs = map[string]any{"from": "2026-01-01", "to": "2027-01-01"}
 // precondition) and the socket filter.
 func (h *runningHotel) wantSandboxed(t testing.TB) {
 	t.Helper()
+	h.wantServing(t)
 	if !strings.Contains(h.output, "sandbox active (Landlock ABI") || !strings.Contains(h.output, "net: bind_tcp,connect_tcp") {
 		t.Fatalf("server did not report an active sandbox with TCP rules:\n%s", h.output)
 	}
@@ -192,7 +200,7 @@ func TestServesUnderSandbox(t *testing.T) {
 			t.Skipf("the egress guard needs root (running as uid %d)", os.Geteuid())
 		}
 		h := startHotel(t, ctx, bin, false, "-sandbox", "-egress", "-addr", "127.0.0.1:0")
-		if strings.Contains(h.output, "egress guard not installed") {
+		if strings.Contains(h.output, "egress guard requested but not installed") {
 			t.Skipf("egress guard unavailable here:\n%s", h.output)
 		}
 		if !strings.Contains(h.output, "egress guard active") {
@@ -265,31 +273,17 @@ func BenchmarkSandboxThroughput(b *testing.B) {
 	round(plain) // warm both up
 	round(sandboxed)
 	b.ResetTimer()
-	var tp, ts time.Duration
-	var pairs []float64
-	var prev time.Duration
-	for i, sb := range []bool{false, true, true, false, false, true, true, false} {
-		var d time.Duration
+	var ratios proptest.Ratios
+	for _, sb := range proptest.ABBA {
 		if sb {
-			d = round(sandboxed)
-			ts += d
+			ratios.Add(true, round(sandboxed))
 		} else {
-			d = round(plain)
-			tp += d
+			ratios.Add(false, round(plain))
 		}
-		if i%2 == 1 {
-			if sb {
-				pairs = append(pairs, float64(d)/float64(prev))
-			} else {
-				pairs = append(pairs, float64(prev)/float64(d))
-			}
-		}
-		prev = d
 	}
-	per := float64(4 * n)
-	b.ReportMetric(float64(ts.Nanoseconds())/per, "ns/op")
-	b.ReportMetric(float64(tp.Nanoseconds())/per, "plain-ns/op")
-	b.ReportMetric(float64(ts)/float64(tp), "ratio")
-	slices.Sort(pairs)
-	b.ReportMetric((pairs[1]+pairs[2])/2, "median-pair-ratio")
+	per := float64(len(proptest.ABBA) / 2 * n)
+	b.ReportMetric(float64(ratios.Candidate.Nanoseconds())/per, "ns/op")
+	b.ReportMetric(float64(ratios.Baseline.Nanoseconds())/per, "plain-ns/op")
+	b.ReportMetric(ratios.Ratio(), "ratio")
+	b.ReportMetric(ratios.MedianPair(), "median-pair-ratio")
 }
