@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +21,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/tenantmcp/tenantmcp/internal/proptest"
 )
 
 // requireGuard skips the test, with the exact reason, where a guard cannot be
@@ -607,54 +608,23 @@ func propRingFull(t *testing.T) {
 	}
 }
 
-type property struct {
-	name string
-	run  func(*testing.T)
-}
-
-var properties = []property{
-	{"P01-allow-deny-connect-sendto", propAllowDeny},
-	{"P02-unguarded-control", propUnguardedControl},
-	{"P03+13-established-sends-abort", func(t *testing.T) { propEstablished(t, "") }},
-	{"P03+13-established-egress-hook-only", func(t *testing.T) { propEstablished(t, "nosweep") }},
-	{"P05-fork-exec-inheritance", propInherit},
-	{"P08-hot-update", propHotUpdate},
-	{"P14-invalid-policy-not-serving", propInvalidPolicy},
-	{"P14-failed-attach-not-serving", propFailedAttach},
-	{"audit-full-ringbuf-still-denies", propRingFull},
+var properties = []proptest.Property{
+	{Name: "P01-allow-deny-connect-sendto", Run: propAllowDeny},
+	{Name: "P02-unguarded-control", Run: propUnguardedControl},
+	{Name: "P03+13-established-sends-abort", Run: func(t *testing.T) { propEstablished(t, "") }},
+	{Name: "P03+13-established-egress-hook-only", Run: func(t *testing.T) { propEstablished(t, "nosweep") }},
+	{Name: "P05-fork-exec-inheritance", Run: propInherit},
+	{Name: "P08-hot-update", Run: propHotUpdate},
+	{Name: "P14-invalid-policy-not-serving", Run: propInvalidPolicy},
+	{Name: "P14-failed-attach-not-serving", Run: propFailedAttach},
+	{Name: "audit-full-ringbuf-still-denies", Run: propRingFull},
 }
 
 // TestProperties runs every property TENANTMCP_EGRESS_RUNS times (default 3)
 // in a fresh random order each round, and logs a pass/run table (go test -v).
 func TestProperties(t *testing.T) {
 	requireGuard(t)
-	runs := 3
-	if v := os.Getenv("TENANTMCP_EGRESS_RUNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("TENANTMCP_EGRESS_RUNS=%q: want a positive integer", v)
-		}
-		runs = n
-	}
-	passes := map[string]int{}
-	for round := 1; round <= runs; round++ {
-		order := slices.Clone(properties)
-		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for _, p := range order {
-			if t.Run(fmt.Sprintf("%s/round%02d", p.name, round), p.run) {
-				passes[p.name]++
-			}
-		}
-	}
-	var table strings.Builder
-	fmt.Fprintf(&table, "\n%-40s %5s %5s\n", "property", "pass", "runs")
-	total := 0
-	for _, p := range properties {
-		fmt.Fprintf(&table, "%-40s %5d %5d\n", p.name, passes[p.name], runs)
-		total += passes[p.name]
-	}
-	fmt.Fprintf(&table, "%-40s %5d %5d", "total", total, runs*len(properties))
-	t.Log(table.String())
+	proptest.Run(t, "TENANTMCP_EGRESS_RUNS", "", properties)
 }
 
 // TestInstallTwiceRefused: a second Install in the same process is refused.
