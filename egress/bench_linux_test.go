@@ -189,5 +189,5 @@ func BenchmarkOverhead(b *testing.B) {
 // benchFixture opens discard sinks for the benchmark.
 func benchFixture(b *testing.B) helperArgs {
 	b.Helper()
-	return helperArgs{AllowTCP: tcpSink(b, "tcp4", "127.0.0.1:0").port, AllowUDP: udpSink(b).port, DenyTCP: 1, DenyUDP: 1}
+	return helperArgs{AllowTCP: tcpSink(b, "tcp4", "127.0.0.1:0").Port, AllowUDP: udpSink(b).Port, DenyTCP: 1, DenyUDP: 1}
 }

@@ -64,6 +64,13 @@ func TestMain(m *testing.M) {
 // result collects a helper's observations.
 type result = proptest.Result
 
+var (
+	collect     = proptest.Collect
+	parseResult = proptest.ParseResult
+	loop4       = proptest.Loop4
+	sockaddr    = proptest.Sockaddr
+)
+
 func runHelper(scenario string) int {
 	var a helperArgs
 	if err := json.Unmarshal([]byte(os.Getenv(helperArgsEnv)), &a); err != nil {
@@ -89,19 +96,8 @@ func runHelper(scenario string) int {
 	return fn(a)
 }
 
-func loop4(port int) netip.AddrPort {
-	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
-}
-
 func loop6(port int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.IPv6Loopback(), uint16(port))
-}
-
-func sockaddr(ap netip.AddrPort) (int, unix.Sockaddr) {
-	if ap.Addr().Is4() {
-		return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
-	}
-	return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
 }
 
 // dial connects a blocking socket of the given type; the fd is returned even
@@ -599,26 +595,3 @@ func helperRingFull(a helperArgs) int {
 }
 
 // collect runs cmd and parses its @result line.
-func collect(cmd *exec.Cmd) (result, error) {
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	res, perr := parseResult(string(out))
-	if perr != nil {
-		return nil, fmt.Errorf("%v: %v; stderr: %s", err, perr, stderr.String())
-	}
-	return res, nil
-}
-
-func parseResult(out string) (result, error) {
-	for line := range strings.SplitSeq(out, "\n") {
-		if js, ok := strings.CutPrefix(line, "@result "); ok {
-			var r result
-			if err := json.Unmarshal([]byte(js), &r); err != nil {
-				return nil, err
-			}
-			return r, nil
-		}
-	}
-	return nil, fmt.Errorf("no @result line in output %q", out)
-}

@@ -84,6 +84,11 @@ func policyFor(a helperArgs) Policy {
 // result collects a helper's observations.
 type result = proptest.Result
 
+var (
+	loop4    = proptest.Loop4
+	sockaddr = proptest.Sockaddr
+)
+
 func runHelper(scenario string) int {
 	var a helperArgs
 	if err := json.Unmarshal([]byte(os.Getenv(helperArgsEnv)), &a); err != nil {
@@ -321,14 +326,9 @@ func helperInherit(a helperArgs) int {
 	child.Env = append(os.Environ(), helperEnv+"=child", helperArgsEnv+"="+string(js))
 	out, err = child.Output()
 	r.Set("child_run", err)
-	for line := range strings.Lines(string(out)) {
-		if rest, ok := strings.CutPrefix(line, "@result "); ok {
-			var cr result
-			if json.Unmarshal([]byte(rest), &cr) == nil {
-				for k, v := range cr {
-					r["child_"+k] = v
-				}
-			}
+	if cr, err := proptest.ParseResult(string(out)); err == nil {
+		for k, v := range cr {
+			r["child_"+k] = v
 		}
 	}
 	proptest.Emit(r)
@@ -352,17 +352,6 @@ func helperChild(a helperArgs) int {
 	r.Set("bind_other", bindTCP(loop4(a.OtherPort)))
 	proptest.Emit(r)
 	return 0
-}
-
-func loop4(port int) netip.AddrPort {
-	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
-}
-
-func sockaddr(ap netip.AddrPort) (int, unix.Sockaddr) {
-	if ap.Addr().Is4() {
-		return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
-	}
-	return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
 }
 
 // socketTo opens a socket of the family of ap with the given type and

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -101,149 +100,22 @@ func helperCmd(scenario string, a helperArgs) *exec.Cmd {
 	return cmd
 }
 
-// collect runs a helper to completion and returns its result.
-func collect(cmd *exec.Cmd) (result, error) {
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("helper: %w; stderr:\n%s", err, stderr.String())
-	}
-	for line := range strings.Lines(string(out)) {
-		if rest, ok := strings.CutPrefix(line, "@result "); ok {
-			var r result
-			if err := json.Unmarshal([]byte(rest), &r); err != nil {
-				return nil, err
-			}
-			return r, nil
-		}
-	}
-	return nil, fmt.Errorf("helper printed no result; stdout:\n%s\nstderr:\n%s", out, stderr.String())
-}
+// The helper protocol, sinks and checks are the ones the egress suite uses.
+type sink = proptest.Sink
 
-// helperProc is a running helper that prints @ready and waits for stdin.
-type helperProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string
-	stderr strings.Builder
-}
+var (
+	collect        = proptest.Collect
+	tcpSink        = proptest.TCPSink
+	freePort       = proptest.FreePort
+	want           = proptest.Want
+	wantOneOf      = proptest.WantOneOf
+	wantFailed     = proptest.WantFailed
+	wantNotServing = proptest.WantNotServing
+)
 
-func startHelper(t testing.TB, scenario string, a helperArgs) *helperProc {
+func startHelper(t testing.TB, scenario string, a helperArgs) *proptest.Proc {
 	t.Helper()
-	h := &helperProc{cmd: helperCmd(scenario, a), lines: make(chan string, 16)}
-	h.cmd.Stderr = &h.stderr
-	var err error
-	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := h.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "@") {
-				h.lines <- sc.Text()
-			}
-		}
-		close(h.lines)
-	}()
-	t.Cleanup(func() {
-		h.stdin.Close()
-		h.cmd.Process.Kill()
-		h.cmd.Wait()
-	})
-	return h
-}
-
-// next returns the next protocol line, "" if the helper exited.
-func (h *helperProc) next(t testing.TB) string {
-	t.Helper()
-	select {
-	case line := <-h.lines:
-		return line
-	case <-time.After(30 * time.Second):
-		t.Fatalf("helper silent for 30s; stderr:\n%s", h.stderr.String())
-		return ""
-	}
-}
-
-// result tells a waiting helper to finish and returns its result.
-func (h *helperProc) result(t testing.TB) result {
-	t.Helper()
-	h.stdin.Write([]byte("\n"))
-	for {
-		line := h.next(t)
-		if line == "" {
-			t.Fatalf("helper exited without a result; stderr:\n%s", h.stderr.String())
-		}
-		if rest, ok := strings.CutPrefix(line, "@result "); ok {
-			var r result
-			if err := json.Unmarshal([]byte(rest), &r); err != nil {
-				t.Fatal(err)
-			}
-			return r
-		}
-	}
-}
-
-// sink accepts TCP connections and counts them and their bytes.
-type sink struct {
-	port  int
-	mu    sync.Mutex
-	conns int
-	bytes int
-}
-
-func (s *sink) seen() (int, int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.conns, s.bytes
-}
-
-func tcpSink(t testing.TB, network, addr string) *sink {
-	t.Helper()
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &sink{port: ln.Addr().(*net.TCPAddr).Port}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.conns++
-			s.mu.Unlock()
-			go func() {
-				defer c.Close()
-				n, _ := io.Copy(io.Discard, c)
-				s.mu.Lock()
-				s.bytes += int(n)
-				s.mu.Unlock()
-			}()
-		}
-	}()
-	return s
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return proptest.Start(t, helperCmd(scenario, a))
 }
 
 // fixture is one property run's files and sinks:
@@ -300,13 +172,13 @@ func newFixture(t testing.TB) *fixture {
 	f := &fixture{allow: tcpSink(t, "tcp4", "127.0.0.1:0"), deny: tcpSink(t, "tcp4", "127.0.0.1:0")}
 	f.a = helperArgs{
 		Base: base, Secret: secret, Self: helperBin,
-		AllowPort: f.allow.port, DenyPort: f.deny.port,
+		AllowPort: f.allow.Port, DenyPort: f.deny.Port,
 		BindPort: freePort(t), OtherPort: freePort(t),
 	}
 	if ln, err := net.Listen("tcp6", "[::1]:0"); err == nil {
 		ln.Close()
 		f.deny6 = tcpSink(t, "tcp6", "[::1]:0")
-		f.a.DenyPort6 = f.deny6.port
+		f.a.DenyPort6 = f.deny6.Port
 	}
 	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -345,20 +217,6 @@ func snapshot(t testing.TB, dir string) string {
 		t.Fatal(err)
 	}
 	return b.String()
-}
-
-func want(t testing.TB, r result, step, value string) {
-	t.Helper()
-	if r[step] != value {
-		t.Errorf("%s = %q, want %q", step, r[step], value)
-	}
-}
-
-func wantOneOf(t testing.TB, r result, step string, values ...string) {
-	t.Helper()
-	if !slices.Contains(values, r[step]) {
-		t.Errorf("%s = %q, want one of %q", step, r[step], values)
-	}
 }
 
 func wantNoLeak(t testing.TB, r result) {
@@ -488,15 +346,8 @@ func propInherit(t *testing.T) {
 	if _, err := os.Stat(f.a.path("ro", "child.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the child created ro/child.txt (stat: %v)", err)
 	}
-	if c, _ := f.deny.seen(); c != 0 {
+	if c := f.deny.Conns(); c != 0 {
 		t.Errorf("denied sink accepted %d connections", c)
-	}
-}
-
-func wantFailed(t testing.TB, r result, step string) {
-	t.Helper()
-	if v, ok := r[step]; !ok || v == "ok" {
-		t.Errorf("%s = %q, want an error", step, v)
 	}
 }
 
@@ -518,11 +369,10 @@ func propInvalid(t *testing.T) {
 			if variant == "minabi" && best {
 				// Best effort: serves, enforcing what the kernel has.
 				h := startHelper(t, "serve", a)
-				if line := h.next(t); line != "@ready" {
-					t.Fatalf("best-effort helper: %q; stderr:\n%s", line, h.stderr.String())
-				}
+				h.Expect(t, "@ready")
 				wantServed(t, a.BindPort)
-				r := h.result(t)
+				h.Send("") // the helper reports once told to stop serving
+				r := h.Result(t)
 				want(t, r, "install", "ok")
 				want(t, r, "active", "true")
 				want(t, r, "err_is:ErrABITooOld", "true")
@@ -556,17 +406,6 @@ func wantServed(t testing.TB, port int) {
 	}
 }
 
-func wantNotServing(t testing.TB, port int) {
-	t.Helper()
-	c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err == nil {
-		c.Close()
-		t.Errorf("something serves on port %d, want nothing", port)
-	} else if !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Errorf("dial serve port: %v, want ECONNREFUSED", err)
-	}
-}
-
 // P6: TCP connect reaches the allowed port only — over IPv4, IPv6 and
 // v4-mapped IPv6, raw or through net.Dialer; the denied sink sees nothing.
 func propConnect(t *testing.T) {
@@ -584,15 +423,15 @@ func propConnect(t *testing.T) {
 		want(t, r, "connect_denied_v6", "EACCES")
 	}
 	time.Sleep(20 * time.Millisecond) // let the sinks count
-	if c, b := f.deny.seen(); c != 0 || b != 0 {
-		t.Errorf("denied sink: %d connections, %d bytes; want none", c, b)
+	if c, b := f.deny.Conns(), f.deny.String(); c != 0 || b != "" {
+		t.Errorf("denied sink: %d connections, data %q; want none", c, b)
 	}
 	if f.deny6 != nil {
-		if c, _ := f.deny6.seen(); c != 0 {
+		if c := f.deny6.Conns(); c != 0 {
 			t.Errorf("denied IPv6 sink: %d connections", c)
 		}
 	}
-	if c, _ := f.allow.seen(); c != 1 {
+	if c := f.allow.Conns(); c != 1 {
 		t.Errorf("allowed sink: %d connections, want 1", c)
 	}
 	// Multipath TCP and SCTP would bypass the port rules; the filter
@@ -610,11 +449,9 @@ func propConnect(t *testing.T) {
 func propBind(t *testing.T) {
 	f := newFixture(t)
 	h := startHelper(t, "bind", f.a)
-	if line := h.next(t); line != "@ready" {
-		t.Fatalf("bind helper: %q; stderr:\n%s", line, h.stderr.String())
-	}
+	h.Expect(t, "@ready")
 	wantServed(t, f.a.BindPort)
-	r := h.result(t)
+	r := h.Result(t)
 	want(t, r, "install", "ok")
 	for _, step := range []string{"bind_other", "bind_ephemeral", "bind_other_v6", "bind_other_any"} {
 		if step == "bind_other_v6" && f.a.DenyPort6 == 0 {
@@ -650,11 +487,9 @@ func propScope(t *testing.T) {
 		}
 	}()
 	sleeper := startHelper(t, "sleep", f.a)
-	if line := sleeper.next(t); line != "@ready" {
-		t.Fatalf("sleeper: %q", line)
-	}
+	sleeper.Expect(t, "@ready")
 	a := f.a
-	a.Abstract, a.Sleeper = name, sleeper.cmd.Process.Pid
+	a.Abstract, a.Sleeper = name, sleeper.Cmd.Process.Pid
 	r, err := collect(helperCmd("scope", a))
 	if err != nil {
 		t.Fatal(err)
@@ -668,7 +503,7 @@ func propScope(t *testing.T) {
 	want(t, r, "abstract_inside_listen", "ok")
 	want(t, r, "abstract_inside", "ok")
 	want(t, r, "signal_self", "ok")
-	if err := sleeper.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+	if err := sleeper.Cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the sleeper died: %v", err)
 	}
 }
