@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -154,6 +155,24 @@ func TestServesUnderSandbox(t *testing.T) {
 		res, err := h.connect(t, ctx).CallTool(ctx, &mcp.CallToolParams{Name: "revenue_report", Arguments: revenueArgs})
 		if err != nil || res.IsError {
 			t.Fatalf("revenue_report under the sandbox: %v %+v", err, res)
+		}
+	})
+
+	t.Run("invalid-policy-never-serves", func(t *testing.T) {
+		// A flow policy file that does not exist cannot be granted:
+		// Install fails, and the command exits before it listens.
+		port := strconv.Itoa(proptest.FreePort(t))
+		h := startHotel(t, ctx, bin, true, "-sandbox", "-addr", "127.0.0.1:"+port, "-flow-policy", "/nonexistent/flow-policy.json")
+		if err := h.cmd.Wait(); err == nil {
+			t.Fatalf("the command exited 0:\n%s", h.output)
+		}
+		if h.endpoint != "" || !strings.Contains(h.output, "sandbox requested but not installed, refusing to serve") ||
+			!strings.Contains(h.output, "sandbox: invalid policy") {
+			t.Fatalf("want a refusal naming the invalid policy, got:\n%s", h.output)
+		}
+		if c, err := net.Dial("tcp4", "127.0.0.1:"+port); err == nil {
+			c.Close()
+			t.Fatal("something serves on the listen port")
 		}
 	})
 
