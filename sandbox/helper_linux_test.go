@@ -405,6 +405,10 @@ func helperServe(a helperArgs) int {
 		p.ConnectTCP = append(p.ConnectTCP, 0)
 	case "minabi":
 		opts.MinABI = 99
+	case "nolandlock": // a kernel without Landlock
+		opts.kernelABI = -1
+	case "abi3": // files and truncation, no TCP rules
+		opts.kernelABI = 3
 	case "twice":
 	default:
 		fmt.Fprintln(os.Stderr, "serve: unknown variant", a.Variant)
@@ -425,10 +429,17 @@ func helperServe(a helperArgs) int {
 		return 0
 	}
 	r["active"] = strconv.FormatBool(s.Active())
+	r["enforced"] = s.Enforced().String()
 	for name, sentinel := range sentinels {
 		if errors.Is(s.Err(), sentinel) {
 			r["err_is:"+name] = "true"
 		}
+	}
+	// What the best-effort sandbox still denies.
+	b, err := os.ReadFile(a.path("protected", "secret.txt"))
+	r.Set("read_protected", err)
+	if strings.Contains(string(b), a.Secret) {
+		r["read_protected_leaked"] = "true"
 	}
 	ln, err := listenTCP(loop4(a.BindPort))
 	r.Set("listen", err)

@@ -33,6 +33,10 @@ type Options struct {
 	// Logger receives the start-up line (ABI and enforced rights) and
 	// warnings. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// kernelABI (tests only) makes Install act as on a kernel with this
+	// Landlock ABI, at most the real one; -1 means no Landlock.
+	kernelABI int
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -147,7 +151,11 @@ func Install(ctx context.Context, p Policy, opts *Options) (*Sandbox, error) {
 	}
 	s := &Sandbox{policy: p}
 	log := opts.logger()
-	enforced, err := restrict(p, opts.minABI(), opts != nil && opts.BestEffort)
+	abi := detectABI()
+	if opts != nil && opts.kernelABI != 0 {
+		abi = min(abi, max(opts.kernelABI, 0))
+	}
+	enforced, err := restrict(p, abi, opts.minABI(), opts != nil && opts.BestEffort)
 	if enforced.ABI > 0 && (len(enforced.FS) > 0 || len(enforced.Net) > 0 || len(enforced.Scoped) > 0) {
 		s.active, s.enforced = true, enforced
 	} else {

@@ -111,8 +111,9 @@ func fsAccess(a Access, dir bool) landlock.AccessFSSet {
 	return s
 }
 
-func restrict(p Policy, minABI int, bestEffort bool) (Rights, error) {
-	abi := detectABI()
+// restrict enforces p with the rights of ABI abi (the kernel's, from
+// detectABI).
+func restrict(p Policy, abi, minABI int, bestEffort bool) (Rights, error) {
 	if abi == 0 {
 		return Rights{}, ErrUnsupported
 	}

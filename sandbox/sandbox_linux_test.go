@@ -351,40 +351,54 @@ func propInherit(t *testing.T) {
 	}
 }
 
-// P5: an invalid policy or an unmet ABI requirement never serves: Install
-// fails with the documented error and the server never listens. BestEffort
-// does not excuse an invalid policy; on an unmet ABI requirement it serves
-// with what the kernel enforces and says what is missing.
+// P5: an invalid policy, a kernel without Landlock or an unmet ABI
+// requirement never serves: Install fails with the documented error and the
+// server never listens. BestEffort does not excuse an invalid policy; where
+// the kernel falls short it serves, enforcing what the kernel has, and says
+// what is missing.
 func propInvalid(t *testing.T) {
-	for variant, sentinel := range map[string]string{
-		"relative": "ErrInvalidPolicy", "unclean": "ErrInvalidPolicy", "missing": "ErrInvalidPolicy",
-		"noaccess": "ErrInvalidPolicy", "badaccess": "ErrInvalidPolicy", "port0": "ErrInvalidPolicy",
-		"minabi": "ErrABITooOld", "twice": "ErrAlreadyInstalled",
+	// What a best-effort Install serves with: active, the error in Err,
+	// and whether the protected file is still denied.
+	type served struct{ active, errIs, readProtected string }
+	for variant, c := range map[string]struct {
+		sentinel string
+		best     *served // nil: refused even with BestEffort
+	}{
+		"relative": {sentinel: "ErrInvalidPolicy"}, "unclean": {sentinel: "ErrInvalidPolicy"},
+		"missing": {sentinel: "ErrInvalidPolicy"}, "noaccess": {sentinel: "ErrInvalidPolicy"},
+		"badaccess": {sentinel: "ErrInvalidPolicy"}, "port0": {sentinel: "ErrInvalidPolicy"},
+		"twice":      {sentinel: "ErrAlreadyInstalled"},
+		"minabi":     {"ErrABITooOld", &served{"true", "ErrABITooOld", "EACCES"}},
+		"abi3":       {"ErrABITooOld", &served{"true", "ErrABITooOld", "EACCES"}},
+		"nolandlock": {"ErrUnsupported", &served{"false", "ErrUnsupported", "ok"}},
 	} {
 		for _, best := range []bool{false, true} {
 			f := newFixture(t)
 			a := f.a
 			a.Variant, a.BestEffort = variant, best
-			r, err := collect(helperCmd("serve", a))
-			if variant == "minabi" && best {
-				// Best effort: serves, enforcing what the kernel has.
+			if best && c.best != nil {
 				h := startHelper(t, "serve", a)
 				h.Expect(t, "@ready")
 				wantServed(t, a.BindPort)
 				h.Send("") // the helper reports once told to stop serving
 				r := h.Result(t)
 				want(t, r, "install", "ok")
-				want(t, r, "active", "true")
-				want(t, r, "err_is:ErrABITooOld", "true")
+				want(t, r, "active", c.best.active)
+				want(t, r, "err_is:"+c.best.errIs, "true")
+				want(t, r, "read_protected", c.best.readProtected)
+				if variant == "abi3" && !strings.Contains(r["enforced"], "net: none") {
+					t.Errorf("abi3: enforced %q, want no network rights", r["enforced"])
+				}
 				continue
 			}
+			r, err := collect(helperCmd("serve", a))
 			if err != nil {
 				t.Fatalf("%s: %v", variant, err)
 			}
 			if r["install"] == "ok" {
 				t.Errorf("%s (best effort %v): Install succeeded", variant, best)
 			}
-			want(t, r, "is:"+sentinel, "true")
+			want(t, r, "is:"+c.sentinel, "true")
 			if _, ok := r["listen"]; ok {
 				t.Errorf("%s: the helper listened after a failed Install", variant)
 			}

@@ -2,4 +2,6 @@
 
 package sandbox
 
-func restrict(Policy, int, bool) (Rights, error) { return Rights{}, ErrUnsupported }
+func detectABI() int { return 0 }
+
+func restrict(Policy, int, int, bool) (Rights, error) { return Rights{}, ErrUnsupported }
