@@ -125,9 +125,11 @@ var installed atomic.Bool
 // it forks or execs afterwards, to p, with Linux Landlock. It validates p,
 // detects the kernel's Landlock ABI, builds a ruleset restricting every
 // right that ABI and this package handle (see Rights), enforces it on all
-// OS threads, and proves it from inside with canaries: listing "/" (unless
-// p grants Read on "/") and binding a TCP port p does not allow (ABI 4+)
-// must both fail with EACCES.
+// OS threads, adds a seccomp filter against the sockets that would bypass
+// the TCP rules (see the package documentation), and proves it from inside
+// with canaries: listing "/" (unless p grants Read on "/") and binding a TCP
+// port p does not allow (ABI 4+) must fail with EACCES, and creating a
+// Multipath TCP socket with EPROTONOSUPPORT.
 //
 // Call it first thing, before any file, pool, listener or client exists:
 // Landlock checks accesses when a file is opened or a socket is bound or
@@ -161,6 +163,8 @@ func Install(ctx context.Context, p Policy, opts *Options) (*Sandbox, error) {
 	} else {
 		installed.Store(false) // nothing was restricted; a later Install may try again
 	}
+	// Fail closed: without BestEffort a Sandbox is returned only when every
+	// right the policy asked for is enforced and the canaries were denied.
 	if err != nil {
 		if opts == nil || !opts.BestEffort {
 			return nil, err
