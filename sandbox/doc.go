@@ -46,8 +46,9 @@
 //	         abstract Unix socket of, and no signal to, a process outside
 //	         the sandbox
 //	seccomp  socket(2) of IPPROTO_MPTCP and IPPROTO_SCTP fails with
-//	         EPROTONOSUPPORT, io_uring_setup(2) and foreign-ABI system
-//	         calls with ENOSYS (amd64, arm64)
+//	         EPROTONOSUPPORT, a send with MSG_FASTOPEN with EOPNOTSUPP,
+//	         io_uring_setup(2) and foreign-ABI system calls with ENOSYS
+//	         (amd64, arm64)
 //
 // A PathRule grants Read (read files, list directories), Write (write,
 // truncate, create, remove, rename, link; never device nodes) and Execute
@@ -73,12 +74,15 @@
 //     bind_udp, connect_send_udp): handling them would deny what a Policy
 //     cannot yet grant.
 //
-// Multipath TCP and SCTP sockets would carry connections to any port:
-// Landlock's TCP rules apply to IPPROTO_TCP sockets only, and Go's
-// net.Listen asks for Multipath TCP by default. Install therefore loads a
-// seccomp filter (synchronised to all threads) that refuses those sockets;
-// Go falls back to plain TCP, which Landlock judges. It refuses io_uring,
-// whose socket operations seccomp cannot see, too.
+// Three ways around Landlock's TCP rules were found by the tests on this
+// kernel, each reaching a port the policy denies: Multipath TCP and SCTP
+// sockets (the rules apply to IPPROTO_TCP sockets only, and Go's net.Listen
+// asks for Multipath TCP by default), and TCP Fast Open, which connects
+// from sendto(2) with MSG_FASTOPEN where Landlock's connect hook never
+// runs. Install therefore loads a seccomp filter (synchronised to all
+// threads) that refuses those sockets and those sends; Go falls back to
+// plain TCP, which Landlock judges, and TFO clients to connect(2). It
+// refuses io_uring, whose socket operations seccomp cannot see, too.
 //
 // # Threads and children
 //

@@ -510,6 +510,14 @@ func helperConnect(a helperArgs) int {
 		}))
 	}
 	r.Set("io_uring_setup", ioUringSetup())
+	// TCP Fast Open connects from sendto(2), not connect(2).
+	r.Set("tfo_sendto_denied_port", socketTo(loop4(a.DenyPort), unix.SOCK_STREAM, unix.IPPROTO_TCP, func(fd int, sa unix.Sockaddr) error {
+		return unix.Sendto(fd, []byte("tfo"), unix.MSG_FASTOPEN, sa)
+	}))
+	r.Set("tfo_sendmsg_denied_port", socketTo(loop4(a.DenyPort), unix.SOCK_STREAM, unix.IPPROTO_TCP, func(fd int, sa unix.Sockaddr) error {
+		_, err := unix.SendmsgN(fd, []byte("tfo"), nil, sa, unix.MSG_FASTOPEN)
+		return err
+	}))
 	// Go's default listener asks for Multipath TCP and falls back to TCP,
 	// which Landlock judges: listening on a port not allowed fails.
 	ln, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(a.OtherPort))

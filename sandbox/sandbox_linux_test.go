@@ -453,6 +453,10 @@ func propConnect(t *testing.T) {
 	want(t, r, "mptcp_connect_denied_port", "EPROTONOSUPPORT")
 	want(t, r, "sctp_connect_denied_port", "EPROTONOSUPPORT")
 	want(t, r, "io_uring_setup", "ENOSYS")
+	// TCP Fast Open would connect from a send; the filter refuses it
+	// (EOPNOTSUPP, which Linux names ENOTSUP too).
+	want(t, r, "tfo_sendto_denied_port", "ENOTSUP")
+	want(t, r, "tfo_sendmsg_denied_port", "ENOTSUP")
 	want(t, r, "net_listen_other", "EACCES")
 	// UDP is not restricted below ABI 10 (documented); observed, not asserted.
 	t.Logf("%s: UDP sendto to a port not allowed → %s", r["enforced"], r["udp_sendto_denied_port"])

@@ -10,12 +10,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Landlock's TCP rules apply to sockets of protocol IPPROTO_TCP only: a
-// Multipath TCP socket (IPPROTO_MPTCP, which Go's net.Listen uses by
-// default) or an SCTP socket binds and connects to any port, as the tests
-// show. Install therefore adds a seccomp filter, synchronised to every
-// thread, that refuses to create those sockets with EPROTONOSUPPORT (the
-// error of a kernel without them; Go falls back to plain TCP) and refuses
+// Landlock's TCP rules judge bind(2) and connect(2) on sockets of protocol
+// IPPROTO_TCP only. A Multipath TCP socket (IPPROTO_MPTCP, which Go's
+// net.Listen uses by default) or an SCTP socket binds and connects to any
+// port, and TCP Fast Open (sendto/sendmsg with MSG_FASTOPEN) connects
+// without connect(2) — the tests show each reaching a denied port. Install
+// therefore adds a seccomp filter, synchronised to every thread, that
+// refuses to create those sockets with EPROTONOSUPPORT (the error of a
+// kernel without them; Go falls back to plain TCP), refuses MSG_FASTOPEN
+// sends with EOPNOTSUPP (clients fall back to connect), and refuses
 // io_uring_setup, whose socket operations seccomp cannot see. It also
 // refuses system calls of a foreign ABI (i386 or x32 on amd64), which the
 // filter cannot judge by number; no Go program makes them.
@@ -28,9 +31,39 @@ var socketFilterArch = map[string]uint32{
 }[runtime.GOARCH]
 
 // blockedSockets names what the filter refuses, as Rights.Blocked lists it.
-var blockedSockets = []string{"socket:mptcp", "socket:sctp", "io_uring_setup", "foreign-abi-syscalls"}
+var blockedSockets = []string{"socket:mptcp", "socket:sctp", "send:msg_fastopen", "io_uring_setup", "foreign-abi-syscalls"}
 
 const x32SyscallBit = 0x40000000
+
+// insn is one classic BPF instruction whose jump targets are labels ("" is
+// the next instruction); label names the instruction itself.
+type insn struct {
+	label  string
+	code   uint16
+	k      uint32
+	jt, jf string
+}
+
+// assemble resolves the labels into relative jumps.
+func assemble(prog []insn) []unix.SockFilter {
+	at := map[string]int{}
+	for i, in := range prog {
+		if in.label != "" {
+			at[in.label] = i
+		}
+	}
+	rel := func(i int, label string) uint8 {
+		if label == "" {
+			return 0
+		}
+		return uint8(at[label] - i - 1)
+	}
+	out := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		out[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: rel(i, in.jt), Jf: rel(i, in.jf)}
+	}
+	return out
+}
 
 func socketFilter() []unix.SockFilter {
 	const (
@@ -38,32 +71,42 @@ func socketFilter() []unix.SockFilter {
 		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 		ret  = unix.BPF_RET | unix.BPF_K
-		// struct seccomp_data offsets (little-endian: low word first)
-		offNr, offArch, offArg0, offArg2 = 0, 4, 16, 32
+		// struct seccomp_data: nr, arch, instruction pointer, then the
+		// six arguments; little-endian, so an argument's low word first.
+		offNr, offArch = 0, 4
 	)
+	arg := func(i uint32) uint32 { return 16 + 8*i }
 	var x32 uint32
 	if runtime.GOARCH == "amd64" {
 		x32 = x32SyscallBit
 	}
-	const allow, proto, nosys = 12, 13, 14 // indexes of the return instructions
-	prog := []unix.SockFilter{
-		/* 0 */ {Code: ldW, K: offArch},
-		/* 1 */ {Code: jeq, K: socketFilterArch, Jt: 0, Jf: nosys - 2},
-		/* 2 */ {Code: ldW, K: offNr},
-		/* 3 */ {Code: jset, K: x32, Jt: nosys - 4, Jf: 0},
-		/* 4 */ {Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: nosys - 5, Jf: 0},
-		/* 5 */ {Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: allow - 6},
-		/* 6 */ {Code: ldW, K: offArg0},
-		/* 7 */ {Code: jeq, K: unix.AF_INET, Jt: 1, Jf: 0},
-		/* 8 */ {Code: jeq, K: unix.AF_INET6, Jt: 0, Jf: allow - 9},
-		/* 9 */ {Code: ldW, K: offArg2},
-		/* 10 */ {Code: jeq, K: unix.IPPROTO_MPTCP, Jt: proto - 11, Jf: 0},
-		/* 11 */ {Code: jeq, K: unix.IPPROTO_SCTP, Jt: proto - 12, Jf: allow - 12},
-		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
-		/* 13 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPROTONOSUPPORT)},
-		/* 14 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
-	}
-	return prog
+	return assemble([]insn{
+		{code: ldW, k: offArch},
+		{code: jeq, k: socketFilterArch, jf: "nosys"},
+		{code: ldW, k: offNr},
+		{code: jset, k: x32, jt: "nosys"},
+		{code: jeq, k: unix.SYS_IO_URING_SETUP, jt: "nosys"},
+		{code: jeq, k: unix.SYS_SOCKET, jt: "socket"},
+		{code: jeq, k: unix.SYS_SENDTO, jt: "flags3"},
+		{code: jeq, k: unix.SYS_SENDMMSG, jt: "flags3"},
+		{code: jeq, k: unix.SYS_SENDMSG, jt: "flags2", jf: "allow"},
+		// TCP Fast Open connects from a send, which Landlock's connect
+		// hook never sees.
+		{label: "flags3", code: ldW, k: arg(3)},
+		{code: jset, k: unix.MSG_FASTOPEN, jt: "fastopen", jf: "allow"},
+		{label: "flags2", code: ldW, k: arg(2)},
+		{code: jset, k: unix.MSG_FASTOPEN, jt: "fastopen", jf: "allow"},
+		{label: "socket", code: ldW, k: arg(0)},
+		{code: jeq, k: unix.AF_INET, jt: "proto"},
+		{code: jeq, k: unix.AF_INET6, jt: "proto", jf: "allow"},
+		{label: "proto", code: ldW, k: arg(2)},
+		{code: jeq, k: unix.IPPROTO_MPTCP, jt: "noproto"},
+		{code: jeq, k: unix.IPPROTO_SCTP, jt: "noproto", jf: "allow"},
+		{label: "allow", code: ret, k: unix.SECCOMP_RET_ALLOW},
+		{label: "noproto", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.EPROTONOSUPPORT)},
+		{label: "fastopen", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.EOPNOTSUPP)},
+		{label: "nosys", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+	})
 }
 
 // installSocketFilter loads the filter on all threads. It needs
