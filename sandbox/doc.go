@@ -63,6 +63,9 @@
 //   - addresses: any host on an allowed port is reachable; the egress guard
 //     checks addresses;
 //   - UDP (and so DNS) below ABI 10, and ICMP;
+//   - listen(2) on a socket never bound: the kernel binds an ephemeral port
+//     itself, without bind(2), so a process can listen on a port the kernel
+//     picks (never one it chooses); the tests record this;
 //   - connecting to pathname Unix sockets (a PostgreSQL socket in
 //     /var/run/postgresql stays reachable; Landlock can restrict it from
 //     ABI 9, this version does not handle that right yet);

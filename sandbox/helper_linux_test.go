@@ -539,6 +539,17 @@ func helperBind(a helperArgs) int {
 	r.Set("bind_ephemeral", bindTCP(loop4(0)))
 	r.Set("bind_other_v6", bindTCP(netip.AddrPortFrom(netip.IPv6Loopback(), uint16(a.OtherPort))))
 	r.Set("bind_other_any", bindTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(a.OtherPort))))
+	// listen(2) on an unbound socket binds an ephemeral port itself.
+	r.Set("listen_unbound", socketTo(loop4(0), unix.SOCK_STREAM, unix.IPPROTO_TCP, func(fd int, _ unix.Sockaddr) error {
+		if err := unix.Listen(fd, 1); err != nil {
+			return err
+		}
+		sa, err := unix.Getsockname(fd)
+		if err == nil {
+			r["listen_unbound_port"] = strconv.Itoa(sa.(*unix.SockaddrInet4).Port)
+		}
+		return nil
+	}))
 	ln, err := listenTCP(loop4(a.BindPort))
 	r.Set("listen_allowed", err)
 	if err == nil {
