@@ -279,6 +279,22 @@ func helperLinks(a helperArgs) int {
 	r.Set("rename_ro_into_rw", unix.Rename(ro, a.path("rw", "writable")))
 	r.Set("rename_protected_dir_into_rw", unix.Rename(a.path("protected"), a.path("rw", "p")))
 	r.Set("rename_rw_dir_over_protected", unix.Rename(a.path("rw"), a.path("protected2")))
+	// An O_PATH descriptor of the protected file, linked through
+	// /proc/self/fd (no privilege needed), and an exchange of a rw/ file
+	// with a read-only one.
+	if pfd, err := unix.Open(secret, unix.O_PATH|unix.O_CLOEXEC, 0); err == nil {
+		r.Set("hardlink_via_proc_fd", unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(pfd), unix.AT_FDCWD, a.path("rw", "h3"), unix.AT_SYMLINK_FOLLOW))
+		unix.Close(pfd)
+	} else {
+		r.Set("hardlink_via_proc_fd", err)
+	}
+	mine := a.path("rw", "mine.txt")
+	if err := os.WriteFile(mine, []byte("mine"), 0o666); err == nil {
+		r.Set("exchange_rw_with_ro", unix.Renameat2(unix.AT_FDCWD, mine, unix.AT_FDCWD, ro, unix.RENAME_EXCHANGE))
+		os.Remove(mine)
+	} else {
+		r.Set("exchange_rw_with_ro", err)
+	}
 	// Symbolic links may be created in rw/, but Landlock judges the file
 	// they resolve to.
 	r.Set("symlink_create", unix.Symlink(secret, a.path("rw", "sl")))

@@ -285,7 +285,8 @@ func propWrite(t *testing.T) {
 }
 
 // P3: links and renames do not bypass: a protected or read-only file cannot
-// be hard-linked or renamed into rw/, hierarchies cannot be moved, and a
+// be hard-linked (also from an O_PATH descriptor through /proc/self/fd),
+// renamed or exchanged into rw/, hierarchies cannot be moved, and a
 // symbolic link in rw/ does not make its target readable or truncatable.
 func propLinks(t *testing.T) {
 	f := newFixture(t)
@@ -296,7 +297,7 @@ func propLinks(t *testing.T) {
 	}
 	want(t, r, "install", "ok")
 	for _, step := range []string{"hardlink_protected_into_rw", "hardlink_ro_into_rw",
-		"rename_protected_into_rw", "rename_ro_into_rw"} {
+		"rename_protected_into_rw", "rename_ro_into_rw", "hardlink_via_proc_fd", "exchange_rw_with_ro"} {
 		wantOneOf(t, r, step, "EACCES", "EXDEV")
 	}
 	want(t, r, "rename_protected_dir_into_rw", "EACCES")
