@@ -57,6 +57,12 @@ func startHotel(t testing.TB, ctx context.Context, bin string, asUser bool, args
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = "/"
+	// Its temporary directories (the sandbox's private one stays behind,
+	// empty) go where the test cleans up.
+	tmp := t.TempDir()
+	os.Chmod(filepath.Dir(tmp), 0o755)
+	os.Chmod(tmp, 0o777)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	if asUser && os.Geteuid() == 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivilegedUID, Gid: unprivilegedUID}}
 	}
