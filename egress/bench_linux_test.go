@@ -1,13 +1,14 @@
 package egress
 
 import (
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/tenantmcp/tenantmcp/internal/proptest"
 )
 
 // helperBench times three loopback loops, unguarded and guarded, in
@@ -74,7 +75,7 @@ func helperBench(a helperArgs) int {
 	// ABBA order over 8 rounds (U G G U U G G U): each adjacent pair holds
 	// one guarded and one unguarded round; drift and load from neighbours
 	// hit both sides alike.
-	pattern := []bool{false, true, true, false, false, true, true, false}
+	pattern := proptest.ABBA
 	// In-kernel cost per program run, from the kernel's BPF run-time
 	// statistics (enabled only while this file descriptor is open).
 	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
@@ -85,40 +86,28 @@ func helperBench(a helperArgs) int {
 	if only, ok := loops[a.Variant]; ok {
 		loops = map[string]func() error{a.Variant: only}
 	}
-	total := map[string]time.Duration{}
-	pairRatios := map[string][]float64{}
-	prev := map[string]time.Duration{}
-	for round, guarded := range pattern {
+	ratios := map[string]*proptest.Ratios{}
+	for name := range loops {
+		ratios[name] = &proptest.Ratios{}
+	}
+	for _, guarded := range pattern {
 		var g *Guard
 		if guarded {
 			var err error
 			if g, err = installFor(a, policyFor(a)); err != nil {
-				r.set("install", err)
-				emit(r)
+				r.Set("install", err)
+				proptest.Emit(r)
 				return 0
 			}
 		}
 		for name, loop := range loops {
 			start := time.Now()
 			if err := loop(); err != nil {
-				r.set(name, err)
-				emit(r)
+				r.Set(name, err)
+				proptest.Emit(r)
 				return 0
 			}
-			d := time.Since(start)
-			key := name + "_unguarded"
-			if guarded {
-				key = name + "_guarded"
-			}
-			total[key] += d
-			if round%2 == 1 {
-				if guarded {
-					pairRatios[name] = append(pairRatios[name], float64(d)/float64(prev[name]))
-				} else {
-					pairRatios[name] = append(pairRatios[name], float64(prev[name])/float64(d))
-				}
-			}
-			prev[name] = d
+			ratios[name].Add(guarded, time.Since(start))
 		}
 		if g != nil {
 			for name, p := range map[string]*ebpf.Program{
@@ -130,18 +119,17 @@ func helperBench(a helperArgs) int {
 				}
 			}
 			if err := g.Close(); err != nil {
-				r.set("close", err)
-				emit(r)
+				r.Set("close", err)
+				proptest.Emit(r)
 				return 0
 			}
 		}
 	}
-	for k, d := range total {
-		r[k] = strconv.FormatFloat(float64(d.Nanoseconds())/float64(len(pattern)/2*n), 'f', 1, 64)
-	}
-	for name, rs := range pairRatios {
-		slices.Sort(rs)
-		r[name+"_median_pair_ratio"] = strconv.FormatFloat((rs[len(rs)/2-1]+rs[len(rs)/2])/2, 'f', 4, 64)
+	per := float64(len(pattern) / 2 * n)
+	for name, rs := range ratios {
+		r[name+"_guarded"] = strconv.FormatFloat(float64(rs.Candidate.Nanoseconds())/per, 'f', 1, 64)
+		r[name+"_unguarded"] = strconv.FormatFloat(float64(rs.Baseline.Nanoseconds())/per, 'f', 1, 64)
+		r[name+"_median_pair_ratio"] = strconv.FormatFloat(rs.MedianPair(), 'f', 4, 64)
 	}
 	for name, runs := range progRuns {
 		if runs > 0 {
@@ -149,7 +137,7 @@ func helperBench(a helperArgs) int {
 		}
 	}
 	r["install"] = "ok"
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -201,5 +189,5 @@ func BenchmarkOverhead(b *testing.B) {
 // benchFixture opens discard sinks for the benchmark.
 func benchFixture(b *testing.B) helperArgs {
 	b.Helper()
-	return helperArgs{AllowTCP: tcpSink(b, "tcp4", "127.0.0.1:0").port, AllowUDP: udpSink(b).port, DenyTCP: 1, DenyUDP: 1}
+	return helperArgs{AllowTCP: tcpSink(b, "tcp4", "127.0.0.1:0").Port, AllowUDP: udpSink(b).Port, DenyTCP: 1, DenyUDP: 1}
 }

@@ -102,6 +102,10 @@
 // could move itself out of the cgroup or detach the programs; drop those
 // capabilities after Install where tools run untrusted code.
 //
+// Where the guard cannot be loaded, or to confine files as well, use package
+// sandbox (Landlock, unprivileged): it restricts TCP by port only, so with
+// both installed the guard adds the address checks and covers UDP.
+//
 // Install needs Linux with cgroup v2, BTF and privilege to load BPF programs
 // and to create a cgroup under the process's own (root, or CAP_BPF,
 // CAP_NET_ADMIN and a delegated cgroup). On other systems it returns

@@ -1,9 +1,7 @@
 package egress
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +19,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/tenantmcp/tenantmcp/internal/proptest"
 )
 
 // requireGuard skips the test, with the exact reason, where a guard cannot be
@@ -68,158 +67,29 @@ func helperCmd(scenario string, a helperArgs) *exec.Cmd {
 	return cmd
 }
 
-// helperProc is a running helper with its protocol lines.
-type helperProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string
-	stderr strings.Builder
-}
+// The helper protocol, sinks and checks are the ones the sandbox suite
+// uses too.
+type (
+	helperProc = proptest.Proc
+	sink       = proptest.Sink
+)
+
+var (
+	tcpSink        = proptest.TCPSink
+	udpSink        = proptest.UDPSink
+	want           = proptest.Want
+	wantFailed     = proptest.WantFailed
+	freePort       = proptest.FreePort
+	wantNotServing = proptest.WantNotServing
+)
 
 func startHelper(t *testing.T, scenario string, a helperArgs, prepare func(*exec.Cmd)) *helperProc {
 	t.Helper()
-	h := &helperProc{cmd: helperCmd(scenario, a), lines: make(chan string, 64)}
+	cmd := helperCmd(scenario, a)
 	if prepare != nil {
-		prepare(h.cmd)
+		prepare(cmd)
 	}
-	h.cmd.Stderr = &h.stderr
-	var err error
-	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := h.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "@") {
-				h.lines <- sc.Text()
-			}
-		}
-		close(h.lines)
-	}()
-	t.Cleanup(func() {
-		h.stdin.Close()
-		h.cmd.Process.Kill()
-		h.cmd.Wait()
-	})
-	return h
-}
-
-// expect waits for the next protocol line with the prefix and returns its
-// remainder.
-func (h *helperProc) expect(t *testing.T, prefix string) string {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case line, ok := <-h.lines:
-			if !ok {
-				t.Fatalf("helper exited before %q; stderr:\n%s", prefix, h.stderr.String())
-			}
-			if rest, found := strings.CutPrefix(line, prefix); found {
-				return strings.TrimSpace(rest)
-			}
-		case <-timeout:
-			t.Fatalf("helper did not print %q within 30s; stderr:\n%s", prefix, h.stderr.String())
-		}
-	}
-}
-
-func (h *helperProc) result(t *testing.T) result {
-	t.Helper()
-	var r result
-	if err := json.Unmarshal([]byte(h.expect(t, "@result ")), &r); err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func (h *helperProc) send(line string) { io.WriteString(h.stdin, line+"\n") }
-
-// sink records what arrives on a loopback TCP or UDP port.
-type sink struct {
-	mu      sync.Mutex
-	data    strings.Builder
-	port    int
-	discard bool // benchmarks: count nothing, keep nothing
-}
-
-func (s *sink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.data.String()
-}
-
-func (s *sink) add(b []byte) {
-	if s.discard {
-		return
-	}
-	s.mu.Lock()
-	s.data.Write(b)
-	s.mu.Unlock()
-}
-
-func tcpSink(t testing.TB, network, addr string) *sink {
-	t.Helper()
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &sink{port: ln.Addr().(*net.TCPAddr).Port, discard: isBenchmark(t)}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					n, err := c.Read(buf)
-					s.add(buf[:n])
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return s
-}
-
-func udpSink(t testing.TB) *sink {
-	t.Helper()
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	s := &sink{port: pc.LocalAddr().(*net.UDPAddr).Port, discard: isBenchmark(t)}
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			s.add(append(buf[:n:n], '|'))
-		}
-	}()
-	return s
-}
-
-func isBenchmark(t testing.TB) bool {
-	_, ok := t.(*testing.B)
-	return ok
+	return proptest.Start(t, cmd)
 }
 
 // fixture is a fresh set of loopback sinks for one property run.
@@ -237,28 +107,14 @@ func newFixture(t *testing.T) *fixture {
 		allowUDP: udpSink(t),
 		denyUDP:  udpSink(t),
 	}
-	f.a = helperArgs{AllowTCP: f.allowTCP.port, DenyTCP: f.denyTCP.port, AllowUDP: f.allowUDP.port, DenyUDP: f.denyUDP.port}
+	f.a = helperArgs{AllowTCP: f.allowTCP.Port, DenyTCP: f.denyTCP.Port, AllowUDP: f.allowUDP.Port, DenyUDP: f.denyUDP.Port}
 	if ln, err := net.Listen("tcp6", "[::1]:0"); err == nil {
 		ln.Close()
 		f.allowTCP6 = tcpSink(t, "tcp6", "[::1]:0")
 		f.denyTCP6 = tcpSink(t, "tcp6", "[::1]:0")
-		f.a.AllowTCP6, f.a.DenyTCP6 = f.allowTCP6.port, f.denyTCP6.port
+		f.a.AllowTCP6, f.a.DenyTCP6 = f.allowTCP6.Port, f.denyTCP6.Port
 	}
 	return f
-}
-
-func want(t *testing.T, r result, step, value string) {
-	t.Helper()
-	if r[step] != value {
-		t.Errorf("%s = %q, want %q", step, r[step], value)
-	}
-}
-
-func wantFailed(t *testing.T, r result, step string) {
-	t.Helper()
-	if v, ok := r[step]; !ok || v == "ok" {
-		t.Errorf("%s = %q, want an error", step, v)
-	}
 }
 
 func eventually(cond func() bool) bool {
@@ -322,7 +178,7 @@ func propAllowDeny(t *testing.T) {
 func propUnguardedControl(t *testing.T) {
 	f := newFixture(t)
 	h := startHelper(t, "control", f.a, nil)
-	h.expect(t, "@ready")
+	h.Expect(t, "@ready")
 	c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", f.a.DenyTCP))
 	if err != nil {
 		t.Errorf("unguarded test process: %v", err)
@@ -335,8 +191,8 @@ func propUnguardedControl(t *testing.T) {
 	}
 	want(t, other, "tcp_denied", "ok")
 	want(t, other, "udp_sendto_denied", "ok")
-	h.send("go")
-	r := h.result(t)
+	h.Send("go")
+	r := h.Result(t)
 	want(t, r, "install", "ok")
 	want(t, r, "tcp_denied", "EPERM")
 }
@@ -351,7 +207,7 @@ func propEstablished(t *testing.T, variant string) {
 	a := f.a
 	a.Variant = variant
 	h := startHelper(t, "established", a, nil)
-	port := h.expect(t, "@listen ")
+	port := h.Expect(t, "@listen ")
 	in, err := net.DialTimeout("tcp4", "127.0.0.1:"+port, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -362,13 +218,13 @@ func propEstablished(t *testing.T, variant string) {
 		buf := make([]byte, 4096)
 		for {
 			n, err := in.Read(buf)
-			inbound.add(buf[:n])
+			inbound.Add(buf[:n])
 			if err != nil {
 				return
 			}
 		}
 	}()
-	r := h.result(t)
+	r := h.Result(t)
 	t.Logf("helper: %v", r)
 	want(t, r, "install", "ok")
 	want(t, r, "remove", "ok")
@@ -409,7 +265,7 @@ func propEstablished(t *testing.T, variant string) {
 	if u := f.allowUDP.String(); !strings.Contains(u, "before-udp") || strings.Contains(u, "after-udp") {
 		t.Errorf("UDP sink got %q, want before-udp only", u)
 	}
-	h.send("done")
+	h.Send("done")
 }
 
 // Property 5: a forked+exec'd child and a child started by /bin/sh -c (which
@@ -452,26 +308,6 @@ func propHotUpdate(t *testing.T) {
 	want(t, r, "after_remove", "EPERM")
 	want(t, r, "remove_absent_invalid", "true")
 	want(t, r, "allowed_kept", "ok")
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func wantNotServing(t *testing.T, port int) {
-	t.Helper()
-	c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err == nil {
-		c.Close()
-		t.Errorf("something serves on port %d, want nothing", port)
-	} else if !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Errorf("dial serve port: %v, want ECONNREFUSED", err)
-	}
 }
 
 // Property 14 (invalid policy): Install refuses, the process stays in its
@@ -572,7 +408,7 @@ func propFailedAttach(t *testing.T) {
 	a.ServePort = freePort(t)
 	a.BestEffort = true
 	h := startHelper(t, "serve", a, inCgroup(cg))
-	h.expect(t, "@ready")
+	h.Expect(t, "@ready")
 	c, err := net.Dial("tcp4", fmt.Sprintf("127.0.0.1:%d", a.ServePort))
 	if err != nil {
 		t.Fatal(err)
@@ -582,7 +418,7 @@ func propFailedAttach(t *testing.T) {
 	if string(got) != "served" {
 		t.Errorf("best-effort server answered %q", got)
 	}
-	r = h.result(t)
+	r = h.Result(t)
 	want(t, r, "install", "ok")
 	want(t, r, "active", "false")
 }
@@ -607,54 +443,23 @@ func propRingFull(t *testing.T) {
 	}
 }
 
-type property struct {
-	name string
-	run  func(*testing.T)
-}
-
-var properties = []property{
-	{"P01-allow-deny-connect-sendto", propAllowDeny},
-	{"P02-unguarded-control", propUnguardedControl},
-	{"P03+13-established-sends-abort", func(t *testing.T) { propEstablished(t, "") }},
-	{"P03+13-established-egress-hook-only", func(t *testing.T) { propEstablished(t, "nosweep") }},
-	{"P05-fork-exec-inheritance", propInherit},
-	{"P08-hot-update", propHotUpdate},
-	{"P14-invalid-policy-not-serving", propInvalidPolicy},
-	{"P14-failed-attach-not-serving", propFailedAttach},
-	{"audit-full-ringbuf-still-denies", propRingFull},
+var properties = []proptest.Property{
+	{Name: "P01-allow-deny-connect-sendto", Run: propAllowDeny},
+	{Name: "P02-unguarded-control", Run: propUnguardedControl},
+	{Name: "P03+13-established-sends-abort", Run: func(t *testing.T) { propEstablished(t, "") }},
+	{Name: "P03+13-established-egress-hook-only", Run: func(t *testing.T) { propEstablished(t, "nosweep") }},
+	{Name: "P05-fork-exec-inheritance", Run: propInherit},
+	{Name: "P08-hot-update", Run: propHotUpdate},
+	{Name: "P14-invalid-policy-not-serving", Run: propInvalidPolicy},
+	{Name: "P14-failed-attach-not-serving", Run: propFailedAttach},
+	{Name: "audit-full-ringbuf-still-denies", Run: propRingFull},
 }
 
 // TestProperties runs every property TENANTMCP_EGRESS_RUNS times (default 3)
 // in a fresh random order each round, and logs a pass/run table (go test -v).
 func TestProperties(t *testing.T) {
 	requireGuard(t)
-	runs := 3
-	if v := os.Getenv("TENANTMCP_EGRESS_RUNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("TENANTMCP_EGRESS_RUNS=%q: want a positive integer", v)
-		}
-		runs = n
-	}
-	passes := map[string]int{}
-	for round := 1; round <= runs; round++ {
-		order := slices.Clone(properties)
-		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		for _, p := range order {
-			if t.Run(fmt.Sprintf("%s/round%02d", p.name, round), p.run) {
-				passes[p.name]++
-			}
-		}
-	}
-	var table strings.Builder
-	fmt.Fprintf(&table, "\n%-40s %5s %5s\n", "property", "pass", "runs")
-	total := 0
-	for _, p := range properties {
-		fmt.Fprintf(&table, "%-40s %5d %5d\n", p.name, passes[p.name], runs)
-		total += passes[p.name]
-	}
-	fmt.Fprintf(&table, "%-40s %5d %5d", "total", total, runs*len(properties))
-	t.Log(table.String())
+	proptest.Run(t, "TENANTMCP_EGRESS_RUNS", "", properties)
 }
 
 // TestInstallTwiceRefused: a second Install in the same process is refused.

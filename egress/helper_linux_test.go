@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tenantmcp/tenantmcp/internal/proptest"
 )
 
 const (
@@ -60,27 +62,14 @@ func TestMain(m *testing.M) {
 }
 
 // result collects a helper's observations.
-type result map[string]string
+type result = proptest.Result
 
-func (r result) set(step string, err error) { r[step] = errName(err) }
-
-func errName(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		if name := unix.ErrnoName(errno); name != "" {
-			return name
-		}
-	}
-	return "error: " + err.Error()
-}
-
-func emit(r result) {
-	b, _ := json.Marshal(r)
-	fmt.Printf("@result %s\n", b)
-}
+var (
+	collect     = proptest.Collect
+	parseResult = proptest.ParseResult
+	loop4       = proptest.Loop4
+	sockaddr    = proptest.Sockaddr
+)
 
 func runHelper(scenario string) int {
 	var a helperArgs
@@ -107,19 +96,8 @@ func runHelper(scenario string) int {
 	return fn(a)
 }
 
-func loop4(port int) netip.AddrPort {
-	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
-}
-
 func loop6(port int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.IPv6Loopback(), uint16(port))
-}
-
-func sockaddr(ap netip.AddrPort) (int, unix.Sockaddr) {
-	if ap.Addr().Is4() {
-		return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
-	}
-	return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
 }
 
 // dial connects a blocking socket of the given type; the fd is returned even
@@ -173,7 +151,7 @@ func installFor(a helperArgs, p Policy) (*Guard, error) {
 // helperProbe reports whether a guard can be installed here at all.
 func helperProbe(a helperArgs) int {
 	g, err := installFor(a, Policy{})
-	r := result{"install": errName(err)}
+	r := result{"install": proptest.ErrName(err)}
 	if err != nil {
 		r["reason"] = err.Error()
 		for name, sentinel := range sentinels {
@@ -184,9 +162,9 @@ func helperProbe(a helperArgs) int {
 	} else {
 		_, err2 := installFor(a, Policy{})
 		r["second_install_refused"] = strconv.FormatBool(errors.Is(err2, ErrAlreadyInstalled))
-		r["close"] = errName(g.Close())
+		r["close"] = proptest.ErrName(g.Close())
 	}
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -205,9 +183,9 @@ func helperConnect(a helperArgs) int {
 	r := result{}
 	before, _ := ownCgroup2Path("/proc/self/cgroup")
 	g, err := installFor(a, policyFor(a))
-	r.set("install", err)
+	r.Set("install", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	r["cgroup"] = g.Cgroup()
@@ -215,31 +193,31 @@ func helperConnect(a helperArgs) int {
 	r["in_guard"] = strconv.FormatBool(inGuard != before && strings.HasSuffix(g.Cgroup(), inGuard))
 
 	fd, err := dial(unix.SOCK_STREAM, loop4(a.AllowTCP))
-	r.set("tcp_allowed", err)
+	r.Set("tcp_allowed", err)
 	if err == nil {
 		_, err = unix.Write(fd, []byte("hello"))
-		r.set("tcp_allowed_write", err)
+		r.Set("tcp_allowed_write", err)
 		unix.Close(fd)
 	}
 	_, err = dial(unix.SOCK_STREAM, loop4(a.DenyTCP))
-	r.set("tcp_denied", err)
-	r.set("tcp_denied_mapped", dialMapped(loop4(a.DenyTCP)))
-	r.set("tcp_allowed_mapped", dialMapped(loop4(a.AllowTCP)))
-	r.set("udp_sendto_allowed", sendto(loop4(a.AllowUDP), "udp-hello"))
-	r.set("udp_sendto_denied", sendto(loop4(a.DenyUDP), "udp-denied"))
+	r.Set("tcp_denied", err)
+	r.Set("tcp_denied_mapped", dialMapped(loop4(a.DenyTCP)))
+	r.Set("tcp_allowed_mapped", dialMapped(loop4(a.AllowTCP)))
+	r.Set("udp_sendto_allowed", sendto(loop4(a.AllowUDP), "udp-hello"))
+	r.Set("udp_sendto_denied", sendto(loop4(a.DenyUDP), "udp-denied"))
 	_, err = dial(unix.SOCK_DGRAM, loop4(a.DenyUDP))
-	r.set("udp_connect_denied", err)
+	r.Set("udp_connect_denied", err)
 	if a.AllowTCP6 != 0 {
 		fd, err := dial(unix.SOCK_STREAM, loop6(a.AllowTCP6))
-		r.set("tcp6_allowed", err)
+		r.Set("tcp6_allowed", err)
 		if err == nil {
 			unix.Close(fd)
 		}
 		_, err = dial(unix.SOCK_STREAM, loop6(a.DenyTCP6))
-		r.set("tcp6_denied", err)
+		r.Set("tcp6_denied", err)
 	}
 	// AF_UNIX is not affected.
-	r.set("unix_socketpair", unixPair())
+	r.Set("unix_socketpair", unixPair())
 
 	// The audit stream names the denied destination, the hook and us.
 	want := loop4(a.DenyTCP)
@@ -263,17 +241,17 @@ collect:
 	r["denied_connect4"] = strconv.FormatUint(st.Denied[HookConnect4], 10)
 	r["dropped"] = strconv.FormatUint(g.Dropped(), 10)
 
-	r.set("close", g.Close())
+	r.Set("close", g.Close())
 	after, _ := ownCgroup2Path("/proc/self/cgroup")
 	r["restored"] = strconv.FormatBool(after == before)
 	_, statErr := os.Stat(r["cgroup"])
 	r["cgroup_removed"] = strconv.FormatBool(errors.Is(statErr, os.ErrNotExist))
 	fd, err = dial(unix.SOCK_STREAM, loop4(a.DenyTCP))
-	r.set("tcp_denied_after_close", err)
+	r.Set("tcp_denied_after_close", err)
 	if err == nil {
 		unix.Close(fd)
 	}
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -299,9 +277,9 @@ func unixPair() error {
 func helperEstablished(a helperArgs) int {
 	r := result{}
 	g, err := installFor(a, policyFor(a))
-	r.set("install", err)
+	r.Set("install", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	defer g.Close()
@@ -315,45 +293,45 @@ func helperEstablished(a helperArgs) int {
 	// Inbound: our listener (inside the guard); the parent connects.
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
-		r.set("listen", err)
-		emit(r)
+		r.Set("listen", err)
+		proptest.Emit(r)
 		return 0
 	}
 	fmt.Printf("@listen %d\n", ln.Addr().(*net.TCPAddr).Port)
 	in, err := ln.Accept()
 	if err != nil {
-		r.set("accept", err)
-		emit(r)
+		r.Set("accept", err)
+		proptest.Emit(r)
 		return 0
 	}
 	_, err = in.Write([]byte("pong-before|"))
-	r.set("inbound_before", err)
+	r.Set("inbound_before", err)
 
 	kinds := []string{"send", "sendto", "sendmsg", "write"}
 	fds := map[string]int{}
 	for _, k := range kinds {
 		fd, err := dial(unix.SOCK_STREAM, loop4(a.AllowTCP))
-		r.set("connect_"+k, err)
+		r.Set("connect_"+k, err)
 		if err != nil {
-			emit(r)
+			proptest.Emit(r)
 			return 0
 		}
 		fds[k] = fd
 		_, err = unix.Write(fd, []byte("before-"+k+"|"))
-		r.set("before_"+k, err)
+		r.Set("before_"+k, err)
 	}
 	ufd, err := dial(unix.SOCK_DGRAM, loop4(a.AllowUDP))
-	r.set("udp_connect", err)
+	r.Set("udp_connect", err)
 	if err == nil {
 		err = unix.Sendto(ufd, []byte("before-udp"), 0, nil)
 	}
-	r.set("udp_before", err)
+	r.Set("udp_before", err)
 	for _, k := range kinds { // the "before" bytes reached the peer
-		r.set("acked_"+k, waitAcked(fds[k]))
+		r.Set("acked_"+k, waitAcked(fds[k]))
 	}
 
 	// Remove every destination the connections use.
-	r.set("remove", g.Remove(g.Policy().Allow...))
+	r.Set("remove", g.Remove(g.Policy().Allow...))
 
 	_, sa := sockaddr(loop4(a.AllowTCP))
 	for _, k := range kinds {
@@ -370,21 +348,21 @@ func helperEstablished(a helperArgs) int {
 		case "write":
 			_, err = unix.Write(fd, msg)
 		}
-		r.set("after_"+k, err)
+		r.Set("after_"+k, err)
 		unix.Close(fd)
 	}
-	r.set("udp_after", unix.Sendto(ufd, []byte("after-udp"), 0, nil))
+	r.Set("udp_after", unix.Sendto(ufd, []byte("after-udp"), 0, nil))
 	_, err = dial(unix.SOCK_STREAM, loop4(a.AllowTCP))
-	r.set("connect_after", err)
+	r.Set("connect_after", err)
 
 	_, err = in.Write([]byte("pong-after|"))
-	r.set("inbound_after", err)
+	r.Set("inbound_after", err)
 	in.Close()
 	ln.Close()
 	st := g.Stats()
 	r["aborted"] = strconv.FormatUint(st.Denied[HookAbort], 10)
 	r["egress_drops"] = strconv.FormatUint(st.Denied[HookEgress], 10)
-	emit(r)
+	proptest.Emit(r)
 	// Keep the guard until the parent has checked its sinks: data queued on
 	// a connection the egress hook dropped could leave once it is closed.
 	bufio.NewReader(os.Stdin).ReadString('\n')
@@ -409,9 +387,9 @@ func waitAcked(fd int) error {
 func helperInherit(a helperArgs) int {
 	r := result{}
 	g, err := installFor(a, policyFor(a))
-	r.set("install", err)
+	r.Set("install", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	guardPath, _ := ownCgroup2Path("/proc/self/cgroup")
@@ -435,8 +413,8 @@ func helperInherit(a helperArgs) int {
 	// A child still running at Close must not go on unguarded: Close
 	// kills it.
 	sleeper := exec.Command("/bin/sleep", "60")
-	r.set("orphan_start", sleeper.Start())
-	r.set("close", g.Close())
+	r.Set("orphan_start", sleeper.Start())
+	r.Set("close", g.Close())
 	done := make(chan error, 1)
 	go func() { done <- sleeper.Wait() }()
 	select {
@@ -447,7 +425,7 @@ func helperInherit(a helperArgs) int {
 		r["orphan_killed"] = "false"
 		sleeper.Process.Kill()
 	}
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -457,14 +435,14 @@ func helperChild(a helperArgs) int {
 	r := result{}
 	r["cgroup"], _ = ownCgroup2Path("/proc/self/cgroup")
 	fd, err := dial(unix.SOCK_STREAM, loop4(a.AllowTCP))
-	r.set("tcp_allowed", err)
+	r.Set("tcp_allowed", err)
 	if err == nil {
 		unix.Close(fd)
 	}
 	_, err = dial(unix.SOCK_STREAM, loop4(a.DenyTCP))
-	r.set("tcp_denied", err)
-	r.set("udp_sendto_denied", sendto(loop4(a.DenyUDP), "child"))
-	emit(r)
+	r.Set("tcp_denied", err)
+	r.Set("udp_sendto_denied", sendto(loop4(a.DenyUDP), "child"))
+	proptest.Emit(r)
 	return 0
 }
 
@@ -474,17 +452,17 @@ func helperChild(a helperArgs) int {
 func helperControl(a helperArgs) int {
 	r := result{}
 	g, err := installFor(a, policyFor(a))
-	r.set("install", err)
+	r.Set("install", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	defer g.Close()
 	fmt.Println("@ready")
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	_, err = dial(unix.SOCK_STREAM, loop4(a.DenyTCP))
-	r.set("tcp_denied", err)
-	emit(r)
+	r.Set("tcp_denied", err)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -500,7 +478,7 @@ func helperServe(a helperArgs) int {
 		p.Allow = append(p.Allow, Rule{Prefix: netip.MustParsePrefix("127.0.0.1/8"), Ports: AllPorts()})
 	}
 	g, err := installFor(a, p)
-	r.set("install", err)
+	r.Set("install", err)
 	for name, sentinel := range sentinels {
 		if errors.Is(err, sentinel) {
 			r["is:"+name] = "true"
@@ -510,13 +488,13 @@ func helperServe(a helperArgs) int {
 	r["cgroup_unchanged"] = strconv.FormatBool(before == after)
 	r["leftover_cgroups"] = strconv.Itoa(countGuardCgroups())
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 3 // not serving
 	}
 	r["active"] = strconv.FormatBool(g.Active())
 	defer g.Close()
 	ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", a.ServePort))
-	r.set("listen", err)
+	r.Set("listen", err)
 	if err == nil {
 		fmt.Println("@ready")
 		if c, err := ln.Accept(); err == nil {
@@ -525,7 +503,7 @@ func helperServe(a helperArgs) int {
 		}
 		ln.Close()
 	}
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -550,32 +528,32 @@ func countGuardCgroups() int {
 func helperUpdate(a helperArgs) int {
 	r := result{}
 	g, err := installFor(a, policyFor(a))
-	r.set("install", err)
+	r.Set("install", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	defer g.Close()
 	deny := AllowAddrPort(loop4(a.DenyTCP))
 	_, err = dial(unix.SOCK_STREAM, loop4(a.DenyTCP))
-	r.set("initial", err)
-	r.set("allow", g.Allow(deny))
+	r.Set("initial", err)
+	r.Set("allow", g.Allow(deny))
 	fd, err := dial(unix.SOCK_STREAM, loop4(a.DenyTCP))
-	r.set("after_allow", err)
+	r.Set("after_allow", err)
 	if err == nil {
 		unix.Close(fd)
 	}
-	r.set("remove", g.Remove(deny))
+	r.Set("remove", g.Remove(deny))
 	_, err = dial(unix.SOCK_STREAM, loop4(a.DenyTCP))
-	r.set("after_remove", err)
-	r.set("remove_absent", g.Remove(deny))
+	r.Set("after_remove", err)
+	r.Set("remove_absent", g.Remove(deny))
 	r["remove_absent_invalid"] = strconv.FormatBool(errors.Is(g.Remove(deny), ErrInvalidPolicy))
 	fd, err = dial(unix.SOCK_STREAM, loop4(a.AllowTCP))
-	r.set("allowed_kept", err)
+	r.Set("allowed_kept", err)
 	if err == nil {
 		unix.Close(fd)
 	}
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
@@ -584,9 +562,9 @@ func helperUpdate(a helperArgs) int {
 func helperRingFull(a helperArgs) int {
 	r := result{}
 	g, err := Install(context.Background(), policyFor(a), &Options{AuditBufferSize: 4096, holdAudit: true})
-	r.set("install", err)
+	r.Set("install", err)
 	if err != nil {
-		emit(r)
+		proptest.Emit(r)
 		return 0
 	}
 	defer g.Close()
@@ -598,7 +576,7 @@ func helperRingFull(a helperArgs) int {
 		if errors.Is(err, unix.EPERM) {
 			denied++
 		} else {
-			other = errName(err)
+			other = proptest.ErrName(err)
 		}
 	}
 	r["attempts"] = strconv.Itoa(attempts)
@@ -608,35 +586,12 @@ func helperRingFull(a helperArgs) int {
 	r["counted"] = strconv.FormatUint(st.Denied[HookConnect4], 10)
 	r["kernel_dropped"] = strconv.FormatUint(st.KernelDropped, 10)
 	fd, err := dial(unix.SOCK_STREAM, loop4(a.AllowTCP))
-	r.set("allowed_still", err)
+	r.Set("allowed_still", err)
 	if err == nil {
 		unix.Close(fd)
 	}
-	emit(r)
+	proptest.Emit(r)
 	return 0
 }
 
 // collect runs cmd and parses its @result line.
-func collect(cmd *exec.Cmd) (result, error) {
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	res, perr := parseResult(string(out))
-	if perr != nil {
-		return nil, fmt.Errorf("%v: %v; stderr: %s", err, perr, stderr.String())
-	}
-	return res, nil
-}
-
-func parseResult(out string) (result, error) {
-	for line := range strings.SplitSeq(out, "\n") {
-		if js, ok := strings.CutPrefix(line, "@result "); ok {
-			var r result
-			if err := json.Unmarshal([]byte(js), &r); err != nil {
-				return nil, err
-			}
-			return r, nil
-		}
-	}
-	return nil, fmt.Errorf("no @result line in output %q", out)
-}

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,63 +31,23 @@ func TestServesUnderEgressGuard(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skipf("the egress guard needs root (running as uid %d)", os.Geteuid())
 	}
-	bin := filepath.Join(t.TempDir(), "hotel")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildHotel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-egress", "-addr", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	h := startHotel(t, ctx, bin, false, "-egress", "-addr", "127.0.0.1:0")
+	if strings.Contains(h.output, "not installed") && (strings.Contains(h.output, "cgroup") || strings.Contains(h.output, "not permitted")) {
+		t.Skipf("egress guard unavailable here:\n%s", h.output)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	h.wantServing(t)
+	if !strings.Contains(h.output, "egress guard active") {
+		t.Fatalf("server did not start guarded:\n%s", h.output)
 	}
-	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
-
-	var endpoint, token string
-	var output strings.Builder
-	endpointRE := regexp.MustCompile(`MCP endpoint (\S+)`)
-	sc := bufio.NewScanner(stderr)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		output.WriteString(line + "\n")
-		if strings.Contains(line, "not installed") {
-			if strings.Contains(line, "cgroup") || strings.Contains(line, "not permitted") {
-				t.Skipf("egress guard unavailable here: %s", line)
-			}
-		}
-		if m := endpointRE.FindStringSubmatch(line); m != nil {
-			endpoint = m[1]
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "export TOKEN_alice="); ok {
-			token = v
-		}
-		if strings.HasPrefix(line, "Try it:") {
-			break
-		}
-	}
-	go func() {
-		for sc.Scan() {
-		}
-	}()
-	if endpoint == "" || token == "" || !strings.Contains(output.String(), "egress guard active") {
-		t.Fatalf("server did not start guarded:\n%s", output.String())
-	}
+	cmd := h.cmd
 	cg, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cgroup")
 	if err != nil || !strings.Contains(string(cg), "tenantmcp-egress-") {
 		t.Fatalf("server process is not in the guard cgroup: %s %v", cg, err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token}}, DisableStandaloneSSE: true, MaxRetries: -1,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := h.connect(t, ctx)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "revenue_report", Arguments: map[string]any{"from": "2026-01-01", "to": "2027-01-01"}})
 	if err != nil || res.IsError {
 		t.Fatalf("revenue_report under the guard: %v %+v", err, res)
