@@ -1,0 +1,114 @@
+package guardedsql_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/cutproxy"
+)
+
+// Check on the embedded engine: reachable and nothing more to check.
+func TestCheckSQLite(t *testing.T) {
+	h := newHotelSized(t, 1, 1, 1, 1)
+	if err := h.db.Check(context.Background()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+}
+
+// A PostgreSQL outage, simulated by cutting a loopback proxy between the
+// pool and the shared server: Check fails with ErrUnavailable and a
+// guarded statement's error is IsUnavailable, neither naming the password;
+// once the proxy is restored Check passes again. An RLS policy dropped
+// behind the running DB's back makes Check fail with ErrRLSUnsafe.
+func TestPostgresCheckThroughOutage(t *testing.T) {
+	h := provisionPostgres(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
+	ctx := context.Background()
+	if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch); err != nil {
+		t.Fatal(err)
+	}
+	target := net.JoinHostPort(h.appCfg.ConnConfig.Host, strconv.Itoa(int(h.appCfg.ConnConfig.Port)))
+	proxy, err := cutproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	cfg := h.appCfg.Copy()
+	host, port, _ := net.SplitHostPort(proxy.Addr)
+	p, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	pool := pgConnect(t, cfg)
+	t.Cleanup(pool.Close)
+	db, err := guardedsql.NewPostgres(ctx, pool, h.sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(ctx); err != nil {
+		t.Fatalf("Check before the outage: %v", err)
+	}
+	rooms := h.sch.Table("rooms")
+	q := builder.Must(builder.Select(rooms.Col("id")).From(rooms).Build())
+	scoped := grantCtx(chainG(h.m.chains[0].ID))
+	if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
+		t.Fatalf("query before the outage: %v", err)
+	}
+
+	proxy.Cut()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = db.Check(cctx)
+	if !errors.Is(err, guardedsql.ErrUnavailable) || !guardedsql.IsUnavailable(err) {
+		t.Fatalf("Check during the outage: %v, want ErrUnavailable", err)
+	}
+	_, qerr := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64])
+	t.Logf("during the outage: Check: %v; query: %v", err, qerr)
+	if !guardedsql.IsUnavailable(qerr) {
+		t.Fatalf("query during the outage: %v (%T), want IsUnavailable", qerr, qerr)
+	}
+	for _, e := range []error{err, qerr} {
+		if pw := cfg.ConnConfig.Password; strings.Contains(e.Error(), pw) {
+			t.Errorf("error names the password: %v", e)
+		}
+	}
+
+	proxy.Restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for err := db.Check(ctx); err != nil; err = db.Check(ctx) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Check after the outage: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
+		t.Fatalf("query after the outage: %v", err)
+	}
+
+	// The RLS check is current: a policy switched off after start-up fails it.
+	if _, err := h.owner.Exec(ctx, `ALTER TABLE bookings NO FORCE ROW LEVEL SECURITY`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(ctx); !errors.Is(err, guardedsql.ErrRLSUnsafe) || guardedsql.IsUnavailable(err) {
+		t.Fatalf("Check with RLS not forced: %v, want ErrRLSUnsafe", err)
+	}
+}
+
+// IsUnavailable is false for the failures a retry cannot cure.
+func TestIsUnavailableRefusesOtherErrors(t *testing.T) {
+	for _, err := range []error{nil, guardedsql.ErrNotFound, guardedsql.ErrNoScope, guardedsql.ErrRLSUnsafe,
+		context.Canceled, errors.New("syntax error"), fmt.Errorf("wrapped: %w", guardedsql.ErrTooManyRows)} {
+		if guardedsql.IsUnavailable(err) {
+			t.Errorf("IsUnavailable(%v) = true", err)
+		}
+	}
+	if !guardedsql.IsUnavailable(fmt.Errorf("x: %w", guardedsql.ErrUnavailable)) {
+		t.Error("IsUnavailable(wrapped ErrUnavailable) = false")
+	}
+}
