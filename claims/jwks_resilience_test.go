@@ -167,3 +167,35 @@ func TestFailedRefreshBacksOff(t *testing.T) {
 		t.Errorf("%d fetches in 2.5 s of outage, want 2 or 3 (backoff from 1 s, doubling)", n)
 	}
 }
+
+// An unknown-kid fetch that fails sends the background refresh into
+// backoff: the JWKS is fetched again within about a second, without any
+// further token and although RefreshInterval and UnknownKIDInterval are an
+// hour, so the key published during the blip is already loaded when the
+// next token names it.
+func TestFailedUnknownKIDFetchSchedulesRetry(t *testing.T) {
+	k := testKeys(t)
+	srv := newJWKSServer(t, jwksOf(t, k.rsa))
+	v := remoteVerifier(t, srv, func(c *claims.Config) {
+		c.RefreshInterval = time.Hour
+		c.UnknownKIDInterval = time.Hour
+	})
+	if err := v.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.down.Store(true)
+	srv.set(jwksOf(t, k.rsa, k.rsa2))
+	newTok := sign(t, k.rsa2, validClaims())
+	if _, _, err := v.Verify(context.Background(), newTok); !errors.Is(err, claims.ErrUnknownKey) {
+		t.Fatalf("during the blip: %v", err)
+	}
+	srv.down.Store(false)
+	n := srv.hits.Load()
+	eventually(t, 3*time.Second, "a background retry after the failed fetch", func() bool { return srv.hits.Load() > n })
+	time.Sleep(200 * time.Millisecond) // let the retry install its keys
+	n = srv.hits.Load()
+	verifyOK(t, v, newTok, "new key after the background retry")
+	if got := srv.hits.Load(); got != n {
+		t.Errorf("the new key needed %d more fetches; the background retry should have loaded it", got-n)
+	}
+}
