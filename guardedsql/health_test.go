@@ -2,6 +2,7 @@ package guardedsql_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
@@ -97,6 +100,89 @@ func TestPostgresCheckThroughOutage(t *testing.T) {
 	}
 	if err := db.Check(ctx); !errors.Is(err, guardedsql.ErrRLSUnsafe) || guardedsql.IsUnavailable(err) {
 		t.Fatalf("Check with RLS not forced: %v, want ErrRLSUnsafe", err)
+	}
+}
+
+// The same outage on MariaDB/MySQL: Check wraps ErrUnavailable, a guarded
+// query's error is IsUnavailable, and both recover with the proxy.
+func TestMySQLCheckThroughOutage(t *testing.T) {
+	dsn := engineMySQL.dsn(t)
+	ctx := context.Background()
+	adminCfg, err := guardedsql.MySQLConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootConn, err := mysql.NewConnector(adminCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := sql.OpenDB(rootConn)
+	t.Cleanup(func() { root.Close() })
+	dbName := "tm_health_" + uniqueSuffix(t)
+	if _, err := root.ExecContext(ctx, `CREATE DATABASE `+dbName+` CHARACTER SET utf8mb4`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := root.ExecContext(context.Background(), `DROP DATABASE IF EXISTS `+dbName); err != nil {
+			cleanupError(t, "cleanup: %v", err)
+		}
+	})
+	proxy, err := cutproxy.Start(adminCfg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	cfg := adminCfg.Clone()
+	cfg.DBName, cfg.Addr, cfg.Timeout = dbName, proxy.Addr, 2*time.Second
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := sql.OpenDB(conn)
+	t.Cleanup(func() { raw.Close() })
+	for _, s := range ddlHotel("mysql") {
+		if _, err := raw.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	sch := builder.MustSchema(hotelDef)
+	db, err := guardedsql.NewMySQL(ctx, raw, sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(ctx); err != nil {
+		t.Fatalf("Check before the outage: %v", err)
+	}
+	rooms := sch.Table("rooms")
+	q := builder.Must(builder.Select(rooms.Col("id")).From(rooms).Build())
+	scoped := grantCtx(chainG("acme"))
+	if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
+		t.Fatalf("query before the outage: %v", err)
+	}
+
+	proxy.Cut()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cerr := db.Check(cctx)
+	_, qerr := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64])
+	t.Logf("during the outage: Check: %v; query: %v", cerr, qerr)
+	if !errors.Is(cerr, guardedsql.ErrUnavailable) {
+		t.Fatalf("Check during the outage: %v, want ErrUnavailable", cerr)
+	}
+	if !guardedsql.IsUnavailable(qerr) {
+		t.Fatalf("query during the outage: %v (%T), want IsUnavailable", qerr, qerr)
+	}
+
+	proxy.Restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for err := db.Check(ctx); err != nil; err = db.Check(ctx) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Check after the outage: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
+		t.Fatalf("query after the outage: %v", err)
 	}
 }
 
