@@ -89,39 +89,35 @@ func TestNegativeCacheOnlyAfterSuccessfulFetch(t *testing.T) {
 	unknown.kid = "not-yet-published"
 	tok := sign(t, unknown, validClaims())
 
-	srv.down.Store(true)
-	n0 := srv.hits.Load()
-	if _, _, err := v.Verify(context.Background(), tok); !errors.Is(err, claims.ErrUnknownKey) {
-		t.Fatalf("during the outage: %v", err)
+	// fetches verifies tok, which must be refused, and returns how many
+	// JWKS fetches that took.
+	fetches := func(what string) int64 {
+		t.Helper()
+		n := srv.hits.Load()
+		if _, _, err := v.Verify(context.Background(), tok); !errors.Is(err, claims.ErrUnknownKey) {
+			t.Fatalf("%s: %v, want ErrUnknownKey", what, err)
+		}
+		return srv.hits.Load() - n
 	}
-	if got := srv.hits.Load() - n0; got != 1 {
+	next := func() { time.Sleep(interval + 50*time.Millisecond) }
+
+	srv.down.Store(true)
+	if got := fetches("during the outage"); got != 1 {
 		t.Fatalf("%d fetches for the first unknown kid, want 1", got)
 	}
-	time.Sleep(interval + 50*time.Millisecond)
-	n1 := srv.hits.Load()
-	if _, _, err := v.Verify(context.Background(), tok); !errors.Is(err, claims.ErrUnknownKey) {
-		t.Fatalf("still during the outage: %v", err)
-	}
-	if got := srv.hits.Load() - n1; got != 1 {
+	next()
+	if got := fetches("still during the outage"); got != 1 {
 		t.Fatalf("the kid of a failed fetch was remembered: %d fetches on asking again, want 1", got)
 	}
 
 	// Now a fetch succeeds and lacks the kid: that one is remembered.
 	srv.down.Store(false)
-	time.Sleep(interval + 50*time.Millisecond)
-	n2 := srv.hits.Load()
-	if _, _, err := v.Verify(context.Background(), tok); !errors.Is(err, claims.ErrUnknownKey) {
-		t.Fatalf("after a successful fetch without the kid: %v", err)
-	}
-	if got := srv.hits.Load() - n2; got != 1 {
+	next()
+	if got := fetches("after a successful fetch without the kid"); got != 1 {
 		t.Fatalf("%d fetches, want 1", got)
 	}
-	time.Sleep(interval + 50*time.Millisecond)
-	n3 := srv.hits.Load()
-	if _, _, err := v.Verify(context.Background(), tok); !errors.Is(err, claims.ErrUnknownKey) {
-		t.Fatalf("negative-cached kid: %v", err)
-	}
-	if got := srv.hits.Load() - n3; got != 0 {
+	next()
+	if got := fetches("negative-cached kid"); got != 0 {
 		t.Errorf("a kid a successful fetch lacked was fetched for again: %d fetches", got)
 	}
 }

@@ -54,45 +54,7 @@ func TestPostgresCheckThroughOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Check(ctx); err != nil {
-		t.Fatalf("Check before the outage: %v", err)
-	}
-	rooms := h.sch.Table("rooms")
-	q := builder.Must(builder.Select(rooms.Col("id")).From(rooms).Build())
-	scoped := grantCtx(chainG(h.m.chains[0].ID))
-	if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
-		t.Fatalf("query before the outage: %v", err)
-	}
-
-	proxy.Cut()
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err = db.Check(cctx)
-	if !errors.Is(err, guardedsql.ErrUnavailable) || !guardedsql.IsUnavailable(err) {
-		t.Fatalf("Check during the outage: %v, want ErrUnavailable", err)
-	}
-	_, qerr := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64])
-	t.Logf("during the outage: Check: %v; query: %v", err, qerr)
-	if !guardedsql.IsUnavailable(qerr) {
-		t.Fatalf("query during the outage: %v (%T), want IsUnavailable", qerr, qerr)
-	}
-	for _, e := range []error{err, qerr} {
-		if pw := cfg.ConnConfig.Password; strings.Contains(e.Error(), pw) {
-			t.Errorf("error names the password: %v", e)
-		}
-	}
-
-	proxy.Restore()
-	deadline := time.Now().Add(10 * time.Second)
-	for err := db.Check(ctx); err != nil; err = db.Check(ctx) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Check after the outage: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
-		t.Fatalf("query after the outage: %v", err)
-	}
+	outageRoundTrip(t, db, h.sch, proxy, grantCtx(chainG(h.m.chains[0].ID)), cfg.ConnConfig.Password)
 
 	// The RLS check is current: a policy switched off after start-up fails it.
 	if _, err := h.owner.Exec(ctx, `ALTER TABLE bookings NO FORCE ROW LEVEL SECURITY`); err != nil {
@@ -150,15 +112,28 @@ func TestMySQLCheckThroughOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Check(ctx); err != nil {
-		t.Fatalf("Check before the outage: %v", err)
-	}
+	outageRoundTrip(t, db, sch, proxy, grantCtx(chainG("acme")), cfg.Passwd)
+}
+
+// outageRoundTrip checks db and runs a scoped query before, during and
+// after an outage made by cutting proxy: Check wraps ErrUnavailable and the
+// query's error is IsUnavailable while it is cut, neither error names
+// secret, and both succeed again once it is restored.
+func outageRoundTrip(t *testing.T, db *guardedsql.DB, sch *builder.Schema, proxy *cutproxy.Proxy, scoped context.Context, secret string) {
+	t.Helper()
+	ctx := context.Background()
 	rooms := sch.Table("rooms")
 	q := builder.Must(builder.Select(rooms.Col("id")).From(rooms).Build())
-	scoped := grantCtx(chainG("acme"))
-	if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
-		t.Fatalf("query before the outage: %v", err)
+	checkAndQuery := func(what string) {
+		t.Helper()
+		if err := db.Check(ctx); err != nil {
+			t.Fatalf("Check %s: %v", what, err)
+		}
+		if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
+			t.Fatalf("query %s: %v", what, err)
+		}
 	}
+	checkAndQuery("before the outage")
 
 	proxy.Cut()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -166,11 +141,16 @@ func TestMySQLCheckThroughOutage(t *testing.T) {
 	cerr := db.Check(cctx)
 	_, qerr := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64])
 	t.Logf("during the outage: Check: %v; query: %v", cerr, qerr)
-	if !errors.Is(cerr, guardedsql.ErrUnavailable) {
+	if !errors.Is(cerr, guardedsql.ErrUnavailable) || !guardedsql.IsUnavailable(cerr) {
 		t.Fatalf("Check during the outage: %v, want ErrUnavailable", cerr)
 	}
 	if !guardedsql.IsUnavailable(qerr) {
 		t.Fatalf("query during the outage: %v (%T), want IsUnavailable", qerr, qerr)
+	}
+	for _, e := range []error{cerr, qerr} {
+		if secret != "" && strings.Contains(e.Error(), secret) {
+			t.Errorf("error names the password: %v", e)
+		}
 	}
 
 	proxy.Restore()
@@ -181,9 +161,7 @@ func TestMySQLCheckThroughOutage(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := guardedsql.All(scoped, db, q, guardedsql.Scalar[int64]); err != nil {
-		t.Fatalf("query after the outage: %v", err)
-	}
+	checkAndQuery("after the outage")
 }
 
 // IsUnavailable is false for the failures a retry cannot cure.

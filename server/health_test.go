@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,7 +25,6 @@ import (
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/cutproxy"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -35,19 +33,14 @@ import (
 // body (empty for /healthz).
 func probe(t *testing.T, url string) (int, server.Readiness) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	code, body := httpGet(t, url)
 	var r server.Readiness
 	if strings.HasSuffix(url, server.ReadyPath) {
 		if err := json.Unmarshal(body, &r); err != nil {
 			t.Fatalf("%s: body %q: %v", url, body, err)
 		}
 	}
-	return resp.StatusCode, r
+	return code, r
 }
 
 func serveHTTP(t *testing.T, srv *server.Server, o server.HTTPOptions) string {
@@ -239,11 +232,7 @@ func TestReadinessThroughPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := serveHTTP(t, f.srv, server.HTTPOptions{MetricsPath: "/metrics", Health: server.HealthOptions{CacheFor: -1}})
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
-	cs, err := connectStdio(t, f, staticToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := f.session(t, "ann", "org:north")
 	call := func() (*mcp.CallToolResult, error) {
 		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes", Arguments: map[string]any{}})
 	}

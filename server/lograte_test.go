@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -62,11 +61,7 @@ func TestErrorLogRateLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
-	cs, err := connectStdio(t, f, staticToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := f.session(t, "ann", "org:north")
 	call := func(tool string, n int) {
 		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"n": n}})
 	}
@@ -118,11 +113,7 @@ func TestErrorLogLimitOff(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
-	cs, err := connectStdio(t, f, staticToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := f.session(t, "ann", "org:north")
 	for range 20 {
 		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "a", Arguments: map[string]any{}})
 	}

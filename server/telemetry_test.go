@@ -31,14 +31,9 @@ import (
 // scrape fetches url and returns the Prometheus text body.
 func scrape(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
+	code, body := httpGet(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d\n%s", url, code, body)
 	}
 	return string(body)
 }
@@ -132,11 +127,7 @@ func TestMetricsScrape(t *testing.T) {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "subject-ann-7731", Groups: []string{"org:tenant-north-5150"}})
-	cs, err := connectStdio(t, f, staticToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := f.session(t, "subject-ann-7731", "org:tenant-north-5150")
 	calls := map[string]int{"ok": 3, "deny": 2, "fail": 1, "missing": 4}
 	for mode, n := range calls {
 		for range n {
@@ -198,11 +189,7 @@ func TestMetricsTenantLabelOptIn(t *testing.T) {
 	if err := server.AddTool(f.srv, server.Tool{Name: "ping"}, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north", "org:south"}})
-	cs, err := connectStdio(t, f, staticToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := f.session(t, "ann", "org:north", "org:south")
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{}}); err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +220,7 @@ func TestCallSpans(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "subject-ann-7731", Groups: []string{"org:tenant-north-5150"}})
-	cs, err := connectStdio(t, f, staticToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := f.session(t, "subject-ann-7731", "org:tenant-north-5150")
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{}}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,11 +262,7 @@ func TestUnavailableIsRetryable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
-	cs, err := connectStdio(t, f, staticToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := f.session(t, "ann", "org:north")
 	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "q", Arguments: map[string]any{"mode": "down"}})
 	var we *jsonrpc.Error
 	if !errors.As(err, &we) || we.Code != server.CodeUnavailable {
@@ -308,4 +287,34 @@ func TestUnavailableIsRetryable(t *testing.T) {
 	if !strings.Contains(f.audit.String(), `"outcome":"unavailable"`) {
 		t.Errorf("audit log has no unavailable outcome:\n%s", f.audit.String())
 	}
+}
+
+// session connects a client over in-memory stdio with a token for sub in
+// groups.
+func (f *fixture) session(t *testing.T, sub string, groups ...string) *mcp.ClientSession {
+	t.Helper()
+	tok, err := f.issuer.Mint(devissuer.Token{Subject: sub, Groups: groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := connectStdio(t, f, staticToken(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
 }
