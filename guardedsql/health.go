@@ -96,6 +96,11 @@ func IsUnavailable(err error) bool {
 		}
 		return false
 	}
+	// The caller's own deadline or cancellation is not an outage (and
+	// context.DeadlineExceeded would otherwise pass for a net.Error).
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
 	// A connection lost mid-statement: the driver reports the broken
 	// socket as a net.Error, or as an unexpected EOF.
 	var netErr net.Error

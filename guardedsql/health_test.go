@@ -167,7 +167,7 @@ func outageRoundTrip(t *testing.T, db *guardedsql.DB, sch *builder.Schema, proxy
 // IsUnavailable is false for the failures a retry cannot cure.
 func TestIsUnavailableRefusesOtherErrors(t *testing.T) {
 	for _, err := range []error{nil, guardedsql.ErrNotFound, guardedsql.ErrNoScope, guardedsql.ErrRLSUnsafe,
-		context.Canceled, errors.New("syntax error"), fmt.Errorf("wrapped: %w", guardedsql.ErrTooManyRows)} {
+		context.Canceled, context.DeadlineExceeded, fmt.Errorf("query: %w", context.DeadlineExceeded), errors.New("syntax error"), fmt.Errorf("wrapped: %w", guardedsql.ErrTooManyRows)} {
 		if guardedsql.IsUnavailable(err) {
 			t.Errorf("IsUnavailable(%v) = true", err)
 		}
