@@ -322,3 +322,26 @@ func TestReadinessThroughPostgresOutage(t *testing.T) {
 		t.Errorf("checks %v", keys)
 	}
 }
+
+// Probe and metrics paths that collide with another endpoint are a
+// configuration error, not a panic.
+func TestProbePathsMustBeFree(t *testing.T) {
+	tel, err := server.NewTelemetry(server.TelemetryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(o *server.Options) { o.Telemetry = tel })
+	for _, o := range []server.HTTPOptions{
+		{ResourceURL: "https://notes.test/healthz"},
+		{ResourceURL: "https://notes.test/mcp", MetricsPath: "/mcp"},
+		{ResourceURL: "https://notes.test/mcp", MetricsPath: server.ReadyPath},
+		{ResourceURL: "https://notes.test/mcp", MetricsPath: "metrics"},
+	} {
+		if _, err := f.srv.Handler(o); !errors.Is(err, server.ErrConfig) {
+			t.Errorf("%+v: err = %v, want ErrConfig", o, err)
+		}
+	}
+	if _, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/healthz", Health: server.HealthOptions{Disable: true}}); err != nil {
+		t.Errorf("MCP at /healthz with the probes disabled: %v", err)
+	}
+}

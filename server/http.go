@@ -90,13 +90,28 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if metaPath != WellKnownProtectedResource {
 		mux.Handle(WellKnownProtectedResource, meta)
 	}
+	// Each extra path must be free: ServeMux panics on a duplicate pattern.
+	taken := map[string]bool{path: true, metaPath: true, WellKnownProtectedResource: true}
+	claim := func(p, what string) error {
+		if !strings.HasPrefix(p, "/") || taken[p] {
+			return fmt.Errorf("%w: %s %q must be an absolute path not used by another endpoint", ErrConfig, what, p)
+		}
+		taken[p] = true
+		return nil
+	}
 	if !o.Health.Disable {
+		if err := errors.Join(claim(HealthPath, "health path"), claim(ReadyPath, "readiness path")); err != nil {
+			return nil, err
+		}
 		mux.HandleFunc(HealthPath, healthz)
 		mux.Handle(ReadyPath, &readyProbe{s: s, o: o.Health})
 	}
 	if o.MetricsPath != "" {
 		if s.opts.Telemetry == nil {
 			return nil, fmt.Errorf("%w: MetricsPath is set but Options.Telemetry is nil", ErrConfig)
+		}
+		if err := claim(o.MetricsPath, "MetricsPath"); err != nil {
+			return nil, err
 		}
 		mux.Handle(o.MetricsPath, s.opts.Telemetry.Handler())
 	}
