@@ -19,7 +19,7 @@ const (
 	DefaultMaxTokenBytes      = 16 << 10
 	DefaultGroupsClaim        = "groups"
 	DefaultRolesClaim         = "roles"
-	DefaultRefreshInterval    = time.Hour
+	DefaultRefreshInterval    = 5 * time.Minute
 	DefaultUnknownKIDInterval = time.Minute
 	DefaultHTTPTimeout        = 10 * time.Second
 )
@@ -96,12 +96,20 @@ type Config struct {
 	// AllowInsecureHTTP permits an http JWKSURL on a non-loopback host. Only
 	// for development: whoever can alter the response can mint any scope.
 	AllowInsecureHTTP bool
-	// RefreshInterval is how often the JWKS is fetched again; default
-	// DefaultRefreshInterval.
+	// RefreshInterval is the longest time between two JWKS fetches; default
+	// DefaultRefreshInterval. It bounds how long a key keeps verifying after
+	// the identity provider removed it from the JWKS: at most
+	// RefreshInterval plus HTTPTimeout, while the endpoint answers. (During
+	// an outage the keys already loaded are kept.) A failed fetch is
+	// retried sooner, with jittered exponential backoff from one second.
 	RefreshInterval time.Duration
 	// UnknownKIDInterval is the least time between two fetches triggered by
-	// tokens naming an unknown kid; default DefaultUnknownKIDInterval. A kid
-	// already fetched for is not fetched for again for ten intervals.
+	// tokens naming an unknown kid, so a flood of random kids costs one
+	// fetch per interval; default DefaultUnknownKIDInterval. A kid that a
+	// successful fetch lacked is not fetched for again for ten intervals
+	// (the background refresh still picks it up). A failed fetch remembers
+	// nothing about the kid, and the next one may start after a jittered
+	// backoff shorter than the interval.
 	UnknownKIDInterval time.Duration
 	// HTTPTimeout bounds one JWKS fetch; default DefaultHTTPTimeout.
 	HTTPTimeout time.Duration

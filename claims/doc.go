@@ -71,17 +71,24 @@
 // serving. Once loaded, keys are kept through outages: a failed refresh, or a
 // JWKS without a single usable key, leaves the cached keys in place. A
 // successful refresh replaces the set, so a key removed by the provider stops
-// verifying.
+// verifying within Config.RefreshInterval (five minutes by default) of its
+// removal. Failed fetches are retried with jittered exponential backoff, so
+// replicas that lost the endpoint together do not return to it in step.
 //
 // A kid that is not in the set causes one fetch of the JWKS, subject to two
 // limits: at most one such fetch per Config.UnknownKIDInterval (one minute by
-// default) across all callers, and none for a kid already fetched for in the
-// last ten intervals (a negative cache of up to 10,000 kids). Callers that
-// arrive during a fetch wait for it rather than start another; callers over
-// the limit fail at once with ErrUnknownKey instead of blocking. A client
-// repeating a bogus kid therefore cannot spend the refresh budget that a
-// genuine key rotation needs, and a flood of random kids costs one fetch per
-// interval, delaying a genuine rotation by one interval at most.
+// default) across all callers, and none for a kid that a successful fetch in
+// the last ten intervals lacked (a negative cache of up to 10,000 kids).
+// Callers that arrive during a fetch wait for it rather than start another;
+// callers over the limit fail at once with ErrUnknownKey instead of
+// blocking. A client repeating a bogus kid therefore cannot spend the
+// refresh budget that a genuine key rotation needs, and a flood of random
+// kids costs one fetch per interval, delaying a genuine rotation by one
+// interval at most. A fetch that fails (a JWKS blip) is no evidence about the
+// kid and is never remembered: the next unknown-kid fetch may start after a
+// short jittered backoff, and the background refresh retries at once, so a
+// rotation that coincides with an outage is picked up as soon as the
+// endpoint answers again.
 //
 // # Groups, roles and the scope
 //

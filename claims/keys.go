@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -58,13 +59,25 @@ type keySource struct {
 	ctx             context.Context // ends with Close
 	cancel          context.CancelFunc
 	done            chan struct{}
+	// kick tells the background loop that a fetch for an unknown kid failed,
+	// so that it retries with backoff instead of waiting out a full refresh
+	// interval: a key published during a JWKS blip is then loaded as soon as
+	// the endpoint answers again.
+	kick chan struct{}
 
 	fetchMu sync.Mutex // one fetch at a time, so an old response never overwrites a newer one
 
-	mu          sync.Mutex
-	lastUnknown time.Time     // start of the last unknown-kid refresh
-	inflight    chan struct{} // closed when the running unknown-kid refresh ends
-	negative    map[string]time.Time
+	mu           sync.Mutex
+	nextUnknown  time.Time  // earliest start of the next unknown-kid fetch
+	unknownFails int        // consecutive failed unknown-kid fetches
+	inflight     *fetchCall // the running unknown-kid fetch, if any
+	negative     map[string]time.Time
+}
+
+// fetchCall is one unknown-kid fetch that several callers may wait on.
+type fetchCall struct {
+	done chan struct{} // closed when the fetch ends
+	err  error         // its outcome; read only after done is closed
 }
 
 func newKeySource(log *slog.Logger) (*keySource, error) {
@@ -87,37 +100,78 @@ func (k *keySource) loadStatic(doc []byte) error {
 }
 
 // start begins fetching in the background. The first fetch happens at once;
-// until one succeeds, failures are retried with backoff (1 s doubling, at
-// most refreshInterval), then the set is refreshed every refreshInterval. A
-// failed refresh keeps the keys already loaded.
+// a failed fetch (the first or any later one) is retried with jittered
+// exponential backoff (1 s doubling, at most refreshInterval), and after a
+// success the set is fetched again within refreshInterval. A failed refresh
+// keeps the keys already loaded.
+//
+// Invariant: while the JWKS endpoint answers, a key removed from it stops
+// verifying at most refreshInterval (plus one HTTP timeout) after its
+// removal, because no wait between two fetches is longer than that.
 func (k *keySource) start() {
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.done = make(chan struct{})
+	k.kick = make(chan struct{}, 1)
 	go func() {
 		defer close(k.done)
-		backoff := min(time.Second, k.refreshInterval)
+		base := min(time.Second, k.refreshInterval)
+		failures := 0
 		for {
-			wait := k.refreshInterval
+			var wait time.Duration
 			if err := k.fetch(k.ctx); err != nil {
 				if k.ctx.Err() != nil {
 					return
 				}
+				failures++
+				wait = backoff(base, k.refreshInterval, failures)
 				k.log.Warn("claims: JWKS refresh failed; keeping the keys already loaded",
-					"url", k.url, "error", err, "ready", k.ready.Load(), "retry_in", backoff)
-				wait = backoff
-				backoff = min(backoff*2, k.refreshInterval)
+					"url", k.url, "error", err, "ready", k.ready.Load(), "retry_in", wait)
 			} else {
-				backoff = min(time.Second, k.refreshInterval)
+				failures = 0
+				// Jitter only shortens the wait, so that replicas spread out
+				// without weakening the bound on a retired key.
+				wait = k.refreshInterval - randDuration(k.refreshInterval/10)
 			}
 			t := time.NewTimer(wait)
-			select {
-			case <-k.ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
+		waiting:
+			for {
+				select {
+				case <-k.ctx.Done():
+					t.Stop()
+					return
+				case <-k.kick:
+					// An unknown-kid fetch failed. Unless already backing
+					// off, retry soon rather than after a full interval.
+					if failures == 0 {
+						failures = 1
+						t.Reset(backoff(base, k.refreshInterval, 1))
+					}
+				case <-t.C:
+					break waiting
+				}
 			}
 		}
 	}()
+}
+
+// backoff is the jittered wait before retry number n (1, 2, ...): base
+// doubled n-1 times, capped at limit, then drawn from its upper half so that
+// replicas that failed together do not retry together.
+func backoff(base, limit time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d - randDuration(d/2)
+}
+
+// randDuration is uniform in [0, d); 0 for d <= 0.
+func randDuration(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d)))
 }
 
 func (k *keySource) close() {
@@ -240,12 +294,20 @@ func (k *keySource) has(kid string) bool {
 }
 
 // refreshForUnknownKID is called when a token names a kid that is not in the
-// stored set. It fetches the JWKS at most once per unknownInterval across all
-// callers, and never for a kid it has already fetched for within negativeTTL:
-// a client that keeps presenting one bogus kid therefore cannot use up the
-// refresh budget that a genuine key rotation needs. Callers that arrive while
-// a refresh is running wait for it instead of starting another. It reports
-// whether the kid is known afterwards.
+// stored set. Callers that arrive while such a fetch is running wait for it
+// instead of starting another, and after a successful fetch the next one
+// starts no sooner than unknownInterval later, so a flood of random kids
+// costs one fetch per interval. It reports whether the kid is known
+// afterwards.
+//
+// Invariant: a kid is remembered as unknown (and then not fetched for again
+// within negativeTTL) only when a fetch that succeeded lacked it. A failed
+// fetch proves nothing about the kid, so it is never remembered; instead
+// the next unknown-kid fetch may start after a jittered backoff (at most
+// unknownInterval) and the background loop retries soon, so a key rotation
+// that coincides with a JWKS outage is picked up once the endpoint answers.
+// The negative cache keeps a client that repeats one bogus kid from using
+// up the fetch budget a genuine rotation needs.
 func (k *keySource) refreshForUnknownKID(ctx context.Context, kid string) bool {
 	if k.url == "" || len(kid) > maxKIDLength {
 		return false
@@ -256,38 +318,57 @@ func (k *keySource) refreshForUnknownKID(ctx context.Context, kid string) bool {
 		k.mu.Unlock()
 		return false
 	}
-	ch := k.inflight
-	if ch == nil {
-		if !k.lastUnknown.IsZero() && now.Sub(k.lastUnknown) < k.unknownInterval {
+	call := k.inflight
+	if call == nil {
+		if now.Before(k.nextUnknown) {
 			k.mu.Unlock()
 			return false
 		}
-		k.lastUnknown = now
-		ch = make(chan struct{})
-		k.inflight = ch
-		go func() {
-			if err := k.fetch(k.ctx); err != nil && k.ctx.Err() == nil {
-				k.log.Warn("claims: JWKS refresh for an unknown kid failed; keeping the keys already loaded", "url", k.url, "error", err)
-			}
-			k.mu.Lock()
-			k.inflight = nil
-			k.mu.Unlock()
-			close(ch)
-		}()
+		call = &fetchCall{done: make(chan struct{})}
+		k.inflight = call
+		// Until this fetch ends, nobody starts another: callers join it.
+		go k.fetchUnknown(call, now)
 	}
 	k.mu.Unlock()
 	select {
-	case <-ch:
+	case <-call.done:
 	case <-ctx.Done():
 		return false
 	}
 	if k.has(kid) {
 		return true
 	}
-	k.mu.Lock()
-	k.rememberUnknown(kid, now)
-	k.mu.Unlock()
+	if call.err == nil {
+		k.mu.Lock()
+		k.rememberUnknown(kid, time.Now())
+		k.mu.Unlock()
+	}
 	return false
+}
+
+// fetchUnknown runs one unknown-kid fetch that started at start and sets
+// when the next may start.
+func (k *keySource) fetchUnknown(call *fetchCall, start time.Time) {
+	err := k.fetch(k.ctx)
+	k.mu.Lock()
+	if err == nil {
+		k.unknownFails = 0
+		k.nextUnknown = start.Add(k.unknownInterval)
+	} else {
+		k.unknownFails++
+		k.nextUnknown = time.Now().Add(backoff(min(time.Second, k.unknownInterval), k.unknownInterval, k.unknownFails))
+	}
+	k.inflight = nil
+	call.err = err
+	k.mu.Unlock()
+	close(call.done)
+	if err != nil && k.ctx.Err() == nil {
+		k.log.Warn("claims: JWKS refresh for an unknown kid failed; keeping the keys already loaded", "url", k.url, "error", err)
+		select {
+		case k.kick <- struct{}{}:
+		default: // a kick is already pending
+		}
+	}
 }
 
 // rememberUnknown adds kid to the negative cache; k.mu is held.

@@ -52,7 +52,10 @@
 // and Open) refuses a superuser, a BYPASSRLS role, an owner of tables that
 // are not FORCE'd, and tables whose row-level security or policies are
 // missing, altered or outdated, each with its own error (ErrRLSSuperuser and
-// friends, all matching ErrRLSUnsafe). The guard's own predicates, which
+// friends, all matching ErrRLSUnsafe); DB.Check runs it again, with a
+// reachability probe, for readiness checks on every engine, and
+// IsUnavailable tells an unreachable database (worth a retry) from every
+// other failure. The guard's own predicates, which
 // bind the granted ids as typed array parameters and never read the setting,
 // are added as well unless WithRLSOnly is given.
 //

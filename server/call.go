@@ -55,6 +55,7 @@ func (s *Server) wrap(tool string, in *jsonschema.Resolved, ft *flow.Tool, call 
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := s.opts.Now()
 		a := auditRecord{tool: tool, callID: newCorrelationID()}
+		ctx, span := s.opts.Telemetry.startCall(ctx, tool)
 		sc, denyErr := s.scopeOf(ctx, req)
 		a.scope = sc
 		// A zero scope (denied) gets the most restrictive redaction.
@@ -63,6 +64,7 @@ func (s *Server) wrap(tool string, in *jsonschema.Resolved, ft *flow.Tool, call 
 		a.duration = s.opts.Now().Sub(start)
 		a.report = red.Report()
 		s.audit(ctx, &a)
+		s.opts.Telemetry.finishCall(ctx, span, &a)
 		return res, rpcErr
 	}
 }
@@ -149,6 +151,8 @@ func (s *Server) handlerError(ctx context.Context, a *auditRecord, red *redact.S
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		a.outcome = OutcomeTimeout
 		return toolError(fmt.Sprintf("timed out after %s", s.opts.CallTimeout)), nil
+	case guardedsql.IsUnavailable(err):
+		return nil, s.unavailable(a, err)
 	}
 	return s.internal(a, red, err), nil
 }
@@ -343,7 +347,7 @@ func (s *Server) audit(ctx context.Context, a *auditRecord) {
 		attrs = append(attrs, slog.String("method", a.method))
 	}
 	level := slog.LevelInfo
-	if a.outcome == OutcomeError || a.outcome == OutcomeDenied {
+	if a.outcome == OutcomeError || a.outcome == OutcomeDenied || a.outcome == OutcomeUnavailable {
 		level = slog.LevelWarn
 	}
 	s.opts.AuditLogger.LogAttrs(context.WithoutCancel(ctx), level, msg, attrs...)

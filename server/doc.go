@@ -78,6 +78,20 @@
 // a sink (Tool.Flow) is checked against the flow policy before its handler
 // runs; a forbidden flow is a DenyError carrying the witness.
 //
+// Operations: Handler serves liveness at HealthPath and readiness at
+// ReadyPath (signing keys loaded, database reachable, PostgreSQL row-level
+// security still in force, egress guard active when required; see
+// HealthOptions). Options.Telemetry (NewTelemetry) records OpenTelemetry
+// metrics and one span per call, labelled by tool, outcome, rule and
+// category but never by subject or tenant unless configured, and serves
+// them to Prometheus at HTTPOptions.MetricsPath; its RateLimited and
+// PoolWait methods are the hooks for limits enforced elsewhere. A call that
+// fails because the database is unreachable (guardedsql.IsUnavailable) is
+// answered with the JSON-RPC error CodeUnavailable, marked retryable and
+// saying nothing about the database, so a client can tell "retry later"
+// from a bug. Options.Logger is rate-limited per kind of record
+// (LogLimit), so an outage cannot flood the log.
+//
 // The scope of each call is derived from that call's own verified token
 // (not the token that opened the session), so a token that expires or is
 // swapped mid-session is seen at the next call.

@@ -39,12 +39,21 @@ type HTTPOptions struct {
 	// SessionTimeout closes stateful sessions idle this long; zero keeps
 	// them until the client ends them.
 	SessionTimeout time.Duration
+	// Health configures the liveness and readiness probes at HealthPath
+	// and ReadyPath (see HealthOptions).
+	Health HealthOptions
+	// MetricsPath, if set (for example "/metrics"), serves
+	// Options.Telemetry's Prometheus metrics there, without
+	// authentication. Leave it empty to serve Telemetry.Handler on a
+	// listener of its own that only the monitoring system reaches.
+	MetricsPath string
 }
 
 // Handler returns the HTTP handler: the MCP endpoint at ResourceURL's path
-// behind bearer-token verification, and the protected-resource metadata at
+// behind bearer-token verification, the protected-resource metadata at
 // WellKnownProtectedResource (and at that prefix followed by the endpoint
-// path, as RFC 9728 section 3.1 derives it).
+// path, as RFC 9728 section 3.1 derives it), the probes at HealthPath and
+// ReadyPath, and the metrics at MetricsPath if set.
 func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	u, err := url.Parse(o.ResourceURL)
 	if err != nil || u.Scheme == "" || u.Host == "" {
@@ -82,6 +91,31 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	mux.Handle(metaPath, meta)
 	if metaPath != WellKnownProtectedResource {
 		mux.Handle(WellKnownProtectedResource, meta)
+	}
+	// Each extra path must be free: ServeMux panics on a duplicate pattern.
+	taken := map[string]bool{path: true, metaPath: true, WellKnownProtectedResource: true}
+	claim := func(p, what string) error {
+		if !strings.HasPrefix(p, "/") || taken[p] {
+			return fmt.Errorf("%w: %s %q must be an absolute path not used by another endpoint", ErrConfig, what, p)
+		}
+		taken[p] = true
+		return nil
+	}
+	if !o.Health.Disable {
+		if err := errors.Join(claim(HealthPath, "health path"), claim(ReadyPath, "readiness path")); err != nil {
+			return nil, err
+		}
+		mux.HandleFunc(HealthPath, healthz)
+		mux.Handle(ReadyPath, &readyProbe{s: s, o: o.Health})
+	}
+	if o.MetricsPath != "" {
+		if s.opts.Telemetry == nil {
+			return nil, fmt.Errorf("%w: MetricsPath is set but Options.Telemetry is nil", ErrConfig)
+		}
+		if err := claim(o.MetricsPath, "MetricsPath"); err != nil {
+			return nil, err
+		}
+		mux.Handle(o.MetricsPath, s.opts.Telemetry.Handler())
 	}
 	return mux, nil
 }

@@ -70,6 +70,14 @@ type Options struct {
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
 
+	// Telemetry, if set, records OpenTelemetry metrics and a span for
+	// every tool call (see Telemetry). Nil records nothing.
+	Telemetry *Telemetry
+	// LogLimit bounds how many Warn and Error records of one kind Logger
+	// receives per interval (see LogLimit); the zero value applies the
+	// defaults.
+	LogLimit LogLimit
+
 	// Flow, if set, enforces an information-flow policy (package flow):
 	// every successful result is labelled into the caller's taint before
 	// the client receives it, and a call to a tool declared a sink
@@ -121,6 +129,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	// One outage must not flood the log: see LogLimit.
+	opts.Logger = slog.New(newLimitedHandler(opts.Logger.Handler(), opts.LogLimit, opts.Now))
 	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 {
 		return nil, fmt.Errorf("%w: CallTimeout and MaxRequestBytes must not be negative", ErrConfig)
 	}
@@ -129,9 +142,6 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxRequestBytes == 0 {
 		opts.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	if opts.ConsentTimeout <= 0 {
 		opts.ConsentTimeout = DefaultConsentTimeout

@@ -51,6 +51,7 @@ func run() error {
 	tokenFile := flag.String("token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
 	as := flag.String("as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")
 	jsonLogs := flag.Bool("json-logs", false, "write logs (and the audit log) as JSON")
+	flag.BoolVar(&cfg.Metrics, "metrics", false, "serve OpenTelemetry metrics of the tool calls (Prometheus format, no authentication) at /metrics on the HTTP address")
 	egressOn := flag.Bool("egress", false, "install the eBPF egress guard before serving: the process may reach only its database and JWKS endpoints (Linux, root, cgroup v2)")
 	egressBestEffort := flag.Bool("egress-best-effort", false, "with -egress: serve unguarded (with a warning) if the guard cannot be installed, instead of refusing to start")
 	var egressExtra []string
@@ -114,6 +115,10 @@ func run() error {
 		return err
 	}
 	defer app.Close()
+	// Readiness (/readyz) requires the guard when it was asked for and
+	// not allowed to be skipped.
+	app.HTTP.Health.RequireEgress = *egressOn && !*egressBestEffort
+	app.HTTP.Health.Egress = guard
 	if guard != nil {
 		go app.Server.AuditEgress(ctx, guard)
 		if guard.Active() {

@@ -53,6 +53,10 @@ type Config struct {
 	// FlowPolicy is the path of the information-flow policy file; "" uses
 	// the example's FlowPolicy.
 	FlowPolicy string
+
+	// Metrics records OpenTelemetry metrics of every tool call and serves
+	// them, in the Prometheus format, at /metrics on the MCP listener.
+	Metrics bool
 }
 
 // App is a running hotel server with its listener, database and verifier.
@@ -164,13 +168,19 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 		return nil, err
 	}
 	app.Outbox = &Outbox{}
+	var tel *server.Telemetry
+	if cfg.Metrics {
+		if tel, err = server.NewTelemetry(server.TelemetryOptions{}); err != nil {
+			return nil, err
+		}
+	}
 	srv, err := server.New(server.Options{
 		Name: "tenantmcp-hotel", Version: "0.1.0",
 		Instructions: "Hotel-chain tools. Every call sees only the chains and hotels of your token.",
 		Verifier:     v, DB: app.DB, Redactor: red,
 		Levels: []string{LevelChain, LevelHotel},
 		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
-		Flow: app.Flow,
+		Flow: app.Flow, Telemetry: tel,
 	})
 	if err != nil {
 		return nil, err
@@ -186,6 +196,9 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 		return nil, err
 	}
 	app.HTTP = server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{ccfg.Issuer}, Stateless: cfg.Stateless}
+	if cfg.Metrics {
+		app.HTTP.MetricsPath = "/metrics"
+	}
 	return app, nil
 }
 

@@ -1,0 +1,108 @@
+package guardedsql
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// ErrUnavailable is wrapped by the error Check returns when the database
+// cannot be reached. IsUnavailable tells the same condition from any error
+// a statement returned.
+var ErrUnavailable = errors.New("guardedsql: database unavailable")
+
+// rlsChecker is implemented by dialects with a start-up check of the
+// engine's own isolation (PostgreSQL row-level security).
+type rlsChecker interface {
+	Check(ctx context.Context, q dialect.Querier, g *sqlast.Schema) error
+}
+
+// Check reports whether the database is reachable and, on PostgreSQL,
+// whether the row-level security that NewPostgres verified at start-up is
+// still in force for the connected role (CheckRLS again: a migration may
+// have dropped a policy or altered the role since). It is meant for
+// readiness probes. An unreachable database yields an error wrapping
+// ErrUnavailable; a failed RLS check an error matching ErrRLSUnsafe. The
+// error never contains the DSN.
+func (db *DB) Check(ctx context.Context) error {
+	rows, err := db.pool.Query(ctx, "SELECT 1")
+	if err == nil {
+		for rows.Next() {
+		}
+		err = rows.Err()
+		rows.Close()
+	}
+	if err != nil {
+		if IsUnavailable(err) || ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return fmt.Errorf("guardedsql: health check: %w", err)
+	}
+	if c, ok := db.d.(rlsChecker); ok {
+		if err := c.Check(ctx, db.pool, db.g); err != nil {
+			if !errors.Is(err, ErrRLSUnsafe) && IsUnavailable(err) {
+				return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// IsUnavailable reports whether err means that the database could not be
+// reached or is not accepting work right now (refused or dropped
+// connection, server shutting down or starting up, too many connections),
+// as opposed to a fault in the statement or the data. Retrying such a call
+// later may succeed; retrying any other failure will not. It recognises
+// the errors of pgx, go-sql-driver/mysql and the network.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
+		return true
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"): // connection exception
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		}
+		return false
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1040, 1053, 1203: // too many connections, server shutdown, user connection limit
+			return true
+		}
+		return false
+	}
+	// The caller's own deadline or cancellation is not an outage (and
+	// context.DeadlineExceeded would otherwise pass for a net.Error).
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	// A connection lost mid-statement: the driver reports the broken
+	// socket as a net.Error, or as an unexpected EOF.
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF)
+}
