@@ -81,7 +81,7 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	var fc *flow.Call
 	if ft != nil {
 		var fd *flow.Denial
-		if fc, fd = ft.Begin(flowCallInfo(sc, a.callID, args, req)); fd != nil {
+		if fc, fd = ft.Begin(ctx, flowCallInfo(sc, a.callID, args, req)); fd != nil {
 			return nil, s.flowDeny(a, red, fd)
 		}
 		a.flow = fc.Note()
@@ -100,7 +100,10 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	if fc != nil {
 		// Before the client can see the result: a sink call it makes next
 		// is judged with this result's label.
-		fc.Record(out, red.Report())
+		// A result whose label could not be recorded is withheld.
+		if err := fc.Record(ctx, out, red.Report()); err != nil {
+			return s.internal(a, red, err), nil
+		}
 	}
 	a.outcome = OutcomeOK
 	a.rows = countRows(out)
