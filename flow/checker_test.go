@@ -64,12 +64,18 @@ type fixture struct {
 
 func newFixture(t testing.TB, src string) *fixture {
 	t.Helper()
+	return newFixtureStore(t, src, nil)
+}
+
+// newFixtureStore is newFixture with the taints in st (nil: the default).
+func newFixtureStore(t testing.TB, src string, st Store) *fixture {
+	t.Helper()
 	p, err := ParsePolicy("test.json", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{tools: map[string]*Tool{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	f.c, err = New(p, Options{Now: func() time.Time { return f.now }})
+	f.c, err = New(p, Options{Now: func() time.Time { return f.now }, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
