@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
@@ -60,6 +61,11 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, d *Data) error
 		return err
 	}
 	if err := guardedsql.ApplyRLS(ctx, pool, Schema); err != nil {
+		return err
+	}
+	// The flow taints of every replica (kept across demo resets: a reset
+	// must not launder what a subject has read).
+	if err := pgtaint.Install(ctx, pool, pgtaint.Options{}); err != nil {
 		return err
 	}
 	var exists bool
