@@ -96,7 +96,37 @@ func isWordByte(c byte) bool { return class[c]&(cDigit|cUpper|cLower|cHigh) != 0
 // Start and do not overlap: overlapping detections are merged into one span
 // whose kind is the highest-priority kind among them, so a caller that
 // replaces every span never leaves part of a detection in clear.
+//
+// Text that spells personal data with look-alike characters or HTML
+// character references is scanned in normalised form (see normalize), and
+// each span mapped back to the original bytes it came from.
 func Scan(dst []Span, s string) []Span {
+	if needsNormalizing(s) && len(s) < 1<<31 {
+		if nt, ok := normalize(s); ok {
+			n := len(dst)
+			dst = scan(dst, string(nt.text))
+			// The mapping is monotone, so spans stay sorted; two that
+			// meet inside one original character now overlap: merge.
+			out := n
+			for k := n; k < len(dst); k++ {
+				sp := Span{int(nt.start[dst[k].Start]), int(nt.end[dst[k].End-1]), dst[k].Kind}
+				if out > n && sp.Start < dst[out-1].End {
+					last := &dst[out-1]
+					last.End = max(last.End, sp.End)
+					last.Kind = min(last.Kind, sp.Kind)
+					continue
+				}
+				dst[out] = sp
+				out++
+			}
+			return dst[:out]
+		}
+	}
+	return scan(dst, s)
+}
+
+// scan is Scan on text as it is.
+func scan(dst []Span, s string) []Span {
 	n := len(dst)
 	// Prefilter: which byte classes occur at all. Long text usually has
 	// them all within a few hundred bytes, so stop as soon as it does.

@@ -92,6 +92,25 @@ func TestTruePositives(t *testing.T) {
 		{Secret, "connect postgres://app:s3cr3t@db:5432/x failed", "s3cr3t"},
 		{Secret, "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"},
 		{Secret, "-----BEGIN PRIVATE KEY-----\nMIIEv (truncated", "-----BEGIN PRIVATE KEY-----\nMIIEv (truncated"},
+		// spellings that need normalising (issue 16): the span is the
+		// original bytes, whatever they were
+		{Phone, "tel 0044 20 7946 0958 ok", "0044 20 7946 0958"},
+		{Phone, "call 001 202 555 0143", "001 202 555 0143"},
+		{Card, "card 4000.1568.4882.6212 exp", "4000.1568.4882.6212"},
+		{Email, "write ann＠example.com now", "ann＠example.com"},
+		{Email, "write ann&#64;example.com now", "ann&#64;example.com"},
+		{Email, "write ann&#x40;example.com now", "ann&#x40;example.com"},
+		{Email, "write ann&commat;example.com now", "ann&commat;example.com"},
+		{Email, "write ａｎｎ＠ｅｘ.com", "ａｎｎ＠ｅｘ.com"},
+		{IBAN, "iban de89 3704 0044 0532 0130 00 please", "de89 3704 0044 0532 0130 00"},
+		{IBAN, "gb82west12345698765432", "gb82west12345698765432"},
+		{SSN, "ssn 078 05 1120.", "078 05 1120"},
+		{Email, `mail "q"@example.com now`, `"q"@example.com`},
+		{Email, `<"john.doe smith"@example.org>`, `"john.doe smith"@example.org`},
+		{Card, "4111 1111 1111 1111", "4111 1111 1111 1111"},
+		{Card, "4111​1111​1111​1111", "4111​1111​1111​1111"},
+		{Phone, "００４４ 20 7946 0958", "００４４ 20 7946 0958"},
+		{SSN, "078–05–1120", "078–05–1120"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String()+"/"+tt.want, func(t *testing.T) {
@@ -111,6 +130,14 @@ func TestTruePositives(t *testing.T) {
 // come through untouched.
 func TestNearMisses(t *testing.T) {
 	for _, text := range []string{
+		// normalisation must not invent data
+		"AT&T &amp; partners &#169; 2026",
+		"version 4000.1568.4882 build",
+		"1.2.3.4.5",
+		"0044 20",
+		"café ½ price １２",
+		"ab12 3456 7890",
+		"\"quoted\" @ handle",
 		// cards failing Luhn, or with a non-card first digit
 		"4111 1111 1111 1112",
 		"order 4111111111111112",
