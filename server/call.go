@@ -38,7 +38,7 @@ func typedCall[In, Out any](h Handler[In, Out]) callFunc {
 	return func(ctx context.Context, db *guardedsql.DB, args json.RawMessage) (any, error) {
 		var in In
 		if err := json.Unmarshal(args, &in); err != nil {
-			return nil, InvalidInput("arguments: %v", err)
+			return nil, InvalidInput("invalid arguments: %s", decodeMessage(err))
 		}
 		out, err := h(ctx, db, in)
 		if err != nil {
@@ -247,7 +247,7 @@ func validateArgs(in *jsonschema.Resolved, raw json.RawMessage) (json.RawMessage
 	}
 	var v any = m
 	if err := in.Validate(&v); err != nil {
-		return nil, err
+		return nil, errors.New(schemaMessage(err))
 	}
 	return raw, nil
 }

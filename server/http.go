@@ -65,7 +65,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 		ResourceMetadataURL: metaURL,
 		Scopes:              o.RequiredScopes,
 		ClockSkew:           s.opts.Verifier.Leeway(),
-	})(mcpHandler)
+	})(noEcho(mcpHandler))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               o.ResourceURL,
