@@ -278,3 +278,45 @@ func TestOutageFailsClosed(t *testing.T) {
 		t.Fatalf("Record during an outage: %v, want ErrTaintStore", err)
 	}
 }
+
+// Past flow.MaxKeysPerSubject live session taints, a subject's further
+// sessions join and read its subject-wide taint (more taint, never less),
+// and an idle session row no longer counts.
+func TestSessionBound(t *testing.T) {
+	dsn := liveDB(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st, err := pgtaint.New(ctx, pool, pgtaint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+pgtaint.DefaultTable+` (subject, session, taint, touched)
+SELECT 'flood', 'conv:' || g, '{}', $1 FROM generate_series(1, $2) g`, now, flow.MaxKeysPerSubject); err != nil {
+		t.Fatal(err)
+	}
+	add := flow.Taint{Level: flow.Confidential, Categories: []string{"guest.pii"},
+		From: []flow.TaintOrigin{{Category: "guest.pii", Tool: "guests", CallID: "c1"}}}
+	if err := st.Join(ctx, flow.Key{Subject: "flood", Session: "conv:new-1"}, now, time.Hour, add); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []flow.Key{{Subject: "flood"}, {Subject: "flood", Session: "conv:new-2"}} {
+		got, err := st.Load(ctx, k, now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(got.Categories, "guest.pii") {
+			t.Fatalf("%+v past the bound: %+v, want the subject's taint", k, got)
+		}
+	}
+	// The bound counts live rows only: two hours on, the flood has expired
+	// and a new session starts its own (empty) taint.
+	later := now.Add(2 * time.Hour)
+	if got, err := st.Load(ctx, flow.Key{Subject: "flood", Session: "conv:new-3"}, later, time.Hour); err != nil || len(got.Categories) != 0 {
+		t.Fatalf("after expiry: %+v %v", got, err)
+	}
+}
