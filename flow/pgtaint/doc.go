@@ -14,7 +14,7 @@
 //
 // One table (default "tenantmcp_taint"), created by its administrator with
 // Install (or with the DDL statements InstallSQL returns) and granted to
-// the application role:
+// the application role with Grant:
 //
 //	subject text, session text, taint jsonb, touched timestamptz,
 //	PRIMARY KEY (subject, session)

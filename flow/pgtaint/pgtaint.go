@@ -80,6 +80,23 @@ func Install(ctx context.Context, db *pgxpool.Pool, o Options) error {
 	return nil
 }
 
+// Grant gives role (the application's) what a Store needs on the table of
+// o: SELECT, INSERT, UPDATE and DELETE, and nothing else. Run it as the
+// table's owner after Install.
+func Grant(ctx context.Context, db *pgxpool.Pool, o Options, role string) error {
+	t, err := o.table()
+	if err != nil {
+		return err
+	}
+	if role == "" {
+		return fmt.Errorf("%w: empty role", ErrConfig)
+	}
+	if _, err := db.Exec(ctx, `GRANT SELECT, INSERT, UPDATE, DELETE ON `+t+` TO `+pgx.Identifier{role}.Sanitize()); err != nil {
+		return fmt.Errorf("pgtaint: grant: %w", err)
+	}
+	return nil
+}
+
 // Store is a flow.Store in a PostgreSQL table. It is safe for concurrent
 // use; Close does not close the pool.
 type Store struct {

@@ -120,7 +120,7 @@ func liveDB(t *testing.T) string {
 	if err := pgtaint.Install(ctx, owner, pgtaint.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := owner.Exec(ctx, "GRANT SELECT, INSERT, UPDATE, DELETE ON "+pgtaint.DefaultTable+" TO "+role); err != nil {
+	if err := pgtaint.Grant(ctx, owner, pgtaint.Options{}, role); err != nil {
 		t.Fatal(err)
 	}
 	return app.String()

@@ -77,9 +77,11 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, d *Data) error
 			return err
 		}
 	}
-	// Exactly the graph's tables and their sequences, nothing else in the
-	// database.
-	return guardedsql.GrantApp(ctx, pool, Schema, appRole)
+	// Exactly the graph's tables and their sequences, and the taint table.
+	if err := guardedsql.GrantApp(ctx, pool, Schema, appRole); err != nil {
+		return err
+	}
+	return pgtaint.Grant(ctx, pool, pgtaint.Options{}, appRole)
 }
 
 func setupMySQL(ctx context.Context, adminDSN string, d *Data) error {
