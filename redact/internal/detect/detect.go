@@ -84,7 +84,6 @@ func init() {
 
 func isDigit(c byte) bool { return class[c]&cDigit != 0 }
 func isAlnum(c byte) bool { return class[c]&(cDigit|cUpper|cLower) != 0 }
-func isUpper(c byte) bool { return class[c]&cUpper != 0 }
 
 // isWordByte reports whether c continues an identifier: a letter, a digit,
 // '_' or a non-ASCII byte. A match glued to such a byte is part of a larger
