@@ -100,26 +100,9 @@ func isWordByte(c byte) bool { return class[c]&(cDigit|cUpper|cLower|cHigh) != 0
 // character references is scanned in normalised form (see normalize), and
 // each span mapped back to the original bytes it came from.
 func Scan(dst []Span, s string) []Span {
-	if needsNormalizing(s) && len(s) < 1<<31 {
-		if nt, ok := normalize(s); ok {
-			n := len(dst)
-			dst = scan(dst, string(nt.text))
-			// The mapping is monotone, so spans stay sorted; two that
-			// meet inside one original character now overlap: merge.
-			out := n
-			for k := n; k < len(dst); k++ {
-				sp := Span{int(nt.start[dst[k].Start]), int(nt.end[dst[k].End-1]), dst[k].Kind}
-				if out > n && sp.Start < dst[out-1].End {
-					last := &dst[out-1]
-					last.End = max(last.End, sp.End)
-					last.Kind = min(last.Kind, sp.Kind)
-					continue
-				}
-				dst[out] = sp
-				out++
-			}
-			return dst[:out]
-		}
+	if nt, ok := normalize(s); ok {
+		n := len(dst)
+		return nt.spans(scan(dst, nt.text), n)
 	}
 	return scan(dst, s)
 }

@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -287,6 +288,7 @@ func FuzzScan(f *testing.F) {
 		"alice@example.com", "+1 (202) 555-0143", "4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00",
 		"123-45-6789", "[2001:db8::1]:443", "password=x", "eyJa.eyJb.c", "-----BEGIN PRIVATE KEY-----",
 		"a%40b.co", "::::", "@@@", "+((((", "x://a:b@", "Bearer ", "\xff\xfe@\x80.com",
+		"ann&#64;ex.com &amp;", "b\uff20ex.com 0044 20 7946 0958", "\"q\"@ex.com", "4000.1568.4882.6212\u200b",
 	} {
 		f.Add(s)
 	}
@@ -328,5 +330,19 @@ func TestNextDigit(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Several normalised spellings in one text: every span maps back onto
+// exactly the original bytes of its detection, across edits that grow,
+// shrink and drop characters.
+func TestNormalisedSpansMapBack(t *testing.T) {
+	text := "a&amp;b ann&#64;example.com, card 4111\u200b1111\u200b1111\u200b1111; " +
+		"\uff42\uff4f\uff42\uff20\uff45\uff58.com then 078\u201305\u20131120 &lt;ok&gt; x@y.io"
+	got := found(text)
+	want := []string{"email:ann&#64;example.com", "card:4111\u200b1111\u200b1111\u200b1111",
+		"email:\uff42\uff4f\uff42\uff20\uff45\uff58.com", "ssn:078\u201305\u20131120", "email:x@y.io"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Scan = %q\nwant   %q", got, want)
 	}
 }

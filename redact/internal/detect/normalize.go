@@ -25,97 +25,135 @@ import (
 //     separator; the decoded rune is normalised in turn.
 //
 // Text that needs none of it (almost all text) is scanned as it is: the
-// check skips ASCII eight bytes at a time and stops at the first change.
+// pass over it jumps from '&' to '&' (IndexByte) and over ASCII eight bytes
+// at a time, and copies only once a character actually changes, then in
+// whole runs.
 
-// needsNormalizing reports whether s reads differently once normalised:
-// it holds an HTML character reference, or a non-ASCII rune that
-// normalisation changes. ASCII is skipped eight bytes at a time.
-func needsNormalizing(s string) bool {
-	for i := 0; ; {
-		j := strings.IndexByte(s[i:], '&')
-		if j < 0 {
+// nextHigh returns the index of the first byte >= 0x80 in s[i:lim], or
+// lim. ASCII is skipped eight bytes at a time.
+func nextHigh(s string, i, lim int) int {
+	for ; i+8 <= lim; i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if x&0x8080808080808080 != 0 {
 			break
 		}
-		if _, size := entityAt(s, i+j); size > 0 {
-			return true
-		}
-		i += j + 1
 	}
-	var buf [utf8.UTFMax * 4]byte
-	for i := 0; i < len(s); {
-		if i+8 <= len(s) {
-			x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-			if x&0x8080808080808080 == 0 {
-				i += 8
-				continue
-			}
+	for ; i < lim; i++ {
+		if s[i] >= utf8.RuneSelf {
+			return i
 		}
-		if s[i] < utf8.RuneSelf {
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError {
-			i += size
-			continue
-		}
-		if string(normalizeRune(buf[:0], r)) != s[i:i+size] {
-			return true
-		}
-		i += size
 	}
-	return false
+	return lim
 }
 
-// normalized is a normalised copy of a text with, for every byte of it,
-// the range of the original bytes it came from.
+// edit is one change normalising made: the original bytes s[s0:s1] became
+// text[t0:t1] (empty for a character dropped).
+type edit struct{ t0, t1, s0, s1 int }
+
+// normalized is the normalised copy of a text and the edits that made it;
+// between edits the two are byte-for-byte the same.
 type normalized struct {
-	text       []byte
-	start, end []int32
-}
-
-func (n *normalized) add(b []byte, st, end int) {
-	n.text = append(n.text, b...)
-	for range b {
-		n.start = append(n.start, int32(st))
-		n.end = append(n.end, int32(end))
-	}
+	text  string
+	edits []edit
 }
 
 // normalize returns the normalised form of s, or ok false when it equals s
-// (then s is scanned as it is).
+// (then s is scanned as it is). Unchanged runs are copied whole.
 func normalize(s string) (n normalized, ok bool) {
-	changed := false
-	var buf [utf8.UTFMax * 4]byte
+	var b []byte
+	last := 0 // s[:last] is in b
+	var rb [utf8.UTFMax * 4]byte
+	replace := func(i, size int, out []byte) {
+		if b == nil {
+			b = make([]byte, 0, len(s))
+		}
+		b = append(b, s[last:i]...)
+		t0 := len(b)
+		b = append(b, out...)
+		n.edits = append(n.edits, edit{t0, len(b), i, i + size})
+		last = i + size
+	}
+	amp := -1 // the next '&' at or after i, len(s) for none
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c == '&' {
+		// Jump over the ASCII that cannot change: to the next '&' or
+		// non-ASCII byte.
+		if amp < i {
+			if j := strings.IndexByte(s[i:], '&'); j >= 0 {
+				amp = i + j
+			} else {
+				amp = len(s)
+			}
+		}
+		if i = nextHigh(s, i, amp); i >= len(s) {
+			break
+		}
+		if s[i] == '&' {
 			if r, size := entityAt(s, i); size > 0 {
-				n.add(normalizeRune(buf[:0], r), i, i+size)
-				changed = true
+				replace(i, size, normalizeRune(rb[:0], r))
 				i += size
 				continue
 			}
-		}
-		if c < utf8.RuneSelf {
-			n.text = append(n.text, c)
-			n.start = append(n.start, int32(i))
-			n.end = append(n.end, int32(i+1))
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		var out []byte
-		if r == utf8.RuneError {
-			out = append(buf[:0], s[i:i+size]...) // keep invalid bytes as they are
-		} else if out = normalizeRune(buf[:0], r); string(out) != s[i:i+size] {
-			changed = true
+		if r != utf8.RuneError {
+			if out := normalizeRune(rb[:0], r); string(out) != s[i:i+size] {
+				replace(i, size, out)
+			}
 		}
-		n.add(out, i, i+size)
 		i += size
 	}
-	return n, changed
+	if n.edits == nil {
+		return normalized{}, false
+	}
+	n.text = string(append(b, s[last:]...))
+	return n, true
+}
+
+// spans maps the spans dst[from:], found in n.text, back onto the original
+// bytes, merging those that now meet inside one original character. The
+// mapping is monotone, so the spans stay sorted.
+func (n *normalized) spans(dst []Span, from int) []Span {
+	k := 0 // edits before k end at or before the current position
+	// orig maps position p of text (p < len(text)) to the original: the
+	// start (or, with end, the end) of the edit holding it, else shifted
+	// by the last edit before it.
+	orig := func(p int, end bool) int {
+		for k < len(n.edits) && n.edits[k].t1 <= p {
+			k++
+		}
+		if k < len(n.edits) && n.edits[k].t0 <= p && p < n.edits[k].t1 {
+			if end {
+				return n.edits[k].s1
+			}
+			return n.edits[k].s0
+		}
+		shift := 0
+		if k > 0 {
+			shift = n.edits[k-1].s1 - n.edits[k-1].t1
+		}
+		if end {
+			return p + 1 + shift
+		}
+		return p + shift
+	}
+	out := from
+	for i := from; i < len(dst); i++ {
+		sp := Span{Kind: dst[i].Kind}
+		sp.Start = orig(dst[i].Start, false)
+		sp.End = orig(dst[i].End-1, true)
+		if out > from && sp.Start < dst[out-1].End {
+			last := &dst[out-1]
+			last.End = max(last.End, sp.End)
+			last.Kind = min(last.Kind, sp.Kind)
+			continue
+		}
+		dst[out] = sp
+		out++
+	}
+	return dst[:out]
 }
 
 // normalizeRune appends the normalised form of r to dst.
