@@ -126,18 +126,24 @@ func liveDB(t *testing.T) string {
 	return app.String()
 }
 
-func newReplica(t *testing.T, dsn string, clk *clock) *replica {
+// openStore opens a pool on dsn (closed at cleanup) and a Store on it.
+func openStore(t *testing.T, dsn string) (*pgxpool.Pool, *pgtaint.Store) {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	st, err := pgtaint.New(ctx, pool, pgtaint.Options{})
+	st, err := pgtaint.New(context.Background(), pool, pgtaint.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pool, st
+}
+
+func newReplica(t *testing.T, dsn string, clk *clock) *replica {
+	t.Helper()
+	pool, st := openStore(t, dsn)
 	p, err := flow.ParsePolicy("policy.json", []byte(policy))
 	if err != nil {
 		t.Fatal(err)
@@ -227,15 +233,7 @@ func TestConcurrentJoinsFromReplicas(t *testing.T) {
 	ctx := context.Background()
 	var stores []*pgtaint.Store
 	for range 2 {
-		pool, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		st, err := pgtaint.New(ctx, pool, pgtaint.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, st := openStore(t, dsn)
 		stores = append(stores, st)
 	}
 	k := flow.Key{Subject: "busy"}
@@ -285,15 +283,7 @@ func TestOutageFailsClosed(t *testing.T) {
 func TestSessionBound(t *testing.T) {
 	dsn := liveDB(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	st, err := pgtaint.New(ctx, pool, pgtaint.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, st := openStore(t, dsn)
 	now := time.Now()
 	if _, err := pool.Exec(ctx, `INSERT INTO `+pgtaint.DefaultTable+` (subject, session, taint, touched)
 SELECT 'flood', 'conv:' || g, '{}', $1 FROM generate_series(1, $2) g`, now, flow.MaxKeysPerSubject); err != nil {

@@ -73,10 +73,15 @@ func stdResult(r sql.Result, err error) (Result, error) {
 // instead of racing for SQLite's write lock (where a deferred writer that
 // would deadlock gets SQLITE_BUSY without waiting), and WAL lets the
 // readers run beside it. Close closes both.
-func SplitPool(read, write *sql.DB) Pool { return &splitPool{read: read, write: write} }
+func SplitPool(read, write *sql.DB) Pool {
+	return &splitPool{stdPool: &stdPool{db: write, owned: true}, read: read}
+}
 
+// splitPool is the writer's stdPool (Exec, Begin) with reads routed to the
+// read pool.
 type splitPool struct {
-	read, write *sql.DB
+	*stdPool
+	read *sql.DB
 }
 
 func (p *splitPool) Query(ctx context.Context, q string, args ...any) (Rows, error) {
@@ -86,22 +91,10 @@ func (p *splitPool) Query(ctx context.Context, q string, args ...any) (Rows, err
 	if isSelect(q) {
 		return p.read.QueryContext(ctx, q, args...)
 	}
-	return p.write.QueryContext(ctx, q, args...)
+	return p.stdPool.Query(ctx, q, args...)
 }
 
-func (p *splitPool) Exec(ctx context.Context, q string, args ...any) (Result, error) {
-	return stdResult(p.write.ExecContext(ctx, q, args...))
-}
-
-func (p *splitPool) Begin(ctx context.Context) (Tx, error) {
-	tx, err := p.write.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	return stdTx{tx}, nil
-}
-
-func (p *splitPool) Close() error { return errors.Join(p.read.Close(), p.write.Close()) }
+func (p *splitPool) Close() error { return errors.Join(p.read.Close(), p.stdPool.Close()) }
 
 func isSelect(q string) bool {
 	q = strings.TrimLeft(q, " \t\r\n(")
