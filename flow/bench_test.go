@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -38,7 +39,7 @@ func BenchmarkSinkAllowed(b *testing.B) {
 	t := f.tools["mail"]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, den := t.Begin(ci); den != nil {
+		if _, den := t.Begin(context.Background(), ci); den != nil {
 			b.Fatal(den)
 		}
 	}
@@ -53,7 +54,7 @@ func BenchmarkSinkOwner(b *testing.B) {
 	t := f.tools["mail"]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, den := t.Begin(ci); den != nil {
+		if _, den := t.Begin(context.Background(), ci); den != nil {
 			b.Fatal(den)
 		}
 	}
@@ -68,7 +69,7 @@ func BenchmarkSinkURL(b *testing.B) {
 	t := f.tools["hook"]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, den := t.Begin(ci); den != nil {
+		if _, den := t.Begin(context.Background(), ci); den != nil {
 			b.Fatal(den)
 		}
 	}
@@ -81,7 +82,7 @@ func BenchmarkSinkDenied(b *testing.B) {
 	t := f.tools["hook"]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, den := t.Begin(ci); den == nil {
+		if _, den := t.Begin(context.Background(), ci); den == nil {
 			b.Fatal("allowed")
 		}
 	}
@@ -93,7 +94,7 @@ func BenchmarkNonSinkBegin(b *testing.B) {
 	t := f.tools["rooms"]
 	b.ReportAllocs()
 	for b.Loop() {
-		t.Begin(ci)
+		t.Begin(context.Background(), ci)
 	}
 }
 
@@ -108,10 +109,10 @@ func BenchmarkRecord(b *testing.B) {
 		b.Fatal(err)
 	}
 	rep := red.Report()
-	call, _ := t.Begin(ci)
+	call, _ := t.Begin(context.Background(), ci)
 	b.ReportAllocs()
 	for b.Loop() {
-		call.Record(annOnly, rep)
+		call.Record(context.Background(), annOnly, rep)
 	}
 }
 
@@ -124,7 +125,7 @@ func BenchmarkParallelSink(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		ci := CallInfo{Subject: "p" + string(rune('a'+len(args)%26)), Args: args}
 		for pb.Next() {
-			t.Begin(ci)
+			t.Begin(context.Background(), ci)
 		}
 	})
 }

@@ -3,11 +3,13 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
 
 	"github.com/tenantmcp/tenantmcp/redact"
+	"github.com/tenantmcp/tenantmcp/scope"
 )
 
 // Client-supplied metadata the checker reads. The MCP "_meta" object of a
@@ -103,12 +105,15 @@ type Call struct {
 	session string
 	callID  string
 	note    string
+	// args are a sink call's arguments: what its result may echo.
+	args json.RawMessage
 }
 
 // Begin starts a call of t. For a sink it judges the call against the
-// caller's taint and returns a *Denial (with its witness) if the policy
-// forbids the flow; the handler must then not run.
-func (t *Tool) Begin(ci CallInfo) (*Call, *Denial) {
+// caller's taint, read from the checker's Store, and returns a *Denial
+// (with its witness) if the policy forbids the flow or the taint cannot be
+// read (RuleTaintStore: fail closed); the handler must then not run.
+func (t *Tool) Begin(ctx context.Context, ci CallInfo) (*Call, *Denial) {
 	c := t.c
 	session := ci.conversation()
 	key := Key{Subject: ci.Subject}
@@ -119,8 +124,14 @@ func (t *Tool) Begin(ci CallInfo) (*Call, *Denial) {
 	if t.sink == nil {
 		return call, nil
 	}
-	now := c.now().UnixNano()
-	snap := c.store.snapshot(call.key, now)
+	call.args = ci.Args
+	snap, err := c.load(ctx, call.key)
+	if err != nil {
+		// Invariant: a sink never runs on a taint that could not be read.
+		return nil, &Denial{Rule: RuleTaintStore, Reason: "the caller's taint could not be read",
+			Witness: Witness{Rule: RuleTaintStore, Step: -1,
+				Sink: SinkView{Tool: t.name, Kind: t.sink.Kind, Arg: t.sink.DestArg}}}
+	}
 	raw, d, derr := t.destination(ci.Args)
 	reason := ci.Consent
 	if reason == "" && c.pol.metaDeclassify {
@@ -129,7 +140,7 @@ func (t *Tool) Begin(ci CallInfo) (*Call, *Denial) {
 	dec := c.decide(t, &snap, &d, derr, reason, ownerFromTaint)
 	if dec.denial != nil {
 		c.witness(dec.denial, &dec, t, &snap, raw, reason, func(bad catSet, lv rank) (map[int]origin, origin) {
-			return c.store.origins(call.key, bad, lv)
+			return c.origins(&snap, bad, lv)
 		}, call.session, -1)
 		if ci.Consent == "" && derr == nil && (dec.denial.Rule == RuleCategory || dec.denial.Rule == RuleLevel) {
 			dec.denial.Offer = c.offer(t, &snap, &d)
@@ -184,14 +195,34 @@ func (call *Call) Note() string { return call.note }
 // their levels) of any personal data package redact found in the result's
 // free text (rep is the redaction report of exactly this result). For a
 // result with categories it also records its data subjects ($owner).
-func (call *Call) Record(out any, rep redact.Report) {
+//
+// A sink's result that echoes its own arguments (the destination it sent
+// to) adds only the categories found in the result more often than in
+// the arguments: what the caller sent does not taint it again.
+//
+// The join is durable in the Store when Record returns nil. On an error
+// (wrapping ErrTaintStore) the server must withhold the result: a result
+// whose label was not recorded could later leave through a sink.
+func (call *Call) Record(ctx context.Context, out any, rep redact.Report) error {
 	c := call.t.c
 	l := call.t.lab
+	var argRep *redact.Report
 	for i, r := range c.rcats {
-		if !call.t.echoOnly && rep.Redacted(r)+rep.Revealed(r) > 0 {
-			if ix := c.piiCat[i]; ix >= 0 {
-				l.cats |= 1 << uint(ix)
+		n := rep.Redacted(r) + rep.Revealed(r)
+		if call.t.echoOnly || n == 0 {
+			continue
+		}
+		if call.t.sink != nil {
+			if argRep == nil {
+				argRep = new(redact.Report)
+				*argRep = argsReport(call.args)
 			}
+			if n <= argRep.Redacted(r)+argRep.Revealed(r) {
+				continue
+			}
+		}
+		if ix := c.piiCat[i]; ix >= 0 {
+			l.cats |= 1 << uint(ix)
 		}
 	}
 	l = c.withCatLevels(l)
@@ -200,7 +231,26 @@ func (call *Call) Record(out any, rep redact.Report) {
 	if l.cats != 0 {
 		who, bad = owners(out, rep)
 	}
-	c.store.join(call.key, c.now().UnixNano(), l, who, bad, origin{tool: call.t.name, callID: call.callID, session: call.session})
+	add := c.stored(l, who, bad, TaintOrigin{Tool: call.t.name, CallID: call.callID, Session: call.session})
+	if err := c.store.Join(ctx, call.key, c.now(), c.pol.retain, add); err != nil {
+		if !errors.Is(err, ErrTaintStore) {
+			err = fmt.Errorf("%w: %w", ErrTaintStore, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// argsReport counts the personal data the detectors find in a sink's
+// arguments, as they find it in results: every string value, redacted with
+// the default policy.
+func argsReport(args json.RawMessage) redact.Report {
+	red := redact.Default().ForScope(scope.Scope{})
+	var v any
+	if json.Unmarshal(args, &v) == nil {
+		_, _ = red.JSON(v)
+	}
+	return red.Report()
 }
 
 type ctxKey struct{}

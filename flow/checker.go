@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -56,6 +57,10 @@ type Sink struct {
 type Options struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Store keeps the taints; nil means NewMemoryStore(), private to this
+	// process. Replicas that serve the same subjects must share one (see
+	// Store).
+	Store Store
 }
 
 // Checker holds a policy, the labels of the registered tools and the taint
@@ -82,7 +87,7 @@ type Checker struct {
 	ownerCats  catSet
 	declass    map[string][]*cdeclass
 
-	store store
+	store Store
 }
 
 type cpat struct {
@@ -107,7 +112,10 @@ func New(p *Policy, o Options) (*Checker, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.store.init(p.retain)
+	c.store = o.Store
+	if c.store == nil {
+		c.store = NewMemoryStore()
+	}
 	// Intern categories in a fixed order: described ones first (file
 	// order), then the pii targets, then those only tools name.
 	for _, name := range p.catOrder {
@@ -425,9 +433,97 @@ func (c *Checker) labelOf(l label) Label {
 
 // Taint returns the label of the taint under k (see KeyOf). It is for
 // inspection and tests; nothing a session does lowers it.
-func (c *Checker) Taint(k Key) Label {
-	s := c.store.snapshot(k, c.now().UnixNano())
-	return c.labelOf(s.lab)
+func (c *Checker) Taint(ctx context.Context, k Key) (Label, error) {
+	s, err := c.load(ctx, k)
+	if err != nil {
+		return Label{}, err
+	}
+	return c.labelOf(s.lab), nil
+}
+
+// snapshot is what a check reads of a taint: the stored form and its
+// compiled label.
+type snapshot struct {
+	lab label
+	t   Taint
+}
+
+// load reads the taint under k from the store and compiles its label.
+func (c *Checker) load(ctx context.Context, k Key) (snapshot, error) {
+	t, err := c.store.Load(ctx, k, c.now(), c.pol.retain)
+	if err != nil {
+		if !errors.Is(err, ErrTaintStore) {
+			err = fmt.Errorf("%w: %w", ErrTaintStore, err)
+		}
+		return snapshot{}, err
+	}
+	lab := label{level: t.Level.rank()}
+	for _, name := range t.Categories {
+		ix, err := c.catIndex(name)
+		if err != nil {
+			return snapshot{}, fmt.Errorf("%w: stored category: %w", ErrTaintStore, err)
+		}
+		lab.cats |= 1 << uint(ix)
+	}
+	// A stored category raises the level as a fresh result would, so a
+	// taint joined by a replica with another policy is never read lower.
+	return snapshot{lab: c.withCatLevels(lab), t: t}, nil
+}
+
+// catIndex returns the index of category name, interning a category this
+// checker has not seen (a taint written by a replica with another policy):
+// it then has the default level and no destination, so it fails closed.
+func (c *Checker) catIndex(name string) (int, error) {
+	c.mu.RLock()
+	ix, ok := c.catIx[name]
+	c.mu.RUnlock()
+	if ok {
+		return ix, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.intern(name)
+}
+
+// stored is the Taint form of one result's label l, recorded by call o.
+func (c *Checker) stored(l label, owners []string, ownersBad bool, o TaintOrigin) Taint {
+	t := Taint{Level: l.level.level(), Categories: c.catNames(l.cats), Owners: owners, OwnersUnknown: ownersBad}
+	for lv := rPublic; lv <= l.level; lv++ {
+		lo := o
+		lo.Level = lv.level()
+		t.From = append(t.From, lo)
+	}
+	for _, name := range t.Categories {
+		co := o
+		co.Category = name
+		t.From = append(t.From, co)
+	}
+	return t
+}
+
+// origins returns where each category of bad and the level lv (0: none)
+// came from, as s records it.
+func (c *Checker) origins(s *snapshot, bad catSet, lv rank) (map[int]origin, origin) {
+	out := map[int]origin{}
+	var lo origin
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, o := range s.t.From {
+		org := origin{tool: o.Tool, callID: o.CallID, session: o.Session}
+		if o.Category != "" {
+			if ix, ok := c.catIx[o.Category]; ok && bad.has(ix) {
+				out[ix] = org
+			}
+		} else if lv != rNone && o.Level.rank() == lv {
+			lo = org
+		}
+	}
+	return out, lo
+}
+
+// origin is the call that introduced something into a taint.
+type origin struct {
+	tool, callID, session string
 }
 
 // decision is the outcome of judging one sink call.
@@ -466,7 +562,7 @@ func (c *Checker) decide(t *Tool, s *snapshot, d *Destination, destErr error, re
 	isOwner := false
 	switch om {
 	case ownerFromTaint:
-		w, ok := s.owner()
+		w, ok := s.t.owner()
 		isOwner = ok && d.Kind == Email && d.Address == w
 	case ownerAlways:
 		isOwner = d.Kind == Email

@@ -64,12 +64,18 @@ type fixture struct {
 
 func newFixture(t testing.TB, src string) *fixture {
 	t.Helper()
+	return newFixtureStore(t, src, nil)
+}
+
+// newFixtureStore is newFixture with the taints in st (nil: the default).
+func newFixtureStore(t testing.TB, src string, st Store) *fixture {
+	t.Helper()
 	p, err := ParsePolicy("test.json", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{tools: map[string]*Tool{}, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	f.c, err = New(p, Options{Now: func() time.Time { return f.now }})
+	f.c, err = New(p, Options{Now: func() time.Time { return f.now }, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +119,19 @@ func (f *fixture) read(t testing.TB, ci CallInfo, tool string, out any) {
 	if _, err := red.JSON(out); err != nil {
 		t.Fatal(err)
 	}
-	call.Record(out, red.Report())
+	if err := call.Record(context.Background(), out, red.Report()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// taint returns the label of ci's taint.
+func (f *fixture) taint(t testing.TB, ci CallInfo) Label {
+	t.Helper()
+	l, err := f.c.Taint(context.Background(), f.c.KeyOf(ci))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func (f *fixture) begin(ci CallInfo, tool string, args any) (*Call, *Denial) {
@@ -124,7 +142,7 @@ func (f *fixture) begin(ci CallInfo, tool string, args any) (*Call, *Denial) {
 	} else {
 		ci.Args = json.RawMessage(`{}`)
 	}
-	return f.tools[tool].Begin(ci)
+	return f.tools[tool].Begin(context.Background(), ci)
 }
 
 // send judges a sink call and returns its denial, or nil.
@@ -295,7 +313,7 @@ func TestOwnerNeedsOneKnownSubject(t *testing.T) {
 	y := CallInfo{Subject: "y"}
 	f.read(t, y, "guests", annOnly)
 	f.read(t, y, "notes", notesOut{Notes: "also cc eve@evil.example"})
-	if got := f.c.Taint(f.c.KeyOf(y)); !slices.Contains(got.Categories, "guest.pii") {
+	if got := f.taint(t, y); !slices.Contains(got.Categories, "guest.pii") {
 		t.Fatalf("free-text e-mail did not label the result: %v", got)
 	}
 	if den := f.send(y, "mail", ann.Email); den == nil {
@@ -321,11 +339,11 @@ func TestTaintIsMonotonic(t *testing.T) {
 	f := newFixture(t, testPolicy)
 	ci := CallInfo{Subject: "m", SessionID: "s"}
 	f.read(t, ci, "guests", annOnly)
-	before := f.c.Taint(f.c.KeyOf(ci))
+	before := f.taint(t, ci)
 	for _, r := range []string{"rooms", "notes", "revenue", "rooms"} {
 		out := map[string]any{"rooms": roomsOut{}, "notes": notesOut{Notes: "nothing"}, "revenue": revenueOut{}}[r]
 		f.read(t, ci, r, out)
-		now := f.c.Taint(f.c.KeyOf(ci))
+		now := f.taint(t, ci)
 		if !before.Leq(now) {
 			t.Fatalf("taint went from %v to %v after %s", before, now, r)
 		}
@@ -339,7 +357,7 @@ func TestTaintIsMonotonic(t *testing.T) {
 	if den := f.send(CallInfo{Subject: "other"}, "hook", "https://evil.example/"); den != nil {
 		t.Fatal(den)
 	}
-	if got := f.c.Taint(f.c.KeyOf(ci)); got.Level != "" {
+	if got := f.taint(t, ci); got.Level != "" {
 		t.Errorf("taint after retain: %v", got)
 	}
 }
@@ -415,7 +433,7 @@ func TestSessionScopeKeys(t *testing.T) {
 
 func TestSessionScopeBound(t *testing.T) {
 	f := newFixture(t, sessionPolicy)
-	for i := 0; i < maxKeysPerSubject; i++ {
+	for i := 0; i < MaxKeysPerSubject; i++ {
 		f.read(t, CallInfo{Subject: "flood", SessionID: "s" + strings.Repeat("x", i%7) + string(rune(i))}, "rooms", roomsOut{})
 	}
 	// Past the bound, new sessions share the subject's taint: more
@@ -531,7 +549,7 @@ func TestDestinationDecodedAsTheHandlerDoes(t *testing.T) {
 			t.Fatal(err)
 		}
 		ci.Args = json.RawMessage(args)
-		_, den := sink.Begin(ci)
+		_, den := sink.Begin(context.Background(), ci)
 		judged := "https://x.corp.example/"
 		if den != nil {
 			judged = den.Witness.Sink.Destination

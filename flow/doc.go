@@ -53,6 +53,24 @@
 // does lowers its taint: a taint is dropped only whole, when it has been
 // idle for the policy's taint.retain (24h by default).
 //
+// A sink's own result (a receipt echoing {"to": "x@evil.example"}) adds
+// only the personal data found in it more often than in the call's
+// arguments: sending an address does not taint the sender with it.
+//
+// # Where taints live
+//
+// Taints are kept by a Store (Options.Store), keyed by Key, in the stored
+// form Taint (level, categories by name, the origin of each, the data
+// subjects). NewMemoryStore, the default, is private to the process: a
+// subject that reads guest data through one replica could send it from
+// another, and a restart forgets. Package flow/pgtaint keeps them in a
+// table of the application's PostgreSQL database, so N replicas behind a
+// load balancer share them and a restart keeps them. Every store joins
+// atomically per key and drops a taint only whole, after retain. The
+// checker fails closed on a store error (ErrTaintStore): a sink call whose
+// taint cannot be read is denied with RuleTaintStore, and Call.Record
+// returns the error so the server withholds the result.
+//
 // # Sinks and the check
 //
 // A sink declares its kind (Email or URL) and the input property holding
@@ -185,7 +203,9 @@
 //
 // The check of a sink call decodes its arguments once more into the input
 // type and matches the destination against the compiled patterns; labels
-// are bit sets and a taint update is an OR under a sharded lock. See the
+// are bit sets, and the in-memory store's update a merge under a sharded
+// lock (the PostgreSQL store adds a read on each sink call and a
+// transaction per result). See the
 // benchmarks in bench_test.go: a few microseconds per sink call, a few
 // hundred nanoseconds for any other call, against CapShim's 43 µs.
 //

@@ -1,6 +1,7 @@
 package flow_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -45,17 +46,17 @@ func Example() {
 	// The server's part: begin the call, redact the result, record it.
 	session := flow.CallInfo{Subject: "agent-7", SessionID: "s1"}
 	session.CallID = "call-1"
-	call, _ := lookup.Begin(session)
+	call, _ := lookup.Begin(context.Background(), session)
 	guest := Guest{Name: "Ann Lee", Email: "ann@guest.example"}
 	red, _ := redact.New(redact.Config{})
 	scoped := red.ForScope(scope.Scope{})
 	scoped.JSON(guest)
-	call.Record(guest, scoped.Report())
+	call.Record(context.Background(), guest, scoped.Report())
 
 	for _, url := range []string{"https://crm.hotels.example/in", "https://paste.evil.example/in"} {
 		session.CallID = "call-2"
 		session.Args, _ = json.Marshal(Webhook{URL: url, Body: "…"})
-		if _, denial := hook.Begin(session); denial != nil {
+		if _, denial := hook.Begin(context.Background(), session); denial != nil {
 			w := denial.Witness
 			fmt.Printf("%s: %s; source %v, categories %v, introduced by %s (%s)\n",
 				url, w.Rule, w.Source, w.Categories, w.IntroducedBy[0].Tool, w.IntroducedBy[0].CallID)

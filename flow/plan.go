@@ -86,8 +86,12 @@ func (c *Checker) CheckPlan(ctx context.Context, p Plan) (PlanReport, error) {
 	call, haveCall := FromContext(ctx)
 	if haveCall {
 		key, session = call.key, call.session
-		snap = c.store.snapshot(key, c.now().UnixNano())
+		var err error
+		if snap, err = c.load(ctx, key); err != nil {
+			return PlanReport{}, err
+		}
 	}
+	start := snap // the stored taint, for the origins of what it held
 	// Plan steps join a private copy; origins fall back to the stored ones.
 	type planOrigin struct {
 		cats map[int]origin
@@ -114,7 +118,7 @@ func (c *Checker) CheckPlan(ctx context.Context, p Plan) (PlanReport, error) {
 			origins := func(bad catSet, lv rank) (map[int]origin, origin) {
 				stored, slo := map[int]origin{}, origin{}
 				if haveCall {
-					stored, slo = c.store.origins(key, bad, lv)
+					stored, slo = c.origins(&start, bad, lv)
 				}
 				out := map[int]origin{}
 				bad.each(func(ix int) {
@@ -174,7 +178,7 @@ func (c *Checker) CheckPlan(ctx context.Context, p Plan) (PlanReport, error) {
 		snap.lab = snap.lab.join(t.lab)
 		if t.lab.cats != 0 {
 			// The data subjects of a result are known only when it exists.
-			snap.ownersBad, snap.owners = true, nil
+			snap.t.OwnersUnknown, snap.t.Owners = true, nil
 		}
 	}
 	return rep, nil

@@ -7,6 +7,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,12 @@ type world struct {
 // free text, and a mail sink.
 func newWorld(t testing.TB, policy string) *world {
 	t.Helper()
+	return newWorldStore(t, policy, nil)
+}
+
+// newWorldStore is newWorld with the taints in st (nil: in memory).
+func newWorldStore(t testing.TB, policy string, st flow.Store) *world {
+	t.Helper()
 	is, err := devissuer.Start("127.0.0.1:0", "https://notes.test/mcp")
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +106,7 @@ func newWorld(t testing.TB, policy string) *world {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w.check, err = flow.New(p, flow.Options{}); err != nil {
+		if w.check, err = flow.New(p, flow.Options{Store: st}); err != nil {
 			t.Fatal(err)
 		}
 		opts.Flow = w.check
@@ -323,4 +330,63 @@ func BenchmarkServerCall(b *testing.B) {
 	b.Run("baseline", func(b *testing.B) { run(b, newWorld(b, ""), "mail_plain", args) })
 	b.Run("flow", func(b *testing.B) { run(b, newWorld(b, serverPolicy), "mail_plain", args) })
 	b.Run("sink", func(b *testing.B) { run(b, newWorld(b, serverPolicy), "mail", args) })
+}
+
+// flakyStore is the in-memory store that fails while down is set, as a
+// shared store does in a database outage.
+type flakyStore struct {
+	flow.Store
+	down atomic.Bool
+}
+
+func (f *flakyStore) Load(ctx context.Context, k flow.Key, now time.Time, retain time.Duration) (flow.Taint, error) {
+	if f.down.Load() {
+		return flow.Taint{}, errors.New("dial tcp 10.0.0.5:5432: connect: connection refused")
+	}
+	return f.Store.Load(ctx, k, now, retain)
+}
+
+func (f *flakyStore) Join(ctx context.Context, k flow.Key, now time.Time, retain time.Duration, add flow.Taint) error {
+	if f.down.Load() {
+		return errors.New("dial tcp 10.0.0.5:5432: connect: connection refused")
+	}
+	return f.Store.Join(ctx, k, now, retain, add)
+}
+
+// While the taint store is down, a result whose label cannot be recorded
+// is withheld (internal error, nothing of the data, nothing of the store),
+// and every sink call is denied; once it is back, calls work again.
+func TestTaintStoreOutageFailsClosed(t *testing.T) {
+	st := &flakyStore{Store: flow.NewMemoryStore()}
+	w := newWorldStore(t, serverPolicy, st)
+	cs := w.connect(t, "ann-agent")
+	st.down.Store(true)
+	res, err := callTool(cs, "customer", map[string]any{}, nil)
+	if err != nil || !res.IsError {
+		t.Fatalf("customer during the outage: %v %+v, want a tool error", err, res)
+	}
+	msg := res.Content[0].(*mcp.TextContent).Text
+	for _, leak := range []string{"ann@customer.example", "Ann Lee", "10.0.0.5", "connection refused"} {
+		if strings.Contains(msg, leak) {
+			t.Fatalf("withheld result says %q", msg)
+		}
+	}
+	if res.StructuredContent != nil {
+		t.Fatalf("structured content released during the outage: %v", res.StructuredContent)
+	}
+	_, err = callTool(cs, "mail", map[string]any{"to": "desk@staff.example", "body": "hi"}, nil)
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != server.CodeDenied || we.Message != "denied: "+flow.RuleTaintStore {
+		t.Fatalf("sink during the outage: %v, want denied: %s", err, flow.RuleTaintStore)
+	}
+	if len(*w.sent) != 0 {
+		t.Fatalf("a sink ran during the outage: %v", *w.sent)
+	}
+	st.down.Store(false)
+	if res, err := callTool(cs, "customer", map[string]any{}, nil); err != nil || res.IsError {
+		t.Fatalf("customer after the outage: %v %+v", err, res)
+	}
+	if _, err := callTool(cs, "mail", map[string]any{"to": "eve@evil.example", "body": "hi"}, nil); !errors.As(err, &we) || we.Message != "denied: "+flow.RuleCategory {
+		t.Fatalf("the PII read after the outage must taint: %v", err)
+	}
 }

@@ -25,6 +25,9 @@ const (
 	// RulePlan: a plan step is malformed: an unknown tool, or a $ret:N
 	// reference to a step that does not come before it.
 	RulePlan = "flow.plan"
+	// RuleTaintStore: the caller's taint could not be read from the
+	// Store (ErrTaintStore), so the sink call is denied unjudged.
+	RuleTaintStore = "flow.taint_store"
 )
 
 // ErrDenied is matched (errors.Is) by every *Denial.

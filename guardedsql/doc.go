@@ -36,7 +36,12 @@
 //
 // SQLite (modernc.org/sqlite, pure Go) is the embedded default: Open
 // ("sqlite:/path/file.db") or NewSQLite for a *sql.DB you opened; the
-// document is expanded with json_each.
+// document is expanded with json_each. Open puts a file database in WAL
+// mode and gives it one writer connection (every write and transaction
+// queues for it) beside a pool of query-only readers, with a busy timeout
+// and immediate transactions, so that concurrent calls of one process
+// never fail with SQLITE_BUSY. A *sql.DB given to NewSQLite is used as it
+// is. SQLite serves one process: run replicas on PostgreSQL.
 //
 // PostgreSQL (github.com/jackc/pgx/v5): Open("postgres://...") or
 // NewPostgres for a pgxpool.Pool. Row-level security is a second,

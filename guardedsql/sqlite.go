@@ -30,7 +30,11 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 //	mysql://user:pass@host:3306/db?param=...         the same, URL form
 //
 // SQLite databases are opened with foreign keys enforced, a 5 s busy
-// timeout and immediate transactions unless the DSN sets those itself.
+// timeout and immediate transactions unless the DSN sets those itself; a
+// file database in WAL mode (unless the DSN sets journal_mode), with one
+// writer connection for every write and transaction beside a pool of
+// query-only readers, so that concurrent calls never fail with
+// SQLITE_BUSY.
 // PostgreSQL is opened as NewPostgres does, start-up check of row-level
 // security included: connect as the application role, not the tables'
 // owner or a superuser. MySQL is opened as NewMySQL does. Close closes the
@@ -41,16 +45,63 @@ func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) 
 			return open(ctx, dsn, sch, opts)
 		}
 	}
-	sqlDB, err := openSQL(ctx, dsn)
+	pool, err := openSQLitePool(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
-	db, err := newDB(dialect.StdPool(sqlDB, true), sqlite.Dialect{}, sch, opts)
+	db, err := newDB(pool, sqlite.Dialect{}, sch, opts)
 	if err != nil {
-		sqlDB.Close()
+		pool.Close()
 		return nil, err
 	}
 	return db, nil
+}
+
+// openSQLitePool opens an SQLite DSN for Open. A file database is switched
+// to WAL (unless the DSN sets a journal mode) and opened twice: one writer
+// connection for every write and transaction, and a pool of query-only
+// readers (dialect.SplitPool). With the busy timeout and immediate
+// transactions this keeps SQLITE_BUSY from the calls of one process: its
+// writes wait their turn for the one connection, and WAL readers never
+// wait for the writer. An in-memory database is one connection.
+func openSQLitePool(ctx context.Context, dsn string) (dialect.Pool, error) {
+	name, memory, err := sqliteName(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if memory {
+		sqlDB, err := openSQL(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		return dialect.StdPool(sqlDB, true), nil
+	}
+	if !strings.Contains(name, "journal_mode") {
+		name += "&_pragma=journal_mode(wal)"
+	}
+	write, err := pingSQLite(ctx, dsn, name)
+	if err != nil {
+		return nil, err
+	}
+	write.SetMaxOpenConns(1)
+	read, err := pingSQLite(ctx, dsn, name+"&_pragma=query_only(1)")
+	if err != nil {
+		write.Close()
+		return nil, err
+	}
+	return dialect.SplitPool(read, write), nil
+}
+
+func pingSQLite(ctx context.Context, dsn, name string) (*sql.DB, error) {
+	sqlDB, err := sql.Open("sqlite", name)
+	if err != nil {
+		return nil, err
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+	}
+	return sqlDB, nil
 }
 
 // NewSQLite guards an SQLite database opened by the caller with the

@@ -217,6 +217,16 @@ func BenchmarkDetect(b *testing.B) {
 			sp = detect.Scan(sp[:0], clean)
 		}
 	})
+	// The same text with one HTML character reference: the whole text is
+	// scanned in normalised form (the slow path).
+	normText := "write to ann&#64;example.com. " + text
+	b.Run("scan_mixed_normalised", func(b *testing.B) {
+		b.SetBytes(int64(len(normText)))
+		var sp []detect.Span
+		for b.Loop() {
+			sp = detect.Scan(sp[:0], normText)
+		}
+	})
 	b.Run("redact_string_mixed", func(b *testing.B) {
 		sc := ForTest()
 		b.SetBytes(int64(len(text)))

@@ -46,7 +46,13 @@
 // payment card numbers (Luhn), IBANs (mod-97), US SSNs, IPv4 and IPv6
 // addresses, and secrets: JWTs, bearer and basic credentials, API keys of
 // well-known formats, high-entropy strings, password and key assignments,
-// private key blocks and passwords in URLs. Each detector has a documented
+// private key blocks and passwords in URLs. Text that spells any of these
+// with look-alikes is scanned in normalised form and the spans mapped back
+// onto its own bytes: Unicode NFKC (a full-width '＠' or digits), HTML
+// character references ("&#64;", "&commat;"), Unicode dashes, no-break and
+// zero-width characters; the detectors themselves accept the international
+// prefix 00, dotted card groups, spaced SSNs, lower-case IBANs and quoted
+// local parts ("q"@example.com). Each detector has a documented
 // false-positive guard (internal/detect), so order numbers, dates,
 // timestamps, version strings, UUIDs and hashes stay readable. There is no
 // detector for names or postal addresses: fields holding them must be

@@ -15,6 +15,7 @@ var fuzzSeeds = []string{
 	"123-45-6789", "[2001:db8::1]:443", "password=x", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", "-----BEGIN PRIVATE KEY-----",
 	"a%40b.co", "\xff\xfe@\x80.com", "<&>\u2028", "***@example.com", "[redacted:email]", "x://u:p@h",
 	"Bearer 2YotnFZFEjr1zCsicMWpAA", "tok_email_abcdefghijklmnopqrstuvwx", "",
+	"ann&#64;ex.com", "b\uff20ex.com", "0044 20 7946 0958", "\"q\"@ex.com", "de89 3704 0044 0532 0130 00", "078 05 1120",
 }
 
 // FuzzString: free-text redaction never panics, is idempotent, and leaves

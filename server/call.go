@@ -38,7 +38,7 @@ func typedCall[In, Out any](h Handler[In, Out]) callFunc {
 	return func(ctx context.Context, db *guardedsql.DB, args json.RawMessage) (any, error) {
 		var in In
 		if err := json.Unmarshal(args, &in); err != nil {
-			return nil, InvalidInput("arguments: %v", err)
+			return nil, InvalidInput("invalid arguments: %s", decodeMessage(err))
 		}
 		out, err := h(ctx, db, in)
 		if err != nil {
@@ -87,7 +87,7 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	if ft != nil {
 		var fd *flow.Denial
 		ci := flowCallInfo(sc, a.callID, args, req)
-		if fc, fd = ft.Begin(ci); fd != nil {
+		if fc, fd = ft.Begin(ctx, ci); fd != nil {
 			// A rule could allow it: only the user may say so.
 			if fc, fd = s.consent(ctx, a, red, ft, ci, fd, req.Session); fd != nil {
 				return nil, s.flowDeny(a, red, fd)
@@ -109,7 +109,10 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	if fc != nil {
 		// Before the client can see the result: a sink call it makes next
 		// is judged with this result's label.
-		fc.Record(out, red.Report())
+		// A result whose label could not be recorded is withheld.
+		if err := fc.Record(ctx, out, red.Report()); err != nil {
+			return s.internal(a, red, err), nil
+		}
 	}
 	a.outcome = OutcomeOK
 	a.rows = countRows(out)
@@ -255,7 +258,7 @@ func validateArgs(in *jsonschema.Resolved, raw json.RawMessage) (json.RawMessage
 	}
 	var v any = m
 	if err := in.Validate(&v); err != nil {
-		return nil, err
+		return nil, errors.New(schemaMessage(err))
 	}
 	return raw, nil
 }

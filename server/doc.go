@@ -16,6 +16,11 @@
 //   - the result is serialized by package redact, once, into both the
 //     structured content and its text rendering; every error message goes
 //     through the same redactor;
+//   - arguments that do not fit the input schema are a tool error in the
+//     schema's terms (`invalid arguments: argument "id" must be an
+//     integer, not a string`): the argument's path, the JSON type or the
+//     bound it fails, never a Go type nor the value sent; the 400
+//     responses of the HTTP endpoint likewise echo nothing of the request;
 //   - guardedsql.ErrNotFound (which is also what a cross-tenant id yields)
 //     becomes the tool error "not found"; errors made with InvalidInput
 //     reach the caller redacted; a missing or unusable scope becomes a
@@ -76,7 +81,10 @@
 // session (confidentiality level and data categories, derived from the
 // result type's pii tags and the tool's declaration), and a tool declared as
 // a sink (Tool.Flow) is checked against the flow policy before its handler
-// runs; a forbidden flow is a DenyError carrying the witness.
+// runs; a forbidden flow is a DenyError carrying the witness. The label of
+// a result is recorded in the checker's taint store before the client can
+// see it; if the store fails, the result is withheld (an internal error),
+// and a sink call whose taint cannot be read is denied (flow.RuleTaintStore).
 //
 // Operations: Handler serves liveness at HealthPath and readiness at
 // ReadyPath (signing keys loaded, database reachable, PostgreSQL row-level

@@ -76,7 +76,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 		ResourceMetadataURL: metaURL,
 		Scopes:              o.RequiredScopes,
 		ClockSkew:           s.opts.Verifier.Leeway(),
-	})(s.httpPrecheck(metaURL, mcpHandler))
+	})(s.httpPrecheck(metaURL, noEcho(mcpHandler)))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               o.ResourceURL,

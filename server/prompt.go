@@ -137,8 +137,11 @@ func (s *Server) getPrompt(ctx context.Context, a *auditRecord, red *redact.Scop
 		}
 		body += "\n\n```json\n" + string(js) + "\n```"
 	}
+	// A result whose label could not be recorded is withheld.
 	if fc != nil {
-		fc.Record(data, red.Report())
+		if err := fc.Record(ctx, data, red.Report()); err != nil {
+			return nil, s.rpcError(ctx, a, red, fmt.Errorf("recording the flow label: %w", err), nil)
+		}
 	}
 	a.outcome = OutcomeOK
 	a.rows = countRows(data)

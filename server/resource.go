@@ -258,8 +258,11 @@ func (s *Server) read(ctx context.Context, a *auditRecord, red *redact.Scoped, c
 	if err != nil {
 		return nil, s.rpcError(ctx, a, red, fmt.Errorf("redacting result: %w", err), nil)
 	}
+	// A result whose label could not be recorded is withheld.
 	if fc != nil {
-		fc.Record(out, red.Report())
+		if err := fc.Record(ctx, out, red.Report()); err != nil {
+			return nil, s.rpcError(ctx, a, red, fmt.Errorf("recording the flow label: %w", err), nil)
+		}
 	}
 	a.outcome = OutcomeOK
 	a.rows = countRows(out)
@@ -286,7 +289,7 @@ func (s *Server) enter(ctx context.Context, a *auditRecord, c caller, ft *flow.T
 	var fc *flow.Call
 	if ft != nil {
 		// Not a sink: Begin never denies.
-		fc, _ = ft.Begin(flowInfo(c, a.callID, ss, meta, extra))
+		fc, _ = ft.Begin(ctx, flowInfo(c, a.callID, ss, meta, extra))
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	return ctx, fc, cancel

@@ -110,6 +110,7 @@ func run() error {
 		}
 	}
 
+	cfg.NoListen = *stdio // a stdio server binds no port
 	app, err := hotel.New(ctx, cfg)
 	if err != nil {
 		return err

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,6 +69,41 @@ func TestDBHostPort(t *testing.T) {
 		got, ok := dbHostPort(dsn)
 		if got != want || ok != (want != "") {
 			t.Errorf("dbHostPort(%q) = %q, %v; want %q", dsn, got, ok, want)
+		}
+	}
+}
+
+// TestStdioBindsNoPort runs two -stdio instances at once while -addr is
+// held by another listener: neither may bind it, both serve their client.
+func TestStdioBindsNoPort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the command; skipped in -short mode")
+	}
+	bin := filepath.Join(t.TempDir(), "hotel")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var sessions []*mcp.ClientSession
+	for range 2 {
+		cmd := exec.CommandContext(ctx, bin, "-stdio", "-as", "alice", "-addr", busy.Addr().String())
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("stdio instance with -addr in use: %v", err)
+		}
+		defer cs.Close()
+		sessions = append(sessions, cs)
+	}
+	for i, cs := range sessions {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "revenue_report", Arguments: map[string]any{"from": "2026-01-01", "to": "2027-01-01"}})
+		if err != nil || res.IsError {
+			t.Fatalf("stdio instance %d: %v %+v", i, err, res)
 		}
 	}
 }

@@ -12,8 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/flow"
+	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/redact"
@@ -57,6 +60,9 @@ type Config struct {
 	// Metrics records OpenTelemetry metrics of every tool call and serves
 	// them, in the Prometheus format, at /metrics on the MCP listener.
 	Metrics bool
+	// NoListen builds the server without opening Addr (for -stdio): no
+	// port is bound, so any number of stdio instances run side by side.
+	NoListen bool
 }
 
 // App is a running hotel server with its listener, database and verifier.
@@ -75,6 +81,9 @@ type App struct {
 	// would have sent.
 	Flow   *flow.Checker
 	Outbox *Outbox
+
+	// taints is the flow taint store: nil (in memory) but on PostgreSQL.
+	taints flow.Store
 
 	closers []func() error
 }
@@ -120,15 +129,19 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if err := app.openDB(ctx, cfg); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, err
+	addr := cfg.Addr
+	if !cfg.NoListen {
+		ln, err := net.Listen("tcp", cfg.Addr)
+		if err != nil {
+			return nil, err
+		}
+		app.Listener = ln
+		app.closers = append(app.closers, func() error { ln.Close(); return nil })
+		addr = ln.Addr().String()
 	}
-	app.Listener = ln
-	app.closers = append(app.closers, func() error { ln.Close(); return nil })
 	public := cfg.PublicURL
 	if public == "" {
-		public = "http://" + ln.Addr().String() + "/mcp"
+		public = "http://" + addr + "/mcp"
 	}
 	audience := cfg.Audience
 	if audience == "" {
@@ -164,7 +177,7 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if app.Flow, err = newFlow(cfg.FlowPolicy); err != nil {
+	if app.Flow, err = newFlow(cfg.FlowPolicy, app.taints); err != nil {
 		return nil, err
 	}
 	app.Outbox = &Outbox{}
@@ -229,6 +242,18 @@ func (app *App) openDB(ctx context.Context, cfg Config) error {
 	}
 	app.DB = db
 	app.closers = append(app.closers, db.Close)
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		// On PostgreSQL the flow taints live in the same database, so
+		// replicas share them and a restart keeps them.
+		pool, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			return fmt.Errorf("hotel: taint store on %s: %w", redactDSN(dsn), err)
+		}
+		app.closers = append(app.closers, func() error { pool.Close(); return nil })
+		if app.taints, err = pgtaint.New(ctx, pool, pgtaint.Options{}); err != nil {
+			return fmt.Errorf("hotel: %w (-setup-demo creates it)", err)
+		}
+	}
 	return nil
 }
 
@@ -247,6 +272,9 @@ func redactDSN(dsn string) string {
 
 // Serve serves HTTP on the app's listener until ctx is done.
 func (app *App) Serve(ctx context.Context) error {
+	if app.Listener == nil {
+		return errors.New("hotel: built with NoListen: serve stdio instead")
+	}
 	return app.Server.Serve(ctx, app.Listener, app.HTTP)
 }
 

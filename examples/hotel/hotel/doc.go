@@ -23,9 +23,11 @@
 //     elicitation);
 //   - app.go: New wires database, verifier (a real identity provider, or
 //     the loopback development issuer), redaction policy, flow checker and
-//     tools into a server.Server;
+//     tools into a server.Server; on PostgreSQL the flow taints live in the
+//     database (package flow/pgtaint), so replicas share them;
 //   - setup.go: SetupDemo, the migration for a live PostgreSQL (with
-//     row-level security and an application role) or MariaDB database.
+//     row-level security, an application role and the taint table) or
+//     MariaDB database.
 //
 // The command in the parent directory (go run ./examples/hotel) runs it.
 package hotel

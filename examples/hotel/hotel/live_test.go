@@ -31,7 +31,20 @@ func randName(prefix string) string {
 }
 
 func TestLivePostgres(t *testing.T) {
-	admin := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
+	admin, appDSN, data := livePostgres(t)
+	runLive(t, appDSN, data)
+
+	// The server refuses to start as a role that bypasses row-level security.
+	if _, err := hotel.New(context.Background(), hotel.Config{Addr: "127.0.0.1:0", DB: admin}); err == nil || !strings.Contains(err.Error(), "row-level security") {
+		t.Fatalf("hotel.New as the superuser: err = %v, want a row-level security refusal", err)
+	}
+}
+
+// livePostgres creates a demo database with its application role (both
+// dropped at cleanup) and returns the administrator's and the role's DSN.
+func livePostgres(t *testing.T) (admin, app string, data *hotel.Data) {
+	t.Helper()
+	admin = os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
 	if admin == "" {
 		t.Skip("set TENANTMCP_TEST_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the hotel on PostgreSQL")
 	}
@@ -55,18 +68,13 @@ func TestLivePostgres(t *testing.T) {
 	})
 	u, _ := url.Parse(admin)
 	u.Path = "/" + dbName
-	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
+	data = hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
 	if err := hotel.SetupDemo(ctx, u.String(), role, data); err != nil {
 		t.Fatal(err)
 	}
-	app := *u
-	app.User = url.User(role)
-	runLive(t, app.String(), data)
-
-	// The server refuses to start as a role that bypasses row-level security.
-	if _, err := hotel.New(ctx, hotel.Config{Addr: "127.0.0.1:0", DB: u.String()}); err == nil || !strings.Contains(err.Error(), "row-level security") {
-		t.Fatalf("hotel.New as the superuser: err = %v, want a row-level security refusal", err)
-	}
+	a := *u
+	a.User = url.User(role)
+	return u.String(), a.String(), data
 }
 
 func TestLiveMySQL(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
@@ -62,6 +63,11 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, d *Data) error
 	if err := guardedsql.ApplyRLS(ctx, pool, Schema); err != nil {
 		return err
 	}
+	// The flow taints of every replica (kept across demo resets: a reset
+	// must not launder what a subject has read).
+	if err := pgtaint.Install(ctx, pool, pgtaint.Options{}); err != nil {
+		return err
+	}
 	var exists bool
 	if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", appRole).Scan(&exists); err != nil {
 		return err
@@ -71,9 +77,11 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, d *Data) error
 			return err
 		}
 	}
-	// Exactly the graph's tables and their sequences, nothing else in the
-	// database.
-	return guardedsql.GrantApp(ctx, pool, Schema, appRole)
+	// Exactly the graph's tables and their sequences, and the taint table.
+	if err := guardedsql.GrantApp(ctx, pool, Schema, appRole); err != nil {
+		return err
+	}
+	return pgtaint.Grant(ctx, pool, pgtaint.Options{}, appRole)
 }
 
 func setupMySQL(ctx context.Context, adminDSN string, d *Data) error {

@@ -133,8 +133,9 @@ func RegisterPlanCheck(s *server.Server, c *flow.Checker) error {
 	})
 }
 
-// newFlow loads the flow policy: the file at path, or FlowPolicy.
-func newFlow(path string) (*flow.Checker, error) {
+// newFlow loads the flow policy (the file at path, or FlowPolicy) with the
+// taints in st (nil: in memory).
+func newFlow(path string, st flow.Store) (*flow.Checker, error) {
 	var p *flow.Policy
 	var err error
 	if path == "" {
@@ -145,7 +146,7 @@ func newFlow(path string) (*flow.Checker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hotel: flow policy: %w", err)
 	}
-	return flow.New(p, flow.Options{})
+	return flow.New(p, flow.Options{Store: st})
 }
 
 // registerFlowTools adds the sinks and the plan check and verifies the

@@ -59,3 +59,19 @@ func TestSinksRecordToOutbox(t *testing.T) {
 		t.Fatalf("outbox = %+v", msgs)
 	}
 }
+
+// A sink's receipt echoes its destination ({"status":"queued","to":…}):
+// that echo must not taint the sender, so a subject who has read nothing
+// can send twice.
+func TestSinkEchoDoesNotTaint(t *testing.T) {
+	h := start(t, true)
+	cs := h.connect(t, h.tokenFor(t, "bob"))
+	for _, to := range []string{"x@evil.example", "y@evil.example"} {
+		if _, res := call[hotel.SentOut](t, cs, "send_confirmation_email", map[string]any{"to": to, "body": "hello"}); res.IsError {
+			t.Fatalf("send to %s: %s", to, text(res))
+		}
+	}
+	if n := len(h.app.Outbox.Messages()); n != 2 {
+		t.Fatalf("outbox has %d messages, want 2", n)
+	}
+}

@@ -3,6 +3,8 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"strings"
 )
 
 // StdPool adapts a *sql.DB to Pool. Close closes db only if owned is true.
@@ -62,4 +64,39 @@ func stdResult(r sql.Result, err error) (Result, error) {
 		out.LastInsertID = id
 	}
 	return out, nil
+}
+
+// SplitPool adapts an SQLite file opened twice in WAL mode: reads, a pool
+// of query-only connections, runs the SELECTs outside transactions; write,
+// a single connection, runs every other statement and every transaction.
+// One writer connection means the process's writes queue in database/sql
+// instead of racing for SQLite's write lock (where a deferred writer that
+// would deadlock gets SQLITE_BUSY without waiting), and WAL lets the
+// readers run beside it. Close closes both.
+func SplitPool(read, write *sql.DB) Pool {
+	return &splitPool{stdPool: &stdPool{db: write, owned: true}, read: read}
+}
+
+// splitPool is the writer's stdPool (Exec, Begin) with reads routed to the
+// read pool.
+type splitPool struct {
+	*stdPool
+	read *sql.DB
+}
+
+func (p *splitPool) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	// Only a plain SELECT goes to the readers (which are query_only, so a
+	// misrouted write fails instead of bypassing the one writer);
+	// INSERT … RETURNING and anything else go to the writer.
+	if isSelect(q) {
+		return p.read.QueryContext(ctx, q, args...)
+	}
+	return p.stdPool.Query(ctx, q, args...)
+}
+
+func (p *splitPool) Close() error { return errors.Join(p.read.Close(), p.stdPool.Close()) }
+
+func isSelect(q string) bool {
+	q = strings.TrimLeft(q, " \t\r\n(")
+	return len(q) >= 6 && strings.EqualFold(q[:6], "select")
 }

@@ -84,7 +84,6 @@ func init() {
 
 func isDigit(c byte) bool { return class[c]&cDigit != 0 }
 func isAlnum(c byte) bool { return class[c]&(cDigit|cUpper|cLower) != 0 }
-func isUpper(c byte) bool { return class[c]&cUpper != 0 }
 
 // isWordByte reports whether c continues an identifier: a letter, a digit,
 // '_' or a non-ASCII byte. A match glued to such a byte is part of a larger
@@ -96,7 +95,20 @@ func isWordByte(c byte) bool { return class[c]&(cDigit|cUpper|cLower|cHigh) != 0
 // Start and do not overlap: overlapping detections are merged into one span
 // whose kind is the highest-priority kind among them, so a caller that
 // replaces every span never leaves part of a detection in clear.
+//
+// Text that spells personal data with look-alike characters or HTML
+// character references is scanned in normalised form (see normalize), and
+// each span mapped back to the original bytes it came from.
 func Scan(dst []Span, s string) []Span {
+	if nt, ok := normalize(s); ok {
+		n := len(dst)
+		return nt.spans(scan(dst, nt.text), n)
+	}
+	return scan(dst, s)
+}
+
+// scan is Scan on text as it is.
+func scan(dst []Span, s string) []Span {
 	n := len(dst)
 	// Prefilter: which byte classes occur at all. Long text usually has
 	// them all within a few hundred bytes, so stop as soon as it does.

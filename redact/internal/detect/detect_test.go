@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -92,6 +93,25 @@ func TestTruePositives(t *testing.T) {
 		{Secret, "connect postgres://app:s3cr3t@db:5432/x failed", "s3cr3t"},
 		{Secret, "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n", "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"},
 		{Secret, "-----BEGIN PRIVATE KEY-----\nMIIEv (truncated", "-----BEGIN PRIVATE KEY-----\nMIIEv (truncated"},
+		// spellings that need normalising (issue 16): the span is the
+		// original bytes, whatever they were
+		{Phone, "tel 0044 20 7946 0958 ok", "0044 20 7946 0958"},
+		{Phone, "call 001 202 555 0143", "001 202 555 0143"},
+		{Card, "card 4000.1568.4882.6212 exp", "4000.1568.4882.6212"},
+		{Email, "write ann\uff20example.com now", "ann\uff20example.com"},
+		{Email, "write ann&#64;example.com now", "ann&#64;example.com"},
+		{Email, "write ann&#x40;example.com now", "ann&#x40;example.com"},
+		{Email, "write ann&commat;example.com now", "ann&commat;example.com"},
+		{Email, "write \uff41\uff4e\uff4e\uff20\uff45\uff58.com", "\uff41\uff4e\uff4e\uff20\uff45\uff58.com"},
+		{IBAN, "iban de89 3704 0044 0532 0130 00 please", "de89 3704 0044 0532 0130 00"},
+		{IBAN, "gb82west12345698765432", "gb82west12345698765432"},
+		{SSN, "ssn 078 05 1120.", "078 05 1120"},
+		{Email, `mail "q"@example.com now`, `"q"@example.com`},
+		{Email, `<"john.doe smith"@example.org>`, `"john.doe smith"@example.org`},
+		{Card, "4111\u00a01111\u00a01111\u00a01111", "4111\u00a01111\u00a01111\u00a01111"},
+		{Card, "4111\u200b1111\u200b1111\u200b1111", "4111\u200b1111\u200b1111\u200b1111"},
+		{Phone, "\uff10\uff10\uff14\uff14 20 7946 0958", "\uff10\uff10\uff14\uff14 20 7946 0958"},
+		{SSN, "078\u201305\u20131120", "078\u201305\u20131120"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String()+"/"+tt.want, func(t *testing.T) {
@@ -111,6 +131,14 @@ func TestTruePositives(t *testing.T) {
 // come through untouched.
 func TestNearMisses(t *testing.T) {
 	for _, text := range []string{
+		// normalisation must not invent data
+		"AT&T &amp; partners &#169; 2026",
+		"version 4000.1568.4882 build",
+		"1.2.3.4.5",
+		"0044 20",
+		"caf\u00e9 \u00bd price \uff11\uff12",
+		"ab12 3456 7890",
+		"\"quoted\" @ handle",
 		// cards failing Luhn, or with a non-card first digit
 		"4111 1111 1111 1112",
 		"order 4111111111111112",
@@ -260,6 +288,7 @@ func FuzzScan(f *testing.F) {
 		"alice@example.com", "+1 (202) 555-0143", "4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00",
 		"123-45-6789", "[2001:db8::1]:443", "password=x", "eyJa.eyJb.c", "-----BEGIN PRIVATE KEY-----",
 		"a%40b.co", "::::", "@@@", "+((((", "x://a:b@", "Bearer ", "\xff\xfe@\x80.com",
+		"ann&#64;ex.com &amp;", "b\uff20ex.com 0044 20 7946 0958", "\"q\"@ex.com", "4000.1568.4882.6212\u200b",
 	} {
 		f.Add(s)
 	}
@@ -301,5 +330,19 @@ func TestNextDigit(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Several normalised spellings in one text: every span maps back onto
+// exactly the original bytes of its detection, across edits that grow,
+// shrink and drop characters.
+func TestNormalisedSpansMapBack(t *testing.T) {
+	text := "a&amp;b ann&#64;example.com, card 4111\u200b1111\u200b1111\u200b1111; " +
+		"\uff42\uff4f\uff42\uff20\uff45\uff58.com then 078\u201305\u20131120 &lt;ok&gt; x@y.io"
+	got := found(text)
+	want := []string{"email:ann&#64;example.com", "card:4111\u200b1111\u200b1111\u200b1111",
+		"email:\uff42\uff4f\uff42\uff20\uff45\uff58.com", "ssn:078\u201305\u20131120", "email:x@y.io"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Scan = %q\nwant   %q", got, want)
 	}
 }

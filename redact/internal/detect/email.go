@@ -57,6 +57,15 @@ func scanEmail(dst []Span, s string) []Span {
 
 // emailAround tries to read an address whose '@' occupies s[at:after].
 func emailAround(s string, at, after int) (start, end int, ok bool) {
+	if at > 0 && s[at-1] == '"' {
+		// A quoted local part ("john smith"@example.com, RFC 5321):
+		// printable ASCII or UTF-8 up to the opening quote, with
+		// backslash escapes, on one line.
+		if st, ok := quotedLocalStart(s, at-1); ok {
+			end, ok = domainEnd(s, after)
+			return st, end, ok
+		}
+	}
 	start = at
 	for start > 0 && at-start < maxLocal && isLocalByte(s[start-1]) {
 		start--
@@ -122,4 +131,27 @@ func domainEnd(s string, i int) (int, bool) {
 		}
 	}
 	return end, true
+}
+
+// quotedLocalStart returns the index of the quote that opens the quoted
+// local part closed by the quote at s[close].
+func quotedLocalStart(s string, close int) (int, bool) {
+	for p := close - 1; p >= 0 && close-p <= maxLocal; p-- {
+		c := s[p]
+		if c < 0x20 || c == 0x7f {
+			return 0, false
+		}
+		if c != '"' {
+			continue
+		}
+		bs := 0
+		for q := p - 1; q >= 0 && s[q] == '\\'; q-- {
+			bs++
+		}
+		if bs%2 == 1 {
+			continue // an escaped quote inside the local part
+		}
+		return p, p+1 < close
+	}
+	return 0, false
 }

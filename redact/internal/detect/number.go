@@ -62,7 +62,7 @@ func nextDigit(s string, i int) int {
 // ends at runEnd. When it reports no match, a non-zero End still tells the
 // caller to skip anchors up to there.
 func numberAt(s string, a, runEnd int) (Span, bool) {
-	if a >= 2 && isUpper(s[a-1]) && isUpper(s[a-2]) {
+	if a >= 2 && isLetter(s[a-1]) && isLetter(s[a-2]) {
 		end, ok := ibanAt(s, a-2)
 		// An IBAN-shaped token whose checksum fails is a code of some
 		// other kind: none of its fragments is a phone or card number.
@@ -84,6 +84,16 @@ func numberAt(s string, a, runEnd int) (Span, bool) {
 		return Span{st, end, Phone}, true
 	}
 	return Span{}, false
+}
+
+func isLetter(c byte) bool { return class[c]&(cUpper|cLower) != 0 }
+
+// upper returns the upper-case form of an ASCII letter, c otherwise.
+func upper(c byte) byte {
+	if c >= 'a' && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
 }
 
 // gluedLeft reports whether c, just before a number, makes the number part
@@ -127,7 +137,7 @@ func rightOK(s string, e int) bool {
 // Payment cards.
 //
 // Form: 13-19 digits, either bare or in groups separated by one kind of
-// separator (space or '-'): fours with a shorter last group (4-4-4-4,
+// separator (space, '-' or '.'): fours with a shorter last group (4-4-4-4,
 // 4-4-4-4-3, ...) or the Amex/Diners layouts 4-6-5 and 4-6-4.
 //
 // False-positive guard: the Luhn checksum must hold (nine in ten random
@@ -156,7 +166,7 @@ func cardAt(s string, a, runEnd int) (int, bool) {
 		return 0, false
 	}
 	sep := s[runEnd]
-	if sep != ' ' && sep != '-' {
+	if sep != ' ' && sep != '-' && sep != '.' {
 		return 0, false
 	}
 	var sizes [8]int
@@ -234,9 +244,9 @@ func luhn(s string) bool {
 
 // US social security numbers.
 //
-// Form: ddd-dd-dddd with hyphens.
+// Form: ddd-dd-dddd, with hyphens or with spaces (the same both times).
 //
-// False-positive guard: only the hyphenated form is recognised (a bare nine
+// False-positive guard: only the grouped form is recognised (a bare nine
 // digit number is far more often an id than an SSN), and the number must be
 // issuable: area not 000, 666 or 900-999, group not 00, serial not 0000.
 // Dates (dddd-dd-dd) and phone numbers have different group lengths.
@@ -245,7 +255,7 @@ func ssnAt(s string, a, runEnd int) (int, bool) {
 		return 0, false
 	}
 	t := s[a : a+11]
-	if t[3] != '-' || t[6] != '-' || !isDigit(t[4]) || !isDigit(t[5]) {
+	if t[3] != '-' && t[3] != ' ' || t[6] != t[3] || !isDigit(t[4]) || !isDigit(t[5]) {
 		return 0, false
 	}
 	for _, c := range []byte(t[7:11]) {
@@ -306,8 +316,10 @@ func ipv4At(s string, a int) (int, bool) {
 
 // Phone numbers.
 //
-// Forms: international numbers with a leading '+' (E.164: 8-15 digits after
-// the '+', country code not starting with 0), grouped by spaces, '-', '.',
+// Forms: international numbers with a leading '+' or the international
+// call prefix 00 in its own group ("0044 20 7946 0958", "001 202 555
+// 0143"; E.164: 8-15 digits after the prefix, country code not starting
+// with 0), grouped by spaces, '-', '.',
 // '/' or parentheses ("+44 (0)20 7946 0958", "+1-202-555-0143",
 // "+14155552671"); North American numbers "(202) 555-0143",
 // "202-555-0143", "202.555.0143", "1 202 555 0143"; and national numbers with
@@ -405,6 +417,9 @@ func phoneGroups(s string, gs []numGroup, plus bool) bool {
 	switch {
 	case plus:
 		return digits >= 8 && digits <= 15 && first != '0'
+	case k >= 2 && gs[0].n >= 3 && gs[0].n <= 5 && !gs[0].paren && s[gs[0].start:gs[0].start+2] == "00":
+		// 00 is the '+' of most of the world's dialling plans.
+		return digits-2 >= 8 && digits-2 <= 15 && s[gs[0].start+2] != '0'
 	case k == 3 || k == 4 && gs[0].n == 1 && first == '1' && !gs[0].paren:
 		g := gs[k-3 : k]
 		if g[0].n == 3 && g[1].n == 3 && g[2].n == 4 && !g[1].paren && !g[2].paren &&
@@ -445,9 +460,10 @@ func trunkNumber(s string, gs []numGroup, digits int) bool {
 
 // IBANs.
 //
-// Form: two upper-case letters (country), two check digits and the
-// country's BBAN, compact or printed in groups of four separated by single
-// spaces ("DE89 3704 0044 0532 0130 00").
+// Form: two letters (country), two check digits and the country's BBAN,
+// compact or printed in groups of four separated by single spaces ("DE89
+// 3704 0044 0532 0130 00"), in either case ("de89 3704 …"): the checksum
+// is over the upper-case form.
 //
 // False-positive guard: the country must be one that issues IBANs, the
 // length must be exactly that country's IBAN length, and the ISO 7064
@@ -461,7 +477,7 @@ func ibanAt(s string, st int) (int, bool) {
 	if st > 0 && isWordByte(s[st-1]) {
 		return 0, false
 	}
-	want := ibanLength(s[st], s[st+1])
+	want := ibanLength(upper(s[st]), upper(s[st+1]))
 	if want == 0 {
 		return 0, false
 	}
@@ -469,13 +485,13 @@ func ibanAt(s string, st int) (int, bool) {
 	n, p := 0, st
 	for p < len(s) && n < want {
 		c := s[p]
-		if isDigit(c) || isUpper(c) {
-			buf[n] = c
+		if isAlnum(c) {
+			buf[n] = upper(c)
 			n++
 			p++
 			continue
 		}
-		if c == ' ' && n%4 == 0 && p+1 < len(s) && (isDigit(s[p+1]) || isUpper(s[p+1])) {
+		if c == ' ' && n%4 == 0 && p+1 < len(s) && isAlnum(s[p+1]) {
 			p++
 			continue
 		}

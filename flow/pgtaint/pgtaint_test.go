@@ -1,0 +1,312 @@
+package pgtaint_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/flow"
+	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
+	"github.com/tenantmcp/tenantmcp/redact"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// These tests need a live PostgreSQL (TENANTMCP_TEST_POSTGRES_DSN, a
+// superuser); each creates its own database and role and drops them.
+
+const policy = `{
+  "version": 1,
+  "taint": {"scope": "subject", "retain": "1h"},
+  "pii": {"email": "guest.pii", "name": "guest.pii"},
+  "categories": {"guest.pii": {"level": "confidential", "to": ["email:*@staff.example"]}},
+  "destinations": {"email:*@staff.example": "confidential"}
+}`
+
+type guest struct {
+	Name  string `json:"name" pii:"name"`
+	Email string `json:"email" pii:"email"`
+}
+
+type guestsOut struct {
+	Guests []guest `json:"guests"`
+}
+
+type mailIn struct {
+	To   string `json:"to"`
+	Body string `json:"body"`
+}
+
+type empty struct{}
+
+// replica is one server process's checker, with its own pool.
+type replica struct {
+	c     *flow.Checker
+	pool  *pgxpool.Pool
+	read  *flow.Tool
+	mail  *flow.Tool
+	clock *clock
+}
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// liveDB creates a database with the taint table and an application role
+// that may use it, and returns the role's DSN.
+func liveDB(t *testing.T) string {
+	t.Helper()
+	admin := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
+	if admin == "" {
+		t.Skip("set TENANTMCP_TEST_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the PostgreSQL taint store tests")
+	}
+	ctx := context.Background()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name, role := "tm_taint_"+hex.EncodeToString(b[:]), "tm_taint_app_"+hex.EncodeToString(b[:])
+	root, err := pgxpool.New(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(root.Close)
+	for _, s := range []string{"CREATE DATABASE " + name, "CREATE ROLE " + role + " LOGIN NOSUPERUSER NOBYPASSRLS"} {
+		if _, err := root.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if _, err := root.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database: %v", err)
+		}
+		if _, err := root.Exec(ctx, "DROP ROLE IF EXISTS "+role); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	owner, err := pgxpool.New(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	// Before Install, a store refuses to start.
+	app := *u
+	app.User = url.User(role)
+	if p, err := pgxpool.New(ctx, app.String()); err == nil {
+		_, err = pgtaint.New(ctx, p, pgtaint.Options{})
+		p.Close()
+		if !errors.Is(err, pgtaint.ErrConfig) {
+			t.Fatalf("New without the table: %v, want ErrConfig", err)
+		}
+	}
+	if err := pgtaint.Install(ctx, owner, pgtaint.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgtaint.Grant(ctx, owner, pgtaint.Options{}, role); err != nil {
+		t.Fatal(err)
+	}
+	return app.String()
+}
+
+// openStore opens a pool on dsn (closed at cleanup) and a Store on it.
+func openStore(t *testing.T, dsn string) (*pgxpool.Pool, *pgtaint.Store) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	st, err := pgtaint.New(context.Background(), pool, pgtaint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, st
+}
+
+func newReplica(t *testing.T, dsn string, clk *clock) *replica {
+	t.Helper()
+	pool, st := openStore(t, dsn)
+	p, err := flow.ParsePolicy("policy.json", []byte(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := flow.New(p, flow.Options{Store: st, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{c: c, pool: pool, clock: clk}
+	if r.read, err = c.Register("guests", reflect.TypeFor[empty](), reflect.TypeFor[guestsOut](), flow.Decl{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.mail, err = c.Register("mail", reflect.TypeFor[mailIn](), nil, flow.Decl{Level: flow.Public, Sink: &flow.Sink{Kind: flow.Email, DestArg: "to"}}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *replica) readGuests(t *testing.T, subject, callID string) {
+	t.Helper()
+	ctx := context.Background()
+	call, den := r.read.Begin(ctx, flow.CallInfo{Subject: subject, CallID: callID, Args: json.RawMessage(`{}`)})
+	if den != nil {
+		t.Fatal(den)
+	}
+	out := guestsOut{Guests: []guest{{Name: "Ann Lee", Email: "ann@guest.example"}}}
+	red := redact.Default().ForScope(scope.Scope{})
+	if _, err := red.JSON(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := call.Record(ctx, out, red.Report()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *replica) send(subject, to string) *flow.Denial {
+	args, _ := json.Marshal(mailIn{To: to, Body: "hi"})
+	_, den := r.mail.Begin(context.Background(), flow.CallInfo{Subject: subject, CallID: "send", Args: args})
+	return den
+}
+
+// A subject reads guest data on one replica and calls the sink on
+// another: denied, with the witness naming the read on the first. Both
+// replicas restart: still denied. Past the policy's retain: allowed.
+func TestReplicasShareTaintAcrossRestart(t *testing.T) {
+	dsn := liveDB(t)
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	a, b := newReplica(t, dsn, clk), newReplica(t, dsn, clk)
+	a.readGuests(t, "ann-reader", "read-on-a")
+	den := b.send("ann-reader", "x@evil.example")
+	if den == nil || den.Rule != flow.RuleCategory {
+		t.Fatalf("sink on replica b after a read on replica a: %v, want %s", den, flow.RuleCategory)
+	}
+	if len(den.Witness.IntroducedBy) == 0 || den.Witness.IntroducedBy[0].CallID != "read-on-a" {
+		t.Fatalf("witness does not name the read on replica a: %+v", den.Witness.IntroducedBy)
+	}
+	// The store is not denying everything: the staff address is allowed,
+	// and another subject is clean.
+	if den := b.send("ann-reader", "desk@staff.example"); den != nil {
+		t.Fatalf("allowed destination denied: %v", den)
+	}
+	if den := b.send("someone-else", "x@evil.example"); den != nil {
+		t.Fatalf("another subject inherited the taint: %v", den)
+	}
+	// Kill both (their pools and checkers go), start a fresh one.
+	a.pool.Close()
+	b.pool.Close()
+	c := newReplica(t, dsn, clk)
+	if den := c.send("ann-reader", "x@evil.example"); den == nil || den.Rule != flow.RuleCategory {
+		t.Fatalf("after a restart: %v, want %s", den, flow.RuleCategory)
+	}
+	// Each use keeps the taint alive; idle past retain it is dropped.
+	clk.add(59 * time.Minute)
+	if den := c.send("ann-reader", "x@evil.example"); den == nil {
+		t.Fatal("dropped before retain")
+	}
+	clk.add(61 * time.Minute)
+	if den := c.send("ann-reader", "x@evil.example"); den != nil {
+		t.Fatalf("past retain: %v", den)
+	}
+}
+
+// Concurrent joins of one key from two replicas lose nothing: the row is
+// locked for the read-merge-write.
+func TestConcurrentJoinsFromReplicas(t *testing.T) {
+	dsn := liveDB(t)
+	ctx := context.Background()
+	var stores []*pgtaint.Store
+	for range 2 {
+		_, st := openStore(t, dsn)
+		stores = append(stores, st)
+	}
+	k := flow.Key{Subject: "busy"}
+	now := time.Now()
+	var wg sync.WaitGroup
+	const n = 24
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cat := "cat" + string(rune('a'+i))
+			add := flow.Taint{Level: flow.Internal, Categories: []string{cat}, From: []flow.TaintOrigin{{Category: cat, Tool: "t", CallID: cat}}}
+			if err := stores[i%2].Join(ctx, k, now, time.Hour, add); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := stores[0].Load(ctx, k, now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Categories) != n || len(got.From) != n || !slices.IsSorted(got.Categories) {
+		t.Fatalf("after %d concurrent joins: %d categories, %d origins", n, len(got.Categories), len(got.From))
+	}
+}
+
+// With the database gone, a sink call is denied and a result's label
+// cannot be recorded: fail closed, with no detail of the database.
+func TestOutageFailsClosed(t *testing.T) {
+	dsn := liveDB(t)
+	r := newReplica(t, dsn, &clock{now: time.Now()})
+	r.pool.Close()
+	den := r.send("ann-reader", "desk@staff.example")
+	if den == nil || den.Rule != flow.RuleTaintStore {
+		t.Fatalf("sink during an outage: %v, want %s", den, flow.RuleTaintStore)
+	}
+	call, _ := r.read.Begin(context.Background(), flow.CallInfo{Subject: "ann-reader", Args: json.RawMessage(`{}`)})
+	if err := call.Record(context.Background(), guestsOut{}, redact.Report{}); !errors.Is(err, flow.ErrTaintStore) {
+		t.Fatalf("Record during an outage: %v, want ErrTaintStore", err)
+	}
+}
+
+// Past flow.MaxKeysPerSubject live session taints, a subject's further
+// sessions join and read its subject-wide taint (more taint, never less),
+// and an idle session row no longer counts.
+func TestSessionBound(t *testing.T) {
+	dsn := liveDB(t)
+	ctx := context.Background()
+	pool, st := openStore(t, dsn)
+	now := time.Now()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+pgtaint.DefaultTable+` (subject, session, taint, touched)
+SELECT 'flood', 'conv:' || g, '{}', $1 FROM generate_series(1, $2) g`, now, flow.MaxKeysPerSubject); err != nil {
+		t.Fatal(err)
+	}
+	add := flow.Taint{Level: flow.Confidential, Categories: []string{"guest.pii"},
+		From: []flow.TaintOrigin{{Category: "guest.pii", Tool: "guests", CallID: "c1"}}}
+	if err := st.Join(ctx, flow.Key{Subject: "flood", Session: "conv:new-1"}, now, time.Hour, add); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []flow.Key{{Subject: "flood"}, {Subject: "flood", Session: "conv:new-2"}} {
+		got, err := st.Load(ctx, k, now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(got.Categories, "guest.pii") {
+			t.Fatalf("%+v past the bound: %+v, want the subject's taint", k, got)
+		}
+	}
+	// The bound counts live rows only: two hours on, the flood has expired
+	// and a new session starts its own (empty) taint.
+	later := now.Add(2 * time.Hour)
+	if got, err := st.Load(ctx, flow.Key{Subject: "flood", Session: "conv:new-3"}, later, time.Hour); err != nil || len(got.Categories) != 0 {
+		t.Fatalf("after expiry: %+v %v", got, err)
+	}
+}

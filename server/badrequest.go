@@ -1,0 +1,152 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// noEcho wraps the go-sdk's streamable HTTP handler so that the bodies of
+// its 400 (and 403) responses never echo the client's bytes: its messages
+// quote JSON decoding errors ("malformed payload: json: cannot unmarshal
+// … into Go struct field …"), header values and the Host. A response the
+// client has sent something wrong gets one fixed sentence; a JSON-RPC
+// error keeps its id and code with a fixed message per code and no data.
+// Other responses, streams included, pass through untouched.
+func noEcho(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bw := &badRequestWriter{ResponseWriter: w}
+		h.ServeHTTP(bw, r)
+		bw.finish()
+	})
+}
+
+// safeBadRequests are go-sdk 400 bodies that quote nothing of the request.
+var safeBadRequests = map[string]bool{
+	"Accept must contain both 'application/json' and 'text/event-stream'": true,
+	"Accept must contain 'text/event-stream' for GET requests":            true,
+	"POST requires a non-empty body":                                      true,
+	"Bad Request: GET requires an Mcp-Session-Id header":                  true,
+	"Bad Request: DELETE requires an Mcp-Session-Id header":               true,
+	"can't send Last-Event-ID for POST request":                           true,
+	"stream replay unsupported":                                           true,
+	"failed to read body":                                                 true,
+}
+
+const (
+	badRequestBody = "Bad Request: the request is not a valid MCP message for this endpoint (check the JSON-RPC body and the Mcp-* headers)"
+	forbiddenBody  = "Forbidden"
+)
+
+type badRequestWriter struct {
+	http.ResponseWriter
+	status int // the status written, 0 before
+	held   bool
+	buf    bytes.Buffer
+}
+
+func (w *badRequestWriter) WriteHeader(code int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = code
+	if code == http.StatusBadRequest || code == http.StatusForbidden {
+		w.held = true // the body decides what is written: see finish
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *badRequestWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.held {
+		if w.buf.Len() < 64<<10 {
+			w.buf.Write(b)
+		}
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes through for streams; a held response is written by finish.
+func (w *badRequestWriter) Flush() {
+	if w.held {
+		return
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *badRequestWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *badRequestWriter) finish() {
+	if !w.held {
+		return
+	}
+	hd := w.ResponseWriter.Header()
+	hd.Del("Content-Length")
+	if strings.HasPrefix(hd.Get("Content-Type"), "application/json") {
+		if body, ok := rpcErrorBody(w.buf.Bytes()); ok {
+			hd.Set("Content-Length", strconv.Itoa(len(body)))
+			w.ResponseWriter.WriteHeader(w.status)
+			w.ResponseWriter.Write(body)
+			return
+		}
+	}
+	msg := strings.TrimSpace(w.buf.String())
+	switch {
+	case w.status == http.StatusForbidden && strings.HasPrefix(msg, "Forbidden: invalid Host header"):
+		msg = "Forbidden: invalid Host header"
+	case w.status == http.StatusForbidden:
+		msg = forbiddenBody
+	case strings.HasPrefix(msg, "Bad Request: Unsupported protocol version"):
+		msg = "Bad Request: unsupported protocol version (Mcp-Protocol-Version)"
+	case !safeBadRequests[msg]:
+		msg = badRequestBody
+	}
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	w.ResponseWriter.WriteHeader(w.status)
+	w.ResponseWriter.Write([]byte(msg + "\n"))
+}
+
+// rpcErrorBody rewrites a JSON-RPC error response: its id and code, a
+// fixed message for the code, no data.
+func rpcErrorBody(b []byte) ([]byte, bool) {
+	var resp struct {
+		ID    json.RawMessage `json:"id,omitempty"`
+		Error *struct {
+			Code int64 `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &resp) != nil || resp.Error == nil {
+		return nil, false
+	}
+	msg := "bad request"
+	switch resp.Error.Code {
+	case jsonrpc.CodeInvalidRequest:
+		msg = "invalid request"
+	case jsonrpc.CodeInvalidParams:
+		msg = "invalid params"
+	case jsonrpc.CodeParseError:
+		msg = "parse error"
+	case mcp.CodeUnsupportedProtocolVersion:
+		msg = "unsupported protocol version"
+	case mcp.CodeHeaderMismatch:
+		msg = "an Mcp-* header does not match the request"
+	}
+	out := map[string]any{"jsonrpc": "2.0", "error": map[string]any{"code": resp.Error.Code, "message": msg}}
+	if len(resp.ID) > 0 && len(resp.ID) <= 66 { // a longer id is not repeated
+		out["id"] = resp.ID
+	}
+	body, err := json.Marshal(out)
+	return body, err == nil
+}
