@@ -14,6 +14,20 @@ import (
 
 func g(level, id string) scope.Grant { return scope.Grant{Level: level, ID: id} }
 
+// gw is a grant within ancestors, given as alternating level, id.
+func gw(level, id string, within ...string) scope.Grant {
+	gr := g(level, id)
+	for i := 0; i+1 < len(within); i += 2 {
+		gr.Within = append(gr.Within, g(within[i], within[i+1]))
+	}
+	return gr
+}
+
+// sameGrants compares grants by level, id and ancestors (not roles).
+func sameGrants(a, b []scope.Grant) bool {
+	return slices.EqualFunc(a, b, func(x, y scope.Grant) bool { return x.String() == y.String() })
+}
+
 // Each case signs a real token with the groups and checks the minted scope.
 func TestGroupMapping(t *testing.T) {
 	k := testKeys(t)
@@ -35,11 +49,11 @@ func TestGroupMapping(t *testing.T) {
 		within  map[string][]scope.Grant
 	}{
 		{"keycloak chain", keycloak, []any{"/tenants/acme"}, []scope.Grant{g("chain", "acme")}, nil},
-		{"keycloak hotel grants the hotel only", keycloak, []any{"/tenants/acme/hotels/h-17"},
-			[]scope.Grant{g("hotel", "h-17")}, map[string][]scope.Grant{"/tenants/acme/hotels/h-17": {g("chain", "acme")}}},
+		{"keycloak hotel grants the hotel within its chain only", keycloak, []any{"/tenants/acme/hotels/h-17"},
+			[]scope.Grant{gw("hotel", "h-17", "chain", "acme")}, map[string][]scope.Grant{"/tenants/acme/hotels/h-17": {g("chain", "acme")}}},
 		{"hierarchical: chain and another chain's hotel", keycloak,
 			[]any{"/tenants/acme", "/tenants/globex/hotels/h-9", "/tenants/globex/hotels/h-10"},
-			[]scope.Grant{g("chain", "acme"), g("hotel", "h-10"), g("hotel", "h-9")}, nil},
+			[]scope.Grant{g("chain", "acme"), gw("hotel", "h-10", "chain", "globex"), gw("hotel", "h-9", "chain", "globex")}, nil},
 		{"keycloak deeper path ignored", keycloak, []any{"/tenants/acme/hotels/h-17/rooms/12"}, nil, nil},
 		{"keycloak empty segment ignored", keycloak, []any{"/tenants//hotels/h-17", "/tenants/"}, nil, nil},
 		{"keycloak wrong prefix ignored", keycloak, []any{"/staff/acme", "tenants/acme"}, nil, nil},
@@ -48,8 +62,8 @@ func TestGroupMapping(t *testing.T) {
 		{"duplicate groups", keycloak, []any{"/tenants/acme", "/tenants/acme"}, []scope.Grant{g("chain", "acme")}, nil},
 		{"prefix pattern", prefixed, []any{"tenant:acme"}, []scope.Grant{g("chain", "acme")}, nil},
 		{"prefix placeholder stops at the next literal", prefixed, []any{"hotel:acme:h-17"},
-			[]scope.Grant{g("hotel", "h-17")}, map[string][]scope.Grant{"hotel:acme:h-17": {g("chain", "acme")}}},
-		{"last placeholder takes the rest", prefixed, []any{"hotel:acme:h:17"}, []scope.Grant{g("hotel", "h:17")}, nil},
+			[]scope.Grant{gw("hotel", "h-17", "chain", "acme")}, map[string][]scope.Grant{"hotel:acme:h-17": {g("chain", "acme")}}},
+		{"last placeholder takes the rest", prefixed, []any{"hotel:acme:h:17"}, []scope.Grant{gw("hotel", "h:17", "chain", "acme")}, nil},
 		{"suffix pattern", prefixed, []any{"globex-admins"}, []scope.Grant{g("chain", "globex")}, nil},
 		{"suffix placeholder ends at the first '-'", prefixed, []any{"glob-ex-admins"}, nil, nil},
 		{"placeholder never spans '/'", prefixed, []any{"tenant:acme/evil"}, nil, nil},
@@ -79,14 +93,14 @@ func TestGroupMapping(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			if got := sc.Grants(); !slices.Equal(got, tc.want) {
+			if got := sc.Grants(); !sameGrants(got, tc.want) {
 				t.Errorf("grants = %v, want %v", got, tc.want)
 			}
 			for _, m := range info.Matches {
 				if tc.within == nil {
 					break
 				}
-				if want := tc.within[m.Group]; !slices.Equal(m.Within, want) {
+				if want := tc.within[m.Group]; !sameGrants(m.Within, want) {
 					t.Errorf("match %q: within = %v, want %v", m.Group, m.Within, want)
 				}
 			}
@@ -131,7 +145,7 @@ func TestRolesAndClaimPaths(t *testing.T) {
 				"https://example.com/roles":  []any{"manager"},
 				"groups":                     []any{"/tenants/acme"}, // not the configured claim
 			},
-			wantGrants: []scope.Grant{g("hotel", "h-9")},
+			wantGrants: []scope.Grant{gw("hotel", "h-9", "chain", "globex")},
 			wantRoles:  []string{"manager"},
 		},
 		{
@@ -195,7 +209,7 @@ func TestRolesAndClaimPaths(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			if got := sc.Grants(); !slices.Equal(got, tc.wantGrants) {
+			if got := sc.Grants(); !sameGrants(got, tc.wantGrants) {
 				t.Errorf("grants = %v, want %v", got, tc.wantGrants)
 			}
 			if got := sc.Roles(); !slices.Equal(got, tc.wantRoles) {

@@ -51,7 +51,8 @@ type Claims struct {
 
 	// Groups are the token's group strings, matched or not.
 	Groups []string
-	// Roles are the token's roles (also in the scope).
+	// Roles are the token's roles claim. They are bound to the scope's
+	// grant only when the token yields exactly one grant (see Mapping).
 	Roles []string
 	// OAuthScopes are the OAuth 2 scopes of the token: the space-separated
 	// "scope" claim (RFC 9068), or else Entra ID's "scp" (string or array).
@@ -211,12 +212,13 @@ func (v *Verifier) Verify(ctx context.Context, token string) (scope.Scope, *Clai
 	if c.Roles, err = v.roles.stringList(mc); err != nil {
 		return scope.Scope{}, nil, err
 	}
-	grants, matches, err := v.mapper.mapGroups(c.Groups)
+	grants, matches, err := v.mapper.mapGroups(c.Groups, c.Roles)
 	if err != nil {
 		return scope.Scope{}, nil, err
 	}
 	c.Matches = matches
-	s, err := mint.Scope(sub, grants, c.Roles)
+	// The roles are bound per grant by mapGroups (see Mapping).
+	s, err := mint.Scope(sub, grants, nil)
 	if err != nil {
 		return scope.Scope{}, nil, fmt.Errorf("%w: %w", ErrNoScope, err)
 	}

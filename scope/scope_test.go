@@ -31,11 +31,11 @@ func TestZeroScopeIsDeny(t *testing.T) {
 }
 
 func TestMintCanonicalizes(t *testing.T) {
-	a, err := mint.Scope("alice", []scope.Grant{{"hotel", "h-2"}, {"chain", "acme"}, {"hotel", "h-1"}, {"chain", "acme"}}, []string{"manager", "front_desk", "manager"})
+	a, err := mint.Scope("alice", []scope.Grant{{Level: "hotel", ID: "h-2"}, {Level: "chain", ID: "acme"}, {Level: "hotel", ID: "h-1"}, {Level: "chain", ID: "acme"}}, []string{"manager", "front_desk", "manager"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := mint.Scope("alice", []scope.Grant{{"hotel", "h-1"}, {"hotel", "h-2"}, {"chain", "acme"}}, []string{"front_desk", "manager"})
+	b, err := mint.Scope("alice", []scope.Grant{{Level: "hotel", ID: "h-1"}, {Level: "hotel", ID: "h-2"}, {Level: "chain", ID: "acme"}}, []string{"front_desk", "manager"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestMintCanonicalizes(t *testing.T) {
 }
 
 func TestScopeIsImmutable(t *testing.T) {
-	in := []scope.Grant{{"chain", "acme"}}
+	in := []scope.Grant{{Level: "chain", ID: "acme"}}
 	roles := []string{"manager"}
 	s, err := mint.Scope("alice", in, roles)
 	if err != nil {
@@ -90,7 +90,7 @@ func TestMintRejects(t *testing.T) {
 	long := strings.Repeat("x", scope.MaxIDLength+1)
 	many := make([]scope.Grant, scope.MaxGrants+1)
 	for i := range many {
-		many[i] = scope.Grant{"chain", strings.Repeat("a", 1+i%200) + string(rune('a'+i%26))}
+		many[i] = scope.Grant{Level: "chain", ID: strings.Repeat("a", 1+i%200) + string(rune('a'+i%26))}
 	}
 	cases := []struct {
 		name    string
@@ -98,17 +98,17 @@ func TestMintRejects(t *testing.T) {
 		grants  []scope.Grant
 		roles   []string
 	}{
-		{"no subject", "", []scope.Grant{{"chain", "acme"}}, nil},
+		{"no subject", "", []scope.Grant{{Level: "chain", ID: "acme"}}, nil},
 		{"no grants", "alice", nil, nil},
-		{"empty level", "alice", []scope.Grant{{"", "acme"}}, nil},
-		{"upper-case level", "alice", []scope.Grant{{"Chain", "acme"}}, nil},
-		{"level with quote", "alice", []scope.Grant{{"chain'", "acme"}}, nil},
-		{"empty id", "alice", []scope.Grant{{"chain", ""}}, nil},
-		{"control char id", "alice", []scope.Grant{{"chain", "ac\x00me"}}, nil},
-		{"invalid utf-8 id", "alice", []scope.Grant{{"chain", "\xff"}}, nil},
-		{"over-long id", "alice", []scope.Grant{{"chain", long}}, nil},
+		{"empty level", "alice", []scope.Grant{{Level: "", ID: "acme"}}, nil},
+		{"upper-case level", "alice", []scope.Grant{{Level: "Chain", ID: "acme"}}, nil},
+		{"level with quote", "alice", []scope.Grant{{Level: "chain'", ID: "acme"}}, nil},
+		{"empty id", "alice", []scope.Grant{{Level: "chain", ID: ""}}, nil},
+		{"control char id", "alice", []scope.Grant{{Level: "chain", ID: "ac\x00me"}}, nil},
+		{"invalid utf-8 id", "alice", []scope.Grant{{Level: "chain", ID: "\xff"}}, nil},
+		{"over-long id", "alice", []scope.Grant{{Level: "chain", ID: long}}, nil},
 		{"too many grants", "alice", many, nil},
-		{"empty role", "alice", []scope.Grant{{"chain", "acme"}}, []string{""}},
+		{"empty role", "alice", []scope.Grant{{Level: "chain", ID: "acme"}}, []string{""}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,7 +124,7 @@ func TestMintRejects(t *testing.T) {
 }
 
 func TestContextRoundTrip(t *testing.T) {
-	s := scopetest.New("bob", []scope.Grant{{"hotel", "h-17"}}, "front_desk")
+	s := scopetest.New("bob", []scope.Grant{{Level: "hotel", ID: "h-17"}}, "front_desk")
 	got, ok := scope.FromContext(scopetest.NewContext(context.Background(), s))
 	if !ok || !got.Equal(s) {
 		t.Fatalf("FromContext = %v, %v", got, ok)
@@ -132,7 +132,7 @@ func TestContextRoundTrip(t *testing.T) {
 }
 
 func TestStringAndLogValueAreSafe(t *testing.T) {
-	s := scopetest.New("bob\"injected", []scope.Grant{{"hotel", "h 17\"x"}}, "front_desk")
+	s := scopetest.New("bob\"injected", []scope.Grant{{Level: "hotel", ID: "h 17\"x"}}, "front_desk")
 	str := s.String()
 	if !strings.Contains(str, `"bob\"injected"`) || !strings.Contains(str, `hotel:"h 17\"x"`) {
 		t.Fatalf("String does not quote values: %s", str)

@@ -146,6 +146,56 @@ func (d Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, doc string) dialect.
 	}
 }
 
+// InTuples implements dialect.Dialect: a row-value IN over JSON_TABLE rows
+// of the shape's tuples, typed like InScope's columns, and for text levels
+// a second one on the binary values, which makes the match exact as in
+// InScope.
+func (d Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, doc string) dialect.Frag {
+	// sh.Key is built from validated lower-case identifiers and '/'.
+	path := `'$."` + sh.Key + `"[*]'`
+	table := func(binary bool) string {
+		var cols, sel []string
+		for i, l := range sh.Levels {
+			c := "`c" + strconv.Itoa(i) + "`"
+			typ := "BIGINT"
+			if l.Key == sqlast.TextKey {
+				if binary {
+					typ = "VARBINARY(" + idWidth + ")"
+				} else {
+					typ = "VARCHAR(" + idWidth + ")"
+					if cs := d.Charsets[l.Name]; cs != "" {
+						typ += " " + cs
+					}
+				}
+			}
+			cols = append(cols, c+" "+typ+" PATH '$["+strconv.Itoa(i)+"]'")
+			sel = append(sel, "`_tms`."+c)
+		}
+		return "(SELECT " + strings.Join(sel, ", ") + " FROM JSON_TABLE(?, " + path + " COLUMNS (" + strings.Join(cols, ", ") + ")) AS `_tms`)"
+	}
+	var lhs, lhsBin []string
+	var args, argsBin []any
+	text := false
+	for i, x := range xs {
+		lhs = append(lhs, x.SQL)
+		args = append(args, x.Args...)
+		if sh.Levels[i].Key == sqlast.TextKey {
+			text = true
+			lhsBin = append(lhsBin, "CAST("+x.SQL+" AS BINARY)")
+		} else {
+			lhsBin = append(lhsBin, x.SQL)
+		}
+		argsBin = append(argsBin, x.Args...)
+	}
+	args = append(args, doc)
+	sql := "(" + strings.Join(lhs, ", ") + ") IN " + table(false)
+	if text {
+		args = append(append(args, argsBin...), doc)
+		sql = "(" + sql + " AND (" + strings.Join(lhsBin, ", ") + ") IN " + table(true) + ")"
+	}
+	return dialect.Frag{SQL: sql, Args: args}
+}
+
 // LevelCharsets reads from information_schema the character set and
 // collation of every text level column of g in the current database and
 // returns, for each level whose columns all agree, the clause to declare

@@ -165,6 +165,27 @@ func (Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, doc string) dialect.Fr
 	return dialect.Frag{SQL: x.SQL + " = ANY (?::" + cast + ")", Args: args}
 }
 
+// InTuples implements dialect.Dialect. The shape's tuples are bound as one
+// typed array per level and zipped by unnest, again independent of the
+// session setting.
+func (Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, doc string) dialect.Frag {
+	var lhs, casts []string
+	var args []any
+	for _, x := range xs {
+		lhs = append(lhs, x.SQL)
+		args = append(args, x.Args...)
+	}
+	for _, l := range sh.Levels {
+		c := "?::text[]"
+		if l.Key == sqlast.IntKey {
+			c = "?::bigint[]"
+		}
+		casts = append(casts, c)
+	}
+	args = append(args, dialect.ShapeTuples(doc, sh)...)
+	return dialect.Frag{SQL: "(" + strings.Join(lhs, ", ") + ") IN (SELECT * FROM unnest(" + strings.Join(casts, ", ") + "))", Args: args}
+}
+
 // levelIDs extracts the ids of one level from the scope document as the
 // Go slice pgx encodes as the matching array type. A document that does
 // not parse (it always does: EncodeScope writes it) yields no ids.

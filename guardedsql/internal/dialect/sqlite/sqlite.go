@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	sq "github.com/Masterminds/squirrel"
@@ -57,6 +58,24 @@ func (Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, _ string) dialect.Frag
 	return dialect.Frag{
 		SQL:  x.SQL + ` IN (SELECT "id" FROM ` + ScopeTable + ` WHERE "lvl" = '` + lvl.Name + `')`,
 		Args: x.Args,
+	}
+}
+
+// InTuples implements dialect.Dialect: a row-value IN over the shape's
+// tuples, whose elements json_extract yields typed like json_each does
+// (INTEGER for numbers, TEXT for strings).
+func (Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, _ string) dialect.Frag {
+	var lhs, rhs []string
+	var args []any
+	for i, x := range xs {
+		lhs = append(lhs, x.SQL)
+		args = append(args, x.Args...)
+		rhs = append(rhs, `json_extract("id", '$[`+strconv.Itoa(i)+`]')`)
+	}
+	// sh.Key is built from validated lower-case identifiers and '/'.
+	return dialect.Frag{
+		SQL:  `(` + strings.Join(lhs, ", ") + `) IN (SELECT ` + strings.Join(rhs, ", ") + ` FROM ` + ScopeTable + ` WHERE "lvl" = '` + sh.Key + `')`,
+		Args: args,
 	}
 }
 
