@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -369,7 +370,9 @@ func (m *mapper) mapGroups(groups, tokenRoles []string) ([]scope.Grant, []Match,
 	if len(grants) == 0 {
 		return nil, nil, ErrNoScope
 	}
-	if len(tokenRoles) > 0 && distinctGrants(grants) == 1 {
+	// Invariant: a token-wide role is bound only where it cannot be meant
+	// for another tenant. (The guardfault hook is a test-only mutation.)
+	if len(tokenRoles) > 0 && (distinctGrants(grants) == 1 || guardfault.TokenRolesEverywhere()) {
 		for i := range grants {
 			grants[i].Roles = append(grants[i].Roles, tokenRoles...)
 		}
