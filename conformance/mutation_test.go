@@ -66,15 +66,18 @@ func (r *runner) faults(table string) []fault {
 //     INSERT property (9) for every table a child row references. On
 //     PostgreSQL row-level security still confines the app role, so the
 //     scoped read (1) must still pass: defence in depth, recorded.
+//
 //   - rls (PostgreSQL): the table's owner disables its row-level
 //     security. The guard still confines reads (1 passes); the raw-SQL
 //     property (16) and the start-up check property (17) must fail.
+//
 //   - guard+rls (PostgreSQL): both; 1, 2, 5, 6, 7, 8 (and 9) must fail.
 //
 //   - ancestors: grants confined to ancestors are encoded as plain grants
 //     of their id (guardfault.IgnoreAncestors), undoing the check along
 //     the whole group path for the guard and the RLS policies alike; P21
 //     must fail.
+//
 //   - roles: the token-wide roles claim is bound to every grant of a token
 //     (guardfault.BindTokenRolesEverywhere), undoing roles per grant; P22
 //     must fail.
