@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -221,5 +222,77 @@ func TestRolesAndClaimPaths(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRolesBoundPerGrant (issue 13 §2): roles belong to the grant they came
+// with. A role-suffixed group binds its role to that group's grant; the
+// token-wide roles claim binds only to a token of one grant; the scope's
+// effective roles are those every grant carries.
+func TestRolesBoundPerGrant(t *testing.T) {
+	k := testKeys(t)
+	m := claims.Mapping{Patterns: []string{
+		"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}",
+		"/tenants/{chain}/roles/" + claims.RolePlaceholder,
+		"/tenants/{chain}/hotels/{hotel}/" + claims.RolePlaceholder,
+	}, Table: map[string]scope.Grant{
+		"guid-paris-desk": {Level: "hotel", ID: "acme-paris", Within: []scope.Grant{g("chain", "acme")}, Roles: []string{"front_desk"}},
+	}}
+	paris := gw("hotel", "acme-paris", "chain", "acme")
+	cases := []struct {
+		name       string
+		groups     []any
+		roles      []any
+		effective  []string
+		parisRoles []string
+	}{
+		{"roles claim with two grants binds to neither", []any{"/tenants/acme/hotels/acme-paris", "/tenants/globex"}, []any{"front_desk"}, nil, nil},
+		{"roles claim with one grant binds to it", []any{"/tenants/acme/hotels/acme-paris"}, []any{"front_desk"}, []string{"front_desk"}, []string{"front_desk"}},
+		{"roles claim with one grant from two groups", []any{"/tenants/acme/hotels/acme-paris", "/tenants/acme/hotels/acme-paris/manager"}, []any{"front_desk"}, []string{"front_desk", "manager"}, []string{"front_desk", "manager"}},
+		{"role-suffixed group binds to its grant only", []any{"/tenants/acme/hotels/acme-paris/front_desk", "/tenants/globex"}, nil, nil, []string{"front_desk"}},
+		{"a role on each grant", []any{"/tenants/acme/hotels/acme-paris/front_desk", "/tenants/globex/roles/front_desk", "/tenants/globex/roles/manager"}, nil, []string{"front_desk"}, []string{"front_desk"}},
+		{"table entry roles", []any{"guid-paris-desk"}, nil, []string{"front_desk"}, []string{"front_desk"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := staticVerifier(t, func(c *claims.Config) { c.Mapping = m })
+			c := claimsFor("alice", tc.groups...)
+			if tc.roles != nil {
+				c["roles"] = tc.roles
+			}
+			sc, _, err := v.Verify(context.Background(), sign(t, k.ed, c))
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if got := sc.Roles(); !slices.Equal(got, tc.effective) {
+				t.Errorf("effective roles = %v, want %v", got, tc.effective)
+			}
+			for _, r := range []string{"front_desk", "manager"} {
+				if sc.HasRole(r) != slices.Contains(tc.effective, r) {
+					t.Errorf("HasRole(%s) = %v", r, sc.HasRole(r))
+				}
+			}
+			got, ok := sc.GrantRoles(paris)
+			if !ok {
+				t.Fatalf("no grant %s in %v", paris, sc)
+			}
+			if !slices.Equal(got, tc.parisRoles) {
+				t.Errorf("roles of %s = %v, want %v", paris, got, tc.parisRoles)
+			}
+		})
+	}
+}
+
+func TestRolePlaceholderRules(t *testing.T) {
+	for _, bad := range []string{
+		"/roles/" + claims.RolePlaceholder,
+		"/tenants/{chain}/" + claims.RolePlaceholder + "/" + claims.RolePlaceholder,
+		"/tenants/{chain}/{@admin}",
+	} {
+		_, err := claims.New(claims.Config{Issuer: "https://idp.example", Audience: []string{"a"}, JWKS: []byte(`{"keys":[]}`),
+			Mapping: claims.Mapping{Patterns: []string{bad}}})
+		if !errors.Is(err, claims.ErrConfig) || !strings.Contains(err.Error(), "pattern") {
+			t.Errorf("pattern %q: %v, want ErrConfig about the pattern", bad, err)
+		}
 	}
 }

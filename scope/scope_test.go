@@ -148,3 +148,70 @@ func TestStringAndLogValueAreSafe(t *testing.T) {
 		t.Fatalf("scope logged as %v", rec["scope"])
 	}
 }
+
+// TestGrantsWithinAncestors: a grant confined to ancestors is its own
+// grant: not the plain grant of its id, part of the canonical grant set
+// (and so of the redaction tenant key), rendered with its path.
+func TestGrantsWithinAncestors(t *testing.T) {
+	in := scope.Grant{Level: "hotel", ID: "acme-paris", Within: []scope.Grant{{Level: "chain", ID: "initech"}}}
+	s, err := mint.Scope("alice", []scope.Grant{in}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Has("hotel", "acme-paris") || len(s.GrantsAt("hotel")) != 0 {
+		t.Fatalf("a grant within ancestors reads as the plain grant: %v", s)
+	}
+	want := `[{"level":"hotel","id":"acme-paris","within":[{"level":"chain","id":"initech"}]}]`
+	if got := string(s.GrantJSON()); got != want {
+		t.Fatalf("GrantJSON = %s, want %s", got, want)
+	}
+	plain, _ := mint.Scope("alice", []scope.Grant{{Level: "hotel", ID: "acme-paris"}}, nil)
+	if string(plain.GrantJSON()) == string(s.GrantJSON()) || plain.Equal(s) {
+		t.Fatal("plain and confined grants of one id encode alike")
+	}
+	if got := s.Grants()[0].String(); got != "chain:initech/hotel:acme-paris" {
+		t.Fatalf("String = %q", got)
+	}
+	for _, bad := range [][]scope.Grant{
+		{{Level: "hotel", ID: "h", Within: []scope.Grant{{Level: "hotel", ID: "h2"}}}},
+		{{Level: "hotel", ID: "h", Within: []scope.Grant{{Level: "chain", ID: "c", Within: []scope.Grant{{Level: "org", ID: "o"}}}}}},
+		{{Level: "hotel", ID: "h", Within: []scope.Grant{{Level: "chain", ID: "c", Roles: []string{"admin"}}}}},
+		{{Level: "hotel", ID: "h", Within: []scope.Grant{{Level: "Chain", ID: "c"}}}},
+	} {
+		if _, err := mint.Scope("alice", bad, nil); !errors.Is(err, scope.ErrInvalid) {
+			t.Errorf("mint(%v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// TestEffectiveRolesAreTheIntersection (issue 13 §2): the roles the scope
+// reports are those bound to every grant; a role given for one tenant does
+// not hold for another.
+func TestEffectiveRolesAreTheIntersection(t *testing.T) {
+	paris := scope.Grant{Level: "hotel", ID: "acme-paris", Roles: []string{"front_desk", "manager"}}
+	globex := scope.Grant{Level: "chain", ID: "globex", Roles: []string{"manager"}}
+	s, err := mint.Scope("alice", []scope.Grant{paris, globex}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Roles(); strings.Join(got, ",") != "manager" || s.HasRole("front_desk") {
+		t.Fatalf("roles = %v", got)
+	}
+	if got, ok := s.GrantRoles(paris); !ok || strings.Join(got, ",") != "front_desk,manager" {
+		t.Fatalf("GrantRoles(paris) = %v, %v", got, ok)
+	}
+	none, _ := mint.Scope("alice", []scope.Grant{paris, {Level: "chain", ID: "globex"}}, nil)
+	if len(none.Roles()) != 0 {
+		t.Fatalf("a grant without roles leaves roles %v", none.Roles())
+	}
+	// Token-wide roles passed to mint hold for every grant.
+	all, _ := mint.Scope("alice", []scope.Grant{paris, {Level: "chain", ID: "globex"}}, []string{"auditor"})
+	if got := all.Roles(); strings.Join(got, ",") != "auditor" {
+		t.Fatalf("roles = %v", got)
+	}
+	// The same grant from two groups merges its roles.
+	merged, _ := mint.Scope("alice", []scope.Grant{{Level: "chain", ID: "globex", Roles: []string{"a"}}, {Level: "chain", ID: "globex", Roles: []string{"b"}}}, nil)
+	if got := merged.Roles(); strings.Join(got, ",") != "a,b" || len(merged.Grants()) != 1 {
+		t.Fatalf("merged = %v", merged)
+	}
+}
