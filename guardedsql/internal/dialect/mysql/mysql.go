@@ -44,6 +44,12 @@
 // are sized to hold the longest id package scope admits, so nothing is
 // truncated.
 //
+// Grants confined to ancestors ("hotel 12 within chain acme") are tuples
+// of the document under a shape key ({"chain/hotel":[["acme",12]]}),
+// tested as a row IN over one JSON_TABLE with a column per level ('$[0]',
+// '$[1]', typed as above), plus, when a level is text, the same row IN over
+// the VARBINARY columns for an exact match.
+//
 // No WITH prelude is used: MariaDB before 11 does not accept WITH before
 // UPDATE or DELETE, so each scope test carries its own parameter.
 //
