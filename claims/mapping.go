@@ -85,7 +85,9 @@ import (
 // # Table
 //
 // Table maps exact group strings, typically identity-provider group ids such
-// as Entra ID object GUIDs, to one grant each.
+// as Entra ID object GUIDs, to one grant each. An entry's Grant.Within
+// confines it to ancestors like a pattern's earlier placeholders do, and its
+// Grant.Roles are bound to it like a {@role} value.
 type Mapping struct {
 	Patterns []string
 	Table    map[string]scope.Grant
@@ -193,7 +195,12 @@ func compileMapping(m Mapping) (*mapper, error) {
 		if err := checkLevel(fmt.Sprintf("table entry for group %q", group), g.Level); err != nil {
 			return nil, err
 		}
+		named := []string{g.Level}
 		for _, w := range g.Within {
+			if slices.Contains(named, w.Level) {
+				return nil, fmt.Errorf("%w: table entry for group %q names level %q twice", ErrConfig, group, w.Level)
+			}
+			named = append(named, w.Level)
 			if !validLevel(w.Level) || !validValue(w.ID) || len(w.Within) > 0 || len(w.Roles) > 0 {
 				return nil, fmt.Errorf("%w: table entry for group %q: ancestor %q is not a plain grant of a level name and a printable id", ErrConfig, group, w.Level)
 			}

@@ -319,20 +319,26 @@ func (r *renderer) pathPred(t *sqlast.Table, alias string, path []term, deep int
 		h := hops[i]
 		from.WriteString(" JOIN " + r.q(h.To.Name) + " AS " + r.q(as[i]) + " ON " + r.eqs(as[i], h.RefCols, as[i-1], h.Cols))
 	}
+	first := hops[0]
 	var cond fb
 	for i, tm := range path {
 		if i > 0 {
 			cond.s(" OR ")
 		}
 		cond.frag(r.render(tm, func(a sqlast.Anchor) string {
-			if len(a.Hops) == 0 {
-				return r.col(alias, a.Col)
+			if len(a.Hops) > 0 {
+				return r.col(as[len(a.Hops)-1], a.Col)
 			}
-			return r.col(as[len(a.Hops)-1], a.Col)
+			// A foreign-key column of the first hop equals the parent's
+			// key it references: read that, keeping the subquery
+			// uncorrelated (rooms.hotel_id is hotels.id).
+			if k := slices.Index(first.Cols, a.Col); k >= 0 {
+				return r.col(as[0], first.RefCols[k])
+			}
+			return r.col(alias, a.Col)
 		}))
 	}
 	c := cond.done()
-	first := hops[0]
 	var f fb
 	switch r.d.PathStyle() {
 	case dialect.PathExists:

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
@@ -213,9 +214,15 @@ func (pg *policyGen) shapeTerm(t *sqlast.Table, anchors []sqlast.Anchor) string 
 	}
 	cols := make([]string, len(anchors))
 	for i, a := range anchors {
+		k := -1
+		if deep > 0 {
+			k = slices.Index(t.Chain[0].Cols, a.Col)
+		}
 		switch {
 		case len(a.Hops) > 0:
 			cols[i] = pg.col(subs[len(a.Hops)-1], a.Col)
+		case k >= 0: // a foreign-key column of the first hop: its parent's key, uncorrelated
+			cols[i] = pg.col(subs[0], t.Chain[0].RefCols[k])
 		case deep > 0: // referred to from inside the path subquery
 			cols[i] = pg.col(t.Name, a.Col)
 		default:
