@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -81,28 +78,13 @@ func propPathGrants(p *pt, r *runner) {
 					continue
 				}
 				// Writes: a row of l's subtree is not the caller's.
-				t, tb := r.g.tables[name], r.sch.Table(name)
 				var mine []string
 				for k := range r.or.visible(name, []scope.Grant{{Level: lower, ID: l}}) {
 					mine = append(mine, k)
 				}
 				slices.Sort(mine)
 				for _, k := range pick(p.rng, mine, 1) {
-					row := r.or.row(name, k)
-					if col := r.mutable[name]; col != "" {
-						if v, ok := r.otherValue(name, col, r.raw.byKey[name][k]); ok {
-							_, err := r.exec(ctx, r.db, p.u(builder.UpdateTable(tb).Set(col, v).Where(pkIs(tb, t, row)).ExpectOne().Build()))
-							if !errors.Is(err, guardedsql.ErrNotFound) {
-								p.Errorf("UPDATE %s %s as %s = %v, want ErrNotFound", name, k, c.what, err)
-							}
-						}
-					}
-					if r.or.isLeaf(name, k) {
-						_, err := r.exec(ctx, r.db, p.d(builder.DeleteFrom(tb).Where(pkIs(tb, t, row)).ExpectOne().Build()))
-						if !errors.Is(err, guardedsql.ErrNotFound) {
-							p.Errorf("DELETE %s %s as %s = %v, want ErrNotFound", name, k, c.what, err)
-						}
-					}
+					r.foreignWrites(p, ctx, name, k, c.what)
 				}
 			}
 		}

@@ -29,17 +29,21 @@ func Dropped(table string) bool {
 
 var ancestorsIgnored, tokenRolesEverywhere atomic.Bool
 
+// set switches b on until the returned restore function is called. It
+// panics outside a test binary.
+func set(b *atomic.Bool) (restore func()) {
+	if !testing.Testing() {
+		panic("guardfault: used outside a test binary")
+	}
+	b.Store(true)
+	return func() { b.Store(false) }
+}
+
 // IgnoreAncestors makes the guard's scope document treat every grant
 // confined to ancestors as a plain grant of its id (the behaviour before
 // grants were checked along the whole group path) until restore is called.
 // It panics outside a test binary.
-func IgnoreAncestors() (restore func()) {
-	if !testing.Testing() {
-		panic("guardfault: used outside a test binary")
-	}
-	ancestorsIgnored.Store(true)
-	return func() { ancestorsIgnored.Store(false) }
-}
+func IgnoreAncestors() (restore func()) { return set(&ancestorsIgnored) }
 
 // AncestorsIgnored reports whether IgnoreAncestors is in effect.
 func AncestorsIgnored() bool { return ancestorsIgnored.Load() }
@@ -48,13 +52,7 @@ func AncestorsIgnored() bool { return ancestorsIgnored.Load() }
 // claim to every grant of a token, however many there are (the behaviour
 // before roles were bound per grant), until restore is called. It panics
 // outside a test binary.
-func BindTokenRolesEverywhere() (restore func()) {
-	if !testing.Testing() {
-		panic("guardfault: used outside a test binary")
-	}
-	tokenRolesEverywhere.Store(true)
-	return func() { tokenRolesEverywhere.Store(false) }
-}
+func BindTokenRolesEverywhere() (restore func()) { return set(&tokenRolesEverywhere) }
 
 // TokenRolesEverywhere reports whether BindTokenRolesEverywhere is in
 // effect.

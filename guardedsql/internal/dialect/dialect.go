@@ -27,6 +27,18 @@ type Frag struct {
 // ToSql implements squirrel.Sqlizer.
 func (f Frag) ToSql() (string, []any, error) { return f.SQL, f.Args, nil }
 
+// Row joins fragments into a row value "(a, b)" with their args in order.
+func Row(xs []Frag) Frag {
+	var r Frag
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = x.SQL
+		r.Args = append(r.Args, x.Args...)
+	}
+	r.SQL = "(" + strings.Join(parts, ", ") + ")"
+	return r
+}
+
 // IsZero reports whether f holds no SQL.
 func (f Frag) IsZero() bool { return f.SQL == "" }
 

@@ -180,21 +180,18 @@ func (Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, doc string) dialect.Fr
 // typed array per level and zipped by unnest, again independent of the
 // session setting.
 func (Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, doc string) dialect.Frag {
-	var lhs, casts []string
-	var args []any
-	for _, x := range xs {
-		lhs = append(lhs, x.SQL)
-		args = append(args, x.Args...)
-	}
-	for _, l := range sh.Levels {
-		c := "?::text[]"
+	row := dialect.Row(xs)
+	casts := make([]string, len(sh.Levels))
+	for i, l := range sh.Levels {
+		casts[i] = "?::text[]"
 		if l.Key == sqlast.IntKey {
-			c = "?::bigint[]"
+			casts[i] = "?::bigint[]"
 		}
-		casts = append(casts, c)
 	}
-	args = append(args, dialect.ShapeTuples(doc, sh)...)
-	return dialect.Frag{SQL: "(" + strings.Join(lhs, ", ") + ") IN (SELECT * FROM unnest(" + strings.Join(casts, ", ") + "))", Args: args}
+	return dialect.Frag{
+		SQL:  row.SQL + " IN (SELECT * FROM unnest(" + strings.Join(casts, ", ") + "))",
+		Args: append(row.Args, dialect.ShapeTuples(doc, sh)...),
+	}
 }
 
 // levelIDs extracts the ids of one level from the scope document as the

@@ -65,17 +65,15 @@ func (Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, _ string) dialect.Frag
 // tuples, whose elements json_extract yields typed like json_each does
 // (INTEGER for numbers, TEXT for strings).
 func (Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, _ string) dialect.Frag {
-	var lhs, rhs []string
-	var args []any
-	for i, x := range xs {
-		lhs = append(lhs, x.SQL)
-		args = append(args, x.Args...)
-		rhs = append(rhs, `json_extract("id", '$[`+strconv.Itoa(i)+`]')`)
+	row := dialect.Row(xs)
+	rhs := make([]string, len(xs))
+	for i := range xs {
+		rhs[i] = `json_extract("id", '$[` + strconv.Itoa(i) + `]')`
 	}
 	// sh.Key is built from validated lower-case identifiers and '/'.
 	return dialect.Frag{
-		SQL:  `(` + strings.Join(lhs, ", ") + `) IN (SELECT ` + strings.Join(rhs, ", ") + ` FROM ` + ScopeTable + ` WHERE "lvl" = '` + sh.Key + `')`,
-		Args: args,
+		SQL:  row.SQL + ` IN (SELECT ` + strings.Join(rhs, ", ") + ` FROM ` + ScopeTable + ` WHERE "lvl" = '` + sh.Key + `')`,
+		Args: row.Args,
 	}
 }
 
