@@ -101,6 +101,19 @@ func (s Scope) Grants() []Grant {
 	return out
 }
 
+// Plain reports whether none of the grants is confined to ancestors.
+func (s Scope) Plain() bool {
+	if s.st == nil {
+		return true
+	}
+	for _, g := range s.st.grants {
+		if !g.Plain() {
+			return false
+		}
+	}
+	return true
+}
+
 // GrantsAt returns the ids of the plain grants (those without ancestors) at
 // level, sorted. A grant confined to ancestors is not among them: it admits
 // its id only where the ancestors agree, which a bare id cannot express (see

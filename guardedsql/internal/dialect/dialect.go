@@ -253,6 +253,11 @@ func EncodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 		entry(l.Name, vals)
 		out.Active = append(out.Active, l)
 	}
+	if s.Plain() {
+		b.WriteByte('}')
+		out.Doc = b.String()
+		return out
+	}
 	shapes := map[string]*Shape{}
 	tuples := map[string][]string{}
 	for _, g := range s.Grants() {
