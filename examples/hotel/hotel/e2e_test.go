@@ -511,7 +511,10 @@ func contactOf(t *testing.T, d *hotel.Data, hotelID string) (int64, string, stri
 // claim [front_desk] used to show globex guests' e-mails and phones raw.
 func TestGrantRolesRevealOnlyTheirTenant(t *testing.T) {
 	h := start(t, false)
-	d := h.app.Data
+	checkGrantRoles(t, h, h.app.Data)
+}
+
+func checkGrantRoles(t *testing.T, h *harness, d *hotel.Data) {
 	globexHotel := d.HotelsOf("globex")[0]
 	gBooking, gEmail, gPhone := contactOf(t, d, globexHotel)
 	pBooking, pEmail, pPhone := contactOf(t, d, "acme-paris")
@@ -567,7 +570,10 @@ func TestGrantRolesRevealOnlyTheirTenant(t *testing.T) {
 // /tenants/initech/hotels/acme-paris reads none of acme-paris's bookings.
 func TestGroupPathAncestorsMustMatch(t *testing.T) {
 	h := start(t, false)
-	d := h.app.Data
+	checkGroupPathAncestors(t, h, h.app.Data)
+}
+
+func checkGroupPathAncestors(t *testing.T, h *harness, d *hotel.Data) {
 	booking, _, _ := contactOf(t, d, "acme-paris")
 	list := func(group string) (int, *mcp.CallToolResult) {
 		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{group}, TTL: time.Hour})
@@ -585,6 +591,7 @@ func TestGroupPathAncestorsMustMatch(t *testing.T) {
 	if n, res := list("/tenants/acme/hotels/acme-paris"); res.IsError || n == 0 {
 		t.Fatalf("control: the true path reads nothing (%d bookings; %s)", n, text(res))
 	}
+	room, guest := firstRoomAndGuest(d, "acme-paris")
 	for _, g := range []string{"/tenants/initech/hotels/acme-paris", "/tenants/globex/hotels/acme-paris"} {
 		n, res := list(g)
 		if !res.IsError {
@@ -592,6 +599,18 @@ func TestGroupPathAncestorsMustMatch(t *testing.T) {
 		}
 		if n != 0 {
 			t.Errorf("%s: revenue report counts %d bookings, want 0", g, n)
+		}
+		// Writes: no booking under acme-paris's rooms, no cancellation.
+		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{g}, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := h.connect(t, tok)
+		if _, res := call[hotel.CreatedOut](t, cs, "create_booking", map[string]any{"room_id": room, "guest_id": guest, "check_in": "2027-07-01", "check_out": "2027-07-02"}); !res.IsError {
+			t.Errorf("%s: create_booking in acme-paris succeeded", g)
+		}
+		if _, res := call[hotel.CancelledOut](t, cs, "cancel_booking", map[string]any{"id": booking}); !res.IsError {
+			t.Errorf("%s: cancel_booking of an acme-paris booking succeeded", g)
 		}
 	}
 }
