@@ -113,7 +113,8 @@
 // binds a role to the grant its group makes
 // ("/tenants/{chain}/hotels/{hotel}/{@role}" matching
 // /tenants/acme/hotels/acme-paris/front_desk), and so do a Table entry's
-// roles. The token-wide roles claim is bound to the grant only when the
+// roles and a per-group roles claim (Config.GroupRolesClaim, an object
+// from group to roles). The token-wide roles claim is bound to the grant only when the
 // token's groups yield exactly one grant; with several it is bound to
 // none, since nothing says which tenant it was given for. The scope's
 // effective roles, which drive what package redact reveals, are those

@@ -31,7 +31,8 @@ import (
 // role placeholder {@role}: "/tenants/{chain}/hotels/{hotel}/{@role}"
 // matched against "/tenants/acme/hotels/acme-paris/front_desk" grants hotel
 // acme-paris (within chain acme) with the role front_desk. A Table entry's
-// Grant.Roles are bound the same way. The token-wide roles claim
+// Grant.Roles are bound the same way, and so are the roles a per-group
+// roles claim (Config.GroupRolesClaim) gives a group. The token-wide roles claim
 // (Config.RolesClaim) cannot say which tenant a role was meant for: its
 // roles are bound to the grant only when the token's groups yield exactly
 // one distinct grant, and to none when they yield several. The scope's
@@ -325,12 +326,13 @@ func (p *pattern) match(group string) ([]string, bool) {
 }
 
 // mapGroups applies the rules to the groups of one token and binds roles
-// to the grants: a pattern's {@role} value or a Table entry's roles to the
-// grant that group makes, and tokenRoles (the token-wide roles claim) to
+// to the grants: a pattern's {@role} value, a Table entry's roles and the
+// group's entry in groupRoles (Config.GroupRolesClaim) to the grant that
+// group makes, and tokenRoles (the token-wide roles claim) to
 // every grant only when there is exactly one distinct grant, since with
 // several nothing says which tenant they were given for. It returns
 // ErrNoScope if no group grants anything.
-func (m *mapper) mapGroups(groups, tokenRoles []string) ([]scope.Grant, []Match, error) {
+func (m *mapper) mapGroups(groups, tokenRoles []string, groupRoles map[string][]string) ([]scope.Grant, []Match, error) {
 	var (
 		grants  []scope.Grant
 		matches []Match
@@ -342,7 +344,7 @@ func (m *mapper) mapGroups(groups, tokenRoles []string) ([]scope.Grant, []Match,
 		}
 		seen[g] = true
 		if gr, ok := m.table[g]; ok {
-			gr = scope.Grant{Level: gr.Level, ID: gr.ID, Within: slices.Clone(gr.Within), Roles: slices.Clone(gr.Roles)}
+			gr = scope.Grant{Level: gr.Level, ID: gr.ID, Within: slices.Clone(gr.Within), Roles: append(slices.Clone(gr.Roles), groupRoles[g]...)}
 			grants = append(grants, gr)
 			matches = append(matches, Match{Group: g, Rule: "table", Grant: gr, Within: slices.Clone(gr.Within)})
 			continue
@@ -365,7 +367,7 @@ func (m *mapper) mapGroups(groups, tokenRoles []string) ([]scope.Grant, []Match,
 				path = append(path, scope.Grant{Level: l, ID: vals[j]})
 			}
 			last := len(path) - 1
-			gr := scope.Grant{Level: path[last].Level, ID: path[last].ID, Within: path[:last:last], Roles: roles}
+			gr := scope.Grant{Level: path[last].Level, ID: path[last].ID, Within: path[:last:last], Roles: append(roles, groupRoles[g]...)}
 			if last == 0 {
 				gr.Within = nil
 			}

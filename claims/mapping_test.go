@@ -296,3 +296,45 @@ func TestRolePlaceholderRules(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupRolesClaim: a per-group roles claim binds each group's roles to
+// the grant that group makes.
+func TestGroupRolesClaim(t *testing.T) {
+	k := testKeys(t)
+	v := staticVerifier(t, func(c *claims.Config) {
+		c.Mapping = claims.Mapping{Patterns: []string{"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}"}}
+		c.GroupRolesClaim = "group_roles"
+	})
+	paris := gw("hotel", "acme-paris", "chain", "acme")
+	verify := func(groupRoles any) (scope.Scope, error) {
+		c := claimsFor("alice", "/tenants/acme/hotels/acme-paris", "/tenants/globex")
+		c["roles"] = []any{"front_desk"} // two grants: bound to neither
+		if groupRoles != nil {
+			c["group_roles"] = groupRoles
+		}
+		sc, _, err := v.Verify(context.Background(), sign(t, k.ed, c))
+		return sc, err
+	}
+	sc, err := verify(map[string]any{"/tenants/acme/hotels/acme-paris": []any{"front_desk"}, "/tenants/other": "manager"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sc.GrantRoles(paris); !slices.Equal(got, []string{"front_desk"}) {
+		t.Errorf("roles of %s = %v", paris, got)
+	}
+	if got, _ := sc.GrantRoles(g("chain", "globex")); len(got) != 0 {
+		t.Errorf("roles of globex = %v, want none", got)
+	}
+	if sc.HasRole("front_desk") || sc.HasRole("manager") {
+		t.Errorf("effective roles %v: globex has none", sc.Roles())
+	}
+	sc, err = verify(map[string]any{"/tenants/acme/hotels/acme-paris": "front_desk", "/tenants/globex": []any{"front_desk", "manager"}})
+	if err != nil || !slices.Equal(sc.Roles(), []string{"front_desk"}) {
+		t.Errorf("both grants with front_desk: roles %v, %v", sc.Roles(), err)
+	}
+	for _, bad := range []any{[]any{"front_desk"}, map[string]any{"/tenants/globex": 7}, "x"} {
+		if _, err := verify(bad); !errors.Is(err, claims.ErrMalformed) {
+			t.Errorf("group_roles %v: %v, want ErrMalformed", bad, err)
+		}
+	}
+}

@@ -32,6 +32,7 @@ type Verifier struct {
 	mapper        *mapper
 	groups        claimPath
 	roles         claimPath
+	groupRoles    claimPath // nil: no per-group roles claim
 	maxTokenBytes int
 	leeway        time.Duration
 }
@@ -79,6 +80,12 @@ func New(cfg Config) (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("RolesClaim: %w", err)
 	}
+	var groupRoles claimPath
+	if cfg.GroupRolesClaim != "" {
+		if groupRoles, err = parseClaimPath(cfg.GroupRolesClaim); err != nil {
+			return nil, fmt.Errorf("GroupRolesClaim: %w", err)
+		}
+	}
 	mp, err := compileMapping(cfg.Mapping)
 	if err != nil {
 		return nil, err
@@ -89,6 +96,7 @@ func New(cfg Config) (*Verifier, error) {
 		mapper:        mp,
 		groups:        groups,
 		roles:         roles,
+		groupRoles:    groupRoles,
 		maxTokenBytes: cfg.MaxTokenBytes,
 		leeway:        cfg.Leeway,
 		parser: jwt.NewParser(
@@ -212,7 +220,13 @@ func (v *Verifier) Verify(ctx context.Context, token string) (scope.Scope, *Clai
 	if c.Roles, err = v.roles.stringList(mc); err != nil {
 		return scope.Scope{}, nil, err
 	}
-	grants, matches, err := v.mapper.mapGroups(c.Groups, c.Roles)
+	var perGroup map[string][]string
+	if v.groupRoles != nil {
+		if perGroup, err = v.groupRoles.stringListMap(mc); err != nil {
+			return scope.Scope{}, nil, err
+		}
+	}
+	grants, matches, err := v.mapper.mapGroups(c.Groups, c.Roles, perGroup)
 	if err != nil {
 		return scope.Scope{}, nil, err
 	}
