@@ -274,6 +274,10 @@ func (r *renderer) readGuard(t *sqlast.Table, alias string) dialect.Frag {
 // when the scope holds ids at it; a shape when t has an anchor for every
 // one of its levels (otherwise the grants of that shape cannot be checked
 // on t and admit none of its rows).
+//
+// Invariant: a grant confined to ancestors is only ever tested as its whole
+// tuple; none of its ids is tested on its own level (dialect.Scope.Active
+// holds plain grants only).
 func (r *renderer) activeTerms(t *sqlast.Table) (own, path []term, deep int) {
 	add := func(tm term) {
 		if d := tm.depth(); d == 0 {
@@ -902,7 +906,10 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 	return Plan{Kind: Select, Steps: []Step{{SQL: text, Args: args}}}, nil
 }
 
-// valueInScope is true when the bound value v is a granted id at lvl.
+// valueInScope is true when the bound value v is a granted id at lvl: a
+// plain grant's. A grant confined to ancestors never makes a bare value of
+// one of its levels grantable (it holds only together with the others), so
+// writing such a value needs a plain grant.
 func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) dialect.Frag {
 	if !r.sc.Has(lvl) {
 		return fragFalse
