@@ -68,13 +68,15 @@ func Example() {
 
 	s, info, err := v.Verify(context.Background(), issue(
 		"/tenants/acme",               // chain acme
-		"/tenants/globex/hotels/h-17", // hotel h-17 only, not chain globex
+		"/tenants/globex/hotels/h-17", // hotel h-17 within chain globex, not chain globex
 		"5f1c0b6e-7d0a-4a51-9d8e-0c4a1e2b3c4d",
 		"offline_access", // matches no rule: ignored
 	))
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The token-wide roles claim is not bound: with three grants nothing
+	// says which tenant the role was given for (see Mapping).
 	fmt.Println(s)
 	fmt.Println("chains:", s.GrantsAt("chain"))
 	fmt.Println("may reach chain globex:", s.Has("chain", "globex"))
@@ -87,11 +89,11 @@ func Example() {
 	fmt.Println(err, errors.Is(err, claims.ErrNoScope), errors.Is(err, auth.ErrInvalidToken))
 
 	// Output:
-	// scope(sub="alice" grants=[chain:"acme" chain:"initech" hotel:"h-17"] roles=[front-desk])
+	// scope(sub="alice" grants=[chain:"acme" chain:"initech" chain:"globex"/hotel:"h-17"] roles=[])
 	// chains: [acme initech]
 	// may reach chain globex: false
 	// /tenants/acme -> chain:acme (rule /tenants/{chain}, within [])
-	// /tenants/globex/hotels/h-17 -> hotel:h-17 (rule /tenants/{chain}/hotels/{hotel}, within [chain:globex])
+	// /tenants/globex/hotels/h-17 -> chain:globex/hotel:h-17 (rule /tenants/{chain}/hotels/{hotel}, within [chain:globex])
 	// 5f1c0b6e-7d0a-4a51-9d8e-0c4a1e2b3c4d -> chain:initech (rule table, within [])
 	// claims: token grants no tenant scope true true
 }

@@ -85,6 +85,14 @@ type Config struct {
 	// Either claim may hold a string or an array of strings.
 	GroupsClaim string
 	RolesClaim  string
+	// GroupRolesClaim, if set, is the path of a claim holding the roles per
+	// group: an object from a group string (as in the groups claim) to a
+	// role or an array of roles, e.g. {"/tenants/acme/hotels/acme-paris":
+	// ["front_desk"]}. Those roles are bound to the grant that group makes,
+	// and to no other (see Mapping). An entry for a group the token does
+	// not hold, or that grants nothing, is ignored; any other shape is
+	// ErrMalformed.
+	GroupRolesClaim string
 
 	// Mapping turns group strings into grants. See Mapping.
 	Mapping Mapping

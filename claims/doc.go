@@ -105,17 +105,35 @@
 //
 // Mapping turns group strings into grants: exact Table entries (identity
 // provider group ids) first, then the first matching pattern such as
-// "/tenants/{chain}/hotels/{hotel}" or "tenant:{chain}". The last placeholder
-// of a pattern is the level granted; a hotel group grants the hotel, not its
-// chain. Unmatched groups are ignored. Rules are checked by New, which
-// reports syntax errors with their offset. See Mapping for the exact rules.
+// "/tenants/{chain}/hotels/{hotel}" or "tenant:{chain}". The last level
+// placeholder of a pattern is the level granted; a hotel group grants the
+// hotel, not its chain. The earlier placeholders confine the grant: the
+// group /tenants/initech/hotels/acme-paris grants "hotel acme-paris within
+// chain initech" (scope.Grant.Within), and the guard and the generated
+// row-level security policies require every level the path names, so a
+// group whose ancestors disagree with the data (an IdP with delegated group
+// administration lets a tenant admin create one) grants nothing. Unmatched
+// groups are ignored. Rules are checked by New, which reports syntax errors
+// with their offset. See Mapping for the exact rules.
+//
+// Roles are bound to grants, not to the token. The placeholder {@role}
+// binds a role to the grant its group makes
+// ("/tenants/{chain}/hotels/{hotel}/{@role}" matching
+// /tenants/acme/hotels/acme-paris/front_desk), and so do a Table entry's
+// roles and a per-group roles claim (Config.GroupRolesClaim, an object
+// from group to roles). The token-wide roles claim is bound to the grant only when the
+// token's groups yield exactly one grant; with several it is bound to
+// none, since nothing says which tenant it was given for. The scope's
+// effective roles, which drive what package redact reveals, are those
+// bound to every grant (the most restrictive choice).
 //
 // When Microsoft Entra ID has too many groups to put in the token it leaves
 // the claim out and sets "_claim_names" (or "hasgroups"). Verify refuses such
 // a token with ErrGroupOverage rather than mint a partial scope; configure
 // the application to emit only the groups assigned to it, or app roles.
 //
-// The scope is minted with the subject (sub), the grants and the roles. A
+// The scope is minted with the subject (sub) and the grants with their
+// roles. A
 // matched value the scope would refuse (too many grants, a role with control
 // characters) refuses the whole token with ErrNoScope wrapping
 // scope.ErrInvalid; nothing is silently dropped.

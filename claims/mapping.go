@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -23,6 +24,24 @@ import (
 // A token whose groups yield no grant at all is refused with ErrNoScope; the
 // library never mints an empty scope.
 //
+// # Roles belong to grants
+//
+// A role reveals data of the tenant it was given for, not of every tenant
+// the token reaches. A pattern binds a role to the grant it makes with the
+// role placeholder {@role}: "/tenants/{chain}/hotels/{hotel}/{@role}"
+// matched against "/tenants/acme/hotels/acme-paris/front_desk" grants hotel
+// acme-paris (within chain acme) with the role front_desk. A Table entry's
+// Grant.Roles are bound the same way, and so are the roles a per-group
+// roles claim (Config.GroupRolesClaim) gives a group. The token-wide roles claim
+// (Config.RolesClaim) cannot say which tenant a role was meant for: its
+// roles are bound to the grant only when the token's groups yield exactly
+// one distinct grant, and to none when they yield several. The scope's
+// effective roles (scope.Scope.Roles, what package redact reveals by) are
+// those bound to every grant: the most restrictive choice, so groups
+// [/tenants/acme/hotels/acme-paris, /tenants/globex] with roles
+// [front_desk] reveal nothing of globex (nor, since a result row's covering
+// grant is not known, of acme-paris).
+//
 // # Patterns
 //
 // A pattern is literal text with placeholders {level}, where level is a
@@ -33,11 +52,22 @@ import (
 //	/tenants/{chain}/hotels/{hotel}   grants (hotel, id) only
 //	tenant:{chain}                    grants (chain, id)
 //
-// The LAST placeholder is the level granted. Earlier placeholders must match
-// a non-empty segment, and their values are reported in Match.Within (the
-// ancestors the group path names) but grant nothing: membership of
-// /tenants/acme/hotels/h-17 admits hotel h-17, not all of chain acme. To give
-// a chain-level group its chain grant, add the chain pattern as well.
+// The LAST level placeholder is the level granted. Earlier placeholders must
+// match a non-empty segment; their values are the ancestors the group path
+// names, and the grant is confined to them (scope.Grant.Within, also
+// reported in Match.Within): /tenants/initech/hotels/acme-paris grants
+// "hotel acme-paris within chain initech", which reaches acme-paris's rows
+// only if acme-paris belongs to chain initech in the data. Every level the
+// path names is checked by the guard and the generated row-level security
+// policies, so a group whose ancestors disagree with the data grants
+// nothing; an ancestor at a level the schema does not have makes the grant
+// reach nothing. The ancestors grant nothing on their own: membership of
+// /tenants/acme/hotels/h-17 admits hotel h-17, not all of chain acme. To
+// give a chain-level group its chain grant, add the chain pattern as well.
+//
+// The placeholder {@role} (at most one per pattern) matches like a level
+// placeholder but is not a level: its value is a role bound to the grant
+// (see "Roles belong to grants").
 //
 // A placeholder matches a non-empty run of characters that contains no '/'
 // and ends at the first '/' or at the first occurrence of the character that
@@ -56,7 +86,9 @@ import (
 // # Table
 //
 // Table maps exact group strings, typically identity-provider group ids such
-// as Entra ID object GUIDs, to one grant each.
+// as Entra ID object GUIDs, to one grant each. An entry's Grant.Within
+// confines it to ancestors like a pattern's earlier placeholders do, and its
+// Grant.Roles are bound to it like a {@role} value.
 type Mapping struct {
 	Patterns []string
 	Table    map[string]scope.Grant
@@ -76,10 +108,18 @@ type Match struct {
 	// Grant is what the group grants.
 	Grant scope.Grant
 	// Within holds the values of the pattern's earlier placeholders, outermost
-	// first: the ancestors the group path names. They are recorded, not
-	// granted.
+	// first: the ancestors the group path names. The grant is confined to
+	// them (Grant.Within holds the same); they grant nothing on their own.
 	Within []scope.Grant
 }
+
+// RolePlaceholder is the pattern placeholder whose value is a role bound to
+// the grant rather than a level.
+const RolePlaceholder = "{@role}"
+
+// roleLevel marks the role placeholder among a pattern's levels; it is not
+// a valid level name, so it cannot collide with one.
+const roleLevel = "@role"
 
 const (
 	maxPatternLen          = 1024
@@ -129,6 +169,9 @@ func compileMapping(m Mapping) (*mapper, error) {
 			return nil, err
 		}
 		for _, l := range p.levels {
+			if l == roleLevel {
+				continue
+			}
 			if err := checkLevel(fmt.Sprintf("pattern %q", text), l); err != nil {
 				return nil, err
 			}
@@ -152,6 +195,24 @@ func compileMapping(m Mapping) (*mapper, error) {
 		}
 		if err := checkLevel(fmt.Sprintf("table entry for group %q", group), g.Level); err != nil {
 			return nil, err
+		}
+		named := []string{g.Level}
+		for _, w := range g.Within {
+			if slices.Contains(named, w.Level) {
+				return nil, fmt.Errorf("%w: table entry for group %q names level %q twice", ErrConfig, group, w.Level)
+			}
+			named = append(named, w.Level)
+			if !validLevel(w.Level) || !validValue(w.ID) || len(w.Within) > 0 || len(w.Roles) > 0 {
+				return nil, fmt.Errorf("%w: table entry for group %q: ancestor %q is not a plain grant of a level name and a printable id", ErrConfig, group, w.Level)
+			}
+			if err := checkLevel(fmt.Sprintf("table entry for group %q", group), w.Level); err != nil {
+				return nil, err
+			}
+		}
+		for _, r := range g.Roles {
+			if !validValue(r) {
+				return nil, fmt.Errorf("%w: table entry for group %q: role must be 1-%d printable characters", ErrConfig, group, scope.MaxIDLength)
+			}
 		}
 		mp.table[group] = g
 	}
@@ -192,8 +253,8 @@ func parsePattern(text string) (pattern, error) {
 			if name == "" {
 				return bad(i, "empty placeholder {}")
 			}
-			if !validLevel(name) {
-				return bad(i, "placeholder {%s} is not a level name (a lower-case letter, then lower-case letters, digits or '_')", name)
+			if name != roleLevel && !validLevel(name) {
+				return bad(i, "placeholder {%s} is not a level name (a lower-case letter, then lower-case letters, digits or '_') or %s", name, RolePlaceholder)
 			}
 			if slices.Contains(p.levels, name) {
 				return bad(i, "placeholder {%s} appears twice", name)
@@ -216,8 +277,8 @@ func parsePattern(text string) (pattern, error) {
 			i++
 		}
 	}
-	if len(p.levels) == 0 {
-		return pattern{}, fmt.Errorf("%w: pattern %q has no placeholder; put fixed group names in Mapping.Table", ErrConfig, text)
+	if len(p.levels) == 0 || len(p.levels) == 1 && p.levels[0] == roleLevel {
+		return pattern{}, fmt.Errorf("%w: pattern %q has no placeholder of a level; put fixed group names in Mapping.Table", ErrConfig, text)
 	}
 	p.lits = append(p.lits, lit.String())
 	return p, nil
@@ -264,9 +325,14 @@ func (p *pattern) match(group string) ([]string, bool) {
 	return vals, true
 }
 
-// mapGroups applies the rules to the groups of one token. It returns
+// mapGroups applies the rules to the groups of one token and binds roles
+// to the grants: a pattern's {@role} value, a Table entry's roles and the
+// group's entry in groupRoles (Config.GroupRolesClaim) to the grant that
+// group makes, and tokenRoles (the token-wide roles claim) to
+// every grant only when there is exactly one distinct grant, since with
+// several nothing says which tenant they were given for. It returns
 // ErrNoScope if no group grants anything.
-func (m *mapper) mapGroups(groups []string) ([]scope.Grant, []Match, error) {
+func (m *mapper) mapGroups(groups, tokenRoles []string, groupRoles map[string][]string) ([]scope.Grant, []Match, error) {
 	var (
 		grants  []scope.Grant
 		matches []Match
@@ -278,8 +344,9 @@ func (m *mapper) mapGroups(groups []string) ([]scope.Grant, []Match, error) {
 		}
 		seen[g] = true
 		if gr, ok := m.table[g]; ok {
+			gr = scope.Grant{Level: gr.Level, ID: gr.ID, Within: slices.Clone(gr.Within), Roles: append(slices.Clone(gr.Roles), groupRoles[g]...)}
 			grants = append(grants, gr)
-			matches = append(matches, Match{Group: g, Rule: "table", Grant: gr})
+			matches = append(matches, Match{Group: g, Rule: "table", Grant: gr, Within: slices.Clone(gr.Within)})
 			continue
 		}
 		for i := range m.patterns {
@@ -288,21 +355,51 @@ func (m *mapper) mapGroups(groups []string) ([]scope.Grant, []Match, error) {
 			if !ok {
 				continue
 			}
-			last := len(vals) - 1
-			gr := scope.Grant{Level: p.levels[last], ID: vals[last]}
-			var within []scope.Grant
-			for j := range last {
-				within = append(within, scope.Grant{Level: p.levels[j], ID: vals[j]})
+			var (
+				path  []scope.Grant
+				roles []string
+			)
+			for j, l := range p.levels {
+				if l == roleLevel {
+					roles = append(roles, vals[j])
+					continue
+				}
+				path = append(path, scope.Grant{Level: l, ID: vals[j]})
+			}
+			last := len(path) - 1
+			gr := scope.Grant{Level: path[last].Level, ID: path[last].ID, Within: path[:last:last], Roles: append(roles, groupRoles[g]...)}
+			if last == 0 {
+				gr.Within = nil
 			}
 			grants = append(grants, gr)
-			matches = append(matches, Match{Group: g, Rule: p.text, Grant: gr, Within: within})
+			matches = append(matches, Match{Group: g, Rule: p.text, Grant: gr, Within: slices.Clone(gr.Within)})
 			break
 		}
 	}
 	if len(grants) == 0 {
 		return nil, nil, ErrNoScope
 	}
+	// Invariant: a token-wide role is bound only where it cannot be meant
+	// for another tenant. (The guardfault hook is a test-only mutation.)
+	if len(tokenRoles) > 0 && (distinctGrants(grants) == 1 || guardfault.TokenRolesEverywhere()) {
+		for i := range grants {
+			grants[i].Roles = append(grants[i].Roles, tokenRoles...)
+		}
+	}
 	return grants, matches, nil
+}
+
+// distinctGrants counts grants that differ in level, id or ancestors.
+func distinctGrants(gs []scope.Grant) int {
+	keys := make(map[string]bool, len(gs))
+	for _, g := range gs {
+		var b strings.Builder
+		for _, x := range append(slices.Clone(g.Within), scope.Grant{Level: g.Level, ID: g.ID}) {
+			fmt.Fprintf(&b, "%q=%q;", x.Level, x.ID)
+		}
+		keys[b.String()] = true
+	}
+	return len(keys)
 }
 
 // validLevel mirrors package scope's rule for level names.

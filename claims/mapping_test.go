@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -13,6 +14,20 @@ import (
 )
 
 func g(level, id string) scope.Grant { return scope.Grant{Level: level, ID: id} }
+
+// gw is a grant within ancestors, given as alternating level, id.
+func gw(level, id string, within ...string) scope.Grant {
+	gr := g(level, id)
+	for i := 0; i+1 < len(within); i += 2 {
+		gr.Within = append(gr.Within, g(within[i], within[i+1]))
+	}
+	return gr
+}
+
+// sameGrants compares grants by level, id and ancestors (not roles).
+func sameGrants(a, b []scope.Grant) bool {
+	return slices.EqualFunc(a, b, func(x, y scope.Grant) bool { return x.String() == y.String() })
+}
 
 // Each case signs a real token with the groups and checks the minted scope.
 func TestGroupMapping(t *testing.T) {
@@ -35,11 +50,11 @@ func TestGroupMapping(t *testing.T) {
 		within  map[string][]scope.Grant
 	}{
 		{"keycloak chain", keycloak, []any{"/tenants/acme"}, []scope.Grant{g("chain", "acme")}, nil},
-		{"keycloak hotel grants the hotel only", keycloak, []any{"/tenants/acme/hotels/h-17"},
-			[]scope.Grant{g("hotel", "h-17")}, map[string][]scope.Grant{"/tenants/acme/hotels/h-17": {g("chain", "acme")}}},
+		{"keycloak hotel grants the hotel within its chain only", keycloak, []any{"/tenants/acme/hotels/h-17"},
+			[]scope.Grant{gw("hotel", "h-17", "chain", "acme")}, map[string][]scope.Grant{"/tenants/acme/hotels/h-17": {g("chain", "acme")}}},
 		{"hierarchical: chain and another chain's hotel", keycloak,
 			[]any{"/tenants/acme", "/tenants/globex/hotels/h-9", "/tenants/globex/hotels/h-10"},
-			[]scope.Grant{g("chain", "acme"), g("hotel", "h-10"), g("hotel", "h-9")}, nil},
+			[]scope.Grant{g("chain", "acme"), gw("hotel", "h-10", "chain", "globex"), gw("hotel", "h-9", "chain", "globex")}, nil},
 		{"keycloak deeper path ignored", keycloak, []any{"/tenants/acme/hotels/h-17/rooms/12"}, nil, nil},
 		{"keycloak empty segment ignored", keycloak, []any{"/tenants//hotels/h-17", "/tenants/"}, nil, nil},
 		{"keycloak wrong prefix ignored", keycloak, []any{"/staff/acme", "tenants/acme"}, nil, nil},
@@ -48,8 +63,8 @@ func TestGroupMapping(t *testing.T) {
 		{"duplicate groups", keycloak, []any{"/tenants/acme", "/tenants/acme"}, []scope.Grant{g("chain", "acme")}, nil},
 		{"prefix pattern", prefixed, []any{"tenant:acme"}, []scope.Grant{g("chain", "acme")}, nil},
 		{"prefix placeholder stops at the next literal", prefixed, []any{"hotel:acme:h-17"},
-			[]scope.Grant{g("hotel", "h-17")}, map[string][]scope.Grant{"hotel:acme:h-17": {g("chain", "acme")}}},
-		{"last placeholder takes the rest", prefixed, []any{"hotel:acme:h:17"}, []scope.Grant{g("hotel", "h:17")}, nil},
+			[]scope.Grant{gw("hotel", "h-17", "chain", "acme")}, map[string][]scope.Grant{"hotel:acme:h-17": {g("chain", "acme")}}},
+		{"last placeholder takes the rest", prefixed, []any{"hotel:acme:h:17"}, []scope.Grant{gw("hotel", "h:17", "chain", "acme")}, nil},
 		{"suffix pattern", prefixed, []any{"globex-admins"}, []scope.Grant{g("chain", "globex")}, nil},
 		{"suffix placeholder ends at the first '-'", prefixed, []any{"glob-ex-admins"}, nil, nil},
 		{"placeholder never spans '/'", prefixed, []any{"tenant:acme/evil"}, nil, nil},
@@ -79,14 +94,14 @@ func TestGroupMapping(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			if got := sc.Grants(); !slices.Equal(got, tc.want) {
+			if got := sc.Grants(); !sameGrants(got, tc.want) {
 				t.Errorf("grants = %v, want %v", got, tc.want)
 			}
 			for _, m := range info.Matches {
 				if tc.within == nil {
 					break
 				}
-				if want := tc.within[m.Group]; !slices.Equal(m.Within, want) {
+				if want := tc.within[m.Group]; !sameGrants(m.Within, want) {
 					t.Errorf("match %q: within = %v, want %v", m.Group, m.Within, want)
 				}
 			}
@@ -131,7 +146,7 @@ func TestRolesAndClaimPaths(t *testing.T) {
 				"https://example.com/roles":  []any{"manager"},
 				"groups":                     []any{"/tenants/acme"}, // not the configured claim
 			},
-			wantGrants: []scope.Grant{g("hotel", "h-9")},
+			wantGrants: []scope.Grant{gw("hotel", "h-9", "chain", "globex")},
 			wantRoles:  []string{"manager"},
 		},
 		{
@@ -195,7 +210,7 @@ func TestRolesAndClaimPaths(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			if got := sc.Grants(); !slices.Equal(got, tc.wantGrants) {
+			if got := sc.Grants(); !sameGrants(got, tc.wantGrants) {
 				t.Errorf("grants = %v, want %v", got, tc.wantGrants)
 			}
 			if got := sc.Roles(); !slices.Equal(got, tc.wantRoles) {
@@ -207,5 +222,119 @@ func TestRolesAndClaimPaths(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRolesBoundPerGrant (issue 13 §2): roles belong to the grant they came
+// with. A role-suffixed group binds its role to that group's grant; the
+// token-wide roles claim binds only to a token of one grant; the scope's
+// effective roles are those every grant carries.
+func TestRolesBoundPerGrant(t *testing.T) {
+	k := testKeys(t)
+	m := claims.Mapping{Patterns: []string{
+		"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}",
+		"/tenants/{chain}/roles/" + claims.RolePlaceholder,
+		"/tenants/{chain}/hotels/{hotel}/" + claims.RolePlaceholder,
+	}, Table: map[string]scope.Grant{
+		"guid-paris-desk": {Level: "hotel", ID: "acme-paris", Within: []scope.Grant{g("chain", "acme")}, Roles: []string{"front_desk"}},
+	}}
+	paris := gw("hotel", "acme-paris", "chain", "acme")
+	cases := []struct {
+		name       string
+		groups     []any
+		roles      []any
+		effective  []string
+		parisRoles []string
+	}{
+		{"roles claim with two grants binds to neither", []any{"/tenants/acme/hotels/acme-paris", "/tenants/globex"}, []any{"front_desk"}, nil, nil},
+		{"roles claim with one grant binds to it", []any{"/tenants/acme/hotels/acme-paris"}, []any{"front_desk"}, []string{"front_desk"}, []string{"front_desk"}},
+		{"roles claim with one grant from two groups", []any{"/tenants/acme/hotels/acme-paris", "/tenants/acme/hotels/acme-paris/manager"}, []any{"front_desk"}, []string{"front_desk", "manager"}, []string{"front_desk", "manager"}},
+		{"role-suffixed group binds to its grant only", []any{"/tenants/acme/hotels/acme-paris/front_desk", "/tenants/globex"}, nil, nil, []string{"front_desk"}},
+		{"a role on each grant", []any{"/tenants/acme/hotels/acme-paris/front_desk", "/tenants/globex/roles/front_desk", "/tenants/globex/roles/manager"}, nil, []string{"front_desk"}, []string{"front_desk"}},
+		{"table entry roles", []any{"guid-paris-desk"}, nil, []string{"front_desk"}, []string{"front_desk"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := staticVerifier(t, func(c *claims.Config) { c.Mapping = m })
+			c := claimsFor("alice", tc.groups...)
+			if tc.roles != nil {
+				c["roles"] = tc.roles
+			}
+			sc, _, err := v.Verify(context.Background(), sign(t, k.ed, c))
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if got := sc.Roles(); !slices.Equal(got, tc.effective) {
+				t.Errorf("effective roles = %v, want %v", got, tc.effective)
+			}
+			for _, r := range []string{"front_desk", "manager"} {
+				if sc.HasRole(r) != slices.Contains(tc.effective, r) {
+					t.Errorf("HasRole(%s) = %v", r, sc.HasRole(r))
+				}
+			}
+			got, ok := sc.GrantRoles(paris)
+			if !ok {
+				t.Fatalf("no grant %s in %v", paris, sc)
+			}
+			if !slices.Equal(got, tc.parisRoles) {
+				t.Errorf("roles of %s = %v, want %v", paris, got, tc.parisRoles)
+			}
+		})
+	}
+}
+
+func TestRolePlaceholderRules(t *testing.T) {
+	for _, bad := range []string{
+		"/roles/" + claims.RolePlaceholder,
+		"/tenants/{chain}/" + claims.RolePlaceholder + "/" + claims.RolePlaceholder,
+		"/tenants/{chain}/{@admin}",
+	} {
+		_, err := claims.New(claims.Config{Issuer: "https://idp.example", Audience: []string{"a"}, JWKS: []byte(`{"keys":[]}`),
+			Mapping: claims.Mapping{Patterns: []string{bad}}})
+		if !errors.Is(err, claims.ErrConfig) || !strings.Contains(err.Error(), "pattern") {
+			t.Errorf("pattern %q: %v, want ErrConfig about the pattern", bad, err)
+		}
+	}
+}
+
+// TestGroupRolesClaim: a per-group roles claim binds each group's roles to
+// the grant that group makes.
+func TestGroupRolesClaim(t *testing.T) {
+	k := testKeys(t)
+	v := staticVerifier(t, func(c *claims.Config) {
+		c.Mapping = claims.Mapping{Patterns: []string{"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}"}}
+		c.GroupRolesClaim = "group_roles"
+	})
+	paris := gw("hotel", "acme-paris", "chain", "acme")
+	verify := func(groupRoles any) (scope.Scope, error) {
+		c := claimsFor("alice", "/tenants/acme/hotels/acme-paris", "/tenants/globex")
+		c["roles"] = []any{"front_desk"} // two grants: bound to neither
+		if groupRoles != nil {
+			c["group_roles"] = groupRoles
+		}
+		sc, _, err := v.Verify(context.Background(), sign(t, k.ed, c))
+		return sc, err
+	}
+	sc, err := verify(map[string]any{"/tenants/acme/hotels/acme-paris": []any{"front_desk"}, "/tenants/other": "manager"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sc.GrantRoles(paris); !slices.Equal(got, []string{"front_desk"}) {
+		t.Errorf("roles of %s = %v", paris, got)
+	}
+	if got, _ := sc.GrantRoles(g("chain", "globex")); len(got) != 0 {
+		t.Errorf("roles of globex = %v, want none", got)
+	}
+	if sc.HasRole("front_desk") || sc.HasRole("manager") {
+		t.Errorf("effective roles %v: globex has none", sc.Roles())
+	}
+	sc, err = verify(map[string]any{"/tenants/acme/hotels/acme-paris": "front_desk", "/tenants/globex": []any{"front_desk", "manager"}})
+	if err != nil || !slices.Equal(sc.Roles(), []string{"front_desk"}) {
+		t.Errorf("both grants with front_desk: roles %v, %v", sc.Roles(), err)
+	}
+	for _, bad := range []any{[]any{"front_desk"}, map[string]any{"/tenants/globex": 7}, "x"} {
+		if _, err := verify(bad); !errors.Is(err, claims.ErrMalformed) {
+			t.Errorf("group_roles %v: %v, want ErrMalformed", bad, err)
+		}
 	}
 }

@@ -134,6 +134,28 @@ func (p claimPath) lookup(m map[string]any) (any, bool) {
 // stringList reads a claim that holds either one string or an array of
 // strings. A missing claim or JSON null is an empty list; any other shape is
 // ErrMalformed.
+func (p claimPath) stringListMap(m map[string]any) (map[string][]string, error) {
+	v, ok := p.lookup(m)
+	if !ok || v == nil {
+		return nil, nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, ErrMalformed
+	}
+	out := make(map[string][]string, len(obj))
+	for k := range obj {
+		l, err := claimPath{k}.stringList(obj)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = l
+	}
+	return out, nil
+}
+
+// stringList reads a string or an array of strings at p; absent or null
+// is no strings, anything else ErrMalformed.
 func (p claimPath) stringList(m map[string]any) ([]string, error) {
 	v, ok := p.lookup(m)
 	if !ok || v == nil {

@@ -32,6 +32,7 @@ type Verifier struct {
 	mapper        *mapper
 	groups        claimPath
 	roles         claimPath
+	groupRoles    claimPath // nil: no per-group roles claim
 	maxTokenBytes int
 	leeway        time.Duration
 }
@@ -51,7 +52,8 @@ type Claims struct {
 
 	// Groups are the token's group strings, matched or not.
 	Groups []string
-	// Roles are the token's roles (also in the scope).
+	// Roles are the token's roles claim. They are bound to the scope's
+	// grant only when the token yields exactly one grant (see Mapping).
 	Roles []string
 	// OAuthScopes are the OAuth 2 scopes of the token: the space-separated
 	// "scope" claim (RFC 9068), or else Entra ID's "scp" (string or array).
@@ -78,6 +80,12 @@ func New(cfg Config) (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("RolesClaim: %w", err)
 	}
+	var groupRoles claimPath
+	if cfg.GroupRolesClaim != "" {
+		if groupRoles, err = parseClaimPath(cfg.GroupRolesClaim); err != nil {
+			return nil, fmt.Errorf("GroupRolesClaim: %w", err)
+		}
+	}
 	mp, err := compileMapping(cfg.Mapping)
 	if err != nil {
 		return nil, err
@@ -88,6 +96,7 @@ func New(cfg Config) (*Verifier, error) {
 		mapper:        mp,
 		groups:        groups,
 		roles:         roles,
+		groupRoles:    groupRoles,
 		maxTokenBytes: cfg.MaxTokenBytes,
 		leeway:        cfg.Leeway,
 		parser: jwt.NewParser(
@@ -211,12 +220,19 @@ func (v *Verifier) Verify(ctx context.Context, token string) (scope.Scope, *Clai
 	if c.Roles, err = v.roles.stringList(mc); err != nil {
 		return scope.Scope{}, nil, err
 	}
-	grants, matches, err := v.mapper.mapGroups(c.Groups)
+	var perGroup map[string][]string
+	if v.groupRoles != nil {
+		if perGroup, err = v.groupRoles.stringListMap(mc); err != nil {
+			return scope.Scope{}, nil, err
+		}
+	}
+	grants, matches, err := v.mapper.mapGroups(c.Groups, c.Roles, perGroup)
 	if err != nil {
 		return scope.Scope{}, nil, err
 	}
 	c.Matches = matches
-	s, err := mint.Scope(sub, grants, c.Roles)
+	// The roles are bound per grant by mapGroups (see Mapping).
+	s, err := mint.Scope(sub, grants, nil)
 	if err != nil {
 		return scope.Scope{}, nil, fmt.Errorf("%w: %w", ErrNoScope, err)
 	}

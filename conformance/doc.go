@@ -116,10 +116,18 @@
 //	20 PII canaries (needs Target.Tools): calling the tools through the real server over HTTP with
 //	   real signed tokens, as every tenant and caller role, no output or log contains a canary of
 //	   another tenant or of a category the roles may not see; at least one allowed canary appears.
+//	21 Path-consistent grants: for adjacent levels, a lower id granted within its own upper id
+//	   (the group path .../upper/u/lower/l) reads the oracle's rows; granted within another upper
+//	   id, or two such grants with swapped ancestors, it reads no row of any table, and cannot
+//	   update or delete its subtree (ErrNotFound).
+//	22 Per-grant reveal (needs Target.Tools): a token binding a revealing role to tenant A's grant
+//	   (role-suffixed group), with tenant B granted without a role and the same role in the
+//	   token-wide roles claim, shows none of B's canaries; controls: A alone with the role, and A
+//	   and B both with it, show their canaries.
 //
 // Properties 15–17 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
-// which the other properties test. 19 and 20 are skipped for targets
+// which the other properties test. 19, 20 and 22 are skipped for targets
 // without tools.
 //
 // # Your own schema
@@ -136,5 +144,13 @@
 // TestMutationIsCaught, which makes the guard drop the tenant predicate
 // of one table at a time (internal/guardfault, a test-only hook) and
 // asserts that the properties fail; TENANTMCP_CONFORMANCE_MUTATE=<table>
-// shows the same on a whole run.
+// shows the same on a whole run. It also removes, one at a time, the check
+// of grants along the whole group path (P21 catches it) and the binding of
+// roles per grant (P22 catches it). Summary, on SQLite, PostgreSQL and
+// MariaDB alike:
+//
+//	fault removed                                    caught by
+//	guard predicate of one table (PostgreSQL: + RLS)  1 2 5 6 7 8 (9)
+//	grants checked along the whole path (ancestors)  21
+//	roles bound per grant (roles)                    22
 package conformance

@@ -128,4 +128,6 @@ func ExampleProperties() {
 	// P18_coverage                Every tenant-bound table is covered
 	// P19_tool_inputs_tenant_free Tool input schemas are tenant-free
 	// P20_pii_canaries            PII canaries never in tool output
+	// P21_path_grants             Path-consistent hierarchical grants
+	// P22_grant_roles             Per-grant reveal (roles belong to grants)
 }

@@ -144,6 +144,9 @@ type grantSet map[string]map[string]bool
 func (g *graph) grantSet(grants []scope.Grant) grantSet {
 	out := grantSet{}
 	for _, gr := range grants {
+		if len(gr.Within) > 0 {
+			continue // only where its ancestors agree: oracle.admitsWithin
+		}
 		i := g.levelIndex(gr.Level)
 		if i < 0 {
 			continue

@@ -66,10 +66,21 @@ func (r *runner) faults(table string) []fault {
 //     INSERT property (9) for every table a child row references. On
 //     PostgreSQL row-level security still confines the app role, so the
 //     scoped read (1) must still pass: defence in depth, recorded.
+//
 //   - rls (PostgreSQL): the table's owner disables its row-level
 //     security. The guard still confines reads (1 passes); the raw-SQL
 //     property (16) and the start-up check property (17) must fail.
+//
 //   - guard+rls (PostgreSQL): both; 1, 2, 5, 6, 7, 8 (and 9) must fail.
+//
+//   - ancestors: grants confined to ancestors are encoded as plain grants
+//     of their id (guardfault.IgnoreAncestors), undoing the check along
+//     the whole group path for the guard and the RLS policies alike; P21
+//     must fail.
+//
+//   - roles: the token-wide roles claim is bound to every grant of a token
+//     (guardfault.BindTokenRolesEverywhere), undoing roles per grant; P22
+//     must fail.
 //
 // First, with no fault, every property must pass, so that the failures
 // are the faults' doing; after each fault is cleared, 1 must pass again.
@@ -186,6 +197,45 @@ func mutationCheck(t *testing.T, dsn string) {
 				t.Fatalf("after clearing the %s fault on %s: P1 still fails: %v", f.kind, table, o.msgs)
 			}
 		}
+	}
+	// Faults that remove a fix for the whole run rather than one table's
+	// predicate: grants checked along the whole group path (P21 must catch
+	// it) and roles bound per grant (P22).
+	for _, gf := range []struct {
+		kind   string
+		inject func() (restore func())
+		must   []int
+	}{
+		{"ancestors", guardfault.IgnoreAncestors, []int{21}},
+		{"roles", guardfault.BindTokenRolesEverywhere, []int{22}},
+	} {
+		restore := gf.inject()
+		var caught []int
+		first := map[int]string{}
+		for _, p := range props {
+			if o := r.runProperty(ctx, p, nil, 1); o.failed {
+				caught = append(caught, p.id)
+				if len(o.msgs) > 0 {
+					first[p.id] = o.msgs[0]
+				}
+			}
+		}
+		restore()
+		for _, id := range gf.must {
+			if !slices.Contains(caught, id) {
+				t.Errorf("%s fault: P%d did not fail", gf.kind, id)
+			}
+		}
+		for _, id := range gf.must {
+			if o := r.runProperty(ctx, propertyByID(id), nil, 1); o.failed {
+				t.Fatalf("after clearing the %s fault: P%d still fails: %v", gf.kind, id, o.msgs)
+			}
+		}
+		example := ""
+		if len(gf.must) > 0 {
+			example = first[gf.must[0]]
+		}
+		matrix = append(matrix, fmt.Sprintf("%-9s %-9s caught by %v (required %v); e.g. %s", gf.kind, "(all)", caught, gf.must, example))
 	}
 	t.Logf("mutation matrix (%s):\n%s", r.engine, strings.Join(matrix, "\n"))
 	if path := os.Getenv("TENANTMCP_CONFORMANCE_MUTATION_LOG"); path != "" {

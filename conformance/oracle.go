@@ -149,11 +149,33 @@ func (o *oracle) visible(table string, grants []scope.Grant) map[string]bool {
 	}
 	gs := o.g.grantSet(grants)
 	for i, k := range o.keys[table] {
-		if o.admits(o.lv[table][i], gs) {
+		if o.admits(o.lv[table][i], gs) || o.admitsWithin(o.lv[table][i], grants) {
 			out[k] = true
 		}
 	}
 	return out
+}
+
+// admitsWithin reports whether one of the grants confined to ancestors
+// admits a row whose nearest level values are levels: every level such a
+// grant names (its own and its ancestors') must hold the grant's id there.
+// A level the graph lacks, or that the row does not reach, admits nothing.
+func (o *oracle) admitsWithin(levels map[string]string, grants []scope.Grant) bool {
+next:
+	for _, g := range grants {
+		if len(g.Within) == 0 {
+			continue
+		}
+		for _, x := range append(slices.Clone(g.Within), scope.Grant{Level: g.Level, ID: g.ID}) {
+			gs := o.g.grantSet([]scope.Grant{x}) // canonical id, known level
+			id, ok := levels[x.Level]
+			if !ok || !gs[x.Level][id] {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // rowVisible reports whether a hypothetical row of table would be visible.
@@ -161,7 +183,8 @@ func (o *oracle) rowVisible(table string, r Row, grants []scope.Grant) bool {
 	if o.g.tables[table].global {
 		return true
 	}
-	return o.admits(o.levelsOf(table, r, 0), o.g.grantSet(grants))
+	lv := o.levelsOf(table, r, 0)
+	return o.admits(lv, o.g.grantSet(grants)) || o.admitsWithin(lv, grants)
 }
 
 // foreign returns the keys of table's rows the grants do not see, sorted.

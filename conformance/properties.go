@@ -33,6 +33,8 @@ var properties = []*property{
 	{id: 18, name: "coverage", title: "Every tenant-bound table is covered", criterion: "each table queried, rows of >= 2 tenants", last: true, fn: propCoverage},
 	{id: 19, name: "tool_inputs_tenant_free", title: "Tool input schemas are tenant-free", criterion: "no scope key listed; keyed input refused", fn: propToolInputs},
 	{id: 20, name: "pii_canaries", title: "PII canaries never in tool output", criterion: "forbidden canaries absent; allowed ones seen", fn: propCanaries},
+	{id: 21, name: "path_grants", title: "Path-consistent hierarchical grants", criterion: "own path = oracle; other ancestor/swapped: 0 rows, writes ErrNotFound", fn: propPathGrants},
+	{id: 22, name: "grant_roles", title: "Per-grant reveal (roles belong to grants)", criterion: "role on A's grant shows no B canary; controls seen", fn: propGrantRoles},
 }
 
 // Properties lists the property table: number, subtest name, title and

@@ -136,6 +136,28 @@ func propHierarchy(p *pt, r *runner) {
 	}
 }
 
+// foreignWrites tries an ExpectOne UPDATE (of the table's mutable column)
+// and, for a leaf row, an ExpectOne DELETE of row k of table, which the
+// scope in ctx must not reach: both must fail with ErrNotFound.
+func (r *runner) foreignWrites(p *pt, ctx context.Context, table, k, who string) {
+	t, tb := r.g.tables[table], r.sch.Table(table)
+	row := r.or.row(table, k)
+	if col := r.mutable[table]; col != "" {
+		if v, ok := r.otherValue(table, col, r.raw.byKey[table][k]); ok {
+			_, err := r.exec(ctx, r.db, p.u(builder.UpdateTable(tb).Set(col, v).Where(pkIs(tb, t, row)).ExpectOne().Build()))
+			if !errors.Is(err, guardedsql.ErrNotFound) {
+				p.Errorf("UPDATE %s %s as %s = %v, want ErrNotFound", table, k, who, err)
+			}
+		}
+	}
+	if r.or.isLeaf(table, k) {
+		_, err := r.exec(ctx, r.db, p.d(builder.DeleteFrom(tb).Where(pkIs(tb, t, row)).ExpectOne().Build()))
+		if !errors.Is(err, guardedsql.ErrNotFound) {
+			p.Errorf("DELETE %s %s as %s = %v, want ErrNotFound", table, k, who, err)
+		}
+	}
+}
+
 // P12: two siblings (lower-level ids under one upper id, such as two
 // hotels of one chain) read none of each other's rows, and cannot update
 // or delete them.
@@ -161,7 +183,6 @@ func propSiblings(p *pt, r *runner) {
 				b := []scope.Grant{{Level: lower, ID: ab[1]}}
 				ctx := grantsCtx(p.ctx, a)
 				for _, name := range r.g.bound {
-					t := r.g.tables[name]
 					got, err := r.guardKeys(p, a, name)
 					if err != nil {
 						p.Errorf("%s as %s:%s: %v", name, lower, ab[0], err)
@@ -184,23 +205,8 @@ func propSiblings(p *pt, r *runner) {
 						}
 					}
 					slices.Sort(theirs)
-					tb := r.sch.Table(name)
 					for _, k := range pick(p.rng, theirs, 1) {
-						row := r.or.row(name, k)
-						if col := r.mutable[name]; col != "" {
-							if v, ok := r.otherValue(name, col, r.raw.byKey[name][k]); ok {
-								_, err := r.exec(ctx, r.db, p.u(builder.UpdateTable(tb).Set(col, v).Where(pkIs(tb, t, row)).ExpectOne().Build()))
-								if !errors.Is(err, guardedsql.ErrNotFound) {
-									p.Errorf("UPDATE sibling's %s %s as %s:%s = %v, want ErrNotFound", name, k, lower, ab[0], err)
-								}
-							}
-						}
-						if r.or.isLeaf(name, k) {
-							_, err := r.exec(ctx, r.db, p.d(builder.DeleteFrom(tb).Where(pkIs(tb, t, row)).ExpectOne().Build()))
-							if !errors.Is(err, guardedsql.ErrNotFound) {
-								p.Errorf("DELETE sibling's %s %s as %s:%s = %v, want ErrNotFound", name, k, lower, ab[0], err)
-							}
-						}
+						r.foreignWrites(p, ctx, name, k, fmt.Sprintf("%s:%s (a sibling's row)", lower, ab[0]))
 					}
 				}
 			}

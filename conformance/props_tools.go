@@ -37,7 +37,28 @@ type toolServer struct {
 }
 
 // groupOf is the token group the suite's claim mapping turns into g.
-func groupOf(g scope.Grant) string { return "tm-conformance/" + g.Level + "/" + g.ID }
+// groupOf is the group string that grants g: its ancestors (which must be
+// consecutive levels ending just above g's) then its own level form the
+// path; rolesOf adds one role-suffixed group per role bound to g.
+func groupOf(g scope.Grant) string {
+	path := "tm-conformance"
+	for _, w := range g.Within {
+		path += "/" + w.Level + "/" + w.ID
+	}
+	return path + "/" + g.Level + "/" + g.ID
+}
+
+// groupsOf is every group string granting g with its roles.
+func groupsOf(g scope.Grant) []string {
+	if len(g.Roles) == 0 {
+		return []string{groupOf(g)}
+	}
+	var out []string
+	for _, role := range g.Roles {
+		out = append(out, groupOf(g)+"/role/"+role)
+	}
+	return out
+}
 
 func (r *runner) startTools(p *pt) (ts *toolServer, err error) {
 	tools := r.target.Tools
@@ -60,10 +81,18 @@ func (r *runner) startTools(p *pt) (ts *toolServer, err error) {
 		return nil, err
 	}
 	undo = append(undo, func() { is.Close() })
+	// One pattern per level, one per path from an upper level down to it,
+	// and each again with a role suffix binding a role to the grant.
 	var levels, patterns []string
-	for _, l := range r.g.levels {
+	for i, l := range r.g.levels {
 		levels = append(levels, l.Name)
-		patterns = append(patterns, "tm-conformance/"+l.Name+"/{"+l.Name+"}")
+		for j := i; j >= 0; j-- {
+			pat := "tm-conformance"
+			for _, a := range r.g.levels[j : i+1] {
+				pat += "/" + a.Name + "/{" + a.Name + "}"
+			}
+			patterns = append(patterns, pat, pat+"/role/"+claims.RolePlaceholder)
+		}
 	}
 	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{public}, JWKS: is.JWKS(),
 		Mapping: claims.Mapping{Patterns: patterns, Levels: levels}})
@@ -115,7 +144,7 @@ func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 func (ts *toolServer) session(ctx context.Context, tn Tenant, roles []string) (*mcp.ClientSession, error) {
 	var groups []string
 	for _, g := range tn.Grants {
-		groups = append(groups, groupOf(g))
+		groups = append(groups, groupsOf(g)...)
 	}
 	tok, err := ts.issuer.Mint(devissuer.Token{Subject: "conformance-" + tn.Name, Groups: groups, Roles: roles, TTL: 10 * time.Minute})
 	if err != nil {

@@ -13,9 +13,20 @@
 // visible when its room's hotel belongs to the chain; with a hotel grant
 // when its room belongs to the hotel. Global tables get no predicate.
 //
+// A grant confined to ancestors (scope.Grant.Within: "hotel acme-paris
+// within chain initech", what the group /tenants/initech/hotels/acme-paris
+// grants) admits a row only when every level it names holds the grant's id
+// at the row's anchors at once: the guard tests the tuple (chain, hotel) of
+// the row against the tuples granted, never each level on its own, so a
+// path whose ancestors disagree with the data grants nothing, and two such
+// grants with swapped ancestors do not combine into a third. On a table
+// that does not reach every level the grant names (chains, for a hotel
+// grant) it admits nothing.
+//
 // The grants are bound as one JSON parameter (the typed scope document:
-// {"chain":["acme"],"hotel":[12]}) that the engine expands (SQLite:
-// json_each), never spliced into SQL text. Grant ids are converted to the
+// {"chain":["acme"],"hotel":[12]}, and for grants within ancestors one
+// array of tuples per shape: {"chain/hotel":[["initech",12]]}) that the
+// engine expands (SQLite: json_each), never spliced into SQL text. Grant ids are converted to the
 // key type of their level first; an id that is not valid for it (a hotel
 // id "12abc" where hotel ids are integers) matches nothing.
 //
@@ -77,6 +88,24 @@
 //
 // # Limits
 //
+// What the guard checks and what it still trusts:
+//
+//   - Checked: every table reference of every statement kind carries the
+//     predicate; grants within ancestors hold along the whole path, in the
+//     guard and in the PostgreSQL policies alike (a grant naming a level
+//     the schema lacks, or an id invalid for its level, reaches nothing).
+//   - Trusted: the data's own hierarchy. A grant within ancestors is tested
+//     at the nearest column carrying each level; where a table repeats a
+//     level in a column of its own that disagrees with its parent's, that
+//     column is what is tested.
+//   - A grant within ancestors does not make its levels' ids grantable on
+//     their own: writing a level column that no foreign key covers (a root
+//     row, or moving a row to another tenant id) needs a plain grant of
+//     that id, and is refused (ErrNotFound/ErrOutOfScope) otherwise.
+//   - Under PostgreSQL row-level security the policies enumerate the shapes
+//     of grants within ancestors over the first postgres.MaxShapeLevels (6)
+//     levels a table reaches; a grant naming a level beyond them admits
+//     nothing there.
 //   - Rows whose foreign keys dangle (possible only with foreign-key
 //     enforcement off) may be treated differently by equivalent predicate
 //     shapes; such a row is only ever matched through the level ids its own

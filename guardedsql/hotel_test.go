@@ -267,7 +267,18 @@ func (m *model) visible(grants []scope.Grant) visible {
 	v := visible{map[any]bool{}, map[any]bool{}, map[any]bool{}, map[any]bool{}, map[any]bool{}, map[any]bool{}}
 	chain := map[string]bool{}
 	hotel := map[string]bool{}
+	// within holds the grants confined to ancestors: they admit a hotel (and
+	// what lies under it) only when every level they name matches it.
+	var within []map[string]string
 	for _, g := range grants {
+		if len(g.Within) > 0 {
+			named := map[string]string{g.Level: g.ID}
+			for _, w := range g.Within {
+				named[w.Level] = w.ID
+			}
+			within = append(within, named)
+			continue
+		}
 		switch g.Level {
 		case "chain":
 			chain[g.ID] = true
@@ -283,6 +294,22 @@ func (m *model) visible(grants []scope.Grant) visible {
 	for _, h := range m.hotels {
 		if chain[h.Chain] || hotel[fmt.Sprint(h.ID)] {
 			v.hotels[h.ID] = true
+		}
+		for _, named := range within {
+			ok := true
+			for lvl, id := range named {
+				switch lvl {
+				case "chain":
+					ok = ok && h.Chain == id
+				case "hotel":
+					ok = ok && fmt.Sprint(h.ID) == id
+				default: // a level the schema lacks: nothing can match it
+					ok = false
+				}
+			}
+			if ok && named["hotel"] != "" {
+				v.hotels[h.ID] = true
+			}
 		}
 	}
 	for _, r := range m.rooms {
@@ -468,3 +495,11 @@ func grantCtx(grants ...scope.Grant) context.Context {
 func chainG(id string) scope.Grant { return scope.Grant{Level: "chain", ID: id} }
 
 func hotelG(id int64) scope.Grant { return scope.Grant{Level: "hotel", ID: fmt.Sprint(id)} }
+
+// hotelIn is the grant of hotel id within chain: what the group path
+// /tenants/<chain>/hotels/<id> grants.
+func hotelIn(chain string, id int64) scope.Grant {
+	g := hotelG(id)
+	g.Within = []scope.Grant{chainG(chain)}
+	return g
+}

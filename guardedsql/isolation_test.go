@@ -33,6 +33,16 @@ var isolationScopes = []struct {
 	{"wrong case chain", []scope.Grant{chainG("ACME"), chainG("acme ")}},
 	{"unknown level", []scope.Grant{{Level: "region", ID: "acme"}, {Level: "region", ID: "1"}}},
 	{"nonexistent ids", []scope.Grant{chainG("nope"), hotelG(999)}},
+	// Grants confined to ancestors (issue 13 §1): every level the group
+	// path names must agree with the data. Hotel 7 belongs to acme, hotel
+	// 2 to globex, hotel 1 to acme.
+	{"hotel 7 within acme", []scope.Grant{hotelIn("acme", 7)}},
+	{"hotel 7 within globex: ancestors disagree", []scope.Grant{hotelIn("globex", 7)}},
+	{"hotel 7 within chain 7: ancestors disagree", []scope.Grant{hotelIn("7", 7)}},
+	{"crossed pairs (acme,2) (globex,1)", []scope.Grant{hotelIn("acme", 2), hotelIn("globex", 1)}},
+	{"hotel 2 within globex + hotel 1 within globex", []scope.Grant{hotelIn("globex", 2), hotelIn("globex", 1)}},
+	{"chain 7 + hotel 1 within 7", []scope.Grant{chainG("7"), hotelIn("7", 1)}},
+	{"hotel 1 within an unknown level", []scope.Grant{{Level: "hotel", ID: "1", Within: []scope.Grant{{Level: "region", ID: "acme"}}}}},
 }
 
 func ids[T any](t *testing.T, ctx context.Context, db guardedsql.Querier, q builder.Query) []T {

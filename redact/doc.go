@@ -82,12 +82,16 @@
 //
 // The policy is applied to one request with Redactor.For (scope from the
 // context) or Redactor.ForScope, giving a Scoped. The scope supplies the
-// roles and the tenant of tokens. A missing or zero scope is the most
-// restrictive case: every category is dropped, nothing revealed, no token
-// minted.
+// roles and the tenant of tokens. The roles are the scope's effective roles
+// (scope.Scope.Roles): those bound to every grant, so a role the identity
+// provider gave for one tenant reveals nothing of another tenant the token
+// also reaches. A missing or zero scope is the most restrictive case: every
+// category is dropped, nothing revealed, no token minted.
 //
 // Token keys are derived per tenant as HMAC-SHA256(master key, label ||
-// scope.GrantJSON()): the tenant is the request's exact grant set. Requests
+// scope.GrantJSON()): the tenant is the request's exact grant set, a
+// grant's ancestors included (hotel acme-paris within chain acme is not the
+// plain grant of acme-paris). Requests
 // with the same grants share tokens whoever the subject; any other grant
 // set gets an independent key, so tokens cannot be linked across tenants
 // without the master key. The grant set needs no knowledge of the tenant

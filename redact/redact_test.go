@@ -872,3 +872,31 @@ func TestMaskWithoutHint(t *testing.T) {
 		}
 	}
 }
+
+// TestTokensKeyedByGrantPath (issue 13 §1): a grant confined to ancestors
+// is its own tenant for tokens, so "hotel acme-paris within chain initech"
+// (a path the data contradicts) cannot obtain acme-paris's tokens, and the
+// roles bound to grants do not change the tenant.
+func TestTokensKeyedByGrantPath(t *testing.T) {
+	r, err := New(Config{TokenKey: testKey, Operators: map[Category]Operator{Email: Token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(chain string, roles ...string) scope.Grant {
+		return scope.Grant{Level: "hotel", ID: "acme-paris", Within: []scope.Grant{{Level: "chain", ID: chain}}, Roles: roles}
+	}
+	tok := func(g scope.Grant) string {
+		b, err := r.ForScope(scopetest.New("alice", []scope.Grant{g})).JSON(taggedValue(Email, "guest@example.com"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	plain, own, wrong := tok(scope.Grant{Level: "hotel", ID: "acme-paris"}), tok(within("acme")), tok(within("initech"))
+	if own == plain || own == wrong || plain == wrong {
+		t.Errorf("tokens of plain, own-path and wrong-path grants coincide: %s %s %s", plain, own, wrong)
+	}
+	if withRole := tok(within("acme", "front_desk")); withRole != own {
+		t.Errorf("a role bound to the grant changed the tenant's token: %s != %s", withRole, own)
+	}
+}

@@ -17,6 +17,21 @@
 // column each level lives in, so a chain grant admits every hotel of the
 // chain while a hotel grant admits only that hotel.
 //
+// A grant may be confined to ancestors (Grant.Within): the group path
+// /tenants/initech/hotels/acme-paris grants "hotel acme-paris within chain
+// initech", which admits a row only if the row's hotel is acme-paris and its
+// chain is initech. It is not the plain grant of acme-paris: Has and
+// GrantsAt do not report it, and it is part of GrantJSON (and so of the
+// redaction tenant key). Every level it names must agree with the data; a
+// path whose ancestors disagree grants nothing.
+//
+// Roles belong to grants (Grant.Roles): the roles the identity provider gave
+// the caller for that tenant. The scope's effective roles (Roles, HasRole),
+// which decide what package redact reveals, are those bound to every grant:
+// where it is not known which grant covers a row, the most restrictive
+// choice, so a role given for one tenant never reveals another's data.
+// GrantRoles reports the roles of one grant.
+//
 // Unit tests of tool code that need a scope use package scope/scopetest,
 // which refuses to work outside a test binary.
 package scope

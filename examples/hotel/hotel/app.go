@@ -100,10 +100,18 @@ var Redaction = redact.Config{
 }
 
 // Mapping is how the example maps token groups to grants: Keycloak-style
-// group paths.
+// group paths. A hotel group grants the hotel within its chain
+// (/tenants/initech/hotels/acme-paris reaches nothing, since acme-paris is
+// acme's); a role-suffixed group binds the role to that grant
+// (/tenants/acme/hotels/acme-paris/front_desk), and the roles claim binds
+// only when the token has a single grant (see claims.Mapping).
 var Mapping = claims.Mapping{
-	Patterns: []string{"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}", "tenant:{chain}"},
-	Levels:   []string{LevelChain, LevelHotel},
+	Patterns: []string{
+		"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}", "tenant:{chain}",
+		"/tenants/{chain}/roles/" + claims.RolePlaceholder,
+		"/tenants/{chain}/hotels/{hotel}/" + claims.RolePlaceholder,
+	},
+	Levels: []string{LevelChain, LevelHotel},
 }
 
 // New builds the server: database, verifier, tools, and the listener

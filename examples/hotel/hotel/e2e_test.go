@@ -497,3 +497,127 @@ func firstRoomAndGuest(d *hotel.Data, hotelID string) (room, guest int64) {
 	}
 	return room, guest
 }
+
+// contactOf returns a non-cancelled booking of hotel and its guest's e-mail
+// and phone.
+func contactOf(t *testing.T, d *hotel.Data, hotelID string) (int64, string, string) {
+	t.Helper()
+	for _, b := range d.Bookings {
+		if d.HotelOfBooking(b.ID) == hotelID && b.Status != "cancelled" {
+			g := d.Guests[b.GuestID-1]
+			return b.ID, g.Email, g.Phone
+		}
+	}
+	t.Fatalf("seed has no booking at %s", hotelID)
+	return 0, "", ""
+}
+
+// TestGrantRolesRevealOnlyTheirTenant (issue 13 §2): a role reveals PII of
+// the tenant it was given for, not of every tenant the token reaches.
+// Groups [/tenants/acme/hotels/acme-paris, /tenants/globex] with the roles
+// claim [front_desk] used to show globex guests' e-mails and phones raw.
+func TestGrantRolesRevealOnlyTheirTenant(t *testing.T) {
+	h := start(t, false)
+	checkGrantRoles(t, h, h.app.Data)
+}
+
+func checkGrantRoles(t *testing.T, h *harness, d *hotel.Data) {
+	globexHotel := d.HotelsOf("globex")[0]
+	gBooking, gEmail, gPhone := contactOf(t, d, globexHotel)
+	pBooking, pEmail, pPhone := contactOf(t, d, "acme-paris")
+	mint := func(groups, roles []string) *mcp.ClientSession {
+		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "dora", Groups: groups, Roles: roles, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.connect(t, tok)
+	}
+	shows := func(cs *mcp.ClientSession, booking int64, secrets ...string) bool {
+		t.Helper()
+		_, res := call[hotel.BookingDetail](t, cs, "get_booking", map[string]any{"id": booking})
+		if res.IsError {
+			t.Fatalf("get_booking %d: %s", booking, text(res))
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		for _, s := range secrets {
+			if strings.Contains(string(raw), s) || strings.Contains(text(res), s) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		name          string
+		groups, roles []string
+		paris, globex bool // whose contact details may show
+	}{
+		{"roles claim, two grants", []string{"/tenants/acme/hotels/acme-paris", "/tenants/globex"}, []string{"front_desk"}, false, false},
+		{"role-suffixed hotel group + plain chain", []string{"/tenants/acme/hotels/acme-paris/front_desk", "/tenants/globex"}, []string{"front_desk"}, false, false},
+		{"role on each grant", []string{"/tenants/acme/hotels/acme-paris/front_desk", "/tenants/globex/roles/front_desk"}, nil, true, true},
+		{"control: role-suffixed hotel group alone", []string{"/tenants/acme/hotels/acme-paris/front_desk"}, nil, true, false},
+		{"control: roles claim with one grant", []string{"/tenants/acme/hotels/acme-paris"}, []string{"front_desk"}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := mint(tc.groups, tc.roles)
+			if got := shows(cs, pBooking, pEmail, pPhone); got != tc.paris {
+				t.Errorf("acme-paris guest contact shown = %v, want %v", got, tc.paris)
+			}
+			if len(tc.groups) == 1 {
+				return // globex is out of scope: get_booking would be not found
+			}
+			if got := shows(cs, gBooking, gEmail, gPhone); got != tc.globex {
+				t.Errorf("globex guest contact shown = %v, want %v", got, tc.globex)
+			}
+		})
+	}
+}
+
+// TestGroupPathAncestorsMustMatch (issue 13 §1): a hotel group names its
+// chain, and a chain that is not the hotel's grants nothing:
+// /tenants/initech/hotels/acme-paris reads none of acme-paris's bookings.
+func TestGroupPathAncestorsMustMatch(t *testing.T) {
+	h := start(t, false)
+	checkGroupPathAncestors(t, h, h.app.Data)
+}
+
+func checkGroupPathAncestors(t *testing.T, h *harness, d *hotel.Data) {
+	booking, _, _ := contactOf(t, d, "acme-paris")
+	list := func(group string) (int, *mcp.CallToolResult) {
+		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{group}, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := h.connect(t, tok)
+		_, res := call[hotel.BookingDetail](t, cs, "get_booking", map[string]any{"id": booking})
+		out, lres := call[hotel.RevenueOut](t, cs, "revenue_report", map[string]any{"from": "2000-01-01", "to": "2100-01-01"})
+		if lres.IsError {
+			t.Fatalf("revenue_report as %s: %s", group, text(lres))
+		}
+		return int(out.BookingCount), res
+	}
+	if n, res := list("/tenants/acme/hotels/acme-paris"); res.IsError || n == 0 {
+		t.Fatalf("control: the true path reads nothing (%d bookings; %s)", n, text(res))
+	}
+	room, guest := firstRoomAndGuest(d, "acme-paris")
+	for _, g := range []string{"/tenants/initech/hotels/acme-paris", "/tenants/globex/hotels/acme-paris"} {
+		n, res := list(g)
+		if !res.IsError {
+			t.Errorf("%s: get_booking of an acme-paris booking succeeded", g)
+		}
+		if n != 0 {
+			t.Errorf("%s: revenue report counts %d bookings, want 0", g, n)
+		}
+		// Writes: no booking under acme-paris's rooms, no cancellation.
+		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{g}, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := h.connect(t, tok)
+		if _, res := call[hotel.CreatedOut](t, cs, "create_booking", map[string]any{"room_id": room, "guest_id": guest, "check_in": "2027-07-01", "check_out": "2027-07-02"}); !res.IsError {
+			t.Errorf("%s: create_booking in acme-paris succeeded", g)
+		}
+		if _, res := call[hotel.CancelledOut](t, cs, "cancel_booking", map[string]any{"id": booking}); !res.IsError {
+			t.Errorf("%s: cancel_booking of an acme-paris booking succeeded", g)
+		}
+	}
+}

@@ -113,6 +113,9 @@ func TestLiveMySQL(t *testing.T) {
 // runLive runs the isolation end-to-end checks against a server on dsn.
 func runLive(t *testing.T, dsn string, d *hotel.Data) {
 	h := startWith(t, hotel.Config{DB: dsn}, d)
+	// Issue 13: grants hold along the whole group path, roles per grant.
+	t.Run("group path ancestors", func(t *testing.T) { checkGroupPathAncestors(t, h, d) })
+	t.Run("roles per grant", func(t *testing.T) { checkGrantRoles(t, h, d) })
 	alice := h.allBookings(t, h.connect(t, h.tokenFor(t, "alice")))
 	bob := h.allBookings(t, h.connect(t, h.tokenFor(t, "bob")))
 	carol := h.allBookings(t, h.connect(t, h.tokenFor(t, "carol")))

@@ -10,6 +10,7 @@ import (
 	sq "github.com/Masterminds/squirrel"
 
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -25,6 +26,18 @@ type Frag struct {
 
 // ToSql implements squirrel.Sqlizer.
 func (f Frag) ToSql() (string, []any, error) { return f.SQL, f.Args, nil }
+
+// Row joins fragments into a row value "(a, b)" with their args in order.
+func Row(xs []Frag) Frag {
+	var r Frag
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = x.SQL
+		r.Args = append(r.Args, x.Args...)
+	}
+	r.SQL = "(" + strings.Join(parts, ", ") + ")"
+	return r
+}
 
 // IsZero reports whether f holds no SQL.
 func (f Frag) IsZero() bool { return f.SQL == "" }
@@ -69,6 +82,11 @@ type Dialect interface {
 	// granted at level lvl. x is a column reference or a bound value; its
 	// args must stay in textual order in the result.
 	InScope(x Frag, lvl *sqlast.Level, doc string) Frag
+	// InTuples returns a condition true exactly when the values xs (one per
+	// level of sh, in sh's order) equal, all together, one of the tuples
+	// granted with shape sh: the ids of a grant confined to ancestors. xs
+	// are column references; their args stay in textual order.
+	InTuples(xs []Frag, sh Shape, doc string) Frag
 	// NeedsTx reports whether each guarded statement must run in a
 	// transaction that first calls Session.
 	NeedsTx() bool
@@ -152,23 +170,63 @@ type Result struct {
 type Scope struct {
 	// Doc is bound as the single scope parameter.
 	Doc string
-	// Active lists the schema levels with at least one valid id, in
+	// Active lists the schema levels with at least one valid plain id, in
 	// schema order. The guard tests only these.
 	Active []*sqlast.Level
+	// Shapes lists the shapes of the grants confined to ancestors, sorted
+	// by key: each is tested as a whole tuple.
+	Shapes []Shape
 }
 
-// Has reports whether lvl holds at least one valid id.
+// Shape is the set of levels a grant confined to ancestors names (its own
+// level and its ancestors'), in schema order. Its tuples sit in the scope
+// document under Key, the level names joined by '/' (never a level name,
+// which has no '/'): {"chain/hotel":[["initech","acme-paris"]]}, each tuple's
+// ids typed like the plain ids of their levels.
+type Shape struct {
+	Key    string
+	Levels []*sqlast.Level
+}
+
+// ShapeSep separates the level names of a Shape's key.
+const ShapeSep = "/"
+
+// Has reports whether lvl holds at least one valid plain id.
 func (s Scope) Has(lvl *sqlast.Level) bool { return slices.Contains(s.Active, lvl) }
 
 // EncodeScope builds the typed scope document for the schema's levels
 // from the scope's grants. Grant ids that are not valid for their level's
 // key kind are dropped; so are grants at levels the schema does not have.
+// A grant confined to ancestors becomes a tuple of its Shape, holding a
+// value for every level the grant names; if any of them is not a level of
+// the schema or not a valid id of its level, the grant is dropped whole:
+// a condition that cannot be checked is never left out.
 func EncodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 	var b strings.Builder
 	b.WriteByte('{')
 	out := Scope{}
+	n := 0
+	entry := func(key string, vals []string) {
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		name, _ := json.Marshal(key)
+		b.Write(name)
+		b.WriteString(":[")
+		b.WriteString(strings.Join(vals, ","))
+		b.WriteByte(']')
+	}
 	for _, l := range levels {
 		ids := s.GrantsAt(l.Name)
+		if guardfault.AncestorsIgnored() { // test-only mutation: see package guardfault
+			ids = nil
+			for _, g := range s.Grants() {
+				if g.Level == l.Name {
+					ids = append(ids, g.ID)
+				}
+			}
+		}
 		var vals []string
 		switch l.Key {
 		case sqlast.IntKey:
@@ -184,28 +242,148 @@ func EncodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 			}
 		case sqlast.TextKey:
 			for _, id := range ids {
-				js, err := json.Marshal(id)
-				if err == nil {
-					vals = append(vals, string(js))
+				if v, ok := encodeID(l, id); ok {
+					vals = append(vals, v)
 				}
 			}
 		}
 		if len(vals) == 0 {
 			continue
 		}
-		if len(out.Active) > 0 {
-			b.WriteByte(',')
-		}
-		name, _ := json.Marshal(l.Name)
-		b.Write(name)
-		b.WriteString(":[")
-		b.WriteString(strings.Join(vals, ","))
-		b.WriteByte(']')
+		entry(l.Name, vals)
 		out.Active = append(out.Active, l)
+	}
+	if s.Plain() {
+		b.WriteByte('}')
+		out.Doc = b.String()
+		return out
+	}
+	shapes := map[string]*Shape{}
+	tuples := map[string][]string{}
+	for _, g := range s.Grants() {
+		if g.Plain() || guardfault.AncestorsIgnored() {
+			continue
+		}
+		key, sh, tuple, ok := encodeTuple(levels, g)
+		if !ok {
+			continue
+		}
+		if shapes[key] == nil {
+			shapes[key] = &sh
+		}
+		tuples[key] = append(tuples[key], tuple)
+	}
+	keys := make([]string, 0, len(shapes))
+	for k := range shapes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		ts := tuples[k]
+		slices.Sort(ts)
+		entry(k, slices.Compact(ts))
+		out.Shapes = append(out.Shapes, *shapes[k])
 	}
 	b.WriteByte('}')
 	out.Doc = b.String()
 	return out
+}
+
+// encodeID renders id as the JSON value of a plain or tuple id of l.
+func encodeID(l *sqlast.Level, id string) (string, bool) {
+	switch l.Key {
+	case sqlast.IntKey:
+		n, ok := CanonicalInt(id)
+		if !ok {
+			return "", false
+		}
+		return strconv.FormatInt(n, 10), true
+	case sqlast.TextKey:
+		js, err := json.Marshal(id)
+		return string(js), err == nil
+	}
+	return "", false
+}
+
+// encodeTuple renders a grant confined to ancestors as a JSON array of its
+// ids in schema level order, with its shape.
+func encodeTuple(levels []*sqlast.Level, g scope.Grant) (string, Shape, string, bool) {
+	byName := map[string]string{g.Level: g.ID}
+	for _, w := range g.Within {
+		if _, dup := byName[w.Level]; dup {
+			return "", Shape{}, "", false
+		}
+		byName[w.Level] = w.ID
+	}
+	var (
+		sh   Shape
+		vals []string
+		keys []string
+	)
+	for _, l := range levels {
+		id, ok := byName[l.Name]
+		if !ok {
+			continue
+		}
+		v, ok := encodeID(l, id)
+		if !ok {
+			return "", Shape{}, "", false
+		}
+		delete(byName, l.Name)
+		sh.Levels = append(sh.Levels, l)
+		keys = append(keys, l.Name)
+		vals = append(vals, v)
+	}
+	if len(byName) > 0 { // a level the schema does not have: uncheckable
+		return "", Shape{}, "", false
+	}
+	sh.Key = strings.Join(keys, ShapeSep)
+	return sh.Key, sh, "[" + strings.Join(vals, ",") + "]", true
+}
+
+// ShapeTuples extracts the tuples of sh from a scope document as one Go
+// slice per level ([]int64 or []string), position i of every slice making
+// tuple i. A tuple that does not fit sh is skipped whole; a document that
+// does not parse (it always does: EncodeScope writes it) yields no tuples.
+func ShapeTuples(doc string, sh Shape) []any {
+	var all map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(doc), &all)
+	var ts [][]json.RawMessage
+	_ = json.Unmarshal(all[sh.Key], &ts)
+	ints := make([][]int64, len(sh.Levels))
+	texts := make([][]string, len(sh.Levels))
+next:
+	for _, t := range ts {
+		if len(t) != len(sh.Levels) {
+			continue
+		}
+		ns := make([]int64, len(t))
+		ss := make([]string, len(t))
+		for i, l := range sh.Levels {
+			var err error
+			if l.Key == sqlast.IntKey {
+				err = json.Unmarshal(t[i], &ns[i])
+			} else {
+				err = json.Unmarshal(t[i], &ss[i])
+			}
+			if err != nil {
+				continue next
+			}
+		}
+		for i := range sh.Levels {
+			ints[i] = append(ints[i], ns[i])
+			texts[i] = append(texts[i], ss[i])
+		}
+	}
+	cols := make([]any, len(sh.Levels))
+	for i, l := range sh.Levels {
+		if l.Key == sqlast.IntKey {
+			cols[i] = append([]int64{}, ints[i]...)
+		} else {
+			cols[i] = append([]string{}, texts[i]...)
+		}
+	}
+	return cols
 }
 
 // CanonicalInt parses s as a decimal int64 written canonically: no sign

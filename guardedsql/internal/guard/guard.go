@@ -200,24 +200,63 @@ func (r *renderer) guardRef(ref *sqlast.Ref) (dialect.Frag, error) {
 	return r.readGuard(ref.Table, ref.Alias), nil
 }
 
+// term is one disjunct of a table's read guard: a plain level tested at
+// its anchor, or a shape of grants confined to ancestors, tested as one
+// tuple over the anchors of all its levels, so that a grant admits a row
+// only where every level it names agrees with the data.
+type term struct {
+	anchors []sqlast.Anchor // one per level of the term, in shape order
+	shape   *dialect.Shape  // nil for a plain level
+}
+
+// depth is the number of parent hops the term reads through.
+func (tm term) depth() int {
+	d := 0
+	for _, a := range tm.anchors {
+		d = max(d, len(a.Hops))
+	}
+	return d
+}
+
+// ownLevelCol reports whether the term reads one of t's own level columns
+// (not a foreign-key shortcut to a parent's).
+func (tm term) ownLevelCol(t *sqlast.Table) bool {
+	return slices.ContainsFunc(tm.anchors, func(a sqlast.Anchor) bool { return len(a.Hops) == 0 && t.LevelOf(a.Col) != nil })
+}
+
+// render renders the term, reading each anchor at the column colOf names.
+func (r *renderer) render(tm term, colOf func(sqlast.Anchor) string) dialect.Frag {
+	if tm.shape == nil {
+		a := tm.anchors[0]
+		return r.inScope(dialect.Frag{SQL: colOf(a)}, a.Level)
+	}
+	xs := make([]dialect.Frag, len(tm.anchors))
+	for i, a := range tm.anchors {
+		xs[i] = dialect.Frag{SQL: colOf(a)}
+	}
+	r.usedScope = true
+	return r.d.InTuples(xs, *tm.shape, r.sc.Doc)
+}
+
 // readGuard is true for a row of t (under alias) that lies under one of the
 // scope's grants: one of its own level columns holds a granted id, or its
-// scope parent chain reaches a column that does.
+// scope parent chain reaches a column that does; for a grant confined to
+// ancestors, every level it names holds the grant's id at once.
 func (r *renderer) readGuard(t *sqlast.Table, alias string) dialect.Frag {
 	if guardfault.Dropped(t.Name) || r.opt.EngineEnforcesReads {
 		return fragTrue
 	}
-	own, path, deep := r.activeAnchors(t)
+	own, path, deep := r.activeTerms(t)
 	if len(own) == 0 && len(path) == 0 {
 		return fragFalse
 	}
 	var f fb
 	f.s("(")
-	for i, a := range own {
+	for i, tm := range own {
 		if i > 0 {
 			f.s(" OR ")
 		}
-		f.frag(r.inScope(dialect.Frag{SQL: r.col(alias, a.Col)}, a.Level))
+		f.frag(r.render(tm, func(a sqlast.Anchor) string { return r.col(alias, a.Col) }))
 	}
 	if len(path) > 0 {
 		if len(own) > 0 {
@@ -229,26 +268,50 @@ func (r *renderer) readGuard(t *sqlast.Table, alias string) dialect.Frag {
 	return f.done()
 }
 
-// activeAnchors splits t's anchors at levels the scope holds ids at into
-// those read on t itself (own level columns and foreign-key shortcuts) and
-// those read along the parent chain, and returns the chain depth needed.
-func (r *renderer) activeAnchors(t *sqlast.Table) (own, path []sqlast.Anchor, deep int) {
-	for _, a := range t.Anchors {
-		if !r.sc.Has(a.Level) {
-			continue
-		}
-		if len(a.Hops) == 0 {
-			own = append(own, a)
+// activeTerms splits t's terms for the scope into those read on t itself
+// (own level columns and foreign-key shortcuts) and those read along the
+// parent chain, and returns the chain depth needed. A plain level counts
+// when the scope holds ids at it; a shape when t has an anchor for every
+// one of its levels (otherwise the grants of that shape cannot be checked
+// on t and admit none of its rows).
+//
+// Invariant: a grant confined to ancestors is only ever tested as its whole
+// tuple; none of its ids is tested on its own level (dialect.Scope.Active
+// holds plain grants only).
+func (r *renderer) activeTerms(t *sqlast.Table) (own, path []term, deep int) {
+	add := func(tm term) {
+		if d := tm.depth(); d == 0 {
+			own = append(own, tm)
 		} else {
-			path = append(path, a)
-			deep = max(deep, len(a.Hops))
+			path = append(path, tm)
+			deep = max(deep, d)
 		}
+	}
+	for _, a := range t.Anchors {
+		if r.sc.Has(a.Level) {
+			add(term{anchors: []sqlast.Anchor{a}})
+		}
+	}
+shapes:
+	for i := range r.sc.Shapes {
+		sh := &r.sc.Shapes[i]
+		tm := term{shape: sh}
+		for _, l := range sh.Levels {
+			k := slices.IndexFunc(t.Anchors, func(a sqlast.Anchor) bool { return a.Level == l })
+			if k < 0 {
+				continue shapes
+			}
+			tm.anchors = append(tm.anchors, t.Anchors[k])
+		}
+		add(tm)
 	}
 	return own, path, deep
 }
 
-// pathPred follows t's parent chain deep hops and tests the path anchors.
-func (r *renderer) pathPred(t *sqlast.Table, alias string, path []sqlast.Anchor, deep int) dialect.Frag {
+// pathPred follows t's parent chain deep hops and tests the path terms. A
+// shape term that also reads one of t's own columns refers to alias from
+// inside the subquery (correlated); all others keep it uncorrelated.
+func (r *renderer) pathPred(t *sqlast.Table, alias string, path []term, deep int) dialect.Frag {
 	hops := t.Chain[:deep]
 	as := make([]string, deep)
 	for i := range as {
@@ -260,15 +323,26 @@ func (r *renderer) pathPred(t *sqlast.Table, alias string, path []sqlast.Anchor,
 		h := hops[i]
 		from.WriteString(" JOIN " + r.q(h.To.Name) + " AS " + r.q(as[i]) + " ON " + r.eqs(as[i], h.RefCols, as[i-1], h.Cols))
 	}
+	first := hops[0]
 	var cond fb
-	for i, a := range path {
+	for i, tm := range path {
 		if i > 0 {
 			cond.s(" OR ")
 		}
-		cond.frag(r.inScope(dialect.Frag{SQL: r.col(as[len(a.Hops)-1], a.Col)}, a.Level))
+		cond.frag(r.render(tm, func(a sqlast.Anchor) string {
+			if len(a.Hops) > 0 {
+				return r.col(as[len(a.Hops)-1], a.Col)
+			}
+			// A foreign-key column of the first hop equals the parent's
+			// key it references: read that, keeping the subquery
+			// uncorrelated (rooms.hotel_id is hotels.id).
+			if k := slices.Index(first.Cols, a.Col); k >= 0 {
+				return r.col(as[0], first.RefCols[k])
+			}
+			return r.col(alias, a.Col)
+		}))
 	}
 	c := cond.done()
-	first := hops[0]
 	var f fb
 	switch r.d.PathStyle() {
 	case dialect.PathExists:
@@ -553,11 +627,11 @@ func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
 		if t.Global || guardfault.Dropped(t.Name) {
 			continue
 		}
-		own, path, deep := r.activeAnchors(t)
+		own, path, deep := r.activeTerms(t)
 		if len(own)+len(path) == 0 || t.Parent == nil {
 			continue
 		}
-		if slices.ContainsFunc(own, func(a sqlast.Anchor) bool { return t.LevelOf(a.Col) != nil }) {
+		if slices.ContainsFunc(append(own, path...), func(tm term) bool { return tm.ownLevelCol(t) }) {
 			continue // own level columns: keep "own OR path" exact
 		}
 		fk := t.Parent
@@ -620,7 +694,7 @@ func addEqs(into map[[2]colKey]bool, p sqlast.Pred) {
 // with the level condition for WHERE.
 func (r *renderer) pathJoin(ref *sqlast.Ref) ([]dialect.Frag, dialect.Frag) {
 	t := ref.Table
-	own, path, deep := r.activeAnchors(t)
+	own, path, deep := r.activeTerms(t)
 	as := make([]string, deep)
 	var joins []dialect.Frag
 	prev := ref.Alias
@@ -629,19 +703,19 @@ func (r *renderer) pathJoin(ref *sqlast.Ref) ([]dialect.Frag, dialect.Frag) {
 		joins = append(joins, dialect.Frag{SQL: "JOIN " + r.q(h.To.Name) + " AS " + r.q(as[i]) + " ON " + r.eqs(as[i], h.RefCols, prev, h.Cols)})
 		prev = as[i]
 	}
+	colOf := func(a sqlast.Anchor) string {
+		if len(a.Hops) == 0 {
+			return r.col(ref.Alias, a.Col)
+		}
+		return r.col(as[len(a.Hops)-1], a.Col)
+	}
 	var f fb
 	f.s("(")
-	for i, a := range own {
+	for i, tm := range append(own, path...) {
 		if i > 0 {
 			f.s(" OR ")
 		}
-		f.frag(r.inScope(dialect.Frag{SQL: r.col(ref.Alias, a.Col)}, a.Level))
-	}
-	for i, a := range path {
-		if i > 0 || len(own) > 0 {
-			f.s(" OR ")
-		}
-		f.frag(r.inScope(dialect.Frag{SQL: r.col(as[len(a.Hops)-1], a.Col)}, a.Level))
+		f.frag(r.render(tm, colOf))
 	}
 	f.s(")")
 	return joins, f.done()
@@ -832,7 +906,10 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 	return Plan{Kind: Select, Steps: []Step{{SQL: text, Args: args}}}, nil
 }
 
-// valueInScope is true when the bound value v is a granted id at lvl.
+// valueInScope is true when the bound value v is a granted id at lvl: a
+// plain grant's. A grant confined to ancestors never makes a bare value of
+// one of its levels grantable (it holds only together with the others), so
+// writing such a value needs a plain grant.
 func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) dialect.Frag {
 	if !r.sc.Has(lvl) {
 		return fragFalse

@@ -44,6 +44,12 @@
 // are sized to hold the longest id package scope admits, so nothing is
 // truncated.
 //
+// Grants confined to ancestors ("hotel 12 within chain acme") are tuples
+// of the document under a shape key ({"chain/hotel":[["acme",12]]}),
+// tested as a row IN over one JSON_TABLE with a column per level ('$[0]',
+// '$[1]', typed as above), plus, when a level is text, the same row IN over
+// the VARBINARY columns for an exact match.
+//
 // No WITH prelude is used: MariaDB before 11 does not accept WITH before
 // UPDATE or DELETE, so each scope test carries its own parameter.
 //
@@ -144,6 +150,56 @@ func (d Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, doc string) dialect.
 			" AND CAST(" + x.SQL + " AS BINARY) IN " + expand("VARBINARY("+idWidth+")") + ")",
 		Args: args,
 	}
+}
+
+// InTuples implements dialect.Dialect: a row-value IN over JSON_TABLE rows
+// of the shape's tuples, typed like InScope's columns, and for text levels
+// a second one on the binary values, which makes the match exact as in
+// InScope.
+func (d Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, doc string) dialect.Frag {
+	// sh.Key is built from validated lower-case identifiers and '/'.
+	path := `'$."` + sh.Key + `"[*]'`
+	table := func(binary bool) string {
+		var cols, sel []string
+		for i, l := range sh.Levels {
+			c := "`c" + strconv.Itoa(i) + "`"
+			typ := "BIGINT"
+			if l.Key == sqlast.TextKey {
+				if binary {
+					typ = "VARBINARY(" + idWidth + ")"
+				} else {
+					typ = "VARCHAR(" + idWidth + ")"
+					if cs := d.Charsets[l.Name]; cs != "" {
+						typ += " " + cs
+					}
+				}
+			}
+			cols = append(cols, c+" "+typ+" PATH '$["+strconv.Itoa(i)+"]'")
+			sel = append(sel, "`_tms`."+c)
+		}
+		return "(SELECT " + strings.Join(sel, ", ") + " FROM JSON_TABLE(?, " + path + " COLUMNS (" + strings.Join(cols, ", ") + ")) AS `_tms`)"
+	}
+	var lhs, lhsBin []string
+	var args, argsBin []any
+	text := false
+	for i, x := range xs {
+		lhs = append(lhs, x.SQL)
+		args = append(args, x.Args...)
+		if sh.Levels[i].Key == sqlast.TextKey {
+			text = true
+			lhsBin = append(lhsBin, "CAST("+x.SQL+" AS BINARY)")
+		} else {
+			lhsBin = append(lhsBin, x.SQL)
+		}
+		argsBin = append(argsBin, x.Args...)
+	}
+	args = append(args, doc)
+	sql := "(" + strings.Join(lhs, ", ") + ") IN " + table(false)
+	if text {
+		args = append(append(args, argsBin...), doc)
+		sql = "(" + sql + " AND (" + strings.Join(lhsBin, ", ") + ") IN " + table(true) + ")"
+	}
+	return dialect.Frag{SQL: sql, Args: args}
 }
 
 // LevelCharsets reads from information_schema the character set and

@@ -47,6 +47,17 @@
 // policy) and use only leakproof equality, so PostgreSQL may use them as
 // index conditions.
 //
+// Grants confined to ancestors ("hotel 12 within chain acme") sit in the
+// document as tuples under a shape key ({"chain/hotel":[["acme",12]]}).
+// Since the policies are generated before any scope is known, each table's
+// policy has one more term per set of two or more levels the table reaches
+// (up to MaxShapeLevels levels): the row's anchors of those levels, read
+// together along the same foreign-key path, must equal one of the tuples
+// (a row IN over jsonb_array_elements of the shape, again uncorrelated
+// unless the table itself carries one of the levels). A shape the caller
+// has no grants of is an empty set. The guard binds the same tuples as one
+// typed array per level, zipped by unnest.
+//
 // # Limits
 //
 // Level columns must be of an integer type (integer levels, compared as
@@ -163,6 +174,24 @@ func (Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, doc string) dialect.Fr
 	}
 	args := append(append([]any(nil), x.Args...), ids)
 	return dialect.Frag{SQL: x.SQL + " = ANY (?::" + cast + ")", Args: args}
+}
+
+// InTuples implements dialect.Dialect. The shape's tuples are bound as one
+// typed array per level and zipped by unnest, again independent of the
+// session setting.
+func (Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, doc string) dialect.Frag {
+	row := dialect.Row(xs)
+	casts := make([]string, len(sh.Levels))
+	for i, l := range sh.Levels {
+		casts[i] = "?::text[]"
+		if l.Key == sqlast.IntKey {
+			casts[i] = "?::bigint[]"
+		}
+	}
+	return dialect.Frag{
+		SQL:  row.SQL + " IN (SELECT * FROM unnest(" + strings.Join(casts, ", ") + "))",
+		Args: append(row.Args, dialect.ShapeTuples(doc, sh)...),
+	}
 }
 
 // levelIDs extracts the ids of one level from the scope document as the

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
@@ -119,11 +120,17 @@ func (pg *policyGen) col(alias, c string) string {
 	return pg.d.Quote(alias) + "." + pg.d.Quote(c)
 }
 
+// doc is the scope document the policies read: the one place it is
+// obtained. nullif turns the empty string a finished transaction leaves
+// behind into NULL, whose id sets and tuple sets are empty.
+func (pg *policyGen) doc() string {
+	return "nullif(current_setting(" + literal(pg.d.Setting()) + ", true), '')::jsonb"
+}
+
 // ids is the level's id set read from the setting: an uncorrelated ARRAY
-// sublink, evaluated once per statement. nullif turns the empty string a
-// finished transaction leaves behind into NULL, whose id set is empty.
+// sublink, evaluated once per statement.
 func (pg *policyGen) ids(lvl *sqlast.Level) string {
-	doc := "nullif(current_setting(" + literal(pg.d.Setting()) + ", true), '')::jsonb -> " + literal(lvl.Name)
+	doc := pg.doc() + " -> " + literal(lvl.Name)
 	if lvl.Key == sqlast.IntKey {
 		return "ARRAY(SELECT _e::bigint FROM jsonb_array_elements_text(" + doc + ") AS _e)"
 	}
@@ -138,7 +145,114 @@ func (pg *policyGen) tableExpr(t *sqlast.Table) string {
 	for _, a := range t.Anchors {
 		deep = max(deep, len(a.Hops))
 	}
-	return pg.at(t, "", 0, deep)
+	expr := pg.at(t, "", 0, deep)
+	shapes := pg.shapeTerms(t)
+	if len(shapes) == 0 {
+		return expr
+	}
+	if !strings.HasPrefix(expr, "(") || !strings.HasSuffix(expr, ")") {
+		expr = "(" + expr + ")"
+	}
+	return "(" + expr + " OR " + strings.Join(shapes, " OR ") + ")"
+}
+
+// MaxShapeLevels bounds the anchored levels of a table for which the policy
+// enumerates the shapes of grants confined to ancestors (2^n - n - 1 terms);
+// grants naming more levels than this admit no rows of such a table under
+// row-level security.
+const MaxShapeLevels = 6
+
+// shapeTerms returns one term per shape a grant confined to ancestors can
+// have on t: every set of two or more of t's anchored levels, in schema
+// order. A shape's term is true for a row whose anchors, read all at once,
+// equal one of the shape's tuples in the setting (under the key the levels'
+// names joined by '/', see dialect.Shape), so every level a grant names
+// must agree with the row. The setting holds tuples only for the shapes the
+// caller's grants have; the others are empty sets.
+func (pg *policyGen) shapeTerms(t *sqlast.Table) []string {
+	as := t.Anchors
+	if len(as) > MaxShapeLevels {
+		as = as[:MaxShapeLevels]
+	}
+	var out []string
+	for mask := 1; mask < 1<<len(as); mask++ {
+		var sub []sqlast.Anchor
+		for i := range as {
+			if mask&(1<<i) != 0 {
+				sub = append(sub, as[i])
+			}
+		}
+		if len(sub) < 2 {
+			continue
+		}
+		out = append(out, pg.shapeTerm(t, sub))
+	}
+	return out
+}
+
+// shapeTerm is the term of one shape (anchors in schema level order).
+func (pg *policyGen) shapeTerm(t *sqlast.Table, anchors []sqlast.Anchor) string {
+	deep := 0
+	names := make([]string, len(anchors))
+	for i, a := range anchors {
+		deep = max(deep, len(a.Hops))
+		names[i] = a.Level.Name
+	}
+	var vals []string
+	for i, a := range anchors {
+		v := "_t ->> " + fmt.Sprint(i)
+		if a.Level.Key == sqlast.IntKey {
+			v = "(" + v + ")::bigint"
+		}
+		vals = append(vals, v)
+	}
+	tuples := "SELECT " + strings.Join(vals, ", ") + " FROM jsonb_array_elements(" + pg.doc() + " -> " +
+		literal(strings.Join(names, "/")) + ") AS _t"
+	subs := make([]string, deep)
+	for i := range subs {
+		subs[i] = pg.alias()
+	}
+	cols := make([]string, len(anchors))
+	for i, a := range anchors {
+		k := -1
+		if deep > 0 {
+			k = slices.Index(t.Chain[0].Cols, a.Col)
+		}
+		switch {
+		case len(a.Hops) > 0:
+			cols[i] = pg.col(subs[len(a.Hops)-1], a.Col)
+		case k >= 0: // a foreign-key column of the first hop: its parent's key, uncorrelated
+			cols[i] = pg.col(subs[0], t.Chain[0].RefCols[k])
+		case deep > 0: // referred to from inside the path subquery
+			cols[i] = pg.col(t.Name, a.Col)
+		default:
+			cols[i] = pg.col("", a.Col)
+		}
+	}
+	test := "(" + strings.Join(cols, ", ") + ") IN (" + tuples + ")"
+	if deep == 0 {
+		return test
+	}
+	from := pg.d.Quote(t.Chain[0].To.Name) + " AS " + pg.d.Quote(subs[0])
+	for i := 1; i < deep; i++ {
+		h := t.Chain[i]
+		var on []string
+		for k := range h.Cols {
+			on = append(on, pg.col(subs[i], h.RefCols[k])+" = "+pg.col(subs[i-1], h.Cols[k]))
+		}
+		from += " JOIN " + pg.d.Quote(h.To.Name) + " AS " + pg.d.Quote(subs[i]) + " ON " + strings.Join(on, " AND ")
+	}
+	fk := t.Chain[0]
+	if len(fk.Cols) == 1 {
+		return pg.col("", fk.Cols[0]) + " = ANY (ARRAY(SELECT " + pg.col(subs[0], fk.RefCols[0]) + " FROM " + from + " WHERE " + test + "))"
+	}
+	lhs := make([]string, len(fk.Cols))
+	rhs := make([]string, len(fk.RefCols))
+	for i := range fk.Cols {
+		lhs[i] = pg.col("", fk.Cols[i])
+		rhs[i] = pg.col(subs[0], fk.RefCols[i])
+	}
+	return "(" + strings.Join(lhs, ", ") + ") IN (SELECT " + strings.Join(rhs, ", ") + " FROM " + from + " WHERE " + test + ")"
 }
 
 // at is the condition for the row of the table reached after depth hops of

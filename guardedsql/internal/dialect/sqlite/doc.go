@@ -14,5 +14,12 @@
 // uncorrelated IN form, which SQLite evaluates once per statement into an
 // ephemeral index and can use to drive an index on the foreign-key column.
 //
+// A grant confined to ancestors is a tuple of the document's shape key
+// ("chain/hotel"); the CTE yields it as one row whose "id" is the JSON
+// array, and the test is a row-value IN over json_extract of its elements:
+//
+//	("h"."chain_id", "h"."id") IN (SELECT json_extract("id", '$[0]'),
+//	    json_extract("id", '$[1]') FROM "_tm_scope" WHERE "lvl" = 'chain/hotel')
+//
 // The document is bound as TEXT: SQLite 3.45+ would read a BLOB as JSONB.
 package sqlite

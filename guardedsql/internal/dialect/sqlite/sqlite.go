@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	sq "github.com/Masterminds/squirrel"
@@ -57,6 +58,22 @@ func (Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, _ string) dialect.Frag
 	return dialect.Frag{
 		SQL:  x.SQL + ` IN (SELECT "id" FROM ` + ScopeTable + ` WHERE "lvl" = '` + lvl.Name + `')`,
 		Args: x.Args,
+	}
+}
+
+// InTuples implements dialect.Dialect: a row-value IN over the shape's
+// tuples, whose elements json_extract yields typed like json_each does
+// (INTEGER for numbers, TEXT for strings).
+func (Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, _ string) dialect.Frag {
+	row := dialect.Row(xs)
+	rhs := make([]string, len(xs))
+	for i := range xs {
+		rhs[i] = `json_extract("id", '$[` + strconv.Itoa(i) + `]')`
+	}
+	// sh.Key is built from validated lower-case identifiers and '/'.
+	return dialect.Frag{
+		SQL:  row.SQL + ` IN (SELECT ` + strings.Join(rhs, ", ") + ` FROM ` + ScopeTable + ` WHERE "lvl" = '` + sh.Key + `')`,
+		Args: row.Args,
 	}
 }
 
