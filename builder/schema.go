@@ -56,6 +56,10 @@ type TableDef struct {
 	Name        string
 	Columns     []string
 	PrimaryKey  []string
+	// Unique lists the table's unique constraints (and unique indexes),
+	// each as its columns. A scope-path foreign key must reference the
+	// primary key or one of these.
+	Unique      [][]string
 	ForeignKeys []ForeignKey
 	// Types optionally maps column names to declared SQL types. When a
 	// level column's type is known it must agree with the level's KeyType.

@@ -892,7 +892,12 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 		}
 	}
 	for _, lc := range t.LevelCols {
-		if t.FKCovering(lc.Col) != nil {
+		// Invariant: a level column's own check is skipped only when a
+		// tenant foreign key including it is fully non-NULL in the written
+		// row, so the referenced row (checked above) vouches for its value.
+		// With one part NULL the engine checks nothing (MATCH SIMPLE) and
+		// neither does the parent check, so the value is checked here.
+		if coveredByFK(t, lc.Col, vals) || guardfault.Off(guardfault.NullableFK) && t.FKCovering(lc.Col) != nil {
 			continue // the referenced row's guard covers it, hierarchy included
 		}
 		if insert && lc.Col == t.Identity {
@@ -929,6 +934,21 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 		}
 	}
 	return checks, viaFK, nil
+}
+
+// coveredByFK reports whether column c of t is part of a tenant foreign key
+// whose columns the written row sets, all of them non-NULL: only then does
+// the parent check vouch for c's value.
+func coveredByFK(t *sqlast.Table, c string, vals map[string]sqlast.Value) bool {
+	for _, fk := range t.TenantFKs() {
+		if !slices.Contains(fk.Cols, c) {
+			continue
+		}
+		if !slices.ContainsFunc(fk.Cols, func(fc string) bool { v, ok := vals[fc]; return !ok || v.V == nil }) {
+			return true
+		}
+	}
+	return false
 }
 
 func and(fs []dialect.Frag) dialect.Frag {

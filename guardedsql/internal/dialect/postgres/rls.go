@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -14,8 +16,12 @@ import (
 type Policy struct {
 	Table string
 	Name  string
-	// Expr is used for both USING and WITH CHECK.
+	// Expr is the USING expression: the row lies under a grant.
 	Expr string
+	// Check is the WITH CHECK expression: Expr, and every level column a
+	// composite foreign key might leave unchecked holds a granted id (see
+	// writeCheckExpr).
+	Check string
 	// Marker identifies the generated policy (namespace, generator
 	// version, hash of setting, table and expression); RLSDDL stores it,
 	// with a hash of the installed expressions, as the policy's comment.
@@ -33,11 +39,13 @@ func (d Dialect) Policies(g *sqlast.Schema) []Policy {
 		}
 		pg := &policyGen{d: d}
 		expr := pg.tableExpr(t)
-		sum := sha256.Sum256([]byte(d.Setting() + "\x00" + t.Name + "\x00" + expr))
+		check := pg.writeCheckExpr(t, expr)
+		sum := sha256.Sum256([]byte(d.Setting() + "\x00" + t.Name + "\x00" + expr + "\x00" + check))
 		out = append(out, Policy{
 			Table:  t.Name,
 			Name:   d.PolicyName(),
 			Expr:   expr,
+			Check:  check,
 			Marker: d.ns() + ":v1:" + hex.EncodeToString(sum[:12]),
 		})
 	}
@@ -65,7 +73,7 @@ func (d Dialect) RLSDDL(g *sqlast.Schema) []string {
 			"ALTER TABLE "+qt+" ENABLE ROW LEVEL SECURITY",
 			"ALTER TABLE "+qt+" FORCE ROW LEVEL SECURITY",
 			"DROP POLICY IF EXISTS "+qp+" ON "+qt,
-			"CREATE POLICY "+qp+" ON "+qt+" AS PERMISSIVE FOR ALL TO PUBLIC\n  USING ("+p.Expr+")\n  WITH CHECK ("+p.Expr+")",
+			"CREATE POLICY "+qp+" ON "+qt+" AS PERMISSIVE FOR ALL TO PUBLIC\n  USING ("+p.Expr+")\n  WITH CHECK ("+p.Check+")",
 		)
 		rels = append(rels, literal(qt))
 		markers = append(markers, literal(p.Marker))
@@ -139,6 +147,48 @@ func (pg *policyGen) tableExpr(t *sqlast.Table) string {
 		deep = max(deep, len(a.Hops))
 	}
 	return pg.at(t, "", 0, deep)
+}
+
+// writeCheckExpr is the WITH CHECK expression of t: expr, and for every
+// level column that only multi-column tenant foreign keys cover, the column
+// is NULL, holds a granted id, or one such key is fully non-NULL. With a
+// NULL part the engine does not check the key (MATCH SIMPLE), so nothing
+// else vouches for the column: without this term a writer whose grant the
+// row meets through another anchor could set the column to another
+// tenant's id, which that tenant's grant then reads. Tables without such
+// columns get expr unchanged.
+func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
+	if guardfault.Off(guardfault.NullableFK) {
+		return expr
+	}
+	var terms []string
+	for _, lc := range t.LevelCols {
+		var full []string
+		single := false
+		for _, fk := range t.TenantFKs() {
+			if !slices.Contains(fk.Cols, lc.Col) {
+				continue
+			}
+			if len(fk.Cols) == 1 {
+				single = true
+				break
+			}
+			nn := make([]string, len(fk.Cols))
+			for i, c := range fk.Cols {
+				nn[i] = pg.col("", c) + " IS NOT NULL"
+			}
+			full = append(full, "("+strings.Join(nn, " AND ")+")")
+		}
+		if single || len(full) == 0 {
+			continue // checked through its own key, or an anchor of expr
+		}
+		c := pg.col("", lc.Col)
+		terms = append(terms, "("+c+" IS NULL OR "+c+" = ANY ("+pg.ids(lc.Level)+") OR "+strings.Join(full, " OR ")+")")
+	}
+	if len(terms) == 0 {
+		return expr
+	}
+	return "(" + expr + " AND " + strings.Join(terms, " AND ") + ")"
 }
 
 // at is the condition for the row of the table reached after depth hops of
