@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -153,6 +154,17 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 			}
 		}
 		t.PK = slices.Clone(td.PrimaryKey)
+		for _, u := range td.Unique {
+			if len(u) == 0 {
+				return nil, schemaErr("table %q declares an empty unique key", td.Name)
+			}
+			for _, c := range u {
+				if !t.HasColumn(c) {
+					return nil, schemaErr("unique key column %s.%s is not a column", td.Name, c)
+				}
+			}
+			t.Unique = append(t.Unique, slices.Clone(u))
+		}
 		g.Tables[td.Name] = t
 		g.Names = append(g.Names, td.Name)
 	}
@@ -164,6 +176,9 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 		for _, fd := range td.ForeignKeys {
 			fk, err := resolveFK(g, t, fd)
 			if err != nil {
+				return nil, err
+			}
+			if err := checkFKTarget(fk); err != nil {
 				return nil, err
 			}
 			t.FKs = append(t.FKs, fk)
@@ -265,6 +280,28 @@ func resolveFK(g *sqlast.Schema, t *sqlast.Table, fd ForeignKey) (*sqlast.FK, er
 		}
 	}
 	return &sqlast.FK{From: t, Cols: slices.Clone(fd.Columns), To: to, RefCols: slices.Clone(ref)}, nil
+}
+
+// ErrFKTarget is wrapped (with ErrSchema) when a foreign key into a
+// tenant-bound table references columns that are neither its primary key
+// nor a unique key.
+var ErrFKTarget = fmt.Errorf("%w: foreign key into a tenant-bound table must reference a key", ErrSchema)
+
+// checkFKTarget refuses a foreign key into a tenant-bound table whose
+// referenced columns are not a key of that table.
+//
+// Invariant: every foreign key the guard follows (scope paths, and the
+// parent checks of writes) matches at most one referenced row. Otherwise a
+// tenant could create its own row with another tenant's key value (InnoDB
+// accepts a foreign key onto a plain index) and reach, or write under, the
+// other tenant's rows through it. The referenced table's declaration is
+// trusted here; Open compares it with the live catalog.
+func checkFKTarget(fk *sqlast.FK) error {
+	if fk.To.Global || fk.To.IsKey(fk.RefCols) || guardfault.Off(guardfault.PathKey) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s(%s) -> %s(%s): declare the primary key or a unique key (TableDef.Unique) on %s(%s), and create it in the database",
+		ErrFKTarget, fk.From.Name, strings.Join(fk.Cols, ","), fk.To.Name, strings.Join(fk.RefCols, ","), fk.To.Name, strings.Join(fk.RefCols, ","))
 }
 
 func pickParent(t *sqlast.Table, parent string) (*sqlast.FK, error) {

@@ -55,7 +55,9 @@ type Table struct {
 	Columns []string          // declaration order
 	Types   map[string]string // declared SQL types where known
 	PK      []string
-	FKs     []*FK
+	// Unique lists the declared unique keys (column lists) besides PK.
+	Unique [][]string
+	FKs    []*FK
 	Global  bool
 
 	// LevelCols are this table's own level columns, in column order.
@@ -127,6 +129,16 @@ func (t *Table) FKCovering(c string) *FK {
 		}
 	}
 	return nil
+}
+
+// IsKey reports whether cols include all columns of the primary key or of
+// a unique key of t, so that at most one row of t matches given values for
+// cols.
+func (t *Table) IsKey(cols []string) bool {
+	covers := func(key []string) bool {
+		return len(key) > 0 && !slices.ContainsFunc(key, func(k string) bool { return !slices.Contains(cols, k) })
+	}
+	return covers(t.PK) || slices.ContainsFunc(t.Unique, covers)
 }
 
 // LevelCol is a column that carries a scope level.

@@ -132,6 +132,53 @@ ORDER BY k.table_name, k.constraint_name, k.ordinal_position`
 			td.ForeignKeys = append(td.ForeignKeys, *fks[k])
 		}
 	}
+	// Unique keys, from the indexes rather than table_constraints: a
+	// PostgreSQL unique index is no constraint, and a MySQL unique index on
+	// a column prefix (sub_part) or an expression does not make the column
+	// unique. The primary key is listed too.
+	uniqueQuery := `SELECT t.relname, ic.relname, COALESCE(a.attname, ''), 0
+FROM pg_catalog.pg_index x
+JOIN pg_catalog.pg_class t ON t.oid = x.indrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+JOIN pg_catalog.pg_class ic ON ic.oid = x.indexrelid
+CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum AND k.attnum > 0
+WHERE n.nspname = ? AND x.indisunique AND x.indpred IS NULL AND x.indisvalid
+ORDER BY t.relname, ic.relname, k.ord`
+	if flavor == FlavorMySQL {
+		uniqueQuery = `SELECT table_name, index_name, COALESCE(column_name, ''), COALESCE(sub_part, 0)
+FROM information_schema.statistics
+WHERE table_schema = ? AND non_unique = 0
+ORDER BY table_name, index_name, seq_in_index`
+	}
+	type ukKey struct{ table, name string }
+	uks := map[ukKey][]string{}
+	bad := map[ukKey]bool{}
+	var ukOrder []ukKey
+	err = run(uniqueQuery, func(r Rows) error {
+		var tn, name, cn string
+		var sub int64
+		if err := r.Scan(&tn, &name, &cn, &sub); err != nil {
+			return err
+		}
+		k := ukKey{tn, name}
+		if _, ok := uks[k]; !ok {
+			ukOrder = append(ukOrder, k)
+		}
+		uks[k] = append(uks[k], cn)
+		if cn == "" || sub != 0 {
+			bad[k] = true // an expression or a prefix: not a key of the columns
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("introspect unique keys: %w", err)
+	}
+	for _, k := range ukOrder {
+		if td := tables[k.table]; td != nil && !bad[k] {
+			td.Unique = append(td.Unique, uks[k])
+		}
+	}
 	slices.Sort(order)
 	out := make([]builder.TableDef, 0, len(order))
 	for _, n := range order {
