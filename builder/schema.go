@@ -54,9 +54,9 @@ type ForeignKey struct {
 // level columns, the parent is inferred if exactly one foreign key points at
 // a tenant-bound table.
 type TableDef struct {
-	Name        string
-	Columns     []string
-	PrimaryKey  []string
+	Name       string
+	Columns    []string
+	PrimaryKey []string
 	// Unique lists the table's unique constraints (and unique indexes),
 	// each as its columns. A scope-path foreign key must reference the
 	// primary key or one of these.
@@ -67,6 +67,13 @@ type TableDef struct {
 	Types map[string]string
 
 	Global bool
+	// GlobalReason explains why a global table that looks tenant-bound is
+	// global: one with a foreign key into a tenant-bound table or a column
+	// named like a scope level ("chain", "chain_id", or the name of any
+	// level column). guardedsql's start-up catalog check refuses such a
+	// table without a reason, since declaring a tenant table global
+	// removes every predicate from it. Only for Global tables.
+	GlobalReason string
 	// Levels maps a column of this table to the scope level it carries:
 	// hotels.id carries "hotel", hotels.chain_id carries "chain".
 	Levels map[string]string
@@ -142,6 +149,10 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 		}
 		t := sqlast.NewTable(td.Name, td.Columns)
 		t.Global = td.Global
+		if td.GlobalReason != "" && !td.Global {
+			return nil, schemaErr("table %q has a GlobalReason but is not Global", td.Name)
+		}
+		t.GlobalReason = td.GlobalReason
 		t.Types = maps.Clone(td.Types)
 		for c := range td.Types {
 			if !t.HasColumn(c) {
@@ -519,6 +530,9 @@ type Tenancy struct {
 	LevelColumns map[string]string
 	// Global lists the tables that hold shared reference data.
 	Global []string
+	// GlobalReasons maps a table of Global to why it is global although it
+	// looks tenant-bound (see TableDef.GlobalReason).
+	GlobalReasons map[string]string
 	// Parents maps a table name to the column of its scope-parent foreign key.
 	Parents map[string]string
 	// Ignore lists tables left out of the schema (migration bookkeeping and
@@ -541,6 +555,7 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 		td.Levels = nil
 		td.Parent = ""
 		td.Global = slices.Contains(t.Global, td.Name)
+		td.GlobalReason = t.GlobalReasons[td.Name]
 		byName[td.Name] = len(def.Tables)
 		def.Tables = append(def.Tables, td)
 	}

@@ -58,7 +58,12 @@ type Table struct {
 	// Unique lists the declared unique keys (column lists) besides PK.
 	Unique [][]string
 	FKs    []*FK
-	Global  bool
+	Global bool
+	// GlobalReason says why a global table that looks tenant-bound (a
+	// foreign key into a tenant-bound table, a column named like a level)
+	// is global after all; the start-up catalog check refuses such a table
+	// without one.
+	GlobalReason string
 
 	// LevelCols are this table's own level columns, in column order.
 	LevelCols []LevelCol

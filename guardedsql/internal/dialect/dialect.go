@@ -85,6 +85,20 @@ type Dialect interface {
 // the values it was built with (an observed Pool hides them, and
 // everything still works the plain way).
 
+// CatalogChecker is implemented by the engine dialects for the start-up
+// comparison of the schema graph with the live catalog (guardedsql's
+// checkCatalog).
+type CatalogChecker interface {
+	// Catalog introspects like Introspect, as the connected role (the
+	// application role must see its tables' keys), and returns which of
+	// keyCols (table, column) would not compare byte for byte in the
+	// guard's predicates, each described with its collation.
+	Catalog(ctx context.Context, q Querier, keyCols [][2]string) ([]builder.TableDef, []string, error)
+	// FKEnforced reports whether the connection enforces foreign keys,
+	// and if not, why (a setting named by the engine).
+	FKEnforced(ctx context.Context, q Querier) (bool, string, error)
+}
+
 // ReadEnforcer is implemented by dialects whose engine can be trusted with
 // the read predicates on its own (PostgreSQL row-level security, when
 // configured RLS-only). When EngineEnforcesReads reports true the guard

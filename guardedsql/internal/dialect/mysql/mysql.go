@@ -249,3 +249,40 @@ func (Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.Tab
 	}
 	return dialect.InformationSchema(ctx, q, sq.Question, dialect.FlavorMySQL, *db)
 }
+
+// Catalog implements dialect.CatalogChecker. Text level columns need no
+// collation check here: InScope compares them a second time as binary
+// strings. Path-key columns compare in their own collation on both sides
+// of a foreign key (InnoDB requires the same one), which is also the
+// collation their unique key is enforced in, so a join still finds at
+// most the one row the key admits.
+func (d Dialect) Catalog(ctx context.Context, q dialect.Querier, _ [][2]string) ([]builder.TableDef, []string, error) {
+	defs, err := d.Introspect(ctx, q)
+	return defs, nil, err
+}
+
+// FKEnforced implements dialect.CatalogChecker from the session's
+// foreign_key_checks.
+func (Dialect) FKEnforced(ctx context.Context, q dialect.Querier) (bool, string, error) {
+	rows, err := q.Query(ctx, `SELECT @@SESSION.foreign_key_checks`)
+	if err != nil {
+		return false, "", fmt.Errorf("mysql: foreign_key_checks: %w", err)
+	}
+	var v int64
+	if rows.Next() {
+		err = rows.Scan(&v)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("mysql: foreign_key_checks: %w", err)
+	}
+	if v != 1 {
+		return false, "foreign_key_checks is off", nil
+	}
+	return true, "", nil
+}
