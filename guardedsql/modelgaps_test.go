@@ -6,7 +6,11 @@ package guardedsql_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/builder"
@@ -146,4 +150,276 @@ func mustQuery(t *testing.T, b builder.SelectBuilder) builder.Query {
 		t.Fatal(err)
 	}
 	return q
+}
+
+// codesDDL: rooms reach hotels through hotel_code -> hotels(code). pathKey
+// says whether code is a unique key; the foreign key exists where the
+// engine accepts it (SQLite and InnoDB take one onto a plain index,
+// PostgreSQL requires a unique key).
+func codesDDL(engine string, unique bool) []string {
+	idx := `CREATE INDEX hotels_code ON hotels(code)`
+	if unique {
+		idx = `CREATE UNIQUE INDEX hotels_code ON hotels(code)`
+	}
+	fk := ` REFERENCES hotels(code)`
+	if engine == "postgres" && !unique {
+		fk = ""
+	}
+	ddl := []string{
+		`CREATE TABLE hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL, code KEY_T NOT NULL)`,
+		idx,
+		`CREATE TABLE rooms (id INT_T PRIMARY KEY, hotel_code KEY_T NOT NULL` + fk + `, secret KEY_T NOT NULL)`,
+	}
+	if engine == "sqlite" && !unique {
+		return ddl // SQLite refuses every write near such a key ("foreign key mismatch")
+	}
+	return append(ddl,
+		`INSERT INTO hotels VALUES (1, 'acme', 'acme-p'), (2, 'globex', 'globex-p')`,
+		`INSERT INTO rooms VALUES (10, 'acme-p', 'acme room'), (11, 'globex-p', 'globex room'), (12, 'acme-p', 'acme room 2')`)
+}
+
+func codesDef(unique bool) builder.SchemaDef {
+	hotels := builder.TableDef{Name: "hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}}
+	if unique {
+		hotels.Unique = [][]string{{"code"}}
+	}
+	return builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+		Tables: []builder.TableDef{hotels,
+			{Name: "rooms", Columns: []string{"id", "hotel_code", "secret"}, PrimaryKey: []string{"id"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_code"}, RefTable: "hotels", RefColumns: []string{"code"}}}},
+		},
+	}
+}
+
+// TestPathKeyMustBeUnique: a scope-path foreign key onto columns that are
+// no key is refused in the declared graph, in the introspected one, and
+// (when the declaration claims a key the database lacks) at Open. Before
+// the fix all three were accepted, and on InnoDB acme then created a hotel
+// with globex's code and read globex's rooms.
+func TestPathKeyMustBeUnique(t *testing.T) {
+	if _, err := builder.NewSchema(codesDef(false)); !errors.Is(err, builder.ErrFKTarget) || !errors.Is(err, builder.ErrSchema) ||
+		!strings.Contains(err.Error(), "rooms(hotel_code) -> hotels(code)") {
+		t.Fatalf("declared graph: err = %v, want ErrFKTarget naming rooms(hotel_code) -> hotels(code)", err)
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, codesDDL(e.name, false))
+		// The declaration claims a unique key the database lacks.
+		_, err := s.open(builder.MustSchema(codesDef(true)))
+		if !errors.Is(err, guardedsql.ErrPathKey) || !errors.Is(err, guardedsql.ErrCatalog) || !strings.Contains(err.Error(), "hotels(code)") {
+			t.Fatalf("Open: err = %v, want ErrPathKey naming hotels(code)", err)
+		}
+		if e.name != "postgres" {
+			// Introspected: the catalog's foreign key onto a plain index.
+			_, err := s.introspect(builder.Tenancy{Levels: codesDef(false).Levels, LevelColumns: map[string]string{"hotels.chain_id": "chain"}})
+			if !errors.Is(err, builder.ErrFKTarget) {
+				t.Errorf("introspected graph: err = %v, want ErrFKTarget", err)
+			}
+		}
+		if e.name == "mysql" {
+			// What the refusal prevents, shown with the fix switched off.
+			restore := guardfault.Disable(guardfault.PathKey)
+			sch := builder.MustSchema(codesDef(false))
+			db, err := s.open(sch)
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			acme := grantCtx(chainG("acme"))
+			hotels, rooms := sch.Table("hotels"), sch.Table("rooms")
+			if _, err := db.Exec(acme, builder.Must(builder.InsertInto(hotels).Columns("id", "chain_id", "code").Values(3, "acme", "globex-p").Build())); err != nil {
+				t.Fatal(err)
+			}
+			secrets, err := guardedsql.All(acme, db, builder.Must(builder.Select(rooms.Col("secret")).From(rooms).Build()),
+				func(r *guardedsql.Rows) (s string, err error) { err = r.Scan(&s); return })
+			if err != nil || !slices.Contains(secrets, "globex room") {
+				t.Errorf("with the fix off acme should reach globex's room through its copied code (else the test is blind): %v %v", secrets, err)
+			}
+		}
+		// Control: with a real unique key the same graph opens.
+		s2 := newScratch(t, e, codesDDL(e.name, true))
+		if _, err := s2.open(builder.MustSchema(codesDef(true))); err != nil {
+			t.Errorf("unique code: %v", err)
+		}
+	})
+}
+
+// driftDDL: rooms belong to hotels through hotel_id; rate_cards is
+// reference data; audit is a tenant table the graphs below leave out.
+var driftDDL = []string{
+	`CREATE TABLE hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
+	`CREATE TABLE rooms (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL REFERENCES hotels(id), secret KEY_T NOT NULL)`,
+	`CREATE TABLE rate_cards (id INT_T PRIMARY KEY, label KEY_T NOT NULL)`,
+	`CREATE TABLE audit (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL REFERENCES hotels(id))`,
+	`INSERT INTO hotels VALUES (1, 'acme'), (2, 'globex'), (3, 'acme')`,
+	`INSERT INTO rooms VALUES (10, 1, 'acme room'), (11, 2, 'globex room'), (12, 3, 'acme room 2')`,
+}
+
+// driftDef declares hotels, rooms and rate_cards; mutate edits rooms' and
+// rate_cards' declarations.
+func driftDef(mutate func(rooms, rates *builder.TableDef)) *builder.Schema {
+	rooms := builder.TableDef{Name: "rooms", Columns: []string{"id", "hotel_id", "secret"}, PrimaryKey: []string{"id"},
+		ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "hotels"}}}
+	rates := builder.TableDef{Name: "rate_cards", Columns: []string{"id", "label"}, PrimaryKey: []string{"id"}, Global: true}
+	if mutate != nil {
+		mutate(&rooms, &rates)
+	}
+	return builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+		Tables: []builder.TableDef{
+			{Name: "hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+			rooms, rates,
+		},
+	})
+}
+
+// TestCatalogDrift: Open compares the graph with the live catalog. Before
+// the fix a table wrongly declared global opened fine and was read without
+// a predicate (acme saw globex's rooms), and a declared foreign key the
+// database does not have, or a SQLite connection without foreign keys,
+// went unnoticed.
+func TestCatalogDrift(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		ctx := context.Background()
+		s := newScratch(t, e, driftDDL)
+		// rooms declared global: it references tenant-bound hotels.
+		wrong := driftDef(func(rooms, _ *builder.TableDef) { rooms.Global = true })
+		_, err := s.open(wrong)
+		if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), "rooms(hotel_id) references tenant-bound hotels") {
+			t.Fatalf("rooms declared global: err = %v, want ErrGlobalDrift naming rooms", err)
+		}
+		// A global table with a level-named column.
+		s.mustExec(t, `ALTER TABLE rate_cards ADD COLUMN chain_id KEY_T NULL`)
+		if _, err := s.open(driftDef(func(_, rates *builder.TableDef) { rates.Columns = append(rates.Columns, "chain_id") })); !errors.Is(err, guardedsql.ErrGlobalDrift) ||
+			!strings.Contains(err.Error(), "rate_cards.chain_id") {
+			t.Errorf("level-named column in a global table: err = %v, want ErrGlobalDrift naming rate_cards.chain_id", err)
+		}
+		// With a stated reason the same declaration is accepted.
+		db, err := s.open(driftDef(func(_, rates *builder.TableDef) {
+			rates.Columns = append(rates.Columns, "chain_id")
+			rates.GlobalReason = "chain_id is the chain that published the card; cards are public"
+		}))
+		if err != nil {
+			t.Fatalf("global with a reason: %v", err)
+		}
+		rep, err := guardedsql.CheckCatalog(ctx, db)
+		if err != nil || !slices.Equal(rep.Unlisted, []string{"audit"}) {
+			t.Errorf("report: %+v, %v; want audit unlisted", rep, err)
+		}
+		// A declared foreign key the database lacks.
+		s.mustExec(t, `CREATE TABLE extras (id INT_T PRIMARY KEY, room_id INT_T NOT NULL)`)
+		extras := builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+			Tables: []builder.TableDef{
+				{Name: "hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+				{Name: "extras", Columns: []string{"id", "room_id"}, PrimaryKey: []string{"id"},
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"room_id"}, RefTable: "hotels"}}},
+			},
+		})
+		if _, err := s.open(extras); !errors.Is(err, guardedsql.ErrFKNotEnforced) || !strings.Contains(err.Error(), "extras(room_id) -> hotels(id)") {
+			t.Errorf("undeclared constraint: err = %v, want ErrFKNotEnforced naming extras(room_id)", err)
+		}
+		if e.name != "postgres" {
+			// What the check prevents, with it switched off.
+			restore := guardfault.Disable(guardfault.Catalog)
+			db, err := s.open(wrong)
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rooms := wrong.Table("rooms")
+			secrets, err := guardedsql.All(grantCtx(chainG("acme")), db, builder.Must(builder.Select(rooms.Col("secret")).From(rooms).Build()),
+				func(r *guardedsql.Rows) (s string, err error) { err = r.Scan(&s); return })
+			if err != nil || !slices.Contains(secrets, "globex room") {
+				t.Errorf("with the check off acme should read globex's room (else the test is blind): %v %v", secrets, err)
+			}
+		}
+	})
+	t.Run("sqlite_foreign_keys_off", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "nofk.db")
+		raw, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		for _, q := range driftDDL {
+			if _, err := raw.Exec(ddlTypes("sqlite", q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := guardedsql.NewSQLite(context.Background(), raw, driftDef(nil)); !errors.Is(err, guardedsql.ErrFKNotEnforced) ||
+			!strings.Contains(err.Error(), "foreign_keys") {
+			t.Errorf("NewSQLite without foreign keys: err = %v, want ErrFKNotEnforced", err)
+		}
+	})
+}
+
+// TestCollationExact: level and path-key columns must compare byte for
+// byte. Before the fix SQLite's COLLATE NOCASE (and RTRIM) and a
+// PostgreSQL nondeterministic ICU collation on a level column let a grant
+// for tenant "ACME" read tenant "acme"; they are now refused at Open,
+// naming the column. MariaDB/MySQL's case-insensitive collations are
+// accepted: the guard matches text level ids a second time as binary
+// strings, which this test confirms.
+func TestCollationExact(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		coll := map[string]string{"sqlite": "COLLATE NOCASE", "mysql": "COLLATE utf8mb4_general_ci", "postgres": `COLLATE tm_ci`}[e.name]
+		var ddl []string
+		if e.name == "postgres" {
+			ddl = append(ddl, `CREATE COLLATION tm_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`)
+		}
+		ddl = append(ddl,
+			`CREATE TABLE hotels (id INT_T PRIMARY KEY, chain_id KEY_T `+coll+` NOT NULL, secret KEY_T NOT NULL)`,
+			`INSERT INTO hotels VALUES (1, 'acme', 'acme secret'), (2, 'globex', 'globex secret')`)
+		s := newScratch(t, e, ddl)
+		sch := builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+			Tables: []builder.TableDef{{Name: "hotels", Columns: []string{"id", "chain_id", "secret"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"chain_id": "chain"}}},
+		})
+		hotels := sch.Table("hotels")
+		read := func(db *guardedsql.DB) []string {
+			out, err := guardedsql.All(grantCtx(chainG("ACME")), db, builder.Must(builder.Select(hotels.Col("secret")).From(hotels).Build()),
+				func(r *guardedsql.Rows) (s string, err error) { err = r.Scan(&s); return })
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		db, err := s.open(sch)
+		if e.name == "mysql" {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := read(db); len(got) != 0 {
+				t.Errorf("grant ACME read %v on MySQL, want nothing", got)
+			}
+			return
+		}
+		if !errors.Is(err, guardedsql.ErrCollation) || !strings.Contains(err.Error(), "hotels.chain_id") {
+			t.Fatalf("Open: err = %v, want ErrCollation naming hotels.chain_id", err)
+		}
+		// With the check off, grant ACME reads acme's row through the
+		// guard and, on PostgreSQL, through row-level security as well.
+		restore := guardfault.Disable(guardfault.Collation)
+		db, err = s.open(sch)
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := read(db); !slices.Contains(got, "acme secret") {
+			t.Errorf("with the check off grant ACME should read acme's row (else the test is blind): %v", got)
+		}
+		if e.name == "sqlite" {
+			// RTRIM: 'acme ' = 'acme'.
+			s.mustExec(t, `CREATE TABLE rooms (id INTEGER PRIMARY KEY, chain_id TEXT COLLATE "RTRIM" NOT NULL)`)
+			sch2 := builder.MustSchema(builder.SchemaDef{
+				Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+				Tables: []builder.TableDef{{Name: "rooms", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}}},
+			})
+			if _, err := s.open(sch2); !errors.Is(err, guardedsql.ErrCollation) || !strings.Contains(err.Error(), "rooms.chain_id (COLLATE RTRIM)") {
+				t.Errorf("RTRIM: err = %v, want ErrCollation naming rooms.chain_id", err)
+			}
+		}
+	})
 }

@@ -30,15 +30,18 @@ type scratch struct {
 	// row-level security of sch as the owner, grants the application role
 	// and opens the guarded DB as that role (start-up check included).
 	open func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error)
+	// introspect builds a schema from the database's catalog.
+	introspect func(ten builder.Tenancy) (*builder.Schema, error)
 	// appExec (PostgreSQL) runs q as the application role in a transaction
 	// that first sets the scope document doc: raw SQL under row-level
 	// security only.
 	appExec func(doc, q string, args ...any) error
 }
 
+// mustExec runs q (with ddlTypes applied) as the owner.
 func (s *scratch) mustExec(t testing.TB, q string, args ...any) {
 	t.Helper()
-	if err := s.exec(q, args...); err != nil {
+	if err := s.exec(ddlTypes(s.e.name, q), args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
@@ -75,10 +78,11 @@ func newScratch(t testing.TB, e engine, ddl []string) *scratch {
 					t.Cleanup(func() { db.Close() })
 				}
 				return db, err
-			}}
+			},
+			introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectSQLite(ctx, raw, ten) }}
 	}
 	for _, q := range ddl {
-		s.mustExec(t, ddlTypes(e.name, q))
+		s.mustExec(t, q)
 	}
 	return s
 }
@@ -152,6 +156,7 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			}
 			return guardedsql.NewPostgres(ctx, app, sch, opts...)
 		},
+		introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectPostgres(ctx, owner, ten) },
 		appExec: func(doc, q string, args ...any) error {
 			tx, err := app.Begin(ctx)
 			if err != nil {
@@ -210,7 +215,8 @@ func newScratchMySQL(t testing.TB, e engine) *scratch {
 		},
 		open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
 			return guardedsql.NewMySQL(ctx, raw, sch, opts...)
-		}}
+		},
+		introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectMySQL(ctx, raw, ten) }}
 }
 
 // ddlTypes replaces the type words KEY (a text key column: VARCHAR on
