@@ -423,3 +423,105 @@ func TestCollationExact(t *testing.T) {
 		}
 	})
 }
+
+// typedDDL: hotel codes are text; acme's hotel is "7eleven", globex's is
+// "7". MySQL compares '7eleven' = 7 as true (with a warning, or in strict
+// mode an error quoting '7eleven').
+var typedDDL = []string{
+	`CREATE TABLE hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL, code KEY_T NOT NULL UNIQUE)`,
+	`CREATE TABLE rooms (id INT_T PRIMARY KEY, hotel_code KEY_T NOT NULL REFERENCES hotels(code))`,
+	`INSERT INTO hotels VALUES (1, 'acme', '7eleven'), (2, 'globex', '7'), (3, 'acme', 'x1')`,
+	`INSERT INTO rooms VALUES (10, '7eleven'), (11, '7'), (12, 'x1')`,
+}
+
+// typedDef declares the hotels' column types, and the rooms' when
+// roomTypes: without them the builder cannot type rooms.hotel_code and the
+// guard's parent check must.
+func typedDef(roomTypes bool) *builder.Schema {
+	rooms := builder.TableDef{Name: "rooms", Columns: []string{"id", "hotel_code"}, PrimaryKey: []string{"id"},
+		ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_code"}, RefTable: "hotels", RefColumns: []string{"code"}}}}
+	if roomTypes {
+		rooms.Types = map[string]string{"id": "BIGINT", "hotel_code": "TEXT"}
+	}
+	return builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+		Tables: []builder.TableDef{
+			{Name: "hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Unique: [][]string{{"code"}},
+				Types: map[string]string{"id": "BIGINT", "chain_id": "TEXT", "code": "TEXT"}, Levels: map[string]string{"chain_id": "chain"}},
+			rooms,
+		},
+	})
+}
+
+// TestTypedValues: every bound value is converted to its column's kind or
+// refused at Build naming the column, and the guard's parent check binds
+// the referenced key's kind. Before the fix, on MySQL, acme's integer 7
+// matched its own hotel "7eleven" in the parent check and planted a room
+// under globex's hotel "7" (or, in strict mode, failed with an error
+// quoting "7eleven"); on PostgreSQL the same insert failed with a type
+// error instead of ErrNotFound.
+func TestTypedValues(t *testing.T) {
+	sch := typedDef(true)
+	hotels, rooms := sch.Table("hotels"), sch.Table("rooms")
+	for name, p := range map[string]builder.Pred{
+		"bool for text":          rooms.Col("hotel_code").Eq(true),
+		"float for text":         rooms.Col("hotel_code").In("x", 1.5),
+		"non-integer for bigint": hotels.Col("id").Between("1", "7eleven"),
+	} {
+		_, err := builder.Select(rooms.Col("id")).From(rooms).Join(hotels, hotels.Col("code").EqCol(rooms.Col("hotel_code"))).Where(p).Build()
+		if !errors.Is(err, builder.ErrType) || !errors.Is(err, builder.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrType", name, err)
+		}
+	}
+	if _, err := builder.UpdateTable(rooms).Set("hotel_code", false).Where(rooms.Col("id").Eq(1)).Build(); !errors.Is(err, builder.ErrType) ||
+		!strings.Contains(err.Error(), "rooms.hotel_code") {
+		t.Errorf("update: err = %v, want ErrType naming rooms.hotel_code", err)
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, typedDDL)
+		acme := grantCtx(chainG("acme"))
+		for _, roomTypes := range []bool{true, false} {
+			sch := typedDef(roomTypes)
+			db, err := s.open(sch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hotels, rooms := sch.Table("hotels"), sch.Table("rooms")
+			plant := builder.Must(builder.InsertInto(rooms).Columns("id", "hotel_code").Values(20, 7).Build())
+			_, err = db.Exec(acme, plant)
+			if !errors.Is(err, guardedsql.ErrNotFound) {
+				t.Errorf("room types %v: insert under hotel 7: err = %v, want ErrNotFound", roomTypes, err)
+			}
+			if err != nil && strings.Contains(err.Error(), "7eleven") {
+				t.Errorf("the error quotes a stored key: %v", err)
+			}
+			if n := s.count(`SELECT COUNT(*) FROM rooms WHERE hotel_code = '7'`); n != 1 {
+				t.Fatalf("room types %v: globex's hotel 7 has %d rooms, want its own 1", roomTypes, n)
+			}
+			codes, err := guardedsql.All(acme, db, builder.Must(builder.Select(hotels.Col("code")).From(hotels).Where(hotels.Col("code").Eq(7)).Build()),
+				func(r *guardedsql.Rows) (s string, err error) { err = r.Scan(&s); return })
+			if roomTypes && (err != nil || len(codes) != 0) {
+				t.Errorf("acme: code = 7 found %v (%v), want nothing", codes, err)
+			}
+		}
+		if e.name == "mysql" {
+			// With typing switched off the guard's parent check compares
+			// '7eleven' = 7 and lets the plant through (or errors quoting
+			// the stored key, in strict mode).
+			restore := guardfault.Disable(guardfault.Typed)
+			sch := typedDef(true)
+			db, err := s.open(sch)
+			if err != nil {
+				restore()
+				t.Fatal(err)
+			}
+			_, err = db.Exec(acme, builder.Must(builder.InsertInto(sch.Table("rooms")).Columns("id", "hotel_code").Values(21, 7).Build()))
+			restore()
+			planted := s.count(`SELECT COUNT(*) FROM rooms WHERE id = 21`) == 1
+			if !planted && (err == nil || !strings.Contains(err.Error(), "7eleven")) {
+				t.Errorf("with typing off the insert should plant a room or quote '7eleven' (else the test is blind): %v", err)
+			}
+			t.Logf("typing off: planted=%v err=%v", planted, err)
+		}
+	})
+}

@@ -156,7 +156,9 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			}
 			return guardedsql.NewPostgres(ctx, app, sch, opts...)
 		},
-		introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectPostgres(ctx, owner, ten) },
+		introspect: func(ten builder.Tenancy) (*builder.Schema, error) {
+			return guardedsql.IntrospectPostgres(ctx, owner, ten)
+		},
 		appExec: func(doc, q string, args ...any) error {
 			tx, err := app.Begin(ctx)
 			if err != nil {

@@ -222,15 +222,9 @@ func EncodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 	return out
 }
 
-// CanonicalInt parses s as a decimal int64 written canonically: no sign
-// other than a leading '-', no leading zeros, no spaces, no "-0".
-func CanonicalInt(s string) (int64, bool) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || strconv.FormatInt(n, 10) != s {
-		return 0, false
-	}
-	return n, true
-}
+// CanonicalInt parses s as a decimal int64 written canonically (see
+// sqlast.CanonicalInt).
+func CanonicalInt(s string) (int64, bool) { return sqlast.CanonicalInt(s) }
 
 // LevelValue converts a bound value to the level's key kind for a
 // comparison with the scope document, reporting false when v cannot be a
@@ -238,21 +232,8 @@ func CanonicalInt(s string) (int64, bool) {
 // arrive as Go integers or canonical decimal strings; TextKey values as
 // strings or integers (rendered in decimal).
 func LevelValue(lvl *sqlast.Level, v any) (any, bool) {
-	switch lvl.Key {
-	case sqlast.IntKey:
-		switch x := v.(type) {
-		case int64:
-			return x, true
-		case string:
-			return CanonicalInt(x)
-		}
-	case sqlast.TextKey:
-		switch x := v.(type) {
-		case string:
-			return x, true
-		case int64:
-			return strconv.FormatInt(x, 10), true
-		}
+	if _, isBytes := v.([]byte); isBytes {
+		return nil, false
 	}
-	return nil, false
+	return sqlast.ConvertValue(lvl.Key, v)
 }

@@ -845,13 +845,35 @@ func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) dialect.Frag 
 }
 
 // parentCheck is true when the row of fk.To keyed by vals is in scope.
+//
+// Invariant: each key value is bound as the kind of the referenced column
+// (or, if the schema does not know it, of the referencing one), so the
+// engine compares like with like and never converts the stored keys (MySQL
+// would match '7eleven' for 7, or fail quoting a stored key); a value that
+// cannot be of that kind references no row.
 func (r *renderer) parentCheck(fk *sqlast.FK, vals map[string]sqlast.Value) dialect.Frag {
+	args := make([]any, len(fk.RefCols))
+	for i, c := range fk.RefCols {
+		v := vals[fk.Cols[i]].V
+		kind := fk.To.ColumnKind(c)
+		if kind == 0 {
+			kind = fk.From.ColumnKind(fk.Cols[i])
+		}
+		if kind != 0 && !guardfault.Off(guardfault.Typed) {
+			nv, ok := sqlast.ConvertValue(kind, v)
+			if !ok {
+				return fragFalse
+			}
+			v = nv
+		}
+		args[i] = v
+	}
 	a := r.newAlias()
 	var f fb
 	f.s("EXISTS (SELECT 1 FROM ", r.q(fk.To.Name), " AS ", r.q(a), " WHERE ")
 	for i, c := range fk.RefCols {
 		f.s(r.col(a, c), " = ")
-		f.arg(vals[fk.Cols[i]].V)
+		f.arg(args[i])
 		f.s(" AND ")
 	}
 	f.frag(r.readGuard(fk.To, a))
