@@ -33,6 +33,11 @@ var properties = []*property{
 	{id: 18, name: "coverage", title: "Every tenant-bound table is covered", criterion: "each table queried, rows of >= 2 tenants", last: true, fn: propCoverage},
 	{id: 19, name: "tool_inputs_tenant_free", title: "Tool input schemas are tenant-free", criterion: "no scope key listed; keyed input refused", fn: propToolInputs},
 	{id: 20, name: "pii_canaries", title: "PII canaries never in tool output", criterion: "forbidden canaries absent; allowed ones seen", fn: propCanaries},
+	{id: 25, name: "nullable_composite_fk", title: "Nullable composite FK cannot move a row", criterion: "UPDATE/INSERT with a NULL key part: 0 foreign rows", fn: propNullableFK},
+	{id: 26, name: "path_key_unique", title: "Scope paths reference keys only", criterion: "non-unique target: ErrFKTarget / ErrPathKey at Open", fn: propPathKey},
+	{id: 27, name: "catalog_drift", title: "Graph matches the live catalog", criterion: "CheckCatalog clean; wrong global refused at Open", fn: propCatalog},
+	{id: 28, name: "collation_exact", title: "Tenant keys compare byte-exactly", criterion: "ci collation refused, or ACME reads 0 acme rows", fn: propCollation},
+	{id: 29, name: "typed_values", title: "Values typed by their column", criterion: "ErrType at Build; 7 never matches '7eleven'", fn: propTyped},
 }
 
 // Properties lists the property table: number, subtest name, title and
