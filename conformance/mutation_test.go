@@ -187,6 +187,44 @@ func mutationCheck(t *testing.T, dsn string) {
 			}
 		}
 	}
+	// The modelling-gap fixes (issue 13 §3–7): each switched off in turn
+	// (internal/guardfault.Disable), every property runs once, and the
+	// gap's own property must fail. MySQL needs no collation check (the
+	// guard compares text level ids a second time as binary strings), so
+	// removing it there must change nothing.
+	for _, fx := range []struct {
+		fix  guardfault.Fix
+		must int
+	}{
+		{guardfault.NullableFK, 25}, {guardfault.PathKey, 26}, {guardfault.Catalog, 27},
+		{guardfault.Collation, 28}, {guardfault.Typed, 29},
+	} {
+		restore := guardfault.Disable(fx.fix)
+		var caught []int
+		first := map[int]string{}
+		for _, p := range props {
+			if o := r.runProperty(ctx, p, nil, 1); o.failed {
+				caught = append(caught, p.id)
+				if len(o.msgs) > 0 {
+					first[p.id] = o.msgs[0]
+				}
+			}
+		}
+		restore()
+		must := []int{fx.must}
+		if fx.fix == guardfault.Collation && r.engine == MySQL {
+			must = nil
+		}
+		for _, id := range must {
+			if !slices.Contains(caught, id) {
+				t.Errorf("fix %s removed: P%d did not fail", fx.fix, id)
+			}
+		}
+		matrix = append(matrix, fmt.Sprintf("fix-off   %-13s caught by %v (required %v); e.g. %s", fx.fix, caught, must, first[fx.must]))
+		if o := r.runProperty(ctx, propertyByID(fx.must), nil, 1); o.failed {
+			t.Fatalf("after restoring fix %s: P%d still fails: %v", fx.fix, fx.must, o.msgs)
+		}
+	}
 	t.Logf("mutation matrix (%s):\n%s", r.engine, strings.Join(matrix, "\n"))
 	if path := os.Getenv("TENANTMCP_CONFORMANCE_MUTATION_LOG"); path != "" {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
