@@ -575,6 +575,11 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 			return SchemaDef{}, schemaErr("tenancy names global table %q, which the catalog lacks", g)
 		}
 	}
+	for g := range t.GlobalReasons {
+		if !slices.Contains(t.Global, g) {
+			return SchemaDef{}, schemaErr("tenancy gives a global reason for %q, which it does not list as Global", g)
+		}
+	}
 	for tc, lvl := range t.LevelColumns {
 		tn, cn, ok := strings.Cut(tc, ".")
 		i, found := byName[tn]

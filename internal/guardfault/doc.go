@@ -1,6 +1,9 @@
 // Package guardfault is a test-only fault injector for the tenant guard.
 // DropPredicate makes guardedsql omit the tenant predicate for one table,
 // simulating a bug in predicate generation, so that a property suite can
-// show it notices such a bug (a mutation check). It panics outside a test
-// binary, so production code cannot switch the guard off through it.
+// show it notices such a bug (a mutation check). Disable switches off one
+// of the checks that close a modelling gap (Fix: nullable composite foreign
+// keys, path keys, the start-up catalog comparison, collations, typed
+// values) for the same purpose. Both panic outside a test binary, so
+// production code cannot switch the guard off through them.
 package guardfault
