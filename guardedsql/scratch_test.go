@@ -65,13 +65,7 @@ func newScratch(t testing.TB, e engine, ddl []string) *scratch {
 		t.Cleanup(func() { raw.Close() })
 		s = &scratch{e: e,
 			exec: func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
-			count: func(q string, args ...any) int {
-				var n int
-				if err := raw.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-				return n
-			},
+			count: sqlCount(t, raw),
 			open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
 				db, err := guardedsql.Open(ctx, "sqlite:"+path, sch, opts...)
 				if err == nil {
@@ -208,13 +202,7 @@ func newScratchMySQL(t testing.TB, e engine) *scratch {
 	t.Cleanup(func() { raw.Close() })
 	return &scratch{e: e,
 		exec: func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
-		count: func(q string, args ...any) int {
-			var n int
-			if err := raw.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			return n
-		},
+		count: sqlCount(t, raw),
 		open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
 			return guardedsql.NewMySQL(ctx, raw, sch, opts...)
 		},
@@ -232,4 +220,15 @@ func ddlTypes(engine, q string) string {
 		integer = "INTEGER"
 	}
 	return strings.NewReplacer(" KEY_T", " "+key, " INT_T", " "+integer).Replace(q)
+}
+
+// sqlCount is scratch.count on a database/sql handle.
+func sqlCount(t testing.TB, db *sql.DB) func(q string, args ...any) int {
+	return func(q string, args ...any) int {
+		var n int
+		if err := db.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
 }

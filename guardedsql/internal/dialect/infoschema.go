@@ -105,33 +105,19 @@ FROM information_schema.key_column_usage k
 WHERE k.table_schema = ? AND k.referenced_table_name IS NOT NULL
 ORDER BY k.table_name, k.constraint_name, k.ordinal_position`
 	}
-	type fkKey struct{ table, name string }
-	fks := map[fkKey]*builder.ForeignKey{}
-	var fkOrder []fkKey
+	var fks Keys
 	err = run(fkQuery, func(r Rows) error {
 		var tn, name, cn, rt, rc string
 		if err := r.Scan(&tn, &name, &cn, &rt, &rc); err != nil {
 			return err
 		}
-		k := fkKey{tn, name}
-		fk := fks[k]
-		if fk == nil {
-			fk = &builder.ForeignKey{RefTable: rt}
-			fks[k] = fk
-			fkOrder = append(fkOrder, k)
-		}
-		fk.Columns = append(fk.Columns, cn)
-		fk.RefColumns = append(fk.RefColumns, rc)
+		fks.Add(tn, name, cn, rt, rc, true)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("introspect foreign keys: %w", err)
 	}
-	for _, k := range fkOrder {
-		if td := tables[k.table]; td != nil {
-			td.ForeignKeys = append(td.ForeignKeys, *fks[k])
-		}
-	}
+	fks.ForeignKeys(tables)
 	// Unique keys, from the indexes rather than table_constraints: a
 	// PostgreSQL unique index is no constraint, and a MySQL unique index on
 	// a column prefix (sub_part) or an expression does not make the column
@@ -151,34 +137,21 @@ FROM information_schema.statistics
 WHERE table_schema = ? AND non_unique = 0
 ORDER BY table_name, index_name, seq_in_index`
 	}
-	type ukKey struct{ table, name string }
-	uks := map[ukKey][]string{}
-	bad := map[ukKey]bool{}
-	var ukOrder []ukKey
+	var uks Keys
 	err = run(uniqueQuery, func(r Rows) error {
 		var tn, name, cn string
 		var sub int64
 		if err := r.Scan(&tn, &name, &cn, &sub); err != nil {
 			return err
 		}
-		k := ukKey{tn, name}
-		if _, ok := uks[k]; !ok {
-			ukOrder = append(ukOrder, k)
-		}
-		uks[k] = append(uks[k], cn)
-		if cn == "" || sub != 0 {
-			bad[k] = true // an expression or a prefix: not a key of the columns
-		}
+		// An expression or a prefix is not a key of the column.
+		uks.Add(tn, name, cn, "", "", cn != "" && sub == 0)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("introspect unique keys: %w", err)
 	}
-	for _, k := range ukOrder {
-		if td := tables[k.table]; td != nil && !bad[k] {
-			td.Unique = append(td.Unique, uks[k])
-		}
-	}
+	uks.Unique(tables)
 	slices.Sort(order)
 	out := make([]builder.TableDef, 0, len(order))
 	for _, n := range order {

@@ -87,61 +87,35 @@ func (Dialect) catalog(ctx context.Context, q dialect.Querier) ([]builder.TableD
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: introspect columns: %w", err)
 	}
-	type conKey struct{ table, name string }
-	fks := map[conKey]*builder.ForeignKey{}
-	var fkOrder []conKey
+	var fks, uks dialect.Keys
 	err = each(ctx, q, catalogConstraintsSQL, nil, func(r dialect.Rows) error {
 		var tn, typ, name, cn, rt, rc string
 		if err := r.Scan(&tn, &typ, &name, &cn, &rt, &rc); err != nil {
 			return err
 		}
-		td := tables[tn]
-		if td == nil {
-			return nil
-		}
-		if typ == "p" {
+		if td := tables[tn]; td != nil && typ == "p" {
 			td.PrimaryKey = append(td.PrimaryKey, cn)
-			return nil
+		} else if typ == "f" {
+			fks.Add(tn, name, cn, rt, rc, true)
 		}
-		k := conKey{tn, name}
-		fk := fks[k]
-		if fk == nil {
-			fk = &builder.ForeignKey{RefTable: rt}
-			fks[k] = fk
-			fkOrder = append(fkOrder, k)
-		}
-		fk.Columns = append(fk.Columns, cn)
-		fk.RefColumns = append(fk.RefColumns, rc)
 		return nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: introspect keys: %w", err)
 	}
-	for _, k := range fkOrder {
-		tables[k.table].ForeignKeys = append(tables[k.table].ForeignKeys, *fks[k])
-	}
-	uks := map[conKey][]string{}
-	var ukOrder []conKey
+	fks.ForeignKeys(tables)
 	err = each(ctx, q, catalogUniqueSQL, nil, func(r dialect.Rows) error {
 		var tn, name, cn string
 		if err := r.Scan(&tn, &name, &cn); err != nil {
 			return err
 		}
-		k := conKey{tn, name}
-		if _, ok := uks[k]; !ok {
-			ukOrder = append(ukOrder, k)
-		}
-		uks[k] = append(uks[k], cn)
+		uks.Add(tn, name, cn, "", "", cn != "") // '' is an index expression
 		return nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: introspect unique keys: %w", err)
 	}
-	for _, k := range ukOrder {
-		if td := tables[k.table]; td != nil && !slices.Contains(uks[k], "") {
-			td.Unique = append(td.Unique, uks[k])
-		}
-	}
+	uks.Unique(tables)
 	slices.Sort(order)
 	out := make([]builder.TableDef, 0, len(order))
 	for _, n := range order {
