@@ -64,7 +64,7 @@ func newScratch(t testing.TB, e engine, ddl []string) *scratch {
 		}
 		t.Cleanup(func() { raw.Close() })
 		s = &scratch{e: e,
-			exec: func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
+			exec:  func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
 			count: sqlCount(t, raw),
 			open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
 				db, err := guardedsql.Open(ctx, "sqlite:"+path, sch, opts...)
@@ -201,7 +201,7 @@ func newScratchMySQL(t testing.TB, e engine) *scratch {
 	raw := sql.OpenDB(conn)
 	t.Cleanup(func() { raw.Close() })
 	return &scratch{e: e,
-		exec: func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
+		exec:  func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
 		count: sqlCount(t, raw),
 		open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
 			return guardedsql.NewMySQL(ctx, raw, sch, opts...)

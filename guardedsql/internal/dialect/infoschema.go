@@ -3,7 +3,6 @@ package dialect
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	sq "github.com/Masterminds/squirrel"
 
@@ -48,8 +47,8 @@ func InformationSchema(ctx context.Context, q Querier, ph sq.PlaceholderFormat, 
 		}
 		return rows.Err()
 	}
-	tables := map[string]*builder.TableDef{}
-	var order []string
+	ts := NewTables()
+	tables := ts.ByName
 	err := run(`SELECT c.table_name, c.column_name, c.data_type
 FROM information_schema.columns c
 JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
@@ -59,14 +58,7 @@ ORDER BY c.table_name, c.ordinal_position`, func(r Rows) error {
 		if err := r.Scan(&tn, &cn, &typ); err != nil {
 			return err
 		}
-		td := tables[tn]
-		if td == nil {
-			td = &builder.TableDef{Name: tn, Types: map[string]string{}}
-			tables[tn] = td
-			order = append(order, tn)
-		}
-		td.Columns = append(td.Columns, cn)
-		td.Types[cn] = typ
+		ts.Column(tn, cn, typ)
 		return nil
 	})
 	if err != nil {
@@ -152,10 +144,5 @@ ORDER BY table_name, index_name, seq_in_index`
 		return nil, fmt.Errorf("introspect unique keys: %w", err)
 	}
 	uks.Unique(tables)
-	slices.Sort(order)
-	out := make([]builder.TableDef, 0, len(order))
-	for _, n := range order {
-		out = append(out, *tables[n])
-	}
-	return out, nil
+	return ts.Defs(), nil
 }

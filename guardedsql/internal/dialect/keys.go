@@ -1,6 +1,10 @@
 package dialect
 
-import "github.com/tenantmcp/tenantmcp/builder"
+import (
+	"slices"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+)
 
 // Keys groups catalog rows that list keys one column per row, in key
 // order (foreign keys, unique indexes), by table and key name, for the
@@ -53,4 +57,36 @@ func (k *Keys) Unique(tables map[string]*builder.TableDef) {
 			td.Unique = append(td.Unique, x.cols)
 		}
 	}
+}
+
+// Tables collects introspected columns by table.
+type Tables struct {
+	ByName map[string]*builder.TableDef
+	order  []string
+}
+
+// NewTables returns an empty collection.
+func NewTables() *Tables { return &Tables{ByName: map[string]*builder.TableDef{}} }
+
+// Column records column col of table with its declared type; columns
+// come in their table's order.
+func (ts *Tables) Column(table, col, typ string) {
+	td := ts.ByName[table]
+	if td == nil {
+		td = &builder.TableDef{Name: table, Types: map[string]string{}}
+		ts.ByName[table] = td
+		ts.order = append(ts.order, table)
+	}
+	td.Columns = append(td.Columns, col)
+	td.Types[col] = typ
+}
+
+// Defs returns the tables, sorted by name.
+func (ts *Tables) Defs() []builder.TableDef {
+	names := slices.Sorted(slices.Values(ts.order))
+	out := make([]builder.TableDef, 0, len(names))
+	for _, n := range names {
+		out = append(out, *ts.ByName[n])
+	}
+	return out
 }

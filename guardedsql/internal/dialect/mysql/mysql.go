@@ -227,21 +227,8 @@ func (Dialect) Session(context.Context, dialect.Querier, scope.Scope, string) er
 // Introspect implements dialect.Dialect for the connection's current
 // database.
 func (Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.TableDef, error) {
-	rows, err := q.Query(ctx, `SELECT DATABASE()`)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: current database: %w", err)
-	}
 	var db *string
-	if rows.Next() {
-		err = rows.Scan(&db)
-	}
-	if err == nil {
-		err = rows.Err()
-	}
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := scalar(ctx, q, `SELECT DATABASE()`, &db); err != nil {
 		return nil, fmt.Errorf("mysql: current database: %w", err)
 	}
 	if db == nil {
@@ -264,13 +251,24 @@ func (d Dialect) Catalog(ctx context.Context, q dialect.Querier, _ [][2]string) 
 // FKEnforced implements dialect.CatalogChecker from the session's
 // foreign_key_checks.
 func (Dialect) FKEnforced(ctx context.Context, q dialect.Querier) (bool, string, error) {
-	rows, err := q.Query(ctx, `SELECT @@SESSION.foreign_key_checks`)
-	if err != nil {
+	var v int64
+	if err := scalar(ctx, q, `SELECT @@SESSION.foreign_key_checks`, &v); err != nil {
 		return false, "", fmt.Errorf("mysql: foreign_key_checks: %w", err)
 	}
-	var v int64
+	if v != 1 {
+		return false, "foreign_key_checks is off", nil
+	}
+	return true, "", nil
+}
+
+// scalar scans the first column of query's first row (if any) into dest.
+func scalar(ctx context.Context, q dialect.Querier, query string, dest any) error {
+	rows, err := q.Query(ctx, query)
+	if err != nil {
+		return err
+	}
 	if rows.Next() {
-		err = rows.Scan(&v)
+		err = rows.Scan(dest)
 	}
 	if err == nil {
 		err = rows.Err()
@@ -278,11 +276,5 @@ func (Dialect) FKEnforced(ctx context.Context, q dialect.Querier) (bool, string,
 	if cerr := rows.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return false, "", fmt.Errorf("mysql: foreign_key_checks: %w", err)
-	}
-	if v != 1 {
-		return false, "foreign_key_checks is off", nil
-	}
-	return true, "", nil
+	return err
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
@@ -64,8 +63,8 @@ type colInfo struct {
 }
 
 func (Dialect) catalog(ctx context.Context, q dialect.Querier) ([]builder.TableDef, map[[2]string]colInfo, error) {
-	tables := map[string]*builder.TableDef{}
-	var order []string
+	ts := dialect.NewTables()
+	tables := ts.ByName
 	cols := map[[2]string]colInfo{}
 	err := each(ctx, q, catalogColumnsSQL, nil, func(r dialect.Rows) error {
 		var tn, cn, typ string
@@ -73,14 +72,7 @@ func (Dialect) catalog(ctx context.Context, q dialect.Querier) ([]builder.TableD
 		if err := r.Scan(&tn, &cn, &typ, &ci.collation, &ci.provider, &ci.deterministic); err != nil {
 			return err
 		}
-		td := tables[tn]
-		if td == nil {
-			td = &builder.TableDef{Name: tn, Types: map[string]string{}}
-			tables[tn] = td
-			order = append(order, tn)
-		}
-		td.Columns = append(td.Columns, cn)
-		td.Types[cn] = typ
+		ts.Column(tn, cn, typ)
 		cols[[2]string{tn, cn}] = ci
 		return nil
 	})
@@ -116,12 +108,7 @@ func (Dialect) catalog(ctx context.Context, q dialect.Querier) ([]builder.TableD
 		return nil, nil, fmt.Errorf("postgres: introspect unique keys: %w", err)
 	}
 	uks.Unique(tables)
-	slices.Sort(order)
-	out := make([]builder.TableDef, 0, len(order))
-	for _, n := range order {
-		out = append(out, *tables[n])
-	}
-	return out, cols, nil
+	return ts.Defs(), cols, nil
 }
 
 // Catalog implements dialect.CatalogReader: the introspected tables, and
