@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
@@ -232,5 +233,38 @@ func mutationCheck(t *testing.T, dsn string) {
 			fmt.Fprintf(f, "mutation matrix (%s):\n%s\n", r.engine, strings.Join(matrix, "\n"))
 			f.Close()
 		}
+	}
+}
+
+// TestWrongGlobalFailsSuite: a target whose graph declares a tenant-bound
+// table global (here guests, which references chains and carries
+// chain_id) fails the suite at start-up with guardedsql.ErrGlobalDrift,
+// before any property could take the graph's word for it. Before the
+// catalog check the suite ran and reported the other tenants' guests it
+// read as allowed.
+func TestWrongGlobalFailsSuite(t *testing.T) {
+	tg := hotelTarget("", 1)
+	tg.Schema = nil
+	tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
+	found := false
+	for i := range tg.Graph.Tables {
+		if tb := &tg.Graph.Tables[i]; tb.Name == "guests" {
+			tb.Global, tb.Levels, tb.Parent, found = true, nil, "", true
+		}
+	}
+	if !found {
+		t.Fatal("hotel graph has no guests table")
+	}
+	r, err := newRunner(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.setup(context.Background())
+	if err == nil {
+		_ = r.teardown()
+		t.Fatal("the suite started on a graph declaring guests global")
+	}
+	if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), "guests") {
+		t.Fatalf("setup: err = %v, want ErrGlobalDrift naming guests", err)
 	}
 }
