@@ -128,4 +128,9 @@ func ExampleProperties() {
 	// P18_coverage                Every tenant-bound table is covered
 	// P19_tool_inputs_tenant_free Tool input schemas are tenant-free
 	// P20_pii_canaries            PII canaries never in tool output
+	// P25_nullable_composite_fk   Nullable composite FK cannot move a row
+	// P26_path_key_unique         Scope paths reference keys only
+	// P27_catalog_drift           Graph matches the live catalog
+	// P28_collation_exact         Tenant keys compare byte-exactly
+	// P29_typed_values            Values typed by their column
 }

@@ -28,6 +28,7 @@ var notesDDL = []string{
 	`CREATE TABLE rooms (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL REFERENCES hotels(id))`,
 	`CREATE TABLE notes (id INT_T PRIMARY KEY, room_id INT_T NOT NULL REFERENCES rooms(id), chain_id KEY_T NOT NULL, hotel_id INT_T NULL, body KEY_T NOT NULL,
 	   FOREIGN KEY (chain_id, hotel_id) REFERENCES hotels(chain_id, id))`,
+	`CREATE TABLE memos (id INT_T PRIMARY KEY, room_id INT_T NOT NULL REFERENCES rooms(id), chain_id KEY_T NOT NULL)`,
 	`INSERT INTO chains VALUES ('acme'), ('globex')`,
 	`INSERT INTO hotels VALUES (1, 'acme'), (2, 'globex'), (3, 'acme'), (4, 'globex')`,
 	`INSERT INTO rooms VALUES (10, 1), (11, 2), (12, 3), (13, 4)`,
@@ -49,6 +50,10 @@ var notesDef = builder.SchemaDef{
 				{Columns: []string{"chain_id", "hotel_id"}, RefTable: "hotels", RefColumns: []string{"chain_id", "id"}},
 			},
 			Levels: map[string]string{"chain_id": "chain"}, Parent: "room_id"},
+		// memos: a level column no foreign key covers, and a scope path.
+		{Name: "memos", Columns: []string{"id", "room_id", "chain_id"}, PrimaryKey: []string{"id"},
+			ForeignKeys: []builder.ForeignKey{{Columns: []string{"room_id"}, RefTable: "rooms"}},
+			Levels:      map[string]string{"chain_id": "chain"}, Parent: "room_id"},
 	},
 }
 
@@ -126,6 +131,13 @@ func TestNullableCompositeFK(t *testing.T) {
 			}
 			if n := globexRows(); n != 1 {
 				t.Fatalf("globex has %d notes after raw inserts, want 1", n)
+			}
+			// The same for a level column no foreign key covers.
+			if err := s.appExec(`{"hotel":[1]}`, `INSERT INTO memos VALUES (200, 10, 'globex')`); err == nil {
+				t.Errorf("RLS WITH CHECK admitted a hotel-1 memo claiming chain globex")
+			}
+			if err := s.appExec(`{"chain":["acme"]}`, `INSERT INTO memos VALUES (201, 10, 'acme')`); err != nil {
+				t.Errorf("RLS control (acme memo): %v", err)
 			}
 		}
 

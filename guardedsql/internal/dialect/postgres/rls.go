@@ -149,20 +149,27 @@ func (pg *policyGen) tableExpr(t *sqlast.Table) string {
 	return pg.at(t, "", 0, deep)
 }
 
-// writeCheckExpr is the WITH CHECK expression of t: expr, and for every
-// level column that only multi-column tenant foreign keys cover, the column
-// is NULL, holds a granted id, or one such key is fully non-NULL. With a
-// NULL part the engine does not check the key (MATCH SIMPLE), so nothing
-// else vouches for the column: without this term a writer whose grant the
-// row meets through another anchor could set the column to another
-// tenant's id, which that tenant's grant then reads. Tables without such
-// columns get expr unchanged.
+// writeCheckExpr is the WITH CHECK expression of t: expr, and every level
+// column of t holds a granted id or is NULL, unless a foreign key vouches
+// for it: a single-column tenant foreign key (the referenced row must be
+// in scope by its own policy), or a multi-column one that is fully
+// non-NULL in the row (with a NULL part the engine does not check the key,
+// MATCH SIMPLE). The row's own identity column (hotels.id carrying the
+// hotel level) is exempt: a chain writer creates hotels whose ids it was
+// not granted. Without these terms a writer whose grant the row meets
+// through another anchor (a hotel-1 writer, through the row's room) could
+// set the column to another tenant's id, which that tenant's grant then
+// reads. This is the guard's own write rule (guard.writeChecks), with
+// NULL admitted because the policy cannot tell INSERT from UPDATE.
 func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 	if guardfault.Off(guardfault.NullableFK) {
 		return expr
 	}
 	var terms []string
 	for _, lc := range t.LevelCols {
+		if lc.Col == t.Identity {
+			continue
+		}
 		var full []string
 		single := false
 		for _, fk := range t.TenantFKs() {
@@ -179,11 +186,12 @@ func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 			}
 			full = append(full, "("+strings.Join(nn, " AND ")+")")
 		}
-		if single || len(full) == 0 {
-			continue // checked through its own key, or an anchor of expr
+		if single {
+			continue
 		}
 		c := pg.col("", lc.Col)
-		terms = append(terms, "("+c+" IS NULL OR "+c+" = ANY ("+pg.ids(lc.Level)+") OR "+strings.Join(full, " OR ")+")")
+		alts := append([]string{c + " IS NULL", c + " = ANY (" + pg.ids(lc.Level) + ")"}, full...)
+		terms = append(terms, "("+strings.Join(alts, " OR ")+")")
 	}
 	if len(terms) == 0 {
 		return expr
