@@ -34,6 +34,12 @@ var (
 	// graph may declare one that does not exist). Also matches
 	// builder.ErrFKTarget.
 	ErrPathKey = fmt.Errorf("%w: foreign key target is not a key in the database: %w", ErrCatalog, builder.ErrFKTarget)
+	// ErrTypeDrift: a column whose kind the graph knows (a level column,
+	// a declared type, a foreign key's referenced column) has a type of the
+	// other kind in the database (text for integer or the reverse), so the
+	// values builder converts for it would make the engine convert the
+	// column's values instead.
+	ErrTypeDrift = fmt.Errorf("%w: column type disagrees with the graph", ErrCatalog)
 	// ErrCollation: a level column or a column of a foreign key into a
 	// tenant-bound table compares case- or space-insensitively (SQLite
 	// COLLATE NOCASE or RTRIM, a PostgreSQL nondeterministic collation),
@@ -59,12 +65,13 @@ func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 
 
 // CheckCatalog compares db's schema graph with the live catalog, as the
 // connected role sees it, and returns an error matching ErrCatalog (and
-// one of ErrCatalogMissing, ErrGlobalDrift, ErrFKNotEnforced, ErrPathKey,
+// one of ErrGlobalDrift, ErrFKNotEnforced, ErrPathKey, ErrTypeDrift,
 // ErrCollation) when the guard's assumptions about the database do not
 // hold:
 //
 //   - every table and column of the graph exists (else it is reported as
-//     Missing, and the checks below skip it);
+//     Missing, and the checks below skip it), and a column whose kind the
+//     graph knows (integer or text) has a type of that kind;
 //   - a global table has no foreign key into a tenant-bound table and no
 //     column named like a level, unless its TableDef.GlobalReason says why;
 //   - every foreign key of the graph into a tenant-bound table is a
@@ -199,8 +206,14 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 			continue
 		}
 		for _, c := range t.Columns {
-			if !slices.ContainsFunc(ct.Columns, func(x string) bool { return strings.EqualFold(x, c) }) {
+			i := slices.IndexFunc(ct.Columns, func(x string) bool { return strings.EqualFold(x, c) })
+			if i < 0 {
 				missing = append(missing, t.Name+"."+c)
+				continue
+			}
+			typ := ct.Types[ct.Columns[i]]
+			if k, ck := t.ColumnKind(c), sqlast.TypeKind(typ); k != 0 && ck != 0 && k != ck {
+				errs = append(errs, fmt.Errorf("%w: %s.%s is %s in the database, the graph says %s values", ErrTypeDrift, t.Name, c, typ, k))
 			}
 		}
 		if t.Global && t.GlobalReason == "" {

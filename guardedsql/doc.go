@@ -99,6 +99,8 @@
 //     keys (ErrFKNotEnforced: SQLite PRAGMA foreign_keys, MySQL
 //     foreign_key_checks, PostgreSQL session_replication_role); those keys
 //     must reference a primary or unique key of the database (ErrPathKey);
+//     a column whose kind the graph knows (integer or text) must have a
+//     type of that kind (ErrTypeDrift);
 //     level columns and the columns of those keys must compare byte for
 //     byte (ErrCollation: SQLite COLLATE NOCASE or RTRIM, a PostgreSQL
 //     nondeterministic collation; on MySQL/MariaDB text level ids are
@@ -117,10 +119,11 @@
 //     the catalog check catches a global table that references a tenant
 //     table or has a level-named column, not one that holds tenant data
 //     under other names. Review Global declarations.
-//   - Declared column types where given: a type the graph declares is
-//     what values are converted to, and the catalog check does not compare
-//     it with the column's real type. Columns of unknown kind get their
-//     values as given.
+//   - Columns of unknown kind (no level, no declared type, no typed
+//     referenced column) get their values as given; introspected graphs
+//     carry every column's type. A type the catalog reports in words the
+//     check does not classify (neither integer nor character) is not
+//     compared.
 //   - PostgreSQL foreign-key triggers disabled per table (ALTER TABLE ...
 //     DISABLE TRIGGER ALL) and NOT VALID constraints with old violating
 //     rows; MySQL tables whose engine ignores foreign keys show up as a

@@ -318,6 +318,11 @@ func TestCatalogDrift(t *testing.T) {
 		if err != nil || !slices.Equal(rep.Unlisted, []string{"audit"}) {
 			t.Errorf("report: %+v, %v; want audit unlisted", rep, err)
 		}
+		// A declared type of the other kind than the database's.
+		if _, err := s.open(driftDef(func(_, rates *builder.TableDef) { rates.Types = map[string]string{"label": "BIGINT"} })); !errors.Is(err, guardedsql.ErrTypeDrift) ||
+			!strings.Contains(err.Error(), "rate_cards.label") {
+			t.Errorf("declared BIGINT for a text column: err = %v, want ErrTypeDrift naming rate_cards.label", err)
+		}
 		// A declared foreign key the database lacks.
 		s.mustExec(t, `CREATE TABLE extras (id INT_T PRIMARY KEY, room_id INT_T NOT NULL)`)
 		extras := builder.MustSchema(builder.SchemaDef{
