@@ -11,10 +11,17 @@
 // -> bookings), followed transitively to any depth. Global tables hold
 // shared reference data and carry no scope. NewSchema resolves the paths at
 // start-up and refuses a tenant-bound table with no path to a level, a
-// cycle, an unknown name, or a level column whose declared SQL type
-// disagrees with the level's key type. The schema can be declared in Go
-// (SchemaDef) or introspected from the database's foreign-key metadata and
-// completed with a Tenancy (see guardedsql.IntrospectSQLite).
+// cycle, an unknown name, a level column whose declared SQL type
+// disagrees with the level's key type, or a foreign key into a
+// tenant-bound table whose referenced columns are neither the primary key
+// nor a unique key (TableDef.Unique; ErrFKTarget): otherwise a tenant could
+// create a row with another tenant's key value and reach the other
+// tenant's rows through it. A table declared Global that looks
+// tenant-bound needs a GlobalReason (guardedsql checks this, with the rest
+// of the graph, against the live catalog at start-up). The schema can be
+// declared in Go (SchemaDef) or introspected from the database's catalog
+// (keys, unique keys, types) and completed with a Tenancy (see
+// guardedsql.IntrospectSQLite).
 //
 // # Statements
 //
@@ -24,6 +31,14 @@
 // Exists). No method takes SQL text or a raw table name, and every value is
 // a bind parameter; Build validates names against the schema and refuses
 // anything it cannot account for.
+//
+// Values are typed by their column: where the schema knows a column's kind
+// (a level column, a declared integer or character type in Types, or the
+// column a foreign key references), a value compared with, assigned to or
+// inserted into it is converted to that kind ("12" for an integer column
+// becomes 12, 7 for a text column becomes "7") or refused at Build with an
+// error naming the column (ErrType): the engine is never left to convert a
+// column's values to compare them.
 //
 // Build issues sealed values: Query (SELECT with joins, subqueries, group
 // by, order, limit/offset), Insert, Update and Delete. Their fields are

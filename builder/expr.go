@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -16,6 +17,12 @@ import (
 // columns, invalid or duplicate aliases, values that cannot be bound, a
 // column of a table the statement does not reference, and so on.
 var ErrInvalid = errors.New("builder: invalid statement")
+
+// ErrType is wrapped (with ErrInvalid) by Build when a bound value cannot
+// be converted to the kind of the column it is compared with, assigned to
+// or inserted into (a bool for a text column, "12abc" for an integer one).
+// The column is named; the value is not.
+var ErrType = fmt.Errorf("%w: value does not fit the column's type", ErrInvalid)
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
@@ -153,7 +160,7 @@ func (e Expr) cmpVal(op sqlast.CmpOp, v any) Pred {
 	if err := e.check(); err != nil {
 		return Pred{err: err}
 	}
-	val, err := bindValue(v)
+	val, err := typedValue(e.x, v)
 	if err != nil {
 		return Pred{err: err}
 	}
@@ -212,11 +219,11 @@ func (e Expr) Between(lo, hi any) Pred {
 	if err := e.check(); err != nil {
 		return Pred{err: err}
 	}
-	l, err := bindValue(lo)
+	l, err := typedValue(e.x, lo)
 	if err != nil {
 		return Pred{err: err}
 	}
-	h, err := bindValue(hi)
+	h, err := typedValue(e.x, hi)
 	if err != nil {
 		return Pred{err: err}
 	}
@@ -244,7 +251,7 @@ func (e Expr) in(not bool, vals []any) Pred {
 	}
 	out := make([]sqlast.Value, 0, len(vals))
 	for _, v := range vals {
-		bv, err := bindValue(v)
+		bv, err := typedValue(e.x, v)
 		if err != nil {
 			return Pred{err: err}
 		}
@@ -426,6 +433,45 @@ func NotExists(sub Query) Pred {
 type Order struct {
 	o   sqlast.Order
 	err error
+}
+
+// typedValue binds v (see bindValue) for a comparison with x and, when x
+// is a column whose kind the schema knows (a level column, or a declared
+// integer or character type), converts it to that kind or refuses it,
+// naming the column.
+//
+// Invariant: a value compared with, assigned to or inserted into a column
+// of known kind reaches the engine as that kind, so the engine never
+// converts the column's values instead (MySQL: '7eleven' = 7 is true, and
+// in strict mode an error quoting the stored value, possibly another
+// tenant's).
+func typedValue(x sqlast.Expr, v any) (sqlast.Value, error) {
+	bv, err := bindValue(v)
+	if err != nil || bv.V == nil || guardfault.Off(guardfault.Typed) {
+		return bv, err
+	}
+	c, ok := x.(*sqlast.Col)
+	if !ok {
+		return bv, nil
+	}
+	return typedFor(c.Ref.Table, c.Name, bv)
+}
+
+// typedFor converts bv to the kind of column col of t (see typedValue).
+func typedFor(t *sqlast.Table, col string, bv sqlast.Value) (sqlast.Value, error) {
+	if bv.V == nil || guardfault.Off(guardfault.Typed) {
+		return bv, nil
+	}
+	kind := t.ColumnKind(col)
+	if kind == 0 {
+		return bv, nil
+	}
+	nv, ok := sqlast.ConvertValue(kind, bv.V)
+	if !ok {
+		return sqlast.Value{}, fmt.Errorf("%w: column %s.%s holds %s values; a %T value that is not one cannot be compared with or stored in it",
+			ErrType, t.Name, col, kind, bv.V)
+	}
+	return sqlast.Value{V: nv}, nil
 }
 
 // bindValue normalises v to one of the types every driver binds as is:

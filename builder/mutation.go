@@ -160,6 +160,9 @@ func (b InsertBuilder) Build() (Insert, error) {
 			if vals[j], err = bindValue(v); err != nil {
 				return Insert{}, err
 			}
+			if vals[j], err = typedFor(ref.Table, b.cols[j], vals[j]); err != nil {
+				return Insert{}, err
+			}
 		}
 		s.Rows = append(s.Rows, vals)
 	}
@@ -223,6 +226,11 @@ func (b UpdateBuilder) Build() (Update, error) {
 	}
 	if err := checkCols(ref.Table, cols); err != nil {
 		return Update{}, err
+	}
+	for i := range s.Set {
+		if s.Set[i].V, err = typedFor(ref.Table, s.Set[i].Col, s.Set[i].V); err != nil {
+			return Update{}, err
+		}
 	}
 	if s.Where, s.Refs, err = mutationWhere(ref, b.where, "UPDATE"); err != nil {
 		return Update{}, err

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -53,15 +54,26 @@ type ForeignKey struct {
 // level columns, the parent is inferred if exactly one foreign key points at
 // a tenant-bound table.
 type TableDef struct {
-	Name        string
-	Columns     []string
-	PrimaryKey  []string
+	Name       string
+	Columns    []string
+	PrimaryKey []string
+	// Unique lists the table's unique constraints (and unique indexes),
+	// each as its columns. A scope-path foreign key must reference the
+	// primary key or one of these.
+	Unique      [][]string
 	ForeignKeys []ForeignKey
 	// Types optionally maps column names to declared SQL types. When a
 	// level column's type is known it must agree with the level's KeyType.
 	Types map[string]string
 
 	Global bool
+	// GlobalReason explains why a global table that looks tenant-bound is
+	// global: one with a foreign key into a tenant-bound table or a column
+	// named like a scope level ("chain", "chain_id", or the name of any
+	// level column). guardedsql's start-up catalog check refuses such a
+	// table without a reason, since declaring a tenant table global
+	// removes every predicate from it. Only for Global tables.
+	GlobalReason string
 	// Levels maps a column of this table to the scope level it carries:
 	// hotels.id carries "hotel", hotels.chain_id carries "chain".
 	Levels map[string]string
@@ -137,6 +149,10 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 		}
 		t := sqlast.NewTable(td.Name, td.Columns)
 		t.Global = td.Global
+		if td.GlobalReason != "" && !td.Global {
+			return nil, schemaErr("table %q has a GlobalReason but is not Global", td.Name)
+		}
+		t.GlobalReason = td.GlobalReason
 		t.Types = maps.Clone(td.Types)
 		for c := range td.Types {
 			if !t.HasColumn(c) {
@@ -149,6 +165,17 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 			}
 		}
 		t.PK = slices.Clone(td.PrimaryKey)
+		for _, u := range td.Unique {
+			if len(u) == 0 {
+				return nil, schemaErr("table %q declares an empty unique key", td.Name)
+			}
+			for _, c := range u {
+				if !t.HasColumn(c) {
+					return nil, schemaErr("unique key column %s.%s is not a column", td.Name, c)
+				}
+			}
+			t.Unique = append(t.Unique, slices.Clone(u))
+		}
 		g.Tables[td.Name] = t
 		g.Names = append(g.Names, td.Name)
 	}
@@ -160,6 +187,9 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 		for _, fd := range td.ForeignKeys {
 			fk, err := resolveFK(g, t, fd)
 			if err != nil {
+				return nil, err
+			}
+			if err := checkFKTarget(fk); err != nil {
 				return nil, err
 			}
 			t.FKs = append(t.FKs, fk)
@@ -261,6 +291,28 @@ func resolveFK(g *sqlast.Schema, t *sqlast.Table, fd ForeignKey) (*sqlast.FK, er
 		}
 	}
 	return &sqlast.FK{From: t, Cols: slices.Clone(fd.Columns), To: to, RefCols: slices.Clone(ref)}, nil
+}
+
+// ErrFKTarget is wrapped (with ErrSchema) when a foreign key into a
+// tenant-bound table references columns that are neither its primary key
+// nor a unique key.
+var ErrFKTarget = fmt.Errorf("%w: foreign key into a tenant-bound table must reference a key", ErrSchema)
+
+// checkFKTarget refuses a foreign key into a tenant-bound table whose
+// referenced columns are not a key of that table.
+//
+// Invariant: every foreign key the guard follows (scope paths, and the
+// parent checks of writes) matches at most one referenced row. Otherwise a
+// tenant could create its own row with another tenant's key value (InnoDB
+// accepts a foreign key onto a plain index) and reach, or write under, the
+// other tenant's rows through it. The referenced table's declaration is
+// trusted here; Open compares it with the live catalog.
+func checkFKTarget(fk *sqlast.FK) error {
+	if fk.To.Global || fk.To.IsKey(fk.RefCols) || guardfault.Off(guardfault.PathKey) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s(%s) -> %s(%s): declare the primary key or a unique key (TableDef.Unique) on %s(%s), and create it in the database",
+		ErrFKTarget, fk.From.Name, strings.Join(fk.Cols, ","), fk.To.Name, strings.Join(fk.RefCols, ","), fk.To.Name, strings.Join(fk.RefCols, ","))
 }
 
 func pickParent(t *sqlast.Table, parent string) (*sqlast.FK, error) {
@@ -478,6 +530,9 @@ type Tenancy struct {
 	LevelColumns map[string]string
 	// Global lists the tables that hold shared reference data.
 	Global []string
+	// GlobalReasons maps a table of Global to why it is global although it
+	// looks tenant-bound (see TableDef.GlobalReason).
+	GlobalReasons map[string]string
 	// Parents maps a table name to the column of its scope-parent foreign key.
 	Parents map[string]string
 	// Ignore lists tables left out of the schema (migration bookkeeping and
@@ -500,6 +555,7 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 		td.Levels = nil
 		td.Parent = ""
 		td.Global = slices.Contains(t.Global, td.Name)
+		td.GlobalReason = t.GlobalReasons[td.Name]
 		byName[td.Name] = len(def.Tables)
 		def.Tables = append(def.Tables, td)
 	}
@@ -517,6 +573,11 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 	for _, g := range t.Global {
 		if _, ok := byName[g]; !ok {
 			return SchemaDef{}, schemaErr("tenancy names global table %q, which the catalog lacks", g)
+		}
+	}
+	for g := range t.GlobalReasons {
+		if !slices.Contains(t.Global, g) {
+			return SchemaDef{}, schemaErr("tenancy gives a global reason for %q, which it does not list as Global", g)
 		}
 	}
 	for tc, lvl := range t.LevelColumns {

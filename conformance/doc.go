@@ -124,6 +124,23 @@
 //	   (role-suffixed group), with tenant B granted without a role and the same role in the
 //	   token-wide roles claim, shows none of B's canaries; controls: A alone with the role, and A
 //	   and B both with it, show their canaries.
+//	25 Nullable composite FK: on a fixture of its own (tables g25_*, created and dropped by the
+//	   property), a level column covered by a composite tenant foreign key with a NULL part cannot
+//	   move a row into, or plant one in, another tenant by UPDATE or INSERT (chain writer, hotel
+//	   writer; PostgreSQL: guard and RLS WITH CHECK); an own row with the NULL part is accepted.
+//	26 Path keys: a foreign key into a tenant-bound table onto a non-unique column is refused by
+//	   builder.NewSchema (ErrFKTarget) and, when the graph claims a unique key the database
+//	   lacks, by Open (guardedsql.ErrPathKey).
+//	27 Catalog drift: guardedsql.CheckCatalog finds the target's graph and catalog in agreement
+//	   (no error, no unlisted tenant-looking table, nothing missing), and a table wrongly declared
+//	   global (it references a tenant-bound table) is refused at Open with ErrGlobalDrift; if it
+//	   were not, the property reports the other tenant's rows it reads.
+//	28 Collation: a level column with a case-insensitive collation (SQLite NOCASE, a PostgreSQL
+//	   nondeterministic ICU collation) is refused at Open (ErrCollation); on MySQL/MariaDB, where
+//	   it is accepted, a grant for "ACME" reads none of tenant "acme"'s rows.
+//	29 Typed values: a value that cannot be of its column's kind is refused at Build
+//	   (builder.ErrType); an integer 7 for a text key never matches "7eleven" (MySQL's coercion),
+//	   plants no row under another tenant's key "7", and draws no error quoting a stored key.
 //
 // Properties 15–17 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -145,12 +162,21 @@
 // of one table at a time (internal/guardfault, a test-only hook) and
 // asserts that the properties fail; TENANTMCP_CONFORMANCE_MUTATE=<table>
 // shows the same on a whole run. It also removes, one at a time, the check
-// of grants along the whole group path (P21 catches it) and the binding of
-// roles per grant (P22 catches it). Summary, on SQLite, PostgreSQL and
-// MariaDB alike:
+// of grants along the whole group path (P21 catches it), the binding of
+// roles per grant (P22), and each check that closes a modelling gap
+// (guardfault.Disable: nullable composite keys, path keys, the catalog
+// comparison, collations, typed values; properties 25–29). Removing the
+// collation check changes nothing on MySQL/MariaDB (the guard compares text
+// level ids as binary strings there), so P28 is not required to fail on it.
+// Summary, on SQLite, PostgreSQL and MariaDB alike:
 //
 //	fault removed                                    caught by
 //	guard predicate of one table (PostgreSQL: + RLS)  1 2 5 6 7 8 (9)
 //	grants checked along the whole path (ancestors)  21
 //	roles bound per grant (roles)                    22
+//	nullable composite keys (nullable_fk)            25
+//	path keys onto unique keys (path_key)            26
+//	graph against the live catalog (catalog)         27
+//	byte-exact collations (collation)                28 (not MySQL/MariaDB: nothing to catch)
+//	values typed by their column (typed)             29
 package conformance

@@ -130,4 +130,9 @@ func ExampleProperties() {
 	// P20_pii_canaries            PII canaries never in tool output
 	// P21_path_grants             Path-consistent hierarchical grants
 	// P22_grant_roles             Per-grant reveal (roles belong to grants)
+	// P25_nullable_composite_fk   Nullable composite FK cannot move a row
+	// P26_path_key_unique         Scope paths reference keys only
+	// P27_catalog_drift           Graph matches the live catalog
+	// P28_collation_exact         Tenant keys compare byte-exactly
+	// P29_typed_values            Values typed by their column
 }

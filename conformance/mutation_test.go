@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
@@ -198,9 +199,14 @@ func mutationCheck(t *testing.T, dsn string) {
 			}
 		}
 	}
-	// Faults that remove a fix for the whole run rather than one table's
-	// predicate: grants checked along the whole group path (P21 must catch
-	// it) and roles bound per grant (P22).
+	// Faults that remove one fix for the whole run rather than one table's
+	// predicate, each in turn, every property running once: grants checked
+	// along the whole group path (P21 must catch it), roles bound per grant
+	// (P22), and the modelling-gap checks of issue 13 §3–7
+	// (internal/guardfault.Disable; 25–29). MySQL needs no collation check
+	// (the guard compares text level ids a second time as binary strings),
+	// so removing it there must change nothing.
+	disable := func(f guardfault.Fix) func() func() { return func() func() { return guardfault.Disable(f) } }
 	for _, gf := range []struct {
 		kind   string
 		inject func() (restore func())
@@ -208,7 +214,16 @@ func mutationCheck(t *testing.T, dsn string) {
 	}{
 		{"ancestors", guardfault.IgnoreAncestors, []int{21}},
 		{"roles", guardfault.BindTokenRolesEverywhere, []int{22}},
+		{string(guardfault.NullableFK), disable(guardfault.NullableFK), []int{25}},
+		{string(guardfault.PathKey), disable(guardfault.PathKey), []int{26}},
+		{string(guardfault.Catalog), disable(guardfault.Catalog), []int{27}},
+		{string(guardfault.Collation), disable(guardfault.Collation), []int{28}},
+		{string(guardfault.Typed), disable(guardfault.Typed), []int{29}},
 	} {
+		must := gf.must
+		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
+			must = nil
+		}
 		restore := gf.inject()
 		var caught []int
 		first := map[int]string{}
@@ -221,7 +236,7 @@ func mutationCheck(t *testing.T, dsn string) {
 			}
 		}
 		restore()
-		for _, id := range gf.must {
+		for _, id := range must {
 			if !slices.Contains(caught, id) {
 				t.Errorf("%s fault: P%d did not fail", gf.kind, id)
 			}
@@ -231,11 +246,7 @@ func mutationCheck(t *testing.T, dsn string) {
 				t.Fatalf("after clearing the %s fault: P%d still fails: %v", gf.kind, id, o.msgs)
 			}
 		}
-		example := ""
-		if len(gf.must) > 0 {
-			example = first[gf.must[0]]
-		}
-		matrix = append(matrix, fmt.Sprintf("%-9s %-9s caught by %v (required %v); e.g. %s", gf.kind, "(all)", caught, gf.must, example))
+		matrix = append(matrix, fmt.Sprintf("%-13s %-9s caught by %v (required %v); e.g. %s", gf.kind, "(all)", caught, must, first[gf.must[0]]))
 	}
 	t.Logf("mutation matrix (%s):\n%s", r.engine, strings.Join(matrix, "\n"))
 	if path := os.Getenv("TENANTMCP_CONFORMANCE_MUTATION_LOG"); path != "" {
@@ -244,5 +255,38 @@ func mutationCheck(t *testing.T, dsn string) {
 			fmt.Fprintf(f, "mutation matrix (%s):\n%s\n", r.engine, strings.Join(matrix, "\n"))
 			f.Close()
 		}
+	}
+}
+
+// TestWrongGlobalFailsSuite: a target whose graph declares a tenant-bound
+// table global (here guests, which references chains and carries
+// chain_id) fails the suite at start-up with guardedsql.ErrGlobalDrift,
+// before any property could take the graph's word for it. Before the
+// catalog check the suite ran and reported the other tenants' guests it
+// read as allowed.
+func TestWrongGlobalFailsSuite(t *testing.T) {
+	tg := hotelTarget("", 1)
+	tg.Schema = nil
+	tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
+	found := false
+	for i := range tg.Graph.Tables {
+		if tb := &tg.Graph.Tables[i]; tb.Name == "guests" {
+			tb.Global, tb.Levels, tb.Parent, found = true, nil, "", true
+		}
+	}
+	if !found {
+		t.Fatal("hotel graph has no guests table")
+	}
+	r, err := newRunner(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.setup(context.Background())
+	if err == nil {
+		_ = r.teardown()
+		t.Fatal("the suite started on a graph declaring guests global")
+	}
+	if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), "guests") {
+		t.Fatalf("setup: err = %v, want ErrGlobalDrift naming guests", err)
 	}
 }

@@ -35,6 +35,11 @@ var properties = []*property{
 	{id: 20, name: "pii_canaries", title: "PII canaries never in tool output", criterion: "forbidden canaries absent; allowed ones seen", fn: propCanaries},
 	{id: 21, name: "path_grants", title: "Path-consistent hierarchical grants", criterion: "own path = oracle; other ancestor/swapped: 0 rows, writes ErrNotFound", fn: propPathGrants},
 	{id: 22, name: "grant_roles", title: "Per-grant reveal (roles belong to grants)", criterion: "role on A's grant shows no B canary; controls seen", fn: propGrantRoles},
+	{id: 25, name: "nullable_composite_fk", title: "Nullable composite FK cannot move a row", criterion: "UPDATE/INSERT with a NULL key part: 0 foreign rows", fn: propNullableFK},
+	{id: 26, name: "path_key_unique", title: "Scope paths reference keys only", criterion: "non-unique target: ErrFKTarget / ErrPathKey at Open", fn: propPathKey},
+	{id: 27, name: "catalog_drift", title: "Graph matches the live catalog", criterion: "CheckCatalog clean; wrong global refused at Open", fn: propCatalog},
+	{id: 28, name: "collation_exact", title: "Tenant keys compare byte-exactly", criterion: "ci collation refused, or ACME reads 0 acme rows", fn: propCollation},
+	{id: 29, name: "typed_values", title: "Values typed by their column", criterion: "ErrType at Build; 7 never matches '7eleven'", fn: propTyped},
 }
 
 // Properties lists the property table: number, subtest name, title and

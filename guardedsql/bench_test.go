@@ -103,7 +103,7 @@ func benchSetup(b *testing.B) *sqliteBench {
 			benchErr = err
 			return
 		}
-		g, _ := guardedsql.NewSQLite(raw, benchSch)
+		g, _ := guardedsql.NewSQLite(context.Background(), raw, benchSch)
 		ex, _ := guardedsql.NewForTest(dialect.StdPool(raw, false), sqlitedialect.Dialect{Style: dialect.PathExists}, benchSch, nil)
 		benchData = &sqliteBench{raw: raw, guarded: g, exists: ex, m: m}
 		fmt.Printf("bench dataset: %d hotels, %d rooms, %d bookings, %d payments, loaded in %s\n",
@@ -161,7 +161,8 @@ func drain(b *testing.B, rows resultRows) int {
 }
 
 func BenchmarkRewrite(b *testing.B) {
-	db, err := guardedsql.NewSQLite(nil, benchSch) // rendering never touches the pool
+	// Rendering never touches the pool, so none is opened (nor checked).
+	db, err := guardedsql.NewForTest(dialect.StdPool(nil, false), sqlitedialect.Dialect{}, benchSch, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

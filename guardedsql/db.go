@@ -23,6 +23,11 @@ type DB struct {
 	sch  *builder.Schema
 	g    *sqlast.Schema
 	opt  guard.Options
+	// logger is WithLogger's, for start-up warnings; nil without.
+	logger *slog.Logger
+	// base is pool without the observer: start-up checks are not
+	// statements of a request.
+	base dialect.Pool
 }
 
 // Querier is what DB and Tx have in common; helpers such as All and One
@@ -92,13 +97,14 @@ func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts []Opt
 	for _, o := range opts {
 		o(&c)
 	}
+	base := pool
 	if len(c.observers) > 0 || c.logger != nil {
 		pool = &observedPool{Pool: pool, c: &c}
 	}
 	// Only a dialect whose engine enforces the reads itself may drop them.
 	re, ok := d.(dialect.ReadEnforcer)
 	c.guard.EngineEnforcesReads = ok && re.EngineEnforcesReads()
-	return &DB{pool: pool, d: d, sch: sch, g: g, opt: c.guard}, nil
+	return &DB{pool: pool, d: d, sch: sch, g: g, opt: c.guard, logger: c.logger, base: base}, nil
 }
 
 // Schema returns the schema the DB guards with.

@@ -86,18 +86,79 @@
 // For tests, WithObserver sees every statement before it is sent, and
 // DB.Render shows the guarded SQL for a statement without running it.
 //
-// # Limits
+// # What is checked, and what is trusted
 //
-// What the guard checks and what it still trusts:
+// The guard's predicates are only as right as its picture of the schema
+// and the engine. What that picture assumes is checked where it can be:
 //
-//   - Checked: every table reference of every statement kind carries the
-//     predicate; grants within ancestors hold along the whole path, in the
-//     guard and in the PostgreSQL policies alike (a grant naming a level
-//     the schema lacks, or an id invalid for its level, reaches nothing).
-//   - Trusted: the data's own hierarchy. A grant within ancestors is tested
-//     at the nearest column carrying each level; where a table repeats a
-//     level in a column of its own that disagrees with its parent's, that
-//     column is what is tested.
+//   - At NewSchema (package builder): every tenant-bound table has an
+//     acyclic path to a level; level columns' declared types agree with
+//     their level's key type; every foreign key into a tenant-bound table
+//     references the primary key or a declared unique key
+//     (builder.ErrFKTarget), so following it finds at most one row.
+//   - At Build (package builder): every bound value compared with,
+//     assigned to or inserted into a column whose kind is known (a level
+//     column, a declared integer or character type, or the column a
+//     foreign key references) is converted to that kind or refused
+//     (builder.ErrType, naming the column): the engine never converts
+//     stored keys to compare them (MySQL: '7eleven' = 7), and never fails
+//     quoting one. The guard's own parent checks bind the referenced key's
+//     kind as well.
+//   - At every write: a level column is checked on its own unless a tenant
+//     foreign key that includes it is fully non-NULL in the written row
+//     (a composite key with a NULL part is not checked by the engine,
+//     MATCH SIMPLE); on PostgreSQL the policies' WITH CHECK does the same.
+//   - At Open, NewSQLite, NewPostgres and NewMySQL, on every engine, the
+//     graph is compared with the live catalog as the connected role sees
+//     it (CheckCatalog, errors matching ErrCatalog): a global table with a
+//     foreign key into a tenant-bound table or a level-named column is
+//     refused unless TableDef.GlobalReason explains it (ErrGlobalDrift);
+//     every foreign key of the graph into a tenant-bound table must be a
+//     constraint of the database, and the connection must enforce foreign
+//     keys (ErrFKNotEnforced: SQLite PRAGMA foreign_keys, MySQL
+//     foreign_key_checks, PostgreSQL session_replication_role); those keys
+//     must reference a primary or unique key of the database (ErrPathKey);
+//     a column whose kind the graph knows (integer or text) must have a
+//     type of that kind (ErrTypeDrift);
+//     level columns and the columns of those keys must compare byte for
+//     byte (ErrCollation: SQLite COLLATE NOCASE or RTRIM, a PostgreSQL
+//     nondeterministic collation; on MySQL/MariaDB text level ids are
+//     matched a second time as binary strings, so a case-insensitive
+//     collation is harmless there). Tables the graph leaves out that look
+//     tenant-bound, and graph tables or columns the database lacks, are
+//     reported (CatalogReport, and a warning to WithLogger), not refused.
+//   - At every statement: every table reference of every statement kind
+//     carries the predicate; grants within ancestors hold along the whole
+//     path, in the guard and in the PostgreSQL policies alike (a grant
+//     naming a level the schema lacks, or an id invalid for its level,
+//     reaches nothing).
+//   - On PostgreSQL, CheckRLS checks the installed row-level security.
+//
+// Still trusted, not checked:
+//
+//   - The catalog at start-up stays true: a migration that runs while the
+//     DB is open (dropping a constraint, changing a collation) is not
+//     noticed until the next Open or CheckCatalog.
+//   - Which tables are tenant-bound and which columns carry which level:
+//     the catalog check catches a global table that references a tenant
+//     table or has a level-named column, not one that holds tenant data
+//     under other names. Review Global declarations.
+//   - Columns of unknown kind (no level, no declared type, no typed
+//     referenced column) get their values as given; introspected graphs
+//     carry every column's type. A type the catalog reports in words the
+//     check does not classify (neither integer nor character) is not
+//     compared.
+//   - PostgreSQL foreign-key triggers disabled per table (ALTER TABLE ...
+//     DISABLE TRIGGER ALL) and NOT VALID constraints with old violating
+//     rows; MySQL tables whose engine ignores foreign keys show up as a
+//     missing constraint and are refused.
+//   - The data's own hierarchy. A grant within ancestors is tested at the
+//     nearest column carrying each level; where a table repeats a level in
+//     a column of its own that disagrees with its parent's, that column is
+//     what is tested.
+//
+// And by design:
+//
 //   - A grant within ancestors does not make its levels' ids grantable on
 //     their own: writing a level column that no foreign key covers (a root
 //     row, or moving a row to another tenant id) needs a plain grant of
@@ -106,16 +167,13 @@
 //     of grants within ancestors over the first postgres.MaxShapeLevels (6)
 //     levels a table reaches; a grant naming a level beyond them admits
 //     nothing there.
-//   - Rows whose foreign keys dangle (possible only with foreign-key
-//     enforcement off) may be treated differently by equivalent predicate
-//     shapes; such a row is only ever matched through the level ids its own
-//     columns name, never by another tenant's grant. Enable foreign keys.
+//   - Rows whose foreign keys dangle (possible only with enforcement off
+//     before the DB was opened) may be treated differently by equivalent
+//     predicate shapes; such a row is only ever matched through the level
+//     ids its own columns name, never by another tenant's grant.
 //   - A unique constraint shared by all tenants can reveal that a value
 //     exists elsewhere (the insert fails with a constraint error). Make
 //     such constraints per tenant (include the tenant column).
 //   - Columns an INSERT omits are not checked: a database DEFAULT that
 //     points at another tenant's row would not be caught.
-//   - Declared primary keys are trusted: the guard joins along scope paths
-//     that reference them, so a non-unique "primary key" duplicates rows
-//     (it cannot widen the scope).
 package guardedsql

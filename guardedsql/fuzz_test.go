@@ -14,6 +14,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -351,7 +353,7 @@ func activeLevels(grants []scope.Grant) map[string]bool {
 // rewrites themselves are checked by the differential oracle.
 func checkGuardText(h *hotelDB, ctx context.Context, st builder.Statement, grants []scope.Grant) error {
 	active := activeLevels(grants)
-	plain, err := guardedsql.NewSQLite(h.raw, h.sch, guardedsql.WithPredicatesOnlyForTest())
+	plain, err := guardedsql.NewSQLite(context.Background(), h.raw, h.sch, guardedsql.WithPredicatesOnlyForTest())
 	if err != nil {
 		return err
 	}
@@ -431,7 +433,9 @@ func filteredDB(t testing.TB, m *model, grants []scope.Grant) (*guardedsql.DB, *
 		def.Tables[i].Global, def.Tables[i].Levels, def.Tables[i].Parent = true, nil, ""
 	}
 	sch := builder.MustSchema(def)
-	db, err := guardedsql.NewSQLite(raw, sch)
+	// Deliberately at odds with the catalog (tables that are tenant-bound
+	// declared global, foreign keys off), so without the start-up check.
+	db, err := guardedsql.NewForTest(dialect.StdPool(raw, false), sqlitedialect.Dialect{}, sch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,7 +194,7 @@ func TestIntrospectSQLite(t *testing.T) {
 	if !slices.Equal(sch.TableNames(), h.sch.TableNames()) {
 		t.Fatalf("tables %v vs %v", sch.TableNames(), h.sch.TableNames())
 	}
-	db, err := guardedsql.NewSQLite(h.raw, sch)
+	db, err := guardedsql.NewSQLite(context.Background(), h.raw, sch)
 	if err != nil {
 		t.Fatal(err)
 	}

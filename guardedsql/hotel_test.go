@@ -467,11 +467,11 @@ func newHotelSized(t testing.TB, chains, hotelsPer, roomsPer, bookingsPer int, o
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.NewSQLite(raw, sch, opts...)
+	db, err := guardedsql.NewSQLite(context.Background(), raw, sch, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := guardedsql.NewSQLite(raw, sch, append(opts, guardedsql.WithPredicatesOnlyForTest())...)
+	plain, err := guardedsql.NewSQLite(context.Background(), raw, sch, append(opts, guardedsql.WithPredicatesOnlyForTest())...)
 	if err != nil {
 		t.Fatal(err)
 	}

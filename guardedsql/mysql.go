@@ -51,7 +51,14 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 	if err != nil {
 		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
 	}
-	return newDB(pool, mysqldialect.Dialect{Charsets: cs}, sch, opts)
+	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs}, sch, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := startupCatalog(ctx, gdb); err != nil {
+		return nil, err
+	}
+	return gdb, nil
 }
 
 func probeJSONTable(ctx context.Context, db *sql.DB) error {

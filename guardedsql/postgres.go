@@ -76,7 +76,14 @@ func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts 
 	if err := d.Check(ctx, p, g); err != nil {
 		return nil, err
 	}
-	return newDB(p, d, sch, opts)
+	db, err := newDB(p, d, sch, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := startupCatalog(ctx, db); err != nil {
+		return nil, err
+	}
+	return db, nil
 }
 
 // openPostgres opens a pool for a postgres:// or postgresql:// DSN.

@@ -50,6 +50,9 @@ func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) 
 		return nil, err
 	}
 	db, err := newDB(pool, sqlite.Dialect{}, sch, opts)
+	if err == nil {
+		err = startupCatalog(ctx, db)
+	}
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -105,11 +108,19 @@ func pingSQLite(ctx context.Context, dsn, name string) (*sql.DB, error) {
 }
 
 // NewSQLite guards an SQLite database opened by the caller with the
-// "sqlite" driver (modernc.org/sqlite). Close leaves db open. Enable
-// foreign keys on it (_pragma=foreign_keys(1)) so that the engine, too,
-// refuses dangling references.
-func NewSQLite(db *sql.DB, sch *builder.Schema, opts ...Option) (*DB, error) {
-	return newDB(dialect.StdPool(db, false), sqlite.Dialect{}, sch, opts)
+// "sqlite" driver (modernc.org/sqlite). Close leaves db open. Open it with
+// foreign keys enforced (_pragma=foreign_keys(1)): the start-up catalog
+// check (CheckCatalog) refuses a connection without, as it refuses a graph
+// that disagrees with the database.
+func NewSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, opts ...Option) (*DB, error) {
+	g, err := newDB(dialect.StdPool(db, false), sqlite.Dialect{}, sch, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := startupCatalog(ctx, g); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // IntrospectSQLite reads the tables, columns, primary keys and foreign

@@ -1,6 +1,7 @@
 package guardfault
 
 import (
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -57,3 +58,56 @@ func BindTokenRolesEverywhere() (restore func()) { return set(&tokenRolesEverywh
 // TokenRolesEverywhere reports whether BindTokenRolesEverywhere is in
 // effect.
 func TokenRolesEverywhere() bool { return tokenRolesEverywhere.Load() }
+
+// Fix names one check that closes a modelling gap (issue 13 §3–7). Disable
+// switches it off so that the conformance mutation check can show which
+// property notices its absence.
+type Fix string
+
+const (
+	// NullableFK: a level column covered by a composite tenant foreign key
+	// is checked on its own when the key has a NULL part in the written row.
+	NullableFK Fix = "nullable_fk"
+	// PathKey: a scope-path foreign key must reference a primary key or a
+	// unique constraint (declared graph and live catalog).
+	PathKey Fix = "path_key"
+	// Catalog: the schema graph is compared with the live catalog at Open
+	// (global tables that look tenant-bound, unenforced foreign keys).
+	Catalog Fix = "catalog"
+	// Collation: level and path-key columns must compare byte-exactly.
+	Collation Fix = "collation"
+	// Typed: bound values are converted to their column's type.
+	Typed Fix = "typed"
+)
+
+var (
+	offMu sync.RWMutex
+	off   = map[Fix]int{}
+)
+
+// Disable switches fix off until the returned restore function is called.
+// It panics outside a test binary.
+func Disable(fix Fix) (restore func()) {
+	if !testing.Testing() {
+		panic("guardfault: used outside a test binary")
+	}
+	offMu.Lock()
+	off[fix]++
+	offMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			offMu.Lock()
+			off[fix]--
+			offMu.Unlock()
+		})
+	}
+}
+
+// Off reports whether fix is switched off. Outside a test binary nothing
+// can switch a fix off, so it is false.
+func Off(fix Fix) bool {
+	offMu.RLock()
+	defer offMu.RUnlock()
+	return off[fix] > 0
+}

@@ -55,8 +55,15 @@ type Table struct {
 	Columns []string          // declaration order
 	Types   map[string]string // declared SQL types where known
 	PK      []string
-	FKs     []*FK
-	Global  bool
+	// Unique lists the declared unique keys (column lists) besides PK.
+	Unique [][]string
+	FKs    []*FK
+	Global bool
+	// GlobalReason says why a global table that looks tenant-bound (a
+	// foreign key into a tenant-bound table, a column named like a level)
+	// is global after all; the start-up catalog check refuses such a table
+	// without one.
+	GlobalReason string
 
 	// LevelCols are this table's own level columns, in column order.
 	LevelCols []LevelCol
@@ -127,6 +134,16 @@ func (t *Table) FKCovering(c string) *FK {
 		}
 	}
 	return nil
+}
+
+// IsKey reports whether cols include all columns of the primary key or of
+// a unique key of t, so that at most one row of t matches given values for
+// cols.
+func (t *Table) IsKey(cols []string) bool {
+	covers := func(key []string) bool {
+		return len(key) > 0 && !slices.ContainsFunc(key, func(k string) bool { return !slices.Contains(cols, k) })
+	}
+	return covers(t.PK) || slices.ContainsFunc(t.Unique, covers)
 }
 
 // LevelCol is a column that carries a scope level.

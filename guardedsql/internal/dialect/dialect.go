@@ -103,6 +103,20 @@ type Dialect interface {
 // the values it was built with (an observed Pool hides them, and
 // everything still works the plain way).
 
+// CatalogChecker is implemented by the engine dialects for the start-up
+// comparison of the schema graph with the live catalog (guardedsql's
+// checkCatalog).
+type CatalogChecker interface {
+	// Catalog introspects like Introspect, as the connected role (the
+	// application role must see its tables' keys), and returns which of
+	// keyCols (table, column) would not compare byte for byte in the
+	// guard's predicates, each described with its collation.
+	Catalog(ctx context.Context, q Querier, keyCols [][2]string) ([]builder.TableDef, []string, error)
+	// FKEnforced reports whether the connection enforces foreign keys,
+	// and if not, why (a setting named by the engine).
+	FKEnforced(ctx context.Context, q Querier) (bool, string, error)
+}
+
 // ReadEnforcer is implemented by dialects whose engine can be trusted with
 // the read predicates on its own (PostgreSQL row-level security, when
 // configured RLS-only). When EngineEnforcesReads reports true the guard
@@ -386,15 +400,9 @@ next:
 	return cols
 }
 
-// CanonicalInt parses s as a decimal int64 written canonically: no sign
-// other than a leading '-', no leading zeros, no spaces, no "-0".
-func CanonicalInt(s string) (int64, bool) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || strconv.FormatInt(n, 10) != s {
-		return 0, false
-	}
-	return n, true
-}
+// CanonicalInt parses s as a decimal int64 written canonically (see
+// sqlast.CanonicalInt).
+func CanonicalInt(s string) (int64, bool) { return sqlast.CanonicalInt(s) }
 
 // LevelValue converts a bound value to the level's key kind for a
 // comparison with the scope document, reporting false when v cannot be a
@@ -402,21 +410,8 @@ func CanonicalInt(s string) (int64, bool) {
 // arrive as Go integers or canonical decimal strings; TextKey values as
 // strings or integers (rendered in decimal).
 func LevelValue(lvl *sqlast.Level, v any) (any, bool) {
-	switch lvl.Key {
-	case sqlast.IntKey:
-		switch x := v.(type) {
-		case int64:
-			return x, true
-		case string:
-			return CanonicalInt(x)
-		}
-	case sqlast.TextKey:
-		switch x := v.(type) {
-		case string:
-			return x, true
-		case int64:
-			return strconv.FormatInt(x, 10), true
-		}
+	if _, isBytes := v.([]byte); isBytes {
+		return nil, false
 	}
-	return nil, false
+	return sqlast.ConvertValue(lvl.Key, v)
 }

@@ -3,7 +3,6 @@ package dialect
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	sq "github.com/Masterminds/squirrel"
 
@@ -48,8 +47,8 @@ func InformationSchema(ctx context.Context, q Querier, ph sq.PlaceholderFormat, 
 		}
 		return rows.Err()
 	}
-	tables := map[string]*builder.TableDef{}
-	var order []string
+	ts := NewTables()
+	tables := ts.ByName
 	err := run(`SELECT c.table_name, c.column_name, c.data_type
 FROM information_schema.columns c
 JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
@@ -59,14 +58,7 @@ ORDER BY c.table_name, c.ordinal_position`, func(r Rows) error {
 		if err := r.Scan(&tn, &cn, &typ); err != nil {
 			return err
 		}
-		td := tables[tn]
-		if td == nil {
-			td = &builder.TableDef{Name: tn, Types: map[string]string{}}
-			tables[tn] = td
-			order = append(order, tn)
-		}
-		td.Columns = append(td.Columns, cn)
-		td.Types[cn] = typ
+		ts.Column(tn, cn, typ)
 		return nil
 	})
 	if err != nil {
@@ -105,37 +97,52 @@ FROM information_schema.key_column_usage k
 WHERE k.table_schema = ? AND k.referenced_table_name IS NOT NULL
 ORDER BY k.table_name, k.constraint_name, k.ordinal_position`
 	}
-	type fkKey struct{ table, name string }
-	fks := map[fkKey]*builder.ForeignKey{}
-	var fkOrder []fkKey
+	var fks Keys
 	err = run(fkQuery, func(r Rows) error {
 		var tn, name, cn, rt, rc string
 		if err := r.Scan(&tn, &name, &cn, &rt, &rc); err != nil {
 			return err
 		}
-		k := fkKey{tn, name}
-		fk := fks[k]
-		if fk == nil {
-			fk = &builder.ForeignKey{RefTable: rt}
-			fks[k] = fk
-			fkOrder = append(fkOrder, k)
-		}
-		fk.Columns = append(fk.Columns, cn)
-		fk.RefColumns = append(fk.RefColumns, rc)
+		fks.Add(tn, name, cn, rt, rc, true)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("introspect foreign keys: %w", err)
 	}
-	for _, k := range fkOrder {
-		if td := tables[k.table]; td != nil {
-			td.ForeignKeys = append(td.ForeignKeys, *fks[k])
+	fks.ForeignKeys(tables)
+	// Unique keys, from the indexes rather than table_constraints: a
+	// PostgreSQL unique index is no constraint, and a MySQL unique index on
+	// a column prefix (sub_part) or an expression does not make the column
+	// unique. The primary key is listed too.
+	uniqueQuery := `SELECT t.relname, ic.relname, COALESCE(a.attname, ''), 0
+FROM pg_catalog.pg_index x
+JOIN pg_catalog.pg_class t ON t.oid = x.indrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+JOIN pg_catalog.pg_class ic ON ic.oid = x.indexrelid
+CROSS JOIN LATERAL unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum AND k.attnum > 0
+WHERE n.nspname = ? AND x.indisunique AND x.indpred IS NULL AND x.indisvalid
+ORDER BY t.relname, ic.relname, k.ord`
+	if flavor == FlavorMySQL {
+		uniqueQuery = `SELECT table_name, index_name, COALESCE(column_name, ''), COALESCE(sub_part, 0)
+FROM information_schema.statistics
+WHERE table_schema = ? AND non_unique = 0
+ORDER BY table_name, index_name, seq_in_index`
+	}
+	var uks Keys
+	err = run(uniqueQuery, func(r Rows) error {
+		var tn, name, cn string
+		var sub int64
+		if err := r.Scan(&tn, &name, &cn, &sub); err != nil {
+			return err
 		}
+		// An expression or a prefix is not a key of the column.
+		uks.Add(tn, name, cn, "", "", cn != "" && sub == 0)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("introspect unique keys: %w", err)
 	}
-	slices.Sort(order)
-	out := make([]builder.TableDef, 0, len(order))
-	for _, n := range order {
-		out = append(out, *tables[n])
-	}
-	return out, nil
+	uks.Unique(tables)
+	return ts.Defs(), nil
 }

@@ -922,13 +922,35 @@ func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) dialect.Frag 
 }
 
 // parentCheck is true when the row of fk.To keyed by vals is in scope.
+//
+// Invariant: each key value is bound as the kind of the referenced column
+// (or, if the schema does not know it, of the referencing one), so the
+// engine compares like with like and never converts the stored keys (MySQL
+// would match '7eleven' for 7, or fail quoting a stored key); a value that
+// cannot be of that kind references no row.
 func (r *renderer) parentCheck(fk *sqlast.FK, vals map[string]sqlast.Value) dialect.Frag {
+	args := make([]any, len(fk.RefCols))
+	for i, c := range fk.RefCols {
+		v := vals[fk.Cols[i]].V
+		kind := fk.To.ColumnKind(c)
+		if kind == 0 {
+			kind = fk.From.ColumnKind(fk.Cols[i])
+		}
+		if kind != 0 && !guardfault.Off(guardfault.Typed) {
+			nv, ok := sqlast.ConvertValue(kind, v)
+			if !ok {
+				return fragFalse
+			}
+			v = nv
+		}
+		args[i] = v
+	}
 	a := r.newAlias()
 	var f fb
 	f.s("EXISTS (SELECT 1 FROM ", r.q(fk.To.Name), " AS ", r.q(a), " WHERE ")
 	for i, c := range fk.RefCols {
 		f.s(r.col(a, c), " = ")
-		f.arg(vals[fk.Cols[i]].V)
+		f.arg(args[i])
 		f.s(" AND ")
 	}
 	f.frag(r.readGuard(fk.To, a))
@@ -969,7 +991,12 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 		}
 	}
 	for _, lc := range t.LevelCols {
-		if t.FKCovering(lc.Col) != nil {
+		// Invariant: a level column's own check is skipped only when a
+		// tenant foreign key including it is fully non-NULL in the written
+		// row, so the referenced row (checked above) vouches for its value.
+		// With one part NULL the engine checks nothing (MATCH SIMPLE) and
+		// neither does the parent check, so the value is checked here.
+		if coveredByFK(t, lc.Col, vals) || guardfault.Off(guardfault.NullableFK) && t.FKCovering(lc.Col) != nil {
 			continue // the referenced row's guard covers it, hierarchy included
 		}
 		if insert && lc.Col == t.Identity {
@@ -1006,6 +1033,21 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 		}
 	}
 	return checks, viaFK, nil
+}
+
+// coveredByFK reports whether column c of t is part of a tenant foreign key
+// whose columns the written row sets, all of them non-NULL: only then does
+// the parent check vouch for c's value.
+func coveredByFK(t *sqlast.Table, c string, vals map[string]sqlast.Value) bool {
+	for _, fk := range t.TenantFKs() {
+		if !slices.Contains(fk.Cols, c) {
+			continue
+		}
+		if !slices.ContainsFunc(fk.Cols, func(fc string) bool { v, ok := vals[fc]; return !ok || v.V == nil }) {
+			return true
+		}
+	}
+	return false
 }
 
 func and(fs []dialect.Frag) dialect.Frag {

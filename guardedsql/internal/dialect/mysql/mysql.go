@@ -283,13 +283,48 @@ func (Dialect) Session(context.Context, dialect.Querier, scope.Scope, string) er
 // Introspect implements dialect.Dialect for the connection's current
 // database.
 func (Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.TableDef, error) {
-	rows, err := q.Query(ctx, `SELECT DATABASE()`)
-	if err != nil {
+	var db *string
+	if err := scalar(ctx, q, `SELECT DATABASE()`, &db); err != nil {
 		return nil, fmt.Errorf("mysql: current database: %w", err)
 	}
-	var db *string
+	if db == nil {
+		return nil, fmt.Errorf("mysql: no database selected (name one in the DSN)")
+	}
+	return dialect.InformationSchema(ctx, q, sq.Question, dialect.FlavorMySQL, *db)
+}
+
+// Catalog implements dialect.CatalogChecker. Text level columns need no
+// collation check here: InScope compares them a second time as binary
+// strings. Path-key columns compare in their own collation on both sides
+// of a foreign key (InnoDB requires the same one), which is also the
+// collation their unique key is enforced in, so a join still finds at
+// most the one row the key admits.
+func (d Dialect) Catalog(ctx context.Context, q dialect.Querier, _ [][2]string) ([]builder.TableDef, []string, error) {
+	defs, err := d.Introspect(ctx, q)
+	return defs, nil, err
+}
+
+// FKEnforced implements dialect.CatalogChecker from the session's
+// foreign_key_checks.
+func (Dialect) FKEnforced(ctx context.Context, q dialect.Querier) (bool, string, error) {
+	var v int64
+	if err := scalar(ctx, q, `SELECT @@SESSION.foreign_key_checks`, &v); err != nil {
+		return false, "", fmt.Errorf("mysql: foreign_key_checks: %w", err)
+	}
+	if v != 1 {
+		return false, "foreign_key_checks is off", nil
+	}
+	return true, "", nil
+}
+
+// scalar scans the first column of query's first row (if any) into dest.
+func scalar(ctx context.Context, q dialect.Querier, query string, dest any) error {
+	rows, err := q.Query(ctx, query)
+	if err != nil {
+		return err
+	}
 	if rows.Next() {
-		err = rows.Scan(&db)
+		err = rows.Scan(dest)
 	}
 	if err == nil {
 		err = rows.Err()
@@ -297,11 +332,5 @@ func (Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.Tab
 	if cerr := rows.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return nil, fmt.Errorf("mysql: current database: %w", err)
-	}
-	if db == nil {
-		return nil, fmt.Errorf("mysql: no database selected (name one in the DSN)")
-	}
-	return dialect.InformationSchema(ctx, q, sq.Question, dialect.FlavorMySQL, *db)
+	return err
 }

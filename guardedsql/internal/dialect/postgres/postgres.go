@@ -70,12 +70,10 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	sq "github.com/Masterminds/squirrel"
 
-	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -240,27 +238,6 @@ func (d Dialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope,
 	}
 	_, err := tx.Exec(ctx, SessionSQL, d.Setting(), doc)
 	return err
-}
-
-// Introspect implements dialect.Dialect for the connection's current
-// schema.
-func (Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.TableDef, error) {
-	rows, err := q.Query(ctx, `SELECT current_schema()`)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: current schema: %w", err)
-	}
-	var schema *string
-	if rows.Next() {
-		err = rows.Scan(&schema)
-	}
-	err = firstErr(err, rows.Err(), rows.Close())
-	if err != nil {
-		return nil, fmt.Errorf("postgres: current schema: %w", err)
-	}
-	if schema == nil {
-		return nil, fmt.Errorf("postgres: no current schema (check search_path)")
-	}
-	return dialect.InformationSchema(ctx, q, sq.Dollar, dialect.FlavorStandard, *schema)
 }
 
 func firstErr(errs ...error) error {

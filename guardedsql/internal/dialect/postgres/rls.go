@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -15,8 +16,12 @@ import (
 type Policy struct {
 	Table string
 	Name  string
-	// Expr is used for both USING and WITH CHECK.
+	// Expr is the USING expression: the row lies under a grant.
 	Expr string
+	// Check is the WITH CHECK expression: Expr, and every level column a
+	// composite foreign key might leave unchecked holds a granted id (see
+	// writeCheckExpr).
+	Check string
 	// Marker identifies the generated policy (namespace, generator
 	// version, hash of setting, table and expression); RLSDDL stores it,
 	// with a hash of the installed expressions, as the policy's comment.
@@ -34,11 +39,13 @@ func (d Dialect) Policies(g *sqlast.Schema) []Policy {
 		}
 		pg := &policyGen{d: d}
 		expr := pg.tableExpr(t)
-		sum := sha256.Sum256([]byte(d.Setting() + "\x00" + t.Name + "\x00" + expr))
+		check := pg.writeCheckExpr(t, expr)
+		sum := sha256.Sum256([]byte(d.Setting() + "\x00" + t.Name + "\x00" + expr + "\x00" + check))
 		out = append(out, Policy{
 			Table:  t.Name,
 			Name:   d.PolicyName(),
 			Expr:   expr,
+			Check:  check,
 			Marker: d.ns() + ":v1:" + hex.EncodeToString(sum[:12]),
 		})
 	}
@@ -66,7 +73,7 @@ func (d Dialect) RLSDDL(g *sqlast.Schema) []string {
 			"ALTER TABLE "+qt+" ENABLE ROW LEVEL SECURITY",
 			"ALTER TABLE "+qt+" FORCE ROW LEVEL SECURITY",
 			"DROP POLICY IF EXISTS "+qp+" ON "+qt,
-			"CREATE POLICY "+qp+" ON "+qt+" AS PERMISSIVE FOR ALL TO PUBLIC\n  USING ("+p.Expr+")\n  WITH CHECK ("+p.Expr+")",
+			"CREATE POLICY "+qp+" ON "+qt+" AS PERMISSIVE FOR ALL TO PUBLIC\n  USING ("+p.Expr+")\n  WITH CHECK ("+p.Check+")",
 		)
 		rels = append(rels, literal(qt))
 		markers = append(markers, literal(p.Marker))
@@ -253,6 +260,56 @@ func (pg *policyGen) shapeTerm(t *sqlast.Table, anchors []sqlast.Anchor) string 
 		rhs[i] = pg.col(subs[0], fk.RefCols[i])
 	}
 	return "(" + strings.Join(lhs, ", ") + ") IN (SELECT " + strings.Join(rhs, ", ") + " FROM " + from + " WHERE " + test + ")"
+}
+
+// writeCheckExpr is the WITH CHECK expression of t: expr, and every level
+// column of t holds a granted id or is NULL, unless a foreign key vouches
+// for it: a single-column tenant foreign key (the referenced row must be
+// in scope by its own policy), or a multi-column one that is fully
+// non-NULL in the row (with a NULL part the engine does not check the key,
+// MATCH SIMPLE). The row's own identity column (hotels.id carrying the
+// hotel level) is exempt: a chain writer creates hotels whose ids it was
+// not granted. Without these terms a writer whose grant the row meets
+// through another anchor (a hotel-1 writer, through the row's room) could
+// set the column to another tenant's id, which that tenant's grant then
+// reads. This is the guard's own write rule (guard.writeChecks), with
+// NULL admitted because the policy cannot tell INSERT from UPDATE.
+func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
+	if guardfault.Off(guardfault.NullableFK) {
+		return expr
+	}
+	var terms []string
+	for _, lc := range t.LevelCols {
+		if lc.Col == t.Identity {
+			continue
+		}
+		var full []string
+		single := false
+		for _, fk := range t.TenantFKs() {
+			if !slices.Contains(fk.Cols, lc.Col) {
+				continue
+			}
+			if len(fk.Cols) == 1 {
+				single = true
+				break
+			}
+			nn := make([]string, len(fk.Cols))
+			for i, c := range fk.Cols {
+				nn[i] = pg.col("", c) + " IS NOT NULL"
+			}
+			full = append(full, "("+strings.Join(nn, " AND ")+")")
+		}
+		if single {
+			continue
+		}
+		c := pg.col("", lc.Col)
+		alts := append([]string{c + " IS NULL", c + " = ANY (" + pg.ids(lc.Level) + ")"}, full...)
+		terms = append(terms, "("+strings.Join(alts, " OR ")+")")
+	}
+	if len(terms) == 0 {
+		return expr
+	}
+	return "(" + expr + " AND " + strings.Join(terms, " AND ") + ")"
 }
 
 // at is the condition for the row of the table reached after depth hops of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"slices"
 	"strings"
 
 	sq "github.com/Masterminds/squirrel"
@@ -119,6 +120,9 @@ func (Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.Tab
 		for i := 1; i <= len(pkPos); i++ {
 			td.PrimaryKey = append(td.PrimaryKey, pkPos[i])
 		}
+		if td.Unique, err = uniqueKeys(ctx, q, n); err != nil {
+			return nil, err
+		}
 		out = append(out, td)
 	}
 	for i := range out {
@@ -164,8 +168,30 @@ func (Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.Tab
 	return out, nil
 }
 
-func strings1(ctx context.Context, q dialect.Querier, query string) ([]string, error) {
-	rows, err := q.Query(ctx, query)
+// uniqueKeys lists the columns of table's unique indexes (UNIQUE
+// constraints, CREATE UNIQUE INDEX, and a primary key other than the rowid),
+// leaving out partial indexes and those on expressions, which do not make
+// their columns a key.
+func uniqueKeys(ctx context.Context, q dialect.Querier, table string) ([][]string, error) {
+	names, err := strings1(ctx, q, `SELECT "name" FROM pragma_index_list(?) WHERE "unique" = 1 AND "partial" = 0 ORDER BY "name"`, table)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: unique indexes of %s: %w", table, err)
+	}
+	var out [][]string
+	for _, ix := range names {
+		cols, err := strings1(ctx, q, `SELECT COALESCE("name", '') FROM pragma_index_info(?) ORDER BY "seqno"`, ix)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: columns of index %s: %w", ix, err)
+		}
+		if len(cols) > 0 && !slices.Contains(cols, "") {
+			out = append(out, cols)
+		}
+	}
+	return out, nil
+}
+
+func strings1(ctx context.Context, q dialect.Querier, query string, args ...any) ([]string, error) {
+	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,328 @@
+package conformance
+
+// Properties 25–29: the modelling gaps of issue 13 §3–7, each on a small
+// fixture of its own (tables prefixed gNN_, created in the scratch database
+// as its owner and dropped again), because they concern schema shapes the
+// target graph may not have: a nullable composite tenant foreign key, a
+// scope path onto a non-unique column, a table wrongly declared global, a
+// case-insensitive tenant key, a text key compared with a number. Each
+// attacks through the guard (and, on PostgreSQL, row-level security) and
+// fails on a cross-tenant row, a missing refusal, or an error quoting a
+// stored key. P27 also compares the target's own graph with its catalog.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/scope"
+	"github.com/tenantmcp/tenantmcp/scope/scopetest"
+)
+
+// gapTypes spells the DDL type words KEY_T (a text key: VARCHAR on MySQL,
+// which cannot index TEXT) and INT_T for the engine.
+func gapTypes(e Engine, q string) string {
+	key, integer := "TEXT", "BIGINT"
+	switch e {
+	case MySQL:
+		key = "VARCHAR(64)"
+	case SQLite:
+		integer = "INTEGER"
+	}
+	return strings.NewReplacer(" KEY_T", " "+key, " INT_T", " "+integer).Replace(q)
+}
+
+// gapFixture creates tables (named in drop order: children first) with
+// ddl as the owner, and registers their removal.
+type gapFixture struct {
+	p      *pt
+	r      *runner
+	tables []string
+	closes []func() error
+}
+
+func (r *runner) gapFixture(p *pt, tables []string, ddl []string) *gapFixture {
+	f := &gapFixture{p: p, r: r, tables: tables}
+	f.drop() // left over from an aborted run
+	for _, q := range ddl {
+		f.exec(q)
+	}
+	return f
+}
+
+func (f *gapFixture) exec(q string, args ...any) {
+	if _, err := f.r.sc.owner.ExecContext(f.p.ctx, gapTypes(f.r.engine, q), args...); err != nil {
+		f.p.Fatalf("fixture: %s: %v", q, err)
+	}
+}
+
+func (f *gapFixture) count(q string, args ...any) int {
+	var n int
+	if err := f.r.sc.owner.QueryRowContext(f.p.ctx, q, args...).Scan(&n); err != nil {
+		f.p.Fatalf("fixture: %s: %v", q, err)
+	}
+	return n
+}
+
+// open guards the fixture with sch as the app role (PostgreSQL: after
+// installing sch's row-level security and the role's rights).
+func (f *gapFixture) open(sch *builder.Schema) (*guardedsql.DB, error) {
+	if err := prepareEngine(f.p.ctx, f.r.sc, sch); err != nil {
+		f.p.Fatalf("fixture: %v", err)
+	}
+	db, closeDB, err := f.r.sc.openGuarded(f.p.ctx, sch)
+	if err == nil {
+		f.closes = append(f.closes, closeDB)
+	}
+	return db, err
+}
+
+func (f *gapFixture) drop() {
+	for i := len(f.closes) - 1; i >= 0; i-- {
+		_ = f.closes[i]()
+	}
+	f.closes = nil
+	for _, t := range f.tables {
+		if _, err := f.r.sc.owner.ExecContext(f.p.ctx, `DROP TABLE IF EXISTS `+f.r.engine.quote(t)); err != nil {
+			f.p.Errorf("fixture: dropping %s: %v", t, err)
+		}
+	}
+}
+
+func gapCtx(p *pt, grants ...scope.Grant) context.Context {
+	return scopetest.NewContext(p.ctx, scopetest.New("conformance", grants))
+}
+
+func chainGrant(id string) scope.Grant { return scope.Grant{Level: "chain", ID: id} }
+
+func strs(p *pt, db *guardedsql.DB, ctx context.Context, q builder.Query) []string {
+	rows, err := db.Query(ctx, q)
+	if err != nil {
+		p.Fatalf("query: %v", err)
+	}
+	out, err := guardedsql.CollectRows(rows, func(r *guardedsql.Rows) (s string, err error) { err = r.Scan(&s); return })
+	if err != nil {
+		p.Fatalf("query: %v", err)
+	}
+	return out
+}
+
+// propNullableFK (P25): a level column covered by a composite tenant
+// foreign key with a NULL part is checked on its own, on UPDATE and INSERT.
+func propNullableFK(p *pt, r *runner) {
+	f := r.gapFixture(p, []string{"g25_notes", "g25_rooms", "g25_hotels", "g25_chains"}, []string{
+		`CREATE TABLE g25_chains (id KEY_T PRIMARY KEY)`,
+		`CREATE TABLE g25_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL REFERENCES g25_chains(id), UNIQUE (chain_id, id))`,
+		`CREATE TABLE g25_rooms (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL REFERENCES g25_hotels(id))`,
+		`CREATE TABLE g25_notes (id INT_T PRIMARY KEY, room_id INT_T NOT NULL REFERENCES g25_rooms(id), chain_id KEY_T NOT NULL, hotel_id INT_T NULL,
+		   FOREIGN KEY (chain_id, hotel_id) REFERENCES g25_hotels(chain_id, id))`,
+		`INSERT INTO g25_chains VALUES ('acme'), ('globex')`,
+		`INSERT INTO g25_hotels VALUES (1, 'acme'), (2, 'globex'), (3, 'acme')`,
+		`INSERT INTO g25_rooms VALUES (10, 1), (11, 2), (12, 3)`,
+		`INSERT INTO g25_notes VALUES (100, 10, 'acme', 1), (101, 11, 'globex', 2)`,
+	})
+	defer f.drop()
+	sch, err := builder.NewSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}, {Name: "hotel", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "g25_chains", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "chain"}},
+			{Name: "g25_hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Unique: [][]string{{"chain_id", "id"}},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"chain_id"}, RefTable: "g25_chains"}},
+				Levels:      map[string]string{"id": "hotel", "chain_id": "chain"}},
+			{Name: "g25_rooms", Columns: []string{"id", "hotel_id"}, PrimaryKey: []string{"id"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "g25_hotels"}}},
+			{Name: "g25_notes", Columns: []string{"id", "room_id", "chain_id", "hotel_id"}, PrimaryKey: []string{"id"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"room_id"}, RefTable: "g25_rooms"},
+					{Columns: []string{"chain_id", "hotel_id"}, RefTable: "g25_hotels", RefColumns: []string{"chain_id", "id"}}},
+				Levels: map[string]string{"chain_id": "chain"}, Parent: "room_id"},
+		},
+	})
+	if err != nil {
+		p.Fatalf("schema: %v", err)
+	}
+	db, err := f.open(sch)
+	if err != nil {
+		p.Fatalf("open: %v", err)
+	}
+	notes := sch.Table("g25_notes")
+	acme, hotel1 := gapCtx(p, chainGrant("acme")), gapCtx(p, scope.Grant{Level: "hotel", ID: "1"})
+	move := builder.Must(builder.UpdateTable(notes).Set("chain_id", "globex").Set("hotel_id", nil).Where(notes.Col("id").Eq(100)).Build())
+	plant := builder.Must(builder.InsertInto(notes).Columns("id", "room_id", "chain_id", "hotel_id").Values(102, 10, "globex", nil).Build())
+	for _, a := range []struct {
+		name string
+		ctx  context.Context
+		m    builder.Mutation
+	}{{"UPDATE by chain acme", acme, move}, {"INSERT by chain acme", acme, plant}, {"INSERT by hotel 1", hotel1, plant}} {
+		_, _ = db.Exec(a.ctx, a.m)
+		if n := f.count(`SELECT COUNT(*) FROM g25_notes WHERE chain_id = 'globex'`); n != 1 {
+			p.Fatalf("%s with hotel_id NULL put a row into chain globex (%d rows, want its own 1)", a.name, n)
+		}
+	}
+	n, err := db.Exec(acme, builder.Must(builder.InsertInto(notes).Columns("id", "room_id", "chain_id", "hotel_id").Values(103, 10, "acme", nil).Build()))
+	if err != nil || n.RowsAffected != 1 {
+		p.Errorf("control: acme's own note with hotel_id NULL refused: %v", err)
+	}
+}
+
+// propPathKey (P26): a foreign key into a tenant-bound table must
+// reference a key, in the declared graph and in the live catalog.
+func propPathKey(p *pt, r *runner) {
+	fk := " REFERENCES g26_hotels(code)"
+	if r.engine == Postgres {
+		fk = "" // PostgreSQL itself refuses a foreign key onto a non-key
+	}
+	f := r.gapFixture(p, []string{"g26_rooms", "g26_hotels"}, []string{
+		`CREATE TABLE g26_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL, code KEY_T NOT NULL)`,
+		`CREATE INDEX g26_hotels_code ON g26_hotels(code)`,
+		`CREATE TABLE g26_rooms (id INT_T PRIMARY KEY, hotel_code KEY_T NOT NULL` + fk + `)`,
+	})
+	defer f.drop()
+	def := func(unique bool) builder.SchemaDef {
+		h := builder.TableDef{Name: "g26_hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}}
+		if unique {
+			h.Unique = [][]string{{"code"}}
+		}
+		return builder.SchemaDef{Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}}, Tables: []builder.TableDef{h,
+			{Name: "g26_rooms", Columns: []string{"id", "hotel_code"}, PrimaryKey: []string{"id"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_code"}, RefTable: "g26_hotels", RefColumns: []string{"code"}}}}}}
+	}
+	if _, err := builder.NewSchema(def(false)); !errors.Is(err, builder.ErrFKTarget) {
+		p.Errorf("declared graph with a scope path onto non-unique g26_hotels(code) accepted (err %v); a tenant could copy another's code and reach its rows", err)
+	}
+	sch, err := builder.NewSchema(def(true))
+	if err != nil {
+		p.Fatalf("schema: %v", err)
+	}
+	if _, err := f.open(sch); !errors.Is(err, guardedsql.ErrPathKey) {
+		p.Errorf("Open accepted a graph claiming g26_hotels(code) unique where the database has a plain index (err %v)", err)
+	}
+}
+
+// propCatalog (P27): the target graph agrees with its catalog, and a
+// table wrongly declared global is refused at Open.
+func propCatalog(p *pt, r *runner) {
+	rep, err := guardedsql.CheckCatalog(p.ctx, r.db)
+	if err != nil {
+		p.Errorf("the target's schema graph disagrees with its catalog: %v", err)
+	}
+	if len(rep.Unlisted) > 0 || len(rep.Missing) > 0 {
+		p.Errorf("catalog drift: tables that look tenant-bound but are not in the graph %v; in the graph but not the database %v", rep.Unlisted, rep.Missing)
+	}
+	f := r.gapFixture(p, []string{"g27_rooms", "g27_hotels"}, []string{
+		`CREATE TABLE g27_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
+		`CREATE TABLE g27_rooms (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL REFERENCES g27_hotels(id), secret KEY_T NOT NULL)`,
+		`INSERT INTO g27_hotels VALUES (1, 'acme'), (2, 'globex')`,
+		`INSERT INTO g27_rooms VALUES (10, 1, 'acme room'), (11, 2, 'globex room')`,
+	})
+	defer f.drop()
+	sch, err := builder.NewSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+		Tables: []builder.TableDef{
+			{Name: "g27_hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+			{Name: "g27_rooms", Columns: []string{"id", "hotel_id", "secret"}, PrimaryKey: []string{"id"}, Global: true,
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "g27_hotels"}}},
+		},
+	})
+	if err != nil {
+		p.Fatalf("schema: %v", err)
+	}
+	db, err := f.open(sch)
+	if errors.Is(err, guardedsql.ErrGlobalDrift) {
+		return
+	}
+	if err != nil {
+		p.Fatalf("open: %v", err)
+	}
+	rooms := sch.Table("g27_rooms")
+	got := strs(p, db, gapCtx(p, chainGrant("acme")), builder.Must(builder.Select(rooms.Col("secret")).From(rooms).Build()))
+	p.Errorf("g27_rooms (references tenant-bound g27_hotels) declared global was accepted at Open; chain acme reads %v", got)
+}
+
+// propCollation (P28): tenant keys compare byte for byte: a level column
+// with a case-insensitive collation is refused at Open, or (MySQL) tenant
+// "ACME" still reads nothing of tenant "acme".
+func propCollation(p *pt, r *runner) {
+	var ddl []string
+	coll := "COLLATE NOCASE"
+	switch r.engine {
+	case Postgres:
+		ddl = append(ddl, `CREATE COLLATION IF NOT EXISTS g28_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`)
+		coll = "COLLATE g28_ci"
+	case MySQL:
+		coll = "COLLATE utf8mb4_general_ci"
+	}
+	f := r.gapFixture(p, []string{"g28_hotels"}, append(ddl,
+		`CREATE TABLE g28_hotels (id INT_T PRIMARY KEY, chain_id KEY_T `+coll+` NOT NULL, secret KEY_T NOT NULL)`,
+		`INSERT INTO g28_hotels VALUES (1, 'acme', 'acme secret'), (2, 'globex', 'globex secret')`))
+	defer f.drop()
+	sch, err := builder.NewSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+		Tables: []builder.TableDef{{Name: "g28_hotels", Columns: []string{"id", "chain_id", "secret"}, PrimaryKey: []string{"id"},
+			Levels: map[string]string{"chain_id": "chain"}}},
+	})
+	if err != nil {
+		p.Fatalf("schema: %v", err)
+	}
+	db, err := f.open(sch)
+	if errors.Is(err, guardedsql.ErrCollation) {
+		return
+	}
+	if err != nil {
+		p.Fatalf("open: %v", err)
+	}
+	hotels := sch.Table("g28_hotels")
+	if got := strs(p, db, gapCtx(p, chainGrant("ACME")), builder.Must(builder.Select(hotels.Col("secret")).From(hotels).Build())); len(got) > 0 {
+		p.Errorf("chain_id %s: a grant for tenant ACME reads %v", coll, got)
+	}
+}
+
+// propTyped (P29): a value that does not fit its column is refused at
+// Build, and a number for a text key reaches the engine as text: acme's
+// integer 7 neither matches its own "7eleven" nor plants a row under
+// globex's "7", nor draws an error quoting a stored key.
+func propTyped(p *pt, r *runner) {
+	f := r.gapFixture(p, []string{"g29_rooms", "g29_hotels"}, []string{
+		`CREATE TABLE g29_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL, code KEY_T NOT NULL UNIQUE)`,
+		`CREATE TABLE g29_rooms (id INT_T PRIMARY KEY, hotel_code KEY_T NOT NULL REFERENCES g29_hotels(code))`,
+		`INSERT INTO g29_hotels VALUES (1, 'acme', '7eleven'), (2, 'globex', '7')`,
+		`INSERT INTO g29_rooms VALUES (10, '7eleven'), (11, '7')`,
+	})
+	defer f.drop()
+	sch, err := builder.NewSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+		Tables: []builder.TableDef{
+			{Name: "g29_hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Unique: [][]string{{"code"}},
+				Types: map[string]string{"id": "BIGINT", "code": "TEXT"}, Levels: map[string]string{"chain_id": "chain"}},
+			{Name: "g29_rooms", Columns: []string{"id", "hotel_code"}, PrimaryKey: []string{"id"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_code"}, RefTable: "g29_hotels", RefColumns: []string{"code"}}}},
+		},
+	})
+	if err != nil {
+		p.Fatalf("schema: %v", err)
+	}
+	hotels, rooms := sch.Table("g29_hotels"), sch.Table("g29_rooms")
+	if _, err := builder.Select(hotels.Col("id")).From(hotels).Where(hotels.Col("code").Eq(true)).Build(); !errors.Is(err, builder.ErrType) {
+		p.Errorf("a bool compared with text column g29_hotels.code was not refused at Build (err %v)", err)
+	}
+	db, err := f.open(sch)
+	if err != nil {
+		p.Fatalf("open: %v", err)
+	}
+	acme := gapCtx(p, chainGrant("acme"))
+	_, err = db.Exec(acme, builder.Must(builder.InsertInto(rooms).Columns("id", "hotel_code").Values(20, 7).Build()))
+	if err != nil && strings.Contains(err.Error(), "7eleven") {
+		p.Errorf("inserting under hotel code 7 drew an error quoting a stored key: %v", err)
+	}
+	if !errors.Is(err, guardedsql.ErrNotFound) {
+		p.Errorf("acme inserting a room under globex's hotel code 7: err = %v, want ErrNotFound", err)
+	}
+	if n := f.count(`SELECT COUNT(*) FROM g29_rooms WHERE id = 20`); n != 0 {
+		p.Errorf("acme planted a room under globex's hotel code 7")
+	}
+	if got := strs(p, db, acme, builder.Must(builder.Select(hotels.Col("code")).From(hotels).Where(hotels.Col("code").Eq(7)).Build())); slices.Contains(got, "7eleven") {
+		p.Errorf("code = 7 matched %v", got)
+	}
+}

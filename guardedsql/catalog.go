@@ -1,0 +1,320 @@
+package guardedsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// Errors of the start-up catalog check (see CheckCatalog). Each matches
+// ErrCatalog with errors.Is.
+var (
+	// ErrCatalog: the schema graph disagrees with the live database.
+	ErrCatalog = errors.New("guardedsql: schema graph disagrees with the database catalog")
+	// ErrGlobalDrift: a table declared global has a foreign key into a
+	// tenant-bound table or a column named like a scope level, and no
+	// GlobalReason. Declared global by mistake, it would be read and
+	// joined without any tenant predicate.
+	ErrGlobalDrift = fmt.Errorf("%w: a global table looks tenant-bound", ErrCatalog)
+	// ErrFKNotEnforced: a foreign key of the graph into a tenant-bound
+	// table is not a constraint of the database, or the connection does
+	// not enforce foreign keys (SQLite without PRAGMA foreign_keys,
+	// MySQL foreign_key_checks=0, PostgreSQL session_replication_role
+	// replica). The guard follows those keys as if every row obeyed them.
+	ErrFKNotEnforced = fmt.Errorf("%w: foreign key not enforced by the database", ErrCatalog)
+	// ErrPathKey: a foreign key into a tenant-bound table references
+	// columns that are no primary or unique key in the database (the
+	// graph may declare one that does not exist). Also matches
+	// builder.ErrFKTarget.
+	ErrPathKey = fmt.Errorf("%w: foreign key target is not a key in the database: %w", ErrCatalog, builder.ErrFKTarget)
+	// ErrTypeDrift: a column whose kind the graph knows (a level column,
+	// a declared type, a foreign key's referenced column) has a type of the
+	// other kind in the database (text for integer or the reverse), so the
+	// values builder converts for it would make the engine convert the
+	// column's values instead.
+	ErrTypeDrift = fmt.Errorf("%w: column type disagrees with the graph", ErrCatalog)
+	// ErrCollation: a level column or a column of a foreign key into a
+	// tenant-bound table compares case- or space-insensitively (SQLite
+	// COLLATE NOCASE or RTRIM, a PostgreSQL nondeterministic collation),
+	// so tenant "ACME" would match tenant "acme".
+	ErrCollation = fmt.Errorf("%w: tenant key column does not compare byte-exactly", ErrCatalog)
+)
+
+// CatalogReport is what CheckCatalog found that does not stop Open.
+type CatalogReport struct {
+	// Unlisted: tables of the database that the graph leaves out although
+	// they look tenant-bound (a foreign key into a tenant-bound table, or a
+	// column named like a level). The guard cannot reach them, but raw SQL
+	// can, and they are usually a table the graph should list.
+	Unlisted []string
+	// Missing: tables ("t") and columns ("t.c") of the graph that the
+	// database lacks (not migrated yet). Statements using them fail at
+	// the database; their foreign keys and collations go unchecked.
+	Missing []string
+}
+
+// Drift reports whether the report lists anything.
+func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 }
+
+// CheckCatalog compares db's schema graph with the live catalog, as the
+// connected role sees it, and returns an error matching ErrCatalog (and
+// one of ErrGlobalDrift, ErrFKNotEnforced, ErrPathKey, ErrTypeDrift,
+// ErrCollation) when the guard's assumptions about the database do not
+// hold:
+//
+//   - every table and column of the graph exists (else it is reported as
+//     Missing, and the checks below skip it), and a column whose kind the
+//     graph knows (integer or text) has a type of that kind;
+//   - a global table has no foreign key into a tenant-bound table and no
+//     column named like a level, unless its TableDef.GlobalReason says why;
+//   - every foreign key of the graph into a tenant-bound table is a
+//     constraint of the database, referencing the same columns, and the
+//     connection enforces foreign keys;
+//   - those foreign keys reference a primary or unique key of the database
+//     (not only of the graph);
+//   - level columns and the columns of those foreign keys compare byte for
+//     byte (no NOCASE/RTRIM collation on SQLite, no nondeterministic
+//     collation on PostgreSQL; MySQL compares level ids as binary strings
+//     anyway).
+//
+// Open, NewSQLite, NewPostgres and NewMySQL run it and refuse to start on
+// an error, logging the report's unlisted tables as a warning (WithLogger).
+// The conformance suite runs it as a property.
+func CheckCatalog(ctx context.Context, db *DB) (CatalogReport, error) {
+	return checkCatalog(ctx, db.base, db.d, db.g)
+}
+
+// startupCatalog runs the catalog check for a DB being opened.
+func startupCatalog(ctx context.Context, db *DB) error {
+	rep, err := CheckCatalog(ctx, db)
+	if err != nil {
+		return err
+	}
+	if db.logger != nil && len(rep.Unlisted) > 0 {
+		db.logger.WarnContext(ctx, "guardedsql: tables that look tenant-bound are not in the schema graph", "tables", rep.Unlisted)
+	}
+	if db.logger != nil && len(rep.Missing) > 0 {
+		db.logger.WarnContext(ctx, "guardedsql: tables and columns of the schema graph are missing from the database", "missing", rep.Missing)
+	}
+	return nil
+}
+
+func checkCatalog(ctx context.Context, q dialect.Querier, d dialect.Dialect, g *sqlast.Schema) (CatalogReport, error) {
+	cc, ok := d.(dialect.CatalogChecker)
+	if !ok {
+		return CatalogReport{}, fmt.Errorf("%w: the %s dialect cannot read its catalog", ErrCatalog, d.Name())
+	}
+	defs, inexact, err := cc.Catalog(ctx, q, keyColumns(g))
+	if err != nil {
+		return CatalogReport{}, fmt.Errorf("guardedsql: reading the catalog: %w", err)
+	}
+	cat := map[string]*builder.TableDef{}
+	for i := range defs {
+		cat[strings.ToLower(defs[i].Name)] = &defs[i]
+	}
+	var (
+		errs []error
+		rep  CatalogReport
+	)
+	if !guardfault.Off(guardfault.Catalog) {
+		var cerrs []error
+		rep.Missing, cerrs = compareTables(g, cat)
+		errs = append(errs, cerrs...)
+		on, why, err := cc.FKEnforced(ctx, q)
+		if err != nil {
+			return CatalogReport{}, err
+		}
+		if !on {
+			errs = append(errs, fmt.Errorf("%w: %s", ErrFKNotEnforced, why))
+		}
+	}
+	if !guardfault.Off(guardfault.PathKey) {
+		errs = append(errs, comparePathKeys(g, cat)...)
+	}
+	if !guardfault.Off(guardfault.Collation) {
+		for _, c := range inexact {
+			errs = append(errs, fmt.Errorf("%w: %s; give the column a binary collation", ErrCollation, c))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return CatalogReport{}, err
+	}
+	rep.Unlisted = unlisted(g, defs)
+	return rep, nil
+}
+
+// keyColumns lists the columns whose comparisons decide tenancy: level
+// columns, and both sides of every foreign key into a tenant-bound table.
+func keyColumns(g *sqlast.Schema) [][2]string {
+	seen := map[[2]string]bool{}
+	var out [][2]string
+	add := func(t, c string) {
+		k := [2]string{t, c}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		for _, lc := range t.LevelCols {
+			add(t.Name, lc.Col)
+		}
+		for _, fk := range t.TenantFKs() {
+			for i := range fk.Cols {
+				add(t.Name, fk.Cols[i])
+				add(fk.To.Name, fk.RefCols[i])
+			}
+		}
+	}
+	return out
+}
+
+// levelLike reports whether column c is named like a scope level of g: a
+// level's name, that name with "_id", or the name of a level column of a
+// tenant-bound table other than a plain "id".
+func levelLike(g *sqlast.Schema, c string) bool {
+	c = strings.ToLower(c)
+	for _, l := range g.Levels {
+		if c == l.Name || c == l.Name+"_id" {
+			return true
+		}
+	}
+	for _, name := range g.Names {
+		for _, lc := range g.Tables[name].LevelCols {
+			if lc.Col != "id" && strings.ToLower(lc.Col) == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing []string, errs []error) {
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		ct := cat[strings.ToLower(t.Name)]
+		if ct == nil {
+			missing = append(missing, t.Name)
+			continue
+		}
+		for _, c := range t.Columns {
+			i := slices.IndexFunc(ct.Columns, func(x string) bool { return strings.EqualFold(x, c) })
+			if i < 0 {
+				missing = append(missing, t.Name+"."+c)
+				continue
+			}
+			typ := ct.Types[ct.Columns[i]]
+			if k, ck := t.ColumnKind(c), sqlast.TypeKind(typ); k != 0 && ck != 0 && k != ck {
+				errs = append(errs, fmt.Errorf("%w: %s.%s is %s in the database, the graph says %s values", ErrTypeDrift, t.Name, c, typ, k))
+			}
+		}
+		if t.Global && t.GlobalReason == "" {
+			// Invariant: a table without tenant predicates is one the
+			// database, not only the graph, shows to be tenant-free.
+			for _, fk := range ct.ForeignKeys {
+				if to := g.Tables[graphName(g, fk.RefTable)]; to != nil && !to.Global {
+					errs = append(errs, fmt.Errorf("%w: %s(%s) references tenant-bound %s; declare %s tenant-bound, or give a GlobalReason",
+						ErrGlobalDrift, t.Name, strings.Join(fk.Columns, ","), to.Name, t.Name))
+				}
+			}
+			for _, c := range ct.Columns {
+				if levelLike(g, c) {
+					errs = append(errs, fmt.Errorf("%w: %s.%s is named like a scope level; declare %s tenant-bound, or give a GlobalReason",
+						ErrGlobalDrift, t.Name, c, t.Name))
+				}
+			}
+		}
+		for _, fk := range t.TenantFKs() {
+			if cat[strings.ToLower(fk.To.Name)] == nil {
+				continue // the referenced table is reported missing
+			}
+			if !slices.ContainsFunc(ct.ForeignKeys, func(cf builder.ForeignKey) bool { return sameFK(fk, cf, cat) }) {
+				errs = append(errs, fmt.Errorf("%w: %s(%s) -> %s(%s) is not a foreign-key constraint of the database",
+					ErrFKNotEnforced, t.Name, strings.Join(fk.Cols, ","), fk.To.Name, strings.Join(fk.RefCols, ",")))
+			}
+		}
+	}
+	return missing, errs
+}
+
+// comparePathKeys checks that every foreign key into a tenant-bound table
+// references a key of the database's table (builder checked the graph's).
+func comparePathKeys(g *sqlast.Schema, cat map[string]*builder.TableDef) []error {
+	var errs []error
+	for _, name := range g.Names {
+		for _, fk := range g.Tables[name].TenantFKs() {
+			ct := cat[strings.ToLower(fk.To.Name)]
+			if ct == nil {
+				continue // reported as missing
+			}
+			live := sqlast.NewTable(ct.Name, ct.Columns)
+			live.PK, live.Unique = ct.PrimaryKey, ct.Unique
+			if !live.IsKey(fk.RefCols) {
+				errs = append(errs, fmt.Errorf("%w: %s(%s) -> %s(%s); create a unique key on %s(%s)",
+					ErrPathKey, fk.From.Name, strings.Join(fk.Cols, ","), fk.To.Name, strings.Join(fk.RefCols, ","), fk.To.Name, strings.Join(fk.RefCols, ",")))
+			}
+		}
+	}
+	return errs
+}
+
+// sameFK reports whether the catalog's foreign key cf is fk: same table
+// referenced and the same column pairs (in any order).
+func sameFK(fk *sqlast.FK, cf builder.ForeignKey, cat map[string]*builder.TableDef) bool {
+	if !strings.EqualFold(cf.RefTable, fk.To.Name) || len(cf.Columns) != len(fk.Cols) {
+		return false
+	}
+	ref := cf.RefColumns
+	if len(ref) == 0 { // SQLite: the referenced table's primary key
+		if to := cat[strings.ToLower(cf.RefTable)]; to != nil {
+			ref = to.PrimaryKey
+		}
+	}
+	if len(ref) != len(cf.Columns) {
+		return false
+	}
+	for i, c := range fk.Cols {
+		j := slices.IndexFunc(cf.Columns, func(x string) bool { return strings.EqualFold(x, c) })
+		if j < 0 || !strings.EqualFold(ref[j], fk.RefCols[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func graphName(g *sqlast.Schema, name string) string {
+	for _, n := range g.Names {
+		if strings.EqualFold(n, name) {
+			return n
+		}
+	}
+	return ""
+}
+
+// unlisted returns the catalog tables the graph lacks that reference a
+// tenant-bound table of the graph or have a level-named column.
+func unlisted(g *sqlast.Schema, defs []builder.TableDef) []string {
+	var out []string
+	for _, td := range defs {
+		if graphName(g, td.Name) != "" {
+			continue
+		}
+		looks := slices.ContainsFunc(td.Columns, func(c string) bool { return levelLike(g, c) }) ||
+			slices.ContainsFunc(td.ForeignKeys, func(fk builder.ForeignKey) bool {
+				to := g.Tables[graphName(g, fk.RefTable)]
+				return to != nil && !to.Global
+			})
+		if looks {
+			out = append(out, td.Name)
+		}
+	}
+	return out
+}
