@@ -3,8 +3,8 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 
 	sq "github.com/Masterminds/squirrel"
