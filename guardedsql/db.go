@@ -67,6 +67,11 @@ type config struct {
 	// PostgreSQL only (see WithRLSOnly, WithRLSNamespace).
 	rlsOnly      bool
 	rlsNamespace string
+	// Limits (limits.go).
+	wait        dialect.Wait
+	stmtTimeout time.Duration
+	lockTimeout time.Duration
+	mariaDB     bool // set by newMySQL: the server takes SET STATEMENT
 }
 
 // WithObserver calls fn, synchronously, for every statement and every
@@ -91,6 +96,10 @@ func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts []Opt
 	var c config
 	for _, o := range opts {
 		o(&c)
+	}
+	pool, err := applyLimits(pool, d, &c)
+	if err != nil {
+		return nil, err
 	}
 	if len(c.observers) > 0 || c.logger != nil {
 		pool = &observedPool{Pool: pool, c: &c}

@@ -51,6 +51,11 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 	if err != nil {
 		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
 	}
+	var maria bool
+	if err := db.QueryRowContext(ctx, "SELECT VERSION() LIKE '%MariaDB%'").Scan(&maria); err != nil {
+		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
+	}
+	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.mariaDB = maria })
 	return newDB(pool, mysqldialect.Dialect{Charsets: cs}, sch, opts)
 }
 
