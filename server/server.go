@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -70,6 +71,17 @@ type Options struct {
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
 
+	// Limits bound each tenant's and each subject's calls (concurrency and
+	// rate), so that one tenant cannot starve the others; the zero value
+	// sets no limit. See Limits and LimitError.
+	Limits Limits
+
+	// MaxTokenLifetime, if positive, refuses a token whose expiry lies
+	// further than this in the future (when it is presented), on both
+	// transports: a token minted to live for decades is not accepted
+	// just because it verifies. Zero accepts any exp.
+	MaxTokenLifetime time.Duration
+
 	// Flow, if set, enforces an information-flow policy (package flow):
 	// every successful result is labelled into the caller's taint before
 	// the client receives it, and a call to a tool declared a sink
@@ -91,6 +103,15 @@ type Server struct {
 	// stdioScope, set by RunStdio, mints the scope of a call that came
 	// without an HTTP bearer token.
 	stdioScope func(ctx context.Context) (scope.Scope, error)
+
+	// limiter admits calls against Options.Limits (nil: no limits);
+	// tickets carry an HTTP layer's admission and request lifetime to the
+	// call; sessions counts stateful sessions per subject; inflight counts
+	// tool calls running (limits.go, httpserver.go).
+	limiter  *limiter
+	tickets  tickets
+	sessions sessionCounter
+	inflight atomic.Int64
 }
 
 // New validates opts and returns a Server with no tools.
@@ -113,8 +134,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 {
-		return nil, fmt.Errorf("%w: CallTimeout and MaxRequestBytes must not be negative", ErrConfig)
+	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 || opts.MaxTokenLifetime < 0 {
+		return nil, fmt.Errorf("%w: CallTimeout, MaxRequestBytes and MaxTokenLifetime must not be negative", ErrConfig)
 	}
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = DefaultCallTimeout
@@ -125,10 +146,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	lim, err := newLimiter(opts.Limits, opts.Levels)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		opts:      opts,
 		forbidden: forbiddenKeys(opts.ScopeKeys, opts.Levels),
 		tools:     map[string]bool{},
+		limiter:   lim,
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,

@@ -101,6 +101,9 @@ func (t *stdioToken) current(ctx context.Context) (scope.Scope, error) {
 	if err != nil {
 		return scope.Scope{}, err
 	}
+	if err := t.s.checkLifetime(c.Expiry); err != nil {
+		return scope.Scope{}, err
+	}
 	t.scope, t.expiry = sc, c.Expiry
 	return sc, nil
 }

@@ -1,0 +1,299 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"golang.org/x/time/rate"
+
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// CodeLimited is the JSON-RPC error code of a call refused by a limit
+// (rate, concurrency, sessions) or because the database had no connection
+// free in time. It is retryable: the data carries retry_after_ms. It sits
+// in the implementation-defined server range, clear of the go-sdk's and
+// MCP's own codes and of CodeDenied.
+const CodeLimited = -32050
+
+// Limit rules: the Rule of a LimitError, and the "rule" of its JSON-RPC
+// data.
+const (
+	RuleTenantConcurrency  = "limit.tenant.concurrency"
+	RuleTenantRate         = "limit.tenant.rate"
+	RuleSubjectConcurrency = "limit.subject.concurrency"
+	RuleSubjectRate        = "limit.subject.rate"
+	RuleSessions           = "limit.sessions"
+	// RuleDBBusy: the database pool had no connection free within
+	// guardedsql.WithPoolWait.
+	RuleDBBusy = "db.busy"
+	// RuleLimitUnavailable: the shared rate store could not be asked; the
+	// call is refused (limits fail closed).
+	RuleLimitUnavailable = "limit.unavailable"
+)
+
+// ErrLimited is matched (errors.Is) by every *LimitError.
+var ErrLimited = errors.New("server: call limited")
+
+// LimitError refuses a call that a limit (or a saturated database pool)
+// does not admit now. On streamable HTTP it is answered with status 429
+// and Retry-After (when the HTTP layer decides it, before the call is
+// dispatched); everywhere, and on stdio, as a JSON-RPC error with code
+// CodeLimited, message "limited: <Rule>" and data {"rule", "tool",
+// "retry_after_ms", "retryable": true}. It names no tenant and no subject.
+type LimitError struct {
+	Rule       string
+	Tool       string
+	RetryAfter time.Duration
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("server: limited by %s: retry after %s", e.Rule, e.RetryAfter)
+}
+
+func (e *LimitError) Is(target error) bool { return target == ErrLimited }
+
+type limitData struct {
+	Rule         string `json:"rule"`
+	Tool         string `json:"tool,omitempty"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+	Retryable    bool   `json:"retryable"`
+}
+
+func (e *LimitError) wire() *jsonrpc.Error {
+	data, _ := json.Marshal(limitData{Rule: e.Rule, Tool: e.Tool, RetryAfterMS: e.RetryAfter.Milliseconds(), Retryable: true})
+	return &jsonrpc.Error{Code: CodeLimited, Message: "limited: " + e.Rule, Data: data}
+}
+
+// retryAfterSeconds is the Retry-After header value: whole seconds,
+// rounded up, at least 1.
+func (e *LimitError) retryAfterSeconds() string {
+	return strconv.FormatInt(int64(max(math.Ceil(e.RetryAfter.Seconds()), 1)), 10)
+}
+
+// Limit bounds the calls of one key: a tenant (top-level grant) or a
+// subject. Zero fields mean no bound.
+type Limit struct {
+	// Concurrent is the most calls in flight at once (per process).
+	Concurrent int
+	// Rate is the sustained rate in calls per second (token bucket).
+	Rate float64
+	// Burst is the bucket's size; zero means max(1, ceil(Rate)).
+	Burst int
+}
+
+func (l Limit) burst() int {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return max(1, int(math.Ceil(l.Rate)))
+}
+
+// Limits keep one tenant (or one subject) from starving the others. Each
+// call is admitted against the limit of every top-level grant of its scope
+// (the grants at the highest of Options.Levels the scope holds any grant
+// at; all grants if Levels is empty) and against its subject's limit. A
+// call refused is answered with a LimitError and never reaches its handler
+// or the database.
+type Limits struct {
+	PerTenant  Limit
+	PerSubject Limit
+	// Rates holds the token buckets. Nil means NewLocalRates(): in this
+	// process, no server needed. Replicas that must share one budget use a
+	// shared store (package server/redisrate). Concurrency is always
+	// counted per process.
+	Rates RateStore
+	// RetryAfter is what a concurrency refusal suggests; zero means 1 s.
+	RetryAfter time.Duration
+	// OnReject, if set, is called for every call a limit refused and every
+	// call the database pool answered busy (RuleDBBusy): the hook for
+	// metrics. It must be fast and safe for concurrent use.
+	OnReject func(ctx context.Context, e *LimitError)
+}
+
+// RateStore holds token buckets by key. Take takes one token from the
+// bucket key (filled at r tokens per second up to burst, full when new)
+// and returns 0, or, if the bucket is empty, how long until a token is
+// there (taking nothing). An error means the store could not decide; the
+// call is then refused (fail closed, RuleLimitUnavailable).
+type RateStore interface {
+	Take(ctx context.Context, key string, r float64, burst int) (retryAfter time.Duration, err error)
+}
+
+// NewLocalRates returns the in-process RateStore (golang.org/x/time/rate
+// limiters). Buckets idle long enough to be full again are dropped.
+func NewLocalRates() RateStore { return &localRates{m: map[string]*localBucket{}} }
+
+type localRates struct {
+	mu    sync.Mutex
+	m     map[string]*localBucket
+	calls int
+}
+
+type localBucket struct {
+	lim  *rate.Limiter
+	full time.Time // when the bucket is full again if nothing is taken
+}
+
+func (s *localRates) Take(_ context.Context, key string, r float64, burst int) (time.Duration, error) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.calls%1024 == 0 {
+		for k, b := range s.m {
+			if now.After(b.full) {
+				delete(s.m, k)
+			}
+		}
+	}
+	b := s.m[key]
+	if b == nil {
+		b = &localBucket{lim: rate.NewLimiter(rate.Limit(r), burst)}
+		s.m[key] = b
+	}
+	res := b.lim.ReserveN(now, 1)
+	if !res.OK() {
+		return time.Second, nil
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return d, nil
+	}
+	b.full = now.Add(time.Duration(float64(burst) / r * float64(time.Second)))
+	return 0, nil
+}
+
+// limiter admits calls against Limits.
+type limiter struct {
+	l      Limits
+	levels []string
+
+	mu       sync.Mutex
+	inflight map[string]int
+}
+
+func newLimiter(l Limits, levels []string) (*limiter, error) {
+	for _, x := range []Limit{l.PerTenant, l.PerSubject} {
+		if x.Concurrent < 0 || x.Rate < 0 || x.Burst < 0 || math.IsNaN(x.Rate) || math.IsInf(x.Rate, 0) {
+			return nil, fmt.Errorf("%w: limits must not be negative", ErrConfig)
+		}
+	}
+	if l.RetryAfter < 0 {
+		return nil, fmt.Errorf("%w: Limits.RetryAfter must not be negative", ErrConfig)
+	}
+	if l.RetryAfter == 0 {
+		l.RetryAfter = time.Second
+	}
+	if l.Rates == nil && (l.PerTenant.Rate > 0 || l.PerSubject.Rate > 0) {
+		l.Rates = NewLocalRates()
+	}
+	return &limiter{l: l, levels: levels, inflight: map[string]int{}}, nil
+}
+
+// keys are the limit keys of sc: its top-level grants, then its subject.
+// Keys are never logged or sent: they hold tenant ids.
+func (lm *limiter) keys(sc scope.Scope) (tenants []string, subject string) {
+	grants := sc.Grants()
+	top := ""
+	for _, lvl := range lm.levels {
+		if len(sc.GrantsAt(lvl)) > 0 {
+			top = lvl
+			break
+		}
+	}
+	for _, g := range grants {
+		if top == "" || g.Level == top {
+			tenants = append(tenants, "t\x00"+g.String())
+		}
+	}
+	return tenants, "s\x00" + sc.Subject()
+}
+
+// admit takes a concurrency slot and a rate token for every key of sc, or
+// none (a refusal releases what it took). The returned release must be
+// called once when the call ends.
+func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (release func(), err error) {
+	tenants, subject := lm.keys(sc)
+	type held struct {
+		key string
+		lim Limit
+	}
+	var all []held
+	for _, k := range tenants {
+		all = append(all, held{k, lm.l.PerTenant})
+	}
+	all = append(all, held{subject, lm.l.PerSubject})
+
+	// Concurrency first: it is local and can be given back; a rate token
+	// cannot.
+	lm.mu.Lock()
+	var taken []string
+	for _, h := range all {
+		if h.lim.Concurrent > 0 && lm.inflight[h.key] >= h.lim.Concurrent {
+			lm.releaseLocked(taken)
+			lm.mu.Unlock()
+			return nil, lm.reject(ctx, &LimitError{Rule: ruleFor(h.key, true), Tool: tool, RetryAfter: lm.l.RetryAfter})
+		}
+		if h.lim.Concurrent > 0 {
+			lm.inflight[h.key]++
+			taken = append(taken, h.key)
+		}
+	}
+	lm.mu.Unlock()
+	release = func() {
+		lm.mu.Lock()
+		lm.releaseLocked(taken)
+		lm.mu.Unlock()
+	}
+	for _, h := range all {
+		if h.lim.Rate <= 0 {
+			continue
+		}
+		wait, err := lm.l.Rates.Take(ctx, h.key, h.lim.Rate, h.lim.burst())
+		if err != nil {
+			release()
+			return nil, lm.reject(ctx, &LimitError{Rule: RuleLimitUnavailable, Tool: tool, RetryAfter: lm.l.RetryAfter})
+		}
+		if wait > 0 {
+			release()
+			return nil, lm.reject(ctx, &LimitError{Rule: ruleFor(h.key, false), Tool: tool, RetryAfter: wait})
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(release) }, nil
+}
+
+func (lm *limiter) releaseLocked(keys []string) {
+	for _, k := range keys {
+		if lm.inflight[k]--; lm.inflight[k] <= 0 {
+			delete(lm.inflight, k)
+		}
+	}
+}
+
+func (lm *limiter) reject(ctx context.Context, e *LimitError) *LimitError {
+	if lm.l.OnReject != nil {
+		lm.l.OnReject(ctx, e)
+	}
+	return e
+}
+
+func ruleFor(key string, concurrency bool) string {
+	switch {
+	case key[0] == 't' && concurrency:
+		return RuleTenantConcurrency
+	case key[0] == 't':
+		return RuleTenantRate
+	case concurrency:
+		return RuleSubjectConcurrency
+	}
+	return RuleSubjectRate
+}
