@@ -72,6 +72,7 @@ type config struct {
 	stmtTimeout time.Duration
 	lockTimeout time.Duration
 	mariaDB     bool // set by newMySQL: the server takes SET STATEMENT
+	maxConns    int  // pools Open creates
 }
 
 // WithObserver calls fn, synchronously, for every statement and every

@@ -251,3 +251,18 @@ func (r *deadlineRows) Close() error {
 	r.cancel()
 	return deadlineErr(r.ctx, r.sctx, err)
 }
+
+// WithMaxConns sets the size of the connection pool Open creates for a
+// PostgreSQL or MySQL DSN (pgxpool's MaxConns, database/sql's
+// SetMaxOpenConns). It is ignored by the New* constructors, whose pool the
+// caller sized, and by SQLite. Zero keeps the driver's default (pgxpool:
+// the larger of 4 and the number of CPUs).
+func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
+
+func configOf(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}

@@ -87,6 +87,9 @@ func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Opti
 		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
 	}
 	sqlDB := sql.OpenDB(conn)
+	if n := configOf(opts).maxConns; n > 0 {
+		sqlDB.SetMaxOpenConns(n)
+	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)

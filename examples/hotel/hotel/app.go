@@ -53,6 +53,38 @@ type Config struct {
 	// FlowPolicy is the path of the information-flow policy file; "" uses
 	// the example's FlowPolicy.
 	FlowPolicy string
+
+	// Limits are the deployment's limits and timeouts (hotel flags).
+	Limits Limits
+}
+
+// Limits are the limits and timeouts a deployment sets, each a hotel flag
+// (see main.go); zero fields take the library's defaults, negative ones
+// (where the field says so) turn a bound off.
+type Limits struct {
+	PoolSize         int           // database connections (PostgreSQL, MySQL)
+	PoolWait         time.Duration // longest wait for a connection: then "busy"
+	CallTimeout      time.Duration
+	StatementTimeout time.Duration
+	LockTimeout      time.Duration
+	MaxBodyBytes     int64
+
+	SessionTimeout        time.Duration
+	MaxSessionsPerSubject int
+	ReadTimeout           time.Duration
+	WriteTimeout          time.Duration
+	IdleTimeout           time.Duration
+	DrainTimeout          time.Duration
+	AllowedOrigins        []string
+	MaxTokenLifetime      time.Duration
+
+	JWKSRefresh       time.Duration
+	JWKSUnknownKIDMin time.Duration // least time between refreshes for unknown kids
+
+	PerTenant  server.Limit
+	PerSubject server.Limit
+	// Rates is the shared token-bucket store (nil: in process).
+	Rates server.RateStore
 }
 
 // App is a running hotel server with its listener, database and verifier.
@@ -130,7 +162,8 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if audience == "" {
 		audience = public
 	}
-	ccfg := claims.Config{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger}
+	ccfg := claims.Config{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger,
+		RefreshInterval: cfg.Limits.JWKSRefresh, UnknownKIDInterval: cfg.Limits.JWKSUnknownKIDMin}
 	if cfg.JWKSURL == "" {
 		is, err := devissuer.Start("127.0.0.1:0", audience)
 		if err != nil {
@@ -170,7 +203,10 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 		Verifier:     v, DB: app.DB, Redactor: red,
 		Levels: []string{LevelChain, LevelHotel},
 		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
-		Flow: app.Flow,
+		Flow:        app.Flow,
+		CallTimeout: cfg.Limits.CallTimeout, MaxRequestBytes: cfg.Limits.MaxBodyBytes,
+		Limits:           server.Limits{PerTenant: cfg.Limits.PerTenant, PerSubject: cfg.Limits.PerSubject, Rates: cfg.Limits.Rates},
+		MaxTokenLifetime: cfg.Limits.MaxTokenLifetime,
 	})
 	if err != nil {
 		return nil, err
@@ -182,7 +218,11 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if err := registerFlowTools(app); err != nil {
 		return nil, err
 	}
-	app.HTTP = server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{ccfg.Issuer}, Stateless: cfg.Stateless}
+	l := cfg.Limits
+	app.HTTP = server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{ccfg.Issuer}, Stateless: cfg.Stateless,
+		SessionTimeout: l.SessionTimeout, MaxSessionsPerSubject: l.MaxSessionsPerSubject,
+		ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, DrainTimeout: l.DrainTimeout,
+		AllowedOrigins: l.AllowedOrigins}
 	return app, nil
 }
 
@@ -207,7 +247,9 @@ func (app *App) openDB(ctx context.Context, cfg Config) error {
 		}
 		dsn = "sqlite:" + path
 	}
-	db, err := guardedsql.Open(ctx, dsn, Schema)
+	l := cfg.Limits
+	db, err := guardedsql.Open(ctx, dsn, Schema, guardedsql.WithMaxConns(l.PoolSize), guardedsql.WithPoolWait(l.PoolWait),
+		guardedsql.WithStatementTimeout(l.StatementTimeout), guardedsql.WithLockTimeout(l.LockTimeout))
 	if err != nil {
 		return fmt.Errorf("hotel: opening %s: %w", redactDSN(dsn), err)
 	}
