@@ -220,7 +220,7 @@ func (lm *limiter) keys(sc scope.Scope) (tenants []string, subject string) {
 // admit takes a concurrency slot and a rate token for every key of sc, or
 // none (a refusal releases what it took). The returned release must be
 // called once when the call ends.
-func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (release func(), err error) {
+func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func(), error) {
 	tenants, subject := lm.keys(sc)
 	type held struct {
 		key string
@@ -248,7 +248,7 @@ func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (rele
 		}
 	}
 	lm.mu.Unlock()
-	release = func() {
+	release := func() {
 		lm.mu.Lock()
 		lm.releaseLocked(taken)
 		lm.mu.Unlock()

@@ -1,0 +1,289 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/server"
+)
+
+// holdTool registers "hold": it reports its start on started and returns
+// when release is closed, or when its context ends (reported on ended).
+type holdTool struct {
+	started chan string
+	release chan struct{}
+	ended   chan error
+}
+
+func addHold(t *testing.T, s *server.Server) *holdTool {
+	t.Helper()
+	h := &holdTool{started: make(chan string, 64), release: make(chan struct{}), ended: make(chan error, 64)}
+	type In struct {
+		Tag string `json:"tag"`
+	}
+	type Out struct {
+		Tag string `json:"tag"`
+	}
+	err := server.AddTool(s, server.Tool{Name: "hold"}, func(ctx context.Context, _ *guardedsql.DB, in In) (Out, error) {
+		h.started <- in.Tag
+		select {
+		case <-h.release:
+			return Out{Tag: in.Tag}, nil
+		case <-ctx.Done():
+			h.ended <- context.Cause(ctx)
+			return Out{}, ctx.Err()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (f *fixture) token(t *testing.T, sub, org string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := f.issuer.Mint(devissuer.Token{Subject: sub, Groups: []string{"org:" + org}, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func httpServer(t *testing.T, f *fixture, o server.HTTPOptions) *httptest.Server {
+	t.Helper()
+	o.ResourceURL = "https://notes.test/mcp"
+	h, err := f.srv.Handler(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+type rpcReply struct {
+	status int
+	header http.Header
+	Result *struct {
+		IsError bool `json:"isError"`
+	} `json:"result"`
+	Error *jsonrpc.Error `json:"error"`
+}
+
+// callHTTP posts one tools/call (stateless mode: no session needed) and
+// decodes the JSON-RPC reply from a JSON or SSE body.
+func callHTTP(ctx context.Context, url, tok, tool, tag string) (rpcReply, error) {
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":{"tag":%q}}}`, tool, tag)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		return rpcReply{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rpcReply{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return rpcReply{}, err
+	}
+	r := rpcReply{status: resp.StatusCode, header: resp.Header}
+	if i := bytes.Index(raw, []byte("data: ")); i >= 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		raw = raw[i+len("data: "):]
+		if j := bytes.IndexByte(raw, '\n'); j >= 0 {
+			raw = raw[:j]
+		}
+	}
+	if len(bytes.TrimSpace(raw)) > 0 && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusTooManyRequests) {
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return r, fmt.Errorf("reply %d %q: %w", resp.StatusCode, raw, err)
+		}
+	}
+	return r, nil
+}
+
+func limitData(t *testing.T, e *jsonrpc.Error) map[string]any {
+	t.Helper()
+	var d map[string]any
+	if err := json.Unmarshal(e.Data, &d); err != nil {
+		t.Fatalf("limit error data %q: %v", e.Data, err)
+	}
+	return d
+}
+
+func waitStarted(t *testing.T, h *holdTool, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-h.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("call did not start")
+		}
+	}
+}
+
+// TestTenantConcurrencyLimitHTTP: a tenant at its concurrency limit gets
+// 429 with Retry-After and a JSON-RPC error naming the rule (and neither
+// tenant nor subject) before its call is dispatched, while another tenant
+// is served at once; slots come back when calls end.
+func TestTenantConcurrencyLimitHTTP(t *testing.T) {
+	f := newFixture(t, func(o *server.Options) {
+		o.Limits = server.Limits{PerTenant: server.Limit{Concurrent: 2}, RetryAfter: 3 * time.Second}
+	})
+	h := addHold(t, f.srv)
+	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	ctx := context.Background()
+	north1, north2, north3 := f.token(t, "ann", "north", time.Hour), f.token(t, "ben", "north", time.Hour), f.token(t, "cat", "north", time.Hour)
+	south := f.token(t, "dan", "south", time.Hour)
+
+	var wg sync.WaitGroup
+	replies := make(chan rpcReply, 2)
+	for _, tok := range []string{north1, north2} {
+		wg.Go(func() {
+			r, err := callHTTP(ctx, ts.URL, tok, "hold", "north")
+			if err != nil {
+				t.Error(err)
+			}
+			replies <- r
+		})
+	}
+	waitStarted(t, h, 2)
+
+	r, err := callHTTP(ctx, ts.URL, north3, "hold", "north-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "3" {
+		t.Fatalf("third north call: status %d, Retry-After %q; want 429 and 3", r.status, r.header.Get("Retry-After"))
+	}
+	if r.Error == nil || r.Error.Code != server.CodeLimited {
+		t.Fatalf("third north call: error %+v, want code %d", r.Error, server.CodeLimited)
+	}
+	d := limitData(t, r.Error)
+	if d["rule"] != server.RuleTenantConcurrency || d["retry_after_ms"] != float64(3000) || d["retryable"] != true {
+		t.Fatalf("limit data %v", d)
+	}
+	if bytes.Contains(r.Error.Data, []byte("north")) || bytes.Contains(r.Error.Data, []byte("cat")) {
+		t.Fatalf("limit data names the tenant or subject: %s", r.Error.Data)
+	}
+	select {
+	case tag := <-h.started:
+		t.Fatalf("a refused call reached its handler (%s)", tag)
+	default:
+	}
+
+	// Another tenant is not held up by north's calls.
+	done := make(chan rpcReply, 1)
+	go func() {
+		r, err := callHTTP(ctx, ts.URL, south, "hold", "south")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	waitStarted(t, h, 1)
+
+	close(h.release)
+	wg.Wait()
+	for range 2 {
+		if r := <-replies; r.status != http.StatusOK || r.Error != nil || r.Result == nil || r.Result.IsError {
+			t.Fatalf("held north call: %+v", r)
+		}
+	}
+	if r := <-done; r.status != http.StatusOK || r.Error != nil {
+		t.Fatalf("south call: %+v", r)
+	}
+	// The slots were given back.
+	if r, err := callHTTP(ctx, ts.URL, north3, "hold", "again"); err != nil || r.status != http.StatusOK || r.Error != nil {
+		t.Fatalf("north after release: %+v %v", r, err)
+	}
+	if !strings.Contains(f.audit.String(), `"outcome":"limited"`) || !strings.Contains(f.audit.String(), `"rule":"`+server.RuleTenantConcurrency+`"`) {
+		t.Fatalf("no audit record of the refusal:\n%s", f.audit)
+	}
+}
+
+// TestSubjectRateLimitStdio: on stdio the same refusal is a JSON-RPC error
+// with code CodeLimited and the retry delay in its data.
+func TestSubjectRateLimitStdio(t *testing.T) {
+	f := newFixture(t, func(o *server.Options) {
+		o.Limits = server.Limits{PerSubject: server.Limit{Rate: 0.5, Burst: 2}}
+	})
+	h := addHold(t, f.srv)
+	close(h.release)
+	cs, err := connectStdio(t, f, staticToken(f.token(t, "ann", "north", time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "hold", Arguments: map[string]any{"tag": "x"}}); err != nil {
+			t.Fatalf("call %d within the burst: %v", i, err)
+		}
+	}
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "hold", Arguments: map[string]any{"tag": "x"}})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != server.CodeLimited {
+		t.Fatalf("third call: err = %v, want a JSON-RPC error with code %d", err, server.CodeLimited)
+	}
+	d := limitData(t, je)
+	if d["rule"] != server.RuleSubjectRate || d["retry_after_ms"].(float64) <= 0 || d["retry_after_ms"].(float64) > 2000 {
+		t.Fatalf("limit data %v", d)
+	}
+}
+
+// TestClientDisconnectCancelsCall: when the HTTP client goes away, the
+// call's context is cancelled (the statement with it) and its limit slot
+// is given back.
+func TestClientDisconnectCancelsCall(t *testing.T) {
+	f := newFixture(t, func(o *server.Options) {
+		o.Limits = server.Limits{PerTenant: server.Limit{Concurrent: 1}}
+	})
+	h := addHold(t, f.srv)
+	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	tok := f.token(t, "ann", "north", time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, _ = callHTTP(ctx, ts.URL, tok, "hold", "gone") }()
+	waitStarted(t, h, 1)
+	cancel()
+	select {
+	case cause := <-h.ended:
+		if cause == nil || !strings.Contains(cause.Error(), "disconnected") {
+			t.Fatalf("call ended with cause %v, want the client disconnect", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call went on after its client disconnected")
+	}
+	// The tenant's only slot is free again.
+	close(h.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := callHTTP(context.Background(), ts.URL, tok, "hold", "next")
+		if err == nil && r.status == http.StatusOK {
+			break
+		}
+		t.Logf("after disconnect: %d %v", r.status, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("slot not released: %+v %v", r, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
