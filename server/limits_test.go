@@ -287,3 +287,27 @@ func TestClientDisconnectCancelsCall(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+type brokenRates struct{}
+
+func (brokenRates) Take(context.Context, string, float64, int) (time.Duration, error) {
+	return 0, errors.New("store down")
+}
+
+// TestRateStoreFailureFailsClosed: when the shared rate store cannot
+// answer, calls are refused (RuleLimitUnavailable), not let through.
+func TestRateStoreFailureFailsClosed(t *testing.T) {
+	f := newFixture(t, func(o *server.Options) {
+		o.Limits = server.Limits{PerTenant: server.Limit{Rate: 100}, Rates: brokenRates{}}
+	})
+	h := addHold(t, f.srv)
+	close(h.release)
+	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	r, err := callHTTP(context.Background(), ts.URL, f.token(t, "ann", "north", time.Hour), "hold", "x")
+	if err != nil || r.status != http.StatusTooManyRequests || r.Error == nil || limitData(t, r.Error)["rule"] != server.RuleLimitUnavailable {
+		t.Fatalf("store down: %+v %v", r, err)
+	}
+	if strings.Contains(string(r.Error.Data), "store down") {
+		t.Fatalf("the store's error reached the client: %s", r.Error.Data)
+	}
+}
