@@ -376,9 +376,11 @@ func (s *Server) drain(d time.Duration) {
 	}
 }
 
-func (o HTTPOptions) readTimeout() time.Duration  { return orDefault(o.ReadTimeout, DefaultReadTimeout) }
-func (o HTTPOptions) idleTimeout() time.Duration  { return orDefault(o.IdleTimeout, DefaultIdleTimeout) }
-func (o HTTPOptions) drainTimeout() time.Duration { return orDefault(o.DrainTimeout, DefaultDrainTimeout) }
+func (o HTTPOptions) readTimeout() time.Duration { return orDefault(o.ReadTimeout, DefaultReadTimeout) }
+func (o HTTPOptions) idleTimeout() time.Duration { return orDefault(o.IdleTimeout, DefaultIdleTimeout) }
+func (o HTTPOptions) drainTimeout() time.Duration {
+	return orDefault(o.DrainTimeout, DefaultDrainTimeout)
+}
 func (o HTTPOptions) sessionCap() int {
 	switch {
 	case o.Stateless || o.MaxSessionsPerSubject < 0:

@@ -110,6 +110,11 @@ type Limits struct {
 	// shared store (package server/redisrate). Concurrency is always
 	// counted per process.
 	Rates RateStore
+	// QueueWait is how long a call may wait for a concurrency slot of its
+	// tenant or subject before it is refused; zero refuses at once. A short
+	// wait smooths a tenant's own bursts; a waiting call holds no database
+	// connection.
+	QueueWait time.Duration
 	// RetryAfter is what a concurrency refusal suggests; zero means 1 s.
 	RetryAfter time.Duration
 	// OnReject, if set, is called for every call a limit refused and every
@@ -176,8 +181,15 @@ type limiter struct {
 	l      Limits
 	levels []string
 
-	mu       sync.Mutex
-	inflight map[string]int
+	mu   sync.Mutex
+	sems map[string]*slots
+}
+
+// slots is the concurrency semaphore of one key. users counts holders and
+// waiters; the semaphore is dropped when it reaches zero.
+type slots struct {
+	ch    chan struct{}
+	users int
 }
 
 func newLimiter(l Limits, levels []string) (*limiter, error) {
@@ -186,8 +198,8 @@ func newLimiter(l Limits, levels []string) (*limiter, error) {
 			return nil, fmt.Errorf("%w: limits must not be negative", ErrConfig)
 		}
 	}
-	if l.RetryAfter < 0 {
-		return nil, fmt.Errorf("%w: Limits.RetryAfter must not be negative", ErrConfig)
+	if l.RetryAfter < 0 || l.QueueWait < 0 {
+		return nil, fmt.Errorf("%w: Limits.RetryAfter and QueueWait must not be negative", ErrConfig)
 	}
 	if l.RetryAfter == 0 {
 		l.RetryAfter = time.Second
@@ -195,7 +207,7 @@ func newLimiter(l Limits, levels []string) (*limiter, error) {
 	if l.Rates == nil && (l.PerTenant.Rate > 0 || l.PerSubject.Rate > 0) {
 		l.Rates = NewLocalRates()
 	}
-	return &limiter{l: l, levels: levels, inflight: map[string]int{}}, nil
+	return &limiter{l: l, levels: levels, sems: map[string]*slots{}}, nil
 }
 
 // keys are the limit keys of sc: its top-level grants, then its subject.
@@ -217,41 +229,89 @@ func (lm *limiter) keys(sc scope.Scope) (tenants []string, subject string) {
 	return tenants, "s\x00" + sc.Subject()
 }
 
+// acquire takes a slot of key, waiting until deadline at most, and
+// returns its semaphore, or nil.
+func (lm *limiter) acquire(ctx context.Context, key string, n int, deadline time.Time) *slots {
+	lm.mu.Lock()
+	sm := lm.sems[key]
+	if sm == nil {
+		sm = &slots{ch: make(chan struct{}, n)}
+		lm.sems[key] = sm
+	}
+	sm.users++
+	lm.mu.Unlock()
+	select {
+	case sm.ch <- struct{}{}:
+		return sm
+	default:
+	}
+	if wait := time.Until(deadline); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case sm.ch <- struct{}{}:
+			return sm
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	lm.drop(key, sm, false)
+	return nil
+}
+
+// drop gives back a slot (held) or a wait, and forgets the semaphore when
+// nobody uses it.
+func (lm *limiter) drop(key string, sm *slots, held bool) {
+	if held {
+		<-sm.ch
+	}
+	lm.mu.Lock()
+	if sm.users--; sm.users == 0 {
+		delete(lm.sems, key)
+	}
+	lm.mu.Unlock()
+}
+
 // admit takes a concurrency slot and a rate token for every key of sc, or
-// none (a refusal releases what it took). The returned release must be
-// called once when the call ends.
+// none (a refusal gives back what it took). The returned release must be
+// called when the call ends (more calls are harmless).
 func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func(), error) {
 	tenants, subject := lm.keys(sc)
-	type held struct {
+	type limited struct {
 		key string
 		lim Limit
 	}
-	var all []held
+	var all []limited
 	for _, k := range tenants {
-		all = append(all, held{k, lm.l.PerTenant})
+		all = append(all, limited{k, lm.l.PerTenant})
 	}
-	all = append(all, held{subject, lm.l.PerSubject})
+	all = append(all, limited{subject, lm.l.PerSubject})
 
-	// Concurrency first: it is local and can be given back; a rate token
-	// cannot.
-	lm.mu.Lock()
-	var taken []string
+	// Concurrency first: a slot can be given back, a rate token cannot.
+	// Keys are taken in one order (tenants sorted by the scope, then the
+	// subject), and every wait is bounded, so waits cannot deadlock.
+	deadline := time.Now().Add(lm.l.QueueWait)
+	type slot struct {
+		key string
+		sm  *slots
+	}
+	var held []slot
+	release := func() {
+		for _, h := range held {
+			lm.drop(h.key, h.sm, true)
+		}
+		held = nil
+	}
 	for _, h := range all {
-		if h.lim.Concurrent > 0 && lm.inflight[h.key] >= h.lim.Concurrent {
-			lm.releaseLocked(taken)
-			lm.mu.Unlock()
+		if h.lim.Concurrent <= 0 {
+			continue
+		}
+		sm := lm.acquire(ctx, h.key, h.lim.Concurrent, deadline)
+		if sm == nil {
+			release()
 			return nil, lm.reject(ctx, &LimitError{Rule: ruleFor(h.key, true), Tool: tool, RetryAfter: lm.l.RetryAfter})
 		}
-		if h.lim.Concurrent > 0 {
-			lm.inflight[h.key]++
-			taken = append(taken, h.key)
-		}
-	}
-	lm.mu.Unlock()
-	release := func() {
-		lm.mu.Lock()
-		lm.releaseLocked(taken)
-		lm.mu.Unlock()
+		held = append(held, slot{h.key, sm})
 	}
 	for _, h := range all {
 		if h.lim.Rate <= 0 {
@@ -269,14 +329,6 @@ func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func
 	}
 	var once sync.Once
 	return func() { once.Do(release) }, nil
-}
-
-func (lm *limiter) releaseLocked(keys []string) {
-	for _, k := range keys {
-		if lm.inflight[k]--; lm.inflight[k] <= 0 {
-			delete(lm.inflight, k)
-		}
-	}
 }
 
 func (lm *limiter) reject(ctx context.Context, e *LimitError) *LimitError {

@@ -29,6 +29,25 @@ func randName(prefix string) string {
 }
 
 func TestLivePostgres(t *testing.T) {
+	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
+	pg := provisionPostgres(t, data)
+	runLive(t, pg.app, data)
+
+	// The server refuses to start as a role that bypasses row-level security.
+	if _, err := hotel.New(context.Background(), hotel.Config{Addr: "127.0.0.1:0", DB: pg.admin}); err == nil || !strings.Contains(err.Error(), "row-level security") {
+		t.Fatalf("hotel.New as the superuser: err = %v, want a row-level security refusal", err)
+	}
+}
+
+// livePostgres is a fresh hotel database on the live PostgreSQL: the
+// admin (superuser) DSN of that database and the application role's.
+type livePostgres struct{ admin, app string }
+
+// provisionPostgres creates a uniquely named database and application
+// role, loads d with SetupDemo, and drops both when the test ends. It skips
+// t unless TENANTMCP_TEST_POSTGRES_DSN is set.
+func provisionPostgres(t *testing.T, d *hotel.Data) livePostgres {
+	t.Helper()
 	admin := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
 	if admin == "" {
 		t.Skip("set TENANTMCP_TEST_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the hotel on PostgreSQL")
@@ -53,18 +72,12 @@ func TestLivePostgres(t *testing.T) {
 	})
 	u, _ := url.Parse(admin)
 	u.Path = "/" + dbName
-	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
-	if err := hotel.SetupDemo(ctx, u.String(), role, data); err != nil {
+	if err := hotel.SetupDemo(ctx, u.String(), role, d); err != nil {
 		t.Fatal(err)
 	}
 	app := *u
 	app.User = url.User(role)
-	runLive(t, app.String(), data)
-
-	// The server refuses to start as a role that bypasses row-level security.
-	if _, err := hotel.New(ctx, hotel.Config{Addr: "127.0.0.1:0", DB: u.String()}); err == nil || !strings.Contains(err.Error(), "row-level security") {
-		t.Fatalf("hotel.New as the superuser: err = %v, want a row-level security refusal", err)
-	}
+	return livePostgres{admin: u.String(), app: app.String()}
 }
 
 func TestLiveMySQL(t *testing.T) {

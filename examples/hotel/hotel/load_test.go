@@ -1,0 +1,416 @@
+package hotel_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/server"
+)
+
+// The load/fault suite of issue 16 §1: one tenant's calls pile up on
+// locked rows of a small PostgreSQL pool while eleven other tenants work.
+// Bounded and loopback-only: a few seconds per phase in CI; set
+// TENANTMCP_LOAD_SECONDS for longer phases, and TENANTMCP_LOAD_BASELINE=1
+// to also run the same scenario with every limit off, for comparison
+// figures. Timing figures are logged, never asserted tightly: the
+// assertions are liveness (every tenant served, no noisy call hangs) and
+// isolation (0 foreign rows, 0 lost acknowledged writes).
+
+const (
+	envLoadSeconds  = "TENANTMCP_LOAD_SECONDS"
+	envLoadBaseline = "TENANTMCP_LOAD_BASELINE"
+	noisyCalls      = 16
+	clientsPerQuiet = 2
+)
+
+// reply is one tools/call answer as a client sees it.
+type reply struct {
+	status     int
+	rpcErr     *jsonrpc.Error
+	isError    bool
+	text       string
+	structured json.RawMessage
+	retryAfter string
+}
+
+// rpc posts one tools/call to a stateless endpoint, as any HTTP client
+// would, so that a 429 is seen as such.
+func rpc(ctx context.Context, endpoint, tok, tool string, args any) (reply, error) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{"name": tool, "arguments": args}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return reply{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	r := reply{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		if i := bytes.Index(raw, []byte("data: ")); i >= 0 {
+			raw = raw[i+len("data: "):]
+			if j := bytes.IndexByte(raw, '\n'); j >= 0 {
+				raw = raw[:j]
+			}
+		}
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+		return r, nil
+	}
+	var msg struct {
+		Result struct {
+			IsError           bool            `json:"isError"`
+			StructuredContent json.RawMessage `json:"structuredContent"`
+			Content           []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+		Error *jsonrpc.Error `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &msg); err != nil {
+		return r, fmt.Errorf("reply %d %q: %w", resp.StatusCode, raw, err)
+	}
+	r.rpcErr, r.isError, r.structured = msg.Error, msg.Result.IsError, msg.Result.StructuredContent
+	for _, c := range msg.Result.Content {
+		r.text += c.Text
+	}
+	return r, nil
+}
+
+// loadScenario is one run: the limits under test, and what it measured.
+type loadScenario struct {
+	name   string
+	limits hotel.Limits
+	assert bool // the fixed configuration; the baseline only reports
+}
+
+func loadSeconds(t *testing.T) time.Duration {
+	if v := os.Getenv(envLoadSeconds); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("%s=%q: want a positive number of seconds", envLoadSeconds, v)
+		}
+		return time.Duration(n) * time.Second
+	}
+	return 3 * time.Second
+}
+
+// TestLoadNoisyTenantPostgres: 16 calls of one chain wait on a row locked
+// by another transaction, on a 4-connection pool, while the eleven other
+// chains work (reads and writes). With the per-tenant concurrency limit,
+// the pool-wait bound and the lock/statement timeouts set with the scope,
+// the other chains keep (nearly) their unloaded throughput and the noisy
+// chain gets 429/busy/timeout answers, never a hang.
+func TestLoadNoisyTenantPostgres(t *testing.T) {
+	data := hotel.Generate(16, hotel.Size{Chains: 12, HotelsPerChain: 1, RoomsPerHotel: 6, GuestsPerHotel: 4, BookingsPerRoom: 3})
+	pg := provisionPostgres(t, data)
+	scenarios := []loadScenario{{name: "limits", assert: true, limits: hotel.Limits{
+		PoolSize: 4, PoolWait: time.Second, CallTimeout: 30 * time.Second,
+		StatementTimeout: 5 * time.Second, LockTimeout: 2 * time.Second,
+		PerTenant: server.Limit{Concurrent: 1}, QueueWait: 500 * time.Millisecond,
+	}}}
+	if os.Getenv(envLoadBaseline) != "" {
+		// No limit at all; a shorter call timeout keeps the run bounded.
+		scenarios = append(scenarios, loadScenario{name: "baseline-no-limits", limits: hotel.Limits{PoolSize: 4, CallTimeout: 10 * time.Second}})
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) { runNoisyTenant(t, pg, data, sc) })
+	}
+}
+
+func runNoisyTenant(t *testing.T, pg livePostgres, d *hotel.Data, sc loadScenario) {
+	dur := loadSeconds(t)
+	h := startWith(t, hotel.Config{Stateless: true, DB: pg.app, Limits: sc.limits}, d)
+	endpoint := h.app.HTTP.ResourceURL
+	token := func(sub, chain string) string {
+		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: sub, Groups: []string{"/tenants/" + chain}, Roles: []string{"manager"}, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	noisy := d.Chains[0].ID
+	var quiet []string
+	for _, c := range d.Chains[1:] {
+		quiet = append(quiet, c.ID)
+	}
+	var locked int64
+	for _, b := range d.Bookings {
+		if d.ChainOfHotel(d.HotelOfBooking(b.ID)) == noisy {
+			locked = b.ID
+			break
+		}
+	}
+
+	// Each quiet client books its own room, on dates no other client uses.
+	type client struct {
+		chain, tok  string
+		room, guest int64
+	}
+	var clients []client
+	for _, chain := range quiet {
+		hotelID := d.HotelsOf(chain)[0]
+		var rooms, guests []int64
+		for _, r := range d.Rooms {
+			if r.HotelID == hotelID {
+				rooms = append(rooms, r.ID)
+			}
+		}
+		for _, g := range d.Guests {
+			if g.HotelID == hotelID {
+				guests = append(guests, g.ID)
+			}
+		}
+		for i := range clientsPerQuiet {
+			clients = append(clients, client{chain: chain, tok: token(fmt.Sprintf("%s-user-%d", chain, i), chain), room: rooms[i], guest: guests[0]})
+		}
+	}
+
+	var mu sync.Mutex
+	var acked []int64 // acknowledged writes
+	foreign, quietErrors := 0, map[string]int{}
+	var round int // date offset: every phase books fresh dates
+	quietPhase := func(ctx context.Context) map[string]int {
+		ok := map[string]int{}
+		var wg sync.WaitGroup
+		round++
+		for ci, c := range clients {
+			wg.Go(func() {
+				day := time.Date(2031+round, 1, 1, 0, 0, 0, 0, time.UTC)
+				for i := 0; ctx.Err() == nil; i++ {
+					var r reply
+					var err error
+					if i%4 == 3 {
+						in := day.AddDate(0, 0, 2*i)
+						r, err = rpc(ctx, endpoint, c.tok, "create_booking", map[string]any{"room_id": c.room, "guest_id": c.guest,
+							"check_in": in.Format(time.DateOnly), "check_out": in.AddDate(0, 0, 1).Format(time.DateOnly)})
+					} else {
+						r, err = rpc(ctx, endpoint, c.tok, "list_bookings", map[string]any{"from": "2026-01-01", "to": "2040-01-01", "limit": 50, "offset": (ci * 7) % 10})
+					}
+					if ctx.Err() != nil {
+						return // the phase ended mid-call: not counted
+					}
+					mu.Lock()
+					switch {
+					case err != nil || r.status != http.StatusOK || r.rpcErr != nil || r.isError:
+						quietErrors[fmt.Sprintf("%d %v %s %v", r.status, r.rpcErr, r.text, err)]++
+					case i%4 == 3:
+						var out hotel.CreatedOut
+						if json.Unmarshal(r.structured, &out) == nil && out.ID != 0 {
+							acked = append(acked, out.ID)
+						}
+						ok[c.chain]++
+					default:
+						var out hotel.BookingsOut
+						if err := json.Unmarshal(r.structured, &out); err != nil {
+							quietErrors["undecodable list"]++
+							break
+						}
+						for _, b := range out.Bookings {
+							if d.ChainOfHotel(b.HotelID) != c.chain {
+								foreign++
+							}
+						}
+						ok[c.chain]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return ok
+	}
+
+	warm, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	quietPhase(warm)
+	cancel()
+	unloadedCtx, cancel := context.WithTimeout(context.Background(), dur)
+	unloaded := quietPhase(unloadedCtx)
+	cancel()
+
+	// Another transaction holds the noisy chain's row for the whole phase.
+	lockConn, err := sql.Open("pgx", pg.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lockConn.Close()
+	lockTx, err := lockConn.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lockTx.Rollback()
+	if _, err := lockTx.Exec(`SELECT 1 FROM bookings WHERE id = $1 FOR UPDATE`, locked); err != nil {
+		t.Fatal(err)
+	}
+
+	type noisyResult struct {
+		outcome string
+		took    time.Duration
+	}
+	noisyOut := make(chan noisyResult, 1<<16)
+	loadedCtx, cancel := context.WithTimeout(context.Background(), dur)
+	var nwg sync.WaitGroup
+	for i := range noisyCalls {
+		tok := token(fmt.Sprintf("%s-noisy-%d", noisy, i), noisy)
+		nwg.Go(func() {
+			for loadedCtx.Err() == nil {
+				start := time.Now()
+				// Not tied to the phase: a call that hangs must show as such.
+				r, err := rpc(context.Background(), endpoint, tok, "cancel_booking", map[string]any{"id": locked})
+				o := "other"
+				switch {
+				case err != nil:
+					o = "transport error"
+				case r.status == http.StatusTooManyRequests:
+					o = "429 " + ruleOf(r.rpcErr)
+				case r.rpcErr != nil && r.rpcErr.Code == server.CodeLimited:
+					o = "busy " + ruleOf(r.rpcErr)
+				case r.isError && strings.Contains(r.text, "timed out"):
+					o = "timeout"
+				case r.status == http.StatusOK && !r.isError && r.rpcErr == nil:
+					o = "ok"
+				default:
+					o = fmt.Sprintf("other %d %v %q", r.status, r.rpcErr, r.text)
+				}
+				noisyOut <- noisyResult{o, time.Since(start)}
+				// A client told to come back later does so (Retry-After);
+				// otherwise it retries at once.
+				pause := 10 * time.Millisecond
+				if s, err := strconv.Atoi(r.retryAfter); err == nil {
+					pause = time.Duration(s) * time.Second
+				}
+				select {
+				case <-loadedCtx.Done():
+				case <-time.After(pause):
+				}
+			}
+		})
+	}
+	loaded := quietPhase(loadedCtx)
+	cancel()
+	// The noisy calls still waiting end at their timeouts; the lock is
+	// released only then, so none of them can succeed.
+	nwg.Wait()
+	close(noisyOut)
+	if err := lockTx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Figures.
+	var sumU, sumL int
+	var lines []string
+	minRatio := 1e9
+	for _, chain := range quiet {
+		u, l := unloaded[chain], loaded[chain]
+		sumU, sumL = sumU+u, sumL+l
+		ratio := 0.0
+		if u > 0 {
+			ratio = float64(l) / float64(u)
+		}
+		minRatio = min(minRatio, ratio)
+		lines = append(lines, fmt.Sprintf("  %-10s unloaded %5d  loaded %5d  ratio %.2f", chain, u, l, ratio))
+	}
+	outcomes := map[string]int{}
+	var maxNoisy time.Duration
+	var noisyN int
+	for r := range noisyOut {
+		outcomes[r.outcome]++
+		maxNoisy = max(maxNoisy, r.took)
+		noisyN++
+	}
+	agg := float64(sumL) / float64(max(sumU, 1))
+	var oc []string
+	for k, v := range outcomes {
+		oc = append(oc, fmt.Sprintf("%s=%d", k, v))
+	}
+	slices.Sort(oc)
+	t.Logf("%s: %d quiet clients of %d chains, %d noisy calls of chain %s on one locked row, pool %d, phase %s\n"+
+		"quiet successful calls per chain:\n%s\n"+
+		"aggregate loaded/unloaded %.2f (min per chain %.2f); %.0f calls/s unloaded, %.0f calls/s loaded\n"+
+		"noisy calls: %d, outcomes %s, longest %s\n"+
+		"quiet errors: %v; foreign rows: %d; acknowledged writes: %d",
+		sc.name, len(clients), len(quiet), noisyCalls, noisy, sc.limits.PoolSize, dur,
+		strings.Join(lines, "\n"), agg, minRatio, float64(sumU)/dur.Seconds(), float64(sumL)/dur.Seconds(),
+		noisyN, strings.Join(oc, " "), maxNoisy.Round(time.Millisecond), quietErrors, foreign, len(acked))
+
+	// Isolation holds in every configuration.
+	if foreign != 0 {
+		t.Errorf("%d foreign rows returned", foreign)
+	}
+	var found int
+	if err := pg.rootOn(t).QueryRow(`SELECT count(*) FROM bookings WHERE id = ANY($1)`, acked).Scan(&found); err != nil {
+		t.Fatal(err)
+	}
+	if found != len(acked) {
+		t.Errorf("%d of %d acknowledged bookings are missing", len(acked)-found, len(acked))
+	}
+	if !sc.assert {
+		return
+	}
+	// Liveness, with generous bounds (the figures above are the result).
+	for _, chain := range quiet {
+		if loaded[chain] == 0 {
+			t.Errorf("chain %s got no successful call while %s was noisy", chain, noisy)
+		}
+	}
+	if agg < 0.5 {
+		t.Errorf("quiet chains kept %.0f%% of their unloaded throughput", 100*agg)
+	}
+	if maxNoisy > 20*time.Second {
+		t.Errorf("a noisy call took %s: it hung instead of being refused or timed out", maxNoisy)
+	}
+	if outcomes["ok"] > 0 {
+		t.Errorf("%d noisy calls updated the locked row while it was locked", outcomes["ok"])
+	}
+	if len(quietErrors) > 0 {
+		t.Errorf("quiet chains' calls failed: %v", quietErrors)
+	}
+}
+
+func ruleOf(e *jsonrpc.Error) string {
+	if e == nil {
+		return ""
+	}
+	var d struct {
+		Rule string `json:"rule"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	return d.Rule
+}
+
+// rootOn opens the test database as the superuser.
+func (pg livePostgres) rootOn(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", pg.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
