@@ -70,10 +70,10 @@ func (s *Server) wrap(tool string, in *jsonschema.Resolved, ft *flow.Tool, call 
 		var res *mcp.CallToolResult
 		var rpcErr error
 		if denyErr == nil {
-			var done func()
 			var limErr *LimitError
+			var done func(outcome string)
 			ctx, done, limErr = s.admitCall(ctx, req, sc, tool)
-			defer done()
+			defer func() { done(a.outcome) }()
 			if limErr != nil {
 				denyErr, rpcErr = nil, s.limited(&a, limErr)
 			}

@@ -85,8 +85,10 @@ func (t *tickets) claim(id string) *ticket {
 // admitCall admits one tool call: through the ticket its HTTP request got
 // (whose limits were taken before dispatch), or, without one (stdio),
 // against the limits here. The returned context ends when the client's
-// HTTP request does; done must be called when the call ends.
-func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest, sc scope.Scope, tool string) (context.Context, func(), *LimitError) {
+// HTTP request does; done must be called when the call ends, with the
+// call's outcome (a timeout keeps the slots for Limits.TimeoutPenalty).
+func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest, sc scope.Scope, tool string) (context.Context, func(outcome string), *LimitError) {
+	none := func(string) {}
 	if req.Extra != nil && req.Extra.Header != nil {
 		if id := req.Extra.Header.Get(callTicketHeader); id != "" {
 			tk := s.tickets.claim(id)
@@ -98,20 +100,20 @@ func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest, sc sco
 				if tk != nil {
 					tk.release()
 				}
-				return cctx, func() {}, nil
+				return cctx, none, nil
 			}
 			stop := context.AfterFunc(tk.reqCtx, func() { cancel(errClientGone) })
-			return cctx, func() { stop(); cancel(nil); tk.release() }, nil
+			return cctx, func(outcome string) { stop(); cancel(nil); s.limiter.finish(tk.release, outcome) }, nil
 		}
 	}
 	if !s.limiter.active() {
-		return ctx, func() {}, nil
+		return ctx, none, nil
 	}
 	release, err := s.limiter.admit(ctx, sc, tool)
 	if err != nil {
-		return ctx, func() {}, err.(*LimitError)
+		return ctx, none, err.(*LimitError)
 	}
-	return ctx, release, nil
+	return ctx, func(outcome string) { s.limiter.finish(release, outcome) }, nil
 }
 
 // limited records a limit refusal for the audit log and returns its wire

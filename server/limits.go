@@ -115,6 +115,12 @@ type Limits struct {
 	// wait smooths a tenant's own bursts; a waiting call holds no database
 	// connection.
 	QueueWait time.Duration
+	// TimeoutPenalty keeps the concurrency slots of a call that timed out
+	// (its deadline, or the database's statement or lock timeout) taken
+	// this long after it ended. A tenant whose calls keep piling up on
+	// locked rows then holds a pooled connection only a fraction of the
+	// time instead of all of it; zero releases at once.
+	TimeoutPenalty time.Duration
 	// RetryAfter is what a concurrency refusal suggests; zero means 1 s.
 	RetryAfter time.Duration
 	// OnReject, if set, is called for every call a limit refused and every
@@ -198,8 +204,8 @@ func newLimiter(l Limits, levels []string) (*limiter, error) {
 			return nil, fmt.Errorf("%w: limits must not be negative", ErrConfig)
 		}
 	}
-	if l.RetryAfter < 0 || l.QueueWait < 0 {
-		return nil, fmt.Errorf("%w: Limits.RetryAfter and QueueWait must not be negative", ErrConfig)
+	if l.RetryAfter < 0 || l.QueueWait < 0 || l.TimeoutPenalty < 0 {
+		return nil, fmt.Errorf("%w: Limits.RetryAfter, QueueWait and TimeoutPenalty must not be negative", ErrConfig)
 	}
 	if l.RetryAfter == 0 {
 		l.RetryAfter = time.Second
@@ -329,6 +335,16 @@ func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func
 	}
 	var once sync.Once
 	return func() { once.Do(release) }, nil
+}
+
+// finish releases a call's slots, after the TimeoutPenalty if it timed
+// out.
+func (lm *limiter) finish(release func(), outcome string) {
+	if outcome == OutcomeTimeout && lm.l.TimeoutPenalty > 0 {
+		time.AfterFunc(lm.l.TimeoutPenalty, release)
+		return
+	}
+	release()
 }
 
 func (lm *limiter) reject(ctx context.Context, e *LimitError) *LimitError {

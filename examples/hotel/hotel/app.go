@@ -84,6 +84,8 @@ type Limits struct {
 	PerTenant  server.Limit
 	PerSubject server.Limit
 	QueueWait  time.Duration // wait for a tenant's or subject's concurrency slot
+	// TimeoutPenalty keeps a timed-out call's slots taken this much longer.
+	TimeoutPenalty time.Duration
 	// Rates is the shared token-bucket store (nil: in process).
 	Rates server.RateStore
 }
@@ -206,7 +208,8 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
 		Flow:        app.Flow,
 		CallTimeout: cfg.Limits.CallTimeout, MaxRequestBytes: cfg.Limits.MaxBodyBytes,
-		Limits:           server.Limits{PerTenant: cfg.Limits.PerTenant, PerSubject: cfg.Limits.PerSubject, QueueWait: cfg.Limits.QueueWait, Rates: cfg.Limits.Rates},
+		Limits: server.Limits{PerTenant: cfg.Limits.PerTenant, PerSubject: cfg.Limits.PerSubject, QueueWait: cfg.Limits.QueueWait,
+			TimeoutPenalty: cfg.Limits.TimeoutPenalty, Rates: cfg.Limits.Rates},
 		MaxTokenLifetime: cfg.Limits.MaxTokenLifetime,
 	})
 	if err != nil {
