@@ -311,3 +311,42 @@ func TestRateStoreFailureFailsClosed(t *testing.T) {
 		t.Fatalf("the store's error reached the client: %s", r.Error.Data)
 	}
 }
+
+// TestQueueWaitAndTimeoutPenalty: a tenant's second call waits (up to
+// QueueWait) for the slot its first call holds instead of being refused at
+// once; a call that timed out keeps its slot for TimeoutPenalty, so the
+// next call of that tenant is refused meanwhile, and admitted after.
+func TestQueueWaitAndTimeoutPenalty(t *testing.T) {
+	f := newFixture(t, func(o *server.Options) {
+		o.CallTimeout = 300 * time.Millisecond
+		o.Limits = server.Limits{PerTenant: server.Limit{Concurrent: 1}, QueueWait: 5 * time.Second, TimeoutPenalty: time.Second}
+	})
+	h := addHold(t, f.srv)
+	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	ctx := context.Background()
+	tok := f.token(t, "ann", "north", time.Hour)
+
+	// The first call times out (its handler waits for a release that only
+	// comes later); the second, queued behind it, must wait out the
+	// penalty too.
+	first := make(chan rpcReply, 1)
+	go func() {
+		r, _ := callHTTP(ctx, ts.URL, tok, "hold", "first")
+		first <- r
+	}()
+	waitStarted(t, h, 1)
+	start := time.Now()
+	go func() { <-h.started; close(h.release) }()
+	r, err := callHTTP(ctx, ts.URL, tok, "hold", "second")
+	waited := time.Since(start)
+	if err != nil || r.status != http.StatusOK || r.Error != nil || r.Result == nil || r.Result.IsError {
+		t.Fatalf("queued call: %+v %v", r, err)
+	}
+	if r := <-first; r.Result == nil || !r.Result.IsError {
+		t.Fatalf("first call did not time out: %+v", r)
+	}
+	t.Logf("queued call admitted after %s (call timeout 300ms + penalty 1s)", waited.Round(10*time.Millisecond))
+	if waited < time.Second {
+		t.Fatalf("the queued call ran after %s, before the timed-out call's penalty ended", waited)
+	}
+}
