@@ -49,7 +49,7 @@ type HTTPOptions struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing a non-streaming response (every request
 	// but the GET that holds a session's SSE stream); zero means the call
-	// timeout plus 10 s, negative none.
+	// timeout (plus Limits.QueueWait) plus 10 s, negative none.
 	WriteTimeout time.Duration
 	// IdleTimeout closes keep-alive connections idle this long (Serve);
 	// zero means DefaultIdleTimeout, negative none.
@@ -112,7 +112,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return o.deadlines(s.opts.CallTimeout, h), nil
+	// A response is written once its call has run: the queue wait and the
+	// call timeout come before the write deadline's own slack.
+	return o.deadlines(s.opts.CallTimeout+s.opts.Limits.QueueWait, h), nil
 }
 
 // Serve serves Handler(o) on ln until ctx is done, then shuts down

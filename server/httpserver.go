@@ -360,7 +360,7 @@ func (s *Server) tokenVerifier() auth.TokenVerifier {
 var ErrTokenLifetime = fmt.Errorf("%w: token lifetime exceeds the server's maximum", auth.ErrInvalidToken)
 
 func (s *Server) checkLifetime(exp time.Time) error {
-	if max := s.opts.MaxTokenLifetime; max > 0 && exp.Sub(s.opts.Now()) > max+s.opts.Verifier.Leeway() {
+	if limit := s.opts.MaxTokenLifetime; limit > 0 && exp.Sub(s.opts.Now()) > limit+s.opts.Verifier.Leeway() {
 		return ErrTokenLifetime
 	}
 	return nil
