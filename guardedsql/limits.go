@@ -52,8 +52,9 @@ func WithPoolWaitObserver(fn func(ctx context.Context, waited time.Duration, bus
 //   - MariaDB: SET STATEMENT max_statement_time=... FOR each statement
 //     (MySQL 8 lacks SET STATEMENT: ErrTimeoutUnsupported);
 //   - SQLite: a deadline on the statement's context, which the driver
-//     turns into sqlite3_interrupt; lock waits are bounded by the
-//     connection's busy_timeout.
+//     turns into sqlite3_interrupt; it does not cut a lock wait short, so
+//     Open also lowers the busy timeout to it (a DB made with NewSQLite
+//     keeps the busy_timeout its caller set).
 //
 // A statement stopped by it fails with an error IsTimeout reports.
 func WithStatementTimeout(d time.Duration) Option { return func(c *config) { c.stmtTimeout = d } }
@@ -68,12 +69,17 @@ func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.lockTi
 // IsTimeout reports whether err is the database stopping a statement at
 // WithStatementTimeout or WithLockTimeout (or a server-side default of the
 // same kind): PostgreSQL SQLSTATE 57014 and 55P03, MariaDB errors 1969 and
-// 1205, MySQL 3024, or the statement deadline on SQLite.
+// 1205, MySQL 3024, and on SQLite the statement deadline or SQLITE_BUSY
+// (the busy timeout ran out waiting for the database lock).
 func IsTimeout(err error) bool {
 	if err == nil {
 		return false
 	}
 	if errors.Is(err, errStatementDeadline) {
+		return true
+	}
+	var se interface{ Code() int } // modernc.org/sqlite's *Error
+	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
 		return true
 	}
 	var pe *pgconn.PgError
@@ -86,6 +92,9 @@ func IsTimeout(err error) bool {
 	}
 	return false
 }
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of a busy timeout.
+const sqliteBusy = 5
 
 // errStatementDeadline is the cause of a statement context that reached
 // WithStatementTimeout (SQLite).

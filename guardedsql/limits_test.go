@@ -158,3 +158,36 @@ func TestPoolWaitBusy(t *testing.T) {
 		t.Fatalf("after the pool drained: %v", err)
 	}
 }
+
+// TestSQLiteLockWaitBounded: on SQLite (opened with Open) the statement
+// timeout also bounds the busy timeout, so a write waiting for the
+// database lock another connection holds gives up at it, not after the
+// default 5 s; and a statement that is not blocked still runs.
+func TestSQLiteLockWaitBounded(t *testing.T) {
+	h := newHotel(t)
+	var seq int
+	var name, path string
+	if err := h.raw.QueryRow(`PRAGMA database_list`).Scan(&seq, &name, &path); err != nil {
+		t.Fatal(err)
+	}
+	db, err := guardedsql.Open(context.Background(), "sqlite:"+path, h.sch, guardedsql.WithStatementTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := h.m.bookings[0]
+	ctx, cancel := context.WithTimeout(grantCtx(chainG(h.m.hotelOf(b.Room).Chain)), 20*time.Second)
+	defer cancel()
+	release := lockBooking(t, h, b.ID)
+	start := time.Now()
+	_, err = db.Exec(ctx, touchBooking(h, b.ID))
+	took := time.Since(start)
+	t.Logf("sqlite: blocked write ended after %s: %v", took.Round(time.Millisecond), err)
+	if !guardedsql.IsTimeout(err) || took > 3*time.Second {
+		t.Fatalf("blocked write: err = %v after %s, want a lock error well before the 5 s default busy timeout", err, took)
+	}
+	release()
+	if _, err := db.Exec(ctx, touchBooking(h, b.ID)); err != nil {
+		t.Fatalf("after the lock is released: %v", err)
+	}
+}
