@@ -199,11 +199,11 @@ func TestMaxTokenLifetime(t *testing.T) {
 	ctx := context.Background()
 	long := f.token(t, "ann", "north", 24*365*time.Hour)
 	r, err := callHTTP(ctx, ts.URL, long, "hold", "x")
-	if err != nil || r.status != http.StatusUnauthorized {
-		t.Fatalf("long-lived token: status %d, %v; want 401", r.status, err)
+	if err != nil || r.Status != http.StatusUnauthorized {
+		t.Fatalf("long-lived token: status %d, %v; want 401", r.Status, err)
 	}
 	r, err = callHTTP(ctx, ts.URL, f.token(t, "ann", "north", time.Hour), "hold", "x")
-	if err != nil || r.status != http.StatusOK || r.Error != nil {
+	if err != nil || r.Status != http.StatusOK || r.Err != nil {
 		t.Fatalf("token within the lifetime: %+v %v", r, err)
 	}
 	if _, err := connectStdio(t, f, staticToken(long)); !errors.Is(err, server.ErrTokenLifetime) {

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -76,49 +75,9 @@ func httpServer(t *testing.T, f *fixture, o server.HTTPOptions) *httptest.Server
 	return ts
 }
 
-type rpcReply struct {
-	status int
-	header http.Header
-	Result *struct {
-		IsError bool `json:"isError"`
-	} `json:"result"`
-	Error *jsonrpc.Error `json:"error"`
-}
-
-// callHTTP posts one tools/call (stateless mode: no session needed) and
-// decodes the JSON-RPC reply from a JSON or SSE body.
-func callHTTP(ctx context.Context, url, tok, tool, tag string) (rpcReply, error) {
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":{"tag":%q}}}`, tool, tag)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
-	if err != nil {
-		return rpcReply{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return rpcReply{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return rpcReply{}, err
-	}
-	r := rpcReply{status: resp.StatusCode, header: resp.Header}
-	if i := bytes.Index(raw, []byte("data: ")); i >= 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		raw = raw[i+len("data: "):]
-		if j := bytes.IndexByte(raw, '\n'); j >= 0 {
-			raw = raw[:j]
-		}
-	}
-	if len(bytes.TrimSpace(raw)) > 0 && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusTooManyRequests) {
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return r, fmt.Errorf("reply %d %q: %w", resp.StatusCode, raw, err)
-		}
-	}
-	return r, nil
+// callHTTP posts one tools/call of tool (stateless mode: no session).
+func callHTTP(ctx context.Context, url, tok, tool, tag string) (rpctest.Reply, error) {
+	return rpctest.Call(ctx, url+"/mcp", tok, tool, map[string]any{"tag": tag})
 }
 
 func limitData(t *testing.T, e *jsonrpc.Error) map[string]any {
@@ -156,7 +115,7 @@ func TestTenantConcurrencyLimitHTTP(t *testing.T) {
 	south := f.token(t, "dan", "south", time.Hour)
 
 	var wg sync.WaitGroup
-	replies := make(chan rpcReply, 2)
+	replies := make(chan rpctest.Reply, 2)
 	for _, tok := range []string{north1, north2} {
 		wg.Go(func() {
 			r, err := callHTTP(ctx, ts.URL, tok, "hold", "north")
@@ -172,18 +131,18 @@ func TestTenantConcurrencyLimitHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "3" {
-		t.Fatalf("third north call: status %d, Retry-After %q; want 429 and 3", r.status, r.header.Get("Retry-After"))
+	if r.Status != http.StatusTooManyRequests || r.RetryAfter != "3" {
+		t.Fatalf("third north call: status %d, Retry-After %q; want 429 and 3", r.Status, r.RetryAfter)
 	}
-	if r.Error == nil || r.Error.Code != server.CodeLimited {
-		t.Fatalf("third north call: error %+v, want code %d", r.Error, server.CodeLimited)
+	if r.Err == nil || r.Err.Code != server.CodeLimited {
+		t.Fatalf("third north call: error %+v, want code %d", r.Err, server.CodeLimited)
 	}
-	d := limitData(t, r.Error)
+	d := limitData(t, r.Err)
 	if d["rule"] != server.RuleTenantConcurrency || d["retry_after_ms"] != float64(3000) || d["retryable"] != true {
 		t.Fatalf("limit data %v", d)
 	}
-	if bytes.Contains(r.Error.Data, []byte("north")) || bytes.Contains(r.Error.Data, []byte("cat")) {
-		t.Fatalf("limit data names the tenant or subject: %s", r.Error.Data)
+	if bytes.Contains(r.Err.Data, []byte("north")) || bytes.Contains(r.Err.Data, []byte("cat")) {
+		t.Fatalf("limit data names the tenant or subject: %s", r.Err.Data)
 	}
 	select {
 	case tag := <-h.started:
@@ -192,7 +151,7 @@ func TestTenantConcurrencyLimitHTTP(t *testing.T) {
 	}
 
 	// Another tenant is not held up by north's calls.
-	done := make(chan rpcReply, 1)
+	done := make(chan rpctest.Reply, 1)
 	go func() {
 		r, err := callHTTP(ctx, ts.URL, south, "hold", "south")
 		if err != nil {
@@ -205,15 +164,15 @@ func TestTenantConcurrencyLimitHTTP(t *testing.T) {
 	close(h.release)
 	wg.Wait()
 	for range 2 {
-		if r := <-replies; r.status != http.StatusOK || r.Error != nil || r.Result == nil || r.Result.IsError {
+		if r := <-replies; r.Status != http.StatusOK || r.Err != nil || r.IsError {
 			t.Fatalf("held north call: %+v", r)
 		}
 	}
-	if r := <-done; r.status != http.StatusOK || r.Error != nil {
+	if r := <-done; r.Status != http.StatusOK || r.Err != nil {
 		t.Fatalf("south call: %+v", r)
 	}
 	// The slots were given back.
-	if r, err := callHTTP(ctx, ts.URL, north3, "hold", "again"); err != nil || r.status != http.StatusOK || r.Error != nil {
+	if r, err := callHTTP(ctx, ts.URL, north3, "hold", "again"); err != nil || r.Status != http.StatusOK || r.Err != nil {
 		t.Fatalf("north after release: %+v %v", r, err)
 	}
 	if !strings.Contains(f.audit.String(), `"outcome":"limited"`) || !strings.Contains(f.audit.String(), `"rule":"`+server.RuleTenantConcurrency+`"`) {
@@ -277,10 +236,10 @@ func TestClientDisconnectCancelsCall(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r, err := callHTTP(context.Background(), ts.URL, tok, "hold", "next")
-		if err == nil && r.status == http.StatusOK {
+		if err == nil && r.Status == http.StatusOK {
 			break
 		}
-		t.Logf("after disconnect: %d %v", r.status, err)
+		t.Logf("after disconnect: %d %v", r.Status, err)
 		if time.Now().After(deadline) {
 			t.Fatalf("slot not released: %+v %v", r, err)
 		}
@@ -304,11 +263,11 @@ func TestRateStoreFailureFailsClosed(t *testing.T) {
 	close(h.release)
 	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
 	r, err := callHTTP(context.Background(), ts.URL, f.token(t, "ann", "north", time.Hour), "hold", "x")
-	if err != nil || r.status != http.StatusTooManyRequests || r.Error == nil || limitData(t, r.Error)["rule"] != server.RuleLimitUnavailable {
+	if err != nil || r.Status != http.StatusTooManyRequests || r.Err == nil || limitData(t, r.Err)["rule"] != server.RuleLimitUnavailable {
 		t.Fatalf("store down: %+v %v", r, err)
 	}
-	if strings.Contains(string(r.Error.Data), "store down") {
-		t.Fatalf("the store's error reached the client: %s", r.Error.Data)
+	if strings.Contains(string(r.Err.Data), "store down") {
+		t.Fatalf("the store's error reached the client: %s", r.Err.Data)
 	}
 }
 
@@ -329,7 +288,7 @@ func TestQueueWaitAndTimeoutPenalty(t *testing.T) {
 	// The first call times out (its handler waits for a release that only
 	// comes later); the second, queued behind it, must wait out the
 	// penalty too.
-	first := make(chan rpcReply, 1)
+	first := make(chan rpctest.Reply, 1)
 	go func() {
 		r, _ := callHTTP(ctx, ts.URL, tok, "hold", "first")
 		first <- r
@@ -339,10 +298,10 @@ func TestQueueWaitAndTimeoutPenalty(t *testing.T) {
 	go func() { <-h.started; close(h.release) }()
 	r, err := callHTTP(ctx, ts.URL, tok, "hold", "second")
 	waited := time.Since(start)
-	if err != nil || r.status != http.StatusOK || r.Error != nil || r.Result == nil || r.Result.IsError {
+	if err != nil || r.Status != http.StatusOK || r.Err != nil || r.IsError {
 		t.Fatalf("queued call: %+v %v", r, err)
 	}
-	if r := <-first; r.Result == nil || !r.Result.IsError {
+	if r := <-first; !r.IsError {
 		t.Fatalf("first call did not time out: %+v", r)
 	}
 	t.Logf("queued call admitted after %s (call timeout 300ms + penalty 1s)", waited.Round(10*time.Millisecond))

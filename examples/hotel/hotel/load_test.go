@@ -1,12 +1,10 @@
 package hotel_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -38,70 +37,6 @@ const (
 	noisyCalls      = 16
 	clientsPerQuiet = 2
 )
-
-// reply is one tools/call answer as a client sees it.
-type reply struct {
-	status     int
-	rpcErr     *jsonrpc.Error
-	isError    bool
-	text       string
-	structured json.RawMessage
-	retryAfter string
-}
-
-// rpc posts one tools/call to a stateless endpoint, as any HTTP client
-// would, so that a 429 is seen as such.
-func rpc(ctx context.Context, endpoint, tok, tool string, args any) (reply, error) {
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-		"params": map[string]any{"name": tool, "arguments": args}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return reply{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	r := reply{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		if i := bytes.Index(raw, []byte("data: ")); i >= 0 {
-			raw = raw[i+len("data: "):]
-			if j := bytes.IndexByte(raw, '\n'); j >= 0 {
-				raw = raw[:j]
-			}
-		}
-	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
-		return r, nil
-	}
-	var msg struct {
-		Result struct {
-			IsError           bool            `json:"isError"`
-			StructuredContent json.RawMessage `json:"structuredContent"`
-			Content           []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"result"`
-		Error *jsonrpc.Error `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &msg); err != nil {
-		return r, fmt.Errorf("reply %d %q: %w", resp.StatusCode, raw, err)
-	}
-	r.rpcErr, r.isError, r.structured = msg.Error, msg.Result.IsError, msg.Result.StructuredContent
-	for _, c := range msg.Result.Content {
-		r.text += c.Text
-	}
-	return r, nil
-}
 
 // loadScenario is one run: the limits under test, and what it measured.
 type loadScenario struct {
@@ -205,35 +140,35 @@ func runNoisyTenant(t *testing.T, pg livePostgres, d *hotel.Data, sc loadScenari
 			wg.Go(func() {
 				day := time.Date(2031+round, 1, 1, 0, 0, 0, 0, time.UTC)
 				for i := 0; ctx.Err() == nil; i++ {
-					var r reply
+					var r rpctest.Reply
 					var err error
 					if i%4 == 3 {
 						in := day.AddDate(0, 0, 2*i)
-						r, err = rpc(ctx, endpoint, c.tok, "create_booking", map[string]any{"room_id": c.room, "guest_id": c.guest,
+						r, err = rpctest.Call(ctx, endpoint, c.tok, "create_booking", map[string]any{"room_id": c.room, "guest_id": c.guest,
 							"check_in": in.Format(time.DateOnly), "check_out": in.AddDate(0, 0, 1).Format(time.DateOnly)})
 					} else {
-						r, err = rpc(ctx, endpoint, c.tok, "list_bookings", map[string]any{"from": "2026-01-01", "to": "2040-01-01", "limit": 50, "offset": (ci * 7) % 10})
+						r, err = rpctest.Call(ctx, endpoint, c.tok, "list_bookings", map[string]any{"from": "2026-01-01", "to": "2040-01-01", "limit": 50, "offset": (ci * 7) % 10})
 					}
 					if ctx.Err() != nil {
 						return // the phase ended mid-call: not counted
 					}
 					mu.Lock()
 					switch {
-					case r.status == http.StatusTooManyRequests:
+					case r.Status == http.StatusTooManyRequests:
 						// Its own tenant's slot stayed taken past the queue
 						// wait (two clients share one slot): retryable.
 						quietLimited++
-					case err != nil || r.status != http.StatusOK || r.rpcErr != nil || r.isError:
-						quietErrors[fmt.Sprintf("%d %v %s %v", r.status, r.rpcErr, r.text, err)]++
+					case err != nil || r.Status != http.StatusOK || r.Err != nil || r.IsError:
+						quietErrors[fmt.Sprintf("%d %v %s %v", r.Status, r.Err, r.Text, err)]++
 					case i%4 == 3:
 						var out hotel.CreatedOut
-						if json.Unmarshal(r.structured, &out) == nil && out.ID != 0 {
+						if json.Unmarshal(r.Structured, &out) == nil && out.ID != 0 {
 							acked = append(acked, out.ID)
 						}
 						ok[c.chain]++
 					default:
 						var out hotel.BookingsOut
-						if err := json.Unmarshal(r.structured, &out); err != nil {
+						if err := json.Unmarshal(r.Structured, &out); err != nil {
 							quietErrors["undecodable list"]++
 							break
 						}
@@ -283,27 +218,27 @@ func runNoisyTenant(t *testing.T, pg livePostgres, d *hotel.Data, sc loadScenari
 				for ctx.Err() == nil {
 					start := time.Now()
 					// Not tied to the phase: a call that hangs must show as such.
-					r, err := rpc(context.Background(), endpoint, tok, "cancel_booking", map[string]any{"id": locked})
+					r, err := rpctest.Call(context.Background(), endpoint, tok, "cancel_booking", map[string]any{"id": locked})
 					o := "other"
 					switch {
 					case err != nil:
 						o = "transport error"
-					case r.status == http.StatusTooManyRequests:
-						o = "429 " + ruleOf(r.rpcErr)
-					case r.rpcErr != nil && r.rpcErr.Code == server.CodeLimited:
-						o = "busy " + ruleOf(r.rpcErr)
-					case r.isError && strings.Contains(r.text, "timed out"):
+					case r.Status == http.StatusTooManyRequests:
+						o = "429 " + ruleOf(r.Err)
+					case r.Err != nil && r.Err.Code == server.CodeLimited:
+						o = "busy " + ruleOf(r.Err)
+					case r.IsError && strings.Contains(r.Text, "timed out"):
 						o = "timeout"
-					case r.status == http.StatusOK && !r.isError && r.rpcErr == nil:
+					case r.Status == http.StatusOK && !r.IsError && r.Err == nil:
 						o = "ok"
 					default:
-						o = fmt.Sprintf("other %d %v %q", r.status, r.rpcErr, r.text)
+						o = fmt.Sprintf("other %d %v %q", r.Status, r.Err, r.Text)
 					}
 					noisyOut <- noisyResult{o, time.Since(start)}
 					// A client told to come back later does so (Retry-After);
 					// otherwise it retries at once.
 					pause := 10 * time.Millisecond
-					if s, err := strconv.Atoi(r.retryAfter); err == nil {
+					if s, err := strconv.Atoi(r.RetryAfter); err == nil {
 						pause = time.Duration(s) * time.Second
 					}
 					select {
