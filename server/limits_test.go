@@ -42,7 +42,7 @@ func addHold(t *testing.T, s *server.Server) *holdTool {
 		h.started <- in.Tag
 		select {
 		case <-h.release:
-			return Out{Tag: in.Tag}, nil
+			return Out(in), nil
 		case <-ctx.Done():
 			h.ended <- context.Cause(ctx)
 			return Out{}, ctx.Err()
