@@ -75,7 +75,7 @@ func (s *Server) wrap(tool string, in *jsonschema.Resolved, ft *flow.Tool, call 
 			ctx, done, limErr = s.admitCall(ctx, req, sc, tool)
 			defer func() { done(a.outcome) }()
 			if limErr != nil {
-				denyErr, rpcErr = nil, s.limited(&a, limErr)
+				rpcErr = s.limited(&a, limErr)
 			}
 		}
 		if rpcErr == nil {

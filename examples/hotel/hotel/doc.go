@@ -16,9 +16,13 @@
 //     to an in-memory outbox, judged by the flow policy flow-policy.json;
 //   - app.go: New wires database, verifier (a real identity provider, or
 //     the loopback development issuer), redaction policy, flow checker and
-//     tools into a server.Server;
+//     tools into a server.Server, with the deployment's limits and
+//     timeouts (Limits: pool size and wait, call/statement/lock timeouts,
+//     per-tenant and per-subject concurrency and rates, HTTP timeouts,
+//     sessions, JWKS refresh), each a flag of the command;
 //   - setup.go: SetupDemo, the migration for a live PostgreSQL (with
-//     row-level security and an application role) or MariaDB database.
+//     row-level security and an application role) or MariaDB database;
+//   - load_test.go: the noisy-tenant load/fault test on PostgreSQL.
 //
 // The command in the parent directory (go run ./examples/hotel) runs it.
 package hotel
