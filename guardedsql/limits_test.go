@@ -191,3 +191,49 @@ func TestSQLiteLockWaitBounded(t *testing.T) {
 		t.Fatalf("after the lock is released: %v", err)
 	}
 }
+
+// TestPoolWaitBusyDatabaseSQL: the same bound on a database/sql pool
+// (SQLite here; MySQL uses the same adapter): with its only connection
+// taken, reads, writes and transactions fail with ErrBusy after the wait;
+// once it is free they run, and each gives its connection back.
+func TestPoolWaitBusyDatabaseSQL(t *testing.T) {
+	h := newHotelSized(t, 3, 3, 4, 2, guardedsql.WithPoolWait(200*time.Millisecond))
+	h.raw.SetMaxOpenConns(1)
+	b := h.m.bookings[0]
+	ctx := grantCtx(chainG(h.m.hotelOf(b.Room).Chain))
+	bk := h.sch.Table("bookings")
+	read := builder.Must(builder.Select(bk.Col("id")).From(bk).Build())
+	ops := map[string]func() error{
+		"query": func() error {
+			rows, err := h.db.Query(ctx, read)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+			}
+			return rows.Close()
+		},
+		"exec": func() error { _, err := h.db.Exec(ctx, touchBooking(h, b.ID)); return err },
+		"tx": func() error {
+			return h.db.Tx(ctx, func(tx *guardedsql.Tx) error { _, err := tx.Exec(ctx, touchBooking(h, b.ID)); return err })
+		},
+	}
+	held, err := h.raw.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, op := range ops {
+		start := time.Now()
+		if err := op(); !errors.Is(err, guardedsql.ErrBusy) || time.Since(start) > 10*time.Second {
+			t.Fatalf("%s with the only connection taken: err = %v after %s, want ErrBusy", name, err, time.Since(start))
+		}
+	}
+	held.Close()
+	for range 3 { // more than the pool holds: each op must give its connection back
+		for name, op := range ops {
+			if err := op(); err != nil {
+				t.Fatalf("%s with the connection free: %v", name, err)
+			}
+		}
+	}
+}
