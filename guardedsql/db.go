@@ -72,6 +72,12 @@ type config struct {
 	// PostgreSQL only (see WithRLSOnly, WithRLSNamespace).
 	rlsOnly      bool
 	rlsNamespace string
+	// Limits (limits.go).
+	wait        dialect.Wait
+	stmtTimeout time.Duration
+	lockTimeout time.Duration
+	mariaDB     bool // set by newMySQL: the server takes SET STATEMENT
+	maxConns    int  // pools Open creates
 }
 
 // WithObserver calls fn, synchronously, for every statement and every
@@ -98,6 +104,10 @@ func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts []Opt
 		o(&c)
 	}
 	base := pool
+	pool, err := applyLimits(pool, d, &c)
+	if err != nil {
+		return nil, err
+	}
 	if len(c.observers) > 0 || c.logger != nil {
 		pool = &observedPool{Pool: pool, c: &c}
 	}

@@ -81,6 +81,14 @@
 // parameter and expanded with JSON_TABLE where the foreign-key path meets
 // the level columns (MariaDB 10.6+, MySQL 8.0.4+).
 //
+// Limits: WithPoolWait bounds the wait for a pooled connection (then
+// ErrBusy, retryable, nothing sent); WithStatementTimeout and
+// WithLockTimeout bound each statement in the database, set in the same
+// transaction as the scope so that they never outlive it (PostgreSQL
+// transaction-local settings, MariaDB SET STATEMENT, a context deadline on
+// SQLite); IsTimeout recognises the error they raise. WithMaxConns sizes
+// the pool Open creates.
+//
 // The dialect seam is documented in internal/dialect.
 //
 // For tests, WithObserver sees every statement before it is sent, and

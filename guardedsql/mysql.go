@@ -51,6 +51,11 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 	if err != nil {
 		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
 	}
+	var maria bool
+	if err := db.QueryRowContext(ctx, "SELECT VERSION() LIKE '%MariaDB%'").Scan(&maria); err != nil {
+		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
+	}
+	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.mariaDB = maria })
 	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs}, sch, opts)
 	if err != nil {
 		return nil, err
@@ -89,6 +94,9 @@ func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Opti
 		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
 	}
 	sqlDB := sql.OpenDB(conn)
+	if n := configOf(opts).maxConns; n > 0 {
+		sqlDB.SetMaxOpenConns(n)
+	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
 		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)

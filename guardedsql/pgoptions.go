@@ -31,5 +31,6 @@ func postgresDialect(opts []Option) (postgres.Dialect, error) {
 	if c.rlsNamespace != "" && !postgres.ValidNamespace(c.rlsNamespace) {
 		return postgres.Dialect{}, fmt.Errorf("%w: RLS namespace %q is not a lower-case identifier of at most 40 bytes", ErrInvalid, c.rlsNamespace)
 	}
-	return postgres.Dialect{Namespace: c.rlsNamespace, RLSOnly: c.rlsOnly}, nil
+	return postgres.Dialect{Namespace: c.rlsNamespace, RLSOnly: c.rlsOnly,
+		Timeouts: postgres.Timeouts{Statement: c.stmtTimeout, Lock: c.lockTimeout}}, nil
 }

@@ -92,6 +92,9 @@ func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, opts []O
 	if err != nil {
 		return nil, fmt.Errorf("guardedsql: PostgreSQL DSN: %w", err)
 	}
+	if n := configOf(opts).maxConns; n > 0 {
+		cfg.MaxConns = int32(min(n, 1<<20))
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)

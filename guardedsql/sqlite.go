@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
@@ -30,11 +32,11 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 //	mysql://user:pass@host:3306/db?param=...         the same, URL form
 //
 // SQLite databases are opened with foreign keys enforced, a 5 s busy
-// timeout and immediate transactions unless the DSN sets those itself; a
-// file database in WAL mode (unless the DSN sets journal_mode), with one
-// writer connection for every write and transaction beside a pool of
-// query-only readers, so that concurrent calls never fail with
-// SQLITE_BUSY.
+// timeout (or WithStatementTimeout's, if shorter) and immediate
+// transactions unless the DSN sets those itself; a file database in WAL
+// mode (unless the DSN sets journal_mode), with one writer connection for
+// every write and transaction beside a pool of query-only readers, so that
+// concurrent calls never fail with SQLITE_BUSY.
 // PostgreSQL is opened as NewPostgres does, start-up check of row-level
 // security included: connect as the application role, not the tables'
 // owner or a superuser. MySQL is opened as NewMySQL does. Close closes the
@@ -45,7 +47,7 @@ func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) 
 			return open(ctx, dsn, sch, opts)
 		}
 	}
-	pool, err := openSQLitePool(ctx, dsn)
+	pool, err := openSQLitePool(ctx, dsn, configOf(opts).stmtTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -67,13 +69,13 @@ func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) 
 // transactions this keeps SQLITE_BUSY from the calls of one process: its
 // writes wait their turn for the one connection, and WAL readers never
 // wait for the writer. An in-memory database is one connection.
-func openSQLitePool(ctx context.Context, dsn string) (dialect.Pool, error) {
-	name, memory, err := sqliteName(dsn)
+func openSQLitePool(ctx context.Context, dsn string, busy time.Duration) (dialect.Pool, error) {
+	name, memory, err := sqliteName(dsn, busy)
 	if err != nil {
 		return nil, err
 	}
 	if memory {
-		sqlDB, err := openSQL(ctx, dsn)
+		sqlDB, err := openSQL(ctx, dsn, busy)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +150,7 @@ func Introspect(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Sc
 			return in(ctx, dsn, t)
 		}
 	}
-	sqlDB, err := openSQL(ctx, dsn)
+	sqlDB, err := openSQL(ctx, dsn, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +158,10 @@ func Introspect(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Sc
 	return IntrospectSQLite(ctx, sqlDB, t)
 }
 
-func openSQL(ctx context.Context, dsn string) (*sql.DB, error) {
-	name, memory, err := sqliteName(dsn)
+// openSQL opens an SQLite DSN; a positive busy bounds lock waits below the
+// default busy timeout (see WithStatementTimeout).
+func openSQL(ctx context.Context, dsn string, busy time.Duration) (*sql.DB, error) {
+	name, memory, err := sqliteName(dsn, busy)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +179,7 @@ func openSQL(ctx context.Context, dsn string) (*sql.DB, error) {
 	return sqlDB, nil
 }
 
-func sqliteName(dsn string) (name string, memory bool, err error) {
+func sqliteName(dsn string, busy time.Duration) (name string, memory bool, err error) {
 	switch {
 	case strings.HasPrefix(dsn, "sqlite://"):
 		name = strings.TrimPrefix(dsn, "sqlite://")
@@ -201,7 +205,13 @@ func sqliteName(dsn string) (name string, memory bool, err error) {
 		q.Add("_pragma", "foreign_keys(1)")
 	}
 	if !strings.Contains(pragmas, "busy_timeout") && q.Get("_busy_timeout") == "" && q.Get("_timeout") == "" {
-		q.Add("_pragma", "busy_timeout(5000)")
+		// The context deadline of WithStatementTimeout does not cut a busy
+		// wait short, so the busy timeout is bounded by it as well.
+		ms := int64(5000)
+		if busy > 0 {
+			ms = min(ms, max(busy.Milliseconds(), 1))
+		}
+		q.Add("_pragma", "busy_timeout("+strconv.FormatInt(ms, 10)+")")
 	}
 	if q.Get("_txlock") == "" {
 		q.Set("_txlock", "immediate")

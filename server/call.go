@@ -28,6 +28,12 @@ const (
 	OutcomeDenied   = "denied"
 	OutcomeTimeout  = "timeout"
 	OutcomeError    = "error"
+	// OutcomeLimited: refused by a limit or a busy database pool
+	// (LimitError); the client may retry after the time it was given.
+	OutcomeLimited = "limited"
+	// OutcomeCancelled: the client went away (disconnected or cancelled)
+	// before the call finished; its context was cancelled.
+	OutcomeCancelled = "cancelled"
 )
 
 // callFunc decodes the validated arguments into the handler's In type and
@@ -53,6 +59,8 @@ func typedCall[In, Out any](h Handler[In, Out]) callFunc {
 // leaves, the flow label of the result, and the audit record.
 func (s *Server) wrap(tool string, in *jsonschema.Resolved, ft *flow.Tool, call callFunc) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
 		start := s.opts.Now()
 		a := auditRecord{tool: tool, callID: newCorrelationID()}
 		ctx, span := s.opts.Telemetry.startCall(ctx, tool)
@@ -60,7 +68,20 @@ func (s *Server) wrap(tool string, in *jsonschema.Resolved, ft *flow.Tool, call 
 		a.scope = sc
 		// A zero scope (denied) gets the most restrictive redaction.
 		red := s.redactor().ForScope(sc)
-		res, rpcErr := s.run(ctx, &a, red, sc, denyErr, in, ft, call, req)
+		var res *mcp.CallToolResult
+		var rpcErr error
+		if denyErr == nil {
+			var limErr *LimitError
+			var done func(outcome string)
+			ctx, done, limErr = s.admitCall(ctx, req, sc, tool)
+			defer func() { done(a.outcome) }()
+			if limErr != nil {
+				rpcErr = s.limited(&a, limErr)
+			}
+		}
+		if rpcErr == nil {
+			res, rpcErr = s.run(ctx, &a, red, sc, denyErr, in, ft, call, req)
+		}
 		a.duration = s.opts.Now().Sub(start)
 		a.report = red.Report()
 		s.audit(ctx, &a)
@@ -151,9 +172,19 @@ func (s *Server) handlerError(ctx context.Context, a *auditRecord, red *redact.S
 	case errors.As(err, &input):
 		a.outcome = OutcomeInvalid
 		return toolError(red.String(input.msg)), nil
+	case errors.Is(err, guardedsql.ErrBusy):
+		return nil, s.limited(a, s.limiter.reject(ctx, &LimitError{Rule: RuleDBBusy, Tool: a.tool, RetryAfter: s.limiter.l.RetryAfter}))
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		a.outcome = OutcomeTimeout
 		return toolError(fmt.Sprintf("timed out after %s", s.opts.CallTimeout)), nil
+	case guardedsql.IsTimeout(err):
+		// The database's statement or lock timeout (set with the scope)
+		// stopped it: nothing about the database is passed on.
+		a.outcome = OutcomeTimeout
+		return toolError("timed out waiting for the database; retry later"), nil
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		a.outcome = OutcomeCancelled
+		return toolError("cancelled"), nil
 	case guardedsql.IsUnavailable(err):
 		return nil, s.unavailable(a, err)
 	}

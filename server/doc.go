@@ -100,6 +100,28 @@
 // from a bug. Options.Logger is rate-limited per kind of record
 // (LogLimit), so an outage cannot flood the log.
 //
+// # Limits and timeouts
+//
+// Options.Limits keeps one tenant from starving the others: each call takes
+// a concurrency slot and a rate token (token bucket) of every top-level
+// grant of its scope and of its subject, waiting at most Limits.QueueWait
+// for a slot. A refusal is a LimitError: on streamable HTTP it is decided
+// before the call is dispatched and answered with 429 and Retry-After; the
+// body, and on stdio the error itself, is a JSON-RPC error with code
+// CodeLimited and data naming the rule and the retry delay, never a tenant.
+// guardedsql.ErrBusy (the pool-wait bound) becomes the same error with
+// RuleDBBusy. Token buckets live in the process (NewLocalRates) or, shared
+// between replicas, in a RateStore such as package server/redisrate.
+// Limits.OnReject and guardedsql.WithPoolWaitObserver are the hooks for
+// rejection and pool-wait metrics.
+//
+// The HTTP layer hands each admitted tools/call a ticket carrying its
+// request's lifetime, so a call whose client disconnects is cancelled.
+// HTTPOptions bound the rest: body read deadline, write deadline of
+// non-streaming responses, idle keep-alives, the session idle timeout (on
+// by default) and sessions per subject, the shutdown drain, and the Origin
+// allowlist; Options.MaxTokenLifetime refuses tokens that live too long.
+//
 // The scope of each call is derived from that call's own verified token
 // (not the token that opened the session), so a token that expires or is
 // swapped mid-session is seen at the next call.

@@ -36,7 +36,8 @@ type HTTPOptions struct {
 	// Stateless selects the go-sdk's stateless mode: no Mcp-Session-Id,
 	// and no server-to-client requests.
 	Stateless bool
-	// SessionTimeout closes stateful sessions idle this long; zero keeps
+	// SessionTimeout closes stateful sessions idle this long (no request
+	// from the client); zero means DefaultSessionTimeout, negative keeps
 	// them until the client ends them.
 	SessionTimeout time.Duration
 	// Health configures the liveness and readiness probes at HealthPath
@@ -47,6 +48,33 @@ type HTTPOptions struct {
 	// authentication. Leave it empty to serve Telemetry.Handler on a
 	// listener of its own that only the monitoring system reaches.
 	MetricsPath string
+
+	// MaxSessionsPerSubject caps the open stateful sessions of one token
+	// subject; an initialize past it is refused with 429 (RuleSessions).
+	// Zero means DefaultSessionsPerSubject, negative no cap.
+	MaxSessionsPerSubject int
+
+	// ReadTimeout bounds reading a request's body (a stalled upload is cut
+	// off and its connection closed); zero means DefaultReadTimeout,
+	// negative none. Headers are bounded separately (10 s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a non-streaming response (every request
+	// but the GET that holds a session's SSE stream); zero means the call
+	// timeout (plus Limits.QueueWait) plus 10 s, negative none.
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long (Serve);
+	// zero means DefaultIdleTimeout, negative none.
+	IdleTimeout time.Duration
+	// DrainTimeout is how long Serve, once its context ends, lets tool
+	// calls in flight finish before it closes every session and its SSE
+	// stream; zero means DefaultDrainTimeout, negative closes them at once.
+	DrainTimeout time.Duration
+
+	// AllowedOrigins are the browser origins (scheme://host[:port]) besides
+	// ResourceURL's own whose requests are served; a request with any
+	// other Origin header is refused with 403. Requests without Origin
+	// (non-browser clients) are served.
+	AllowedOrigins []string
 }
 
 // Handler returns the HTTP handler: the MCP endpoint at ResourceURL's path
@@ -68,15 +96,15 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Stateless:           o.Stateless,
-		SessionTimeout:      o.SessionTimeout,
+		SessionTimeout:      o.sessionTimeout(),
 		Logger:              s.opts.Logger,
 		MaxRequestBodyBytes: s.opts.MaxRequestBytes,
 	})
-	protected := auth.RequireBearerToken(s.opts.Verifier.TokenVerifier(), &auth.RequireBearerTokenOptions{
+	protected := auth.RequireBearerToken(s.tokenVerifier(), &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: metaURL,
 		Scopes:              o.RequiredScopes,
 		ClockSkew:           s.opts.Verifier.Leeway(),
-	})(s.httpPrecheck(metaURL, noEcho(mcpHandler)))
+	})(s.httpPrecheck(metaURL, s.limitHTTP(o, noEcho(mcpHandler))))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               o.ResourceURL,
@@ -117,12 +145,20 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 		}
 		mux.Handle(o.MetricsPath, s.opts.Telemetry.Handler())
 	}
-	return mux, nil
+	h, err := o.checkOrigin(mux)
+	if err != nil {
+		return nil, err
+	}
+	// A response is written once its call has run: the queue wait and the
+	// call timeout come before the write deadline's own slack.
+	return o.deadlines(s.opts.CallTimeout+s.opts.Limits.QueueWait, h), nil
 }
 
 // Serve serves Handler(o) on ln until ctx is done, then shuts down
-// gracefully: new connections are refused and calls in flight get up to
-// the call timeout to finish.
+// gracefully: new connections are refused, tool calls in flight get up to
+// o.DrainTimeout to finish, then every session is closed (ending its SSE
+// stream) and what is still open after a further second is closed hard.
+// Keep-alive connections idle for o.IdleTimeout are closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, o HTTPOptions) error {
 	h, err := s.Handler(o)
 	if err != nil {
@@ -132,6 +168,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, o HTTPOptions) erro
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       o.idleTimeout(),
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
@@ -142,9 +179,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, o HTTPOptions) erro
 		return err
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CallTimeout)
-	defer cancel()
-	err = srv.Shutdown(shutdownCtx)
+	// Shutdown stops accepting at once and waits for connections to go
+	// idle; an SSE stream never does, so the drain closes the sessions.
+	shutdownErr := make(chan error, 1)
+	go func() { shutdownErr <- srv.Shutdown(context.WithoutCancel(ctx)) }()
+	s.drain(o.drainTimeout())
+	select {
+	case err = <-shutdownErr:
+	case <-time.After(time.Second):
+		err = srv.Close()
+		<-shutdownErr
+	}
 	if serveErr := <-done; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
 		err = serveErr
 	}

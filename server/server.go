@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -78,6 +79,17 @@ type Options struct {
 	// defaults.
 	LogLimit LogLimit
 
+	// Limits bound each tenant's and each subject's calls (concurrency and
+	// rate), so that one tenant cannot starve the others; the zero value
+	// sets no limit. See Limits and LimitError.
+	Limits Limits
+
+	// MaxTokenLifetime, if positive, refuses a token whose expiry lies
+	// further than this in the future (when it is presented), on both
+	// transports: a token minted to live for decades is not accepted
+	// just because it verifies. Zero accepts any exp.
+	MaxTokenLifetime time.Duration
+
 	// Flow, if set, enforces an information-flow policy (package flow):
 	// every successful result is labelled into the caller's taint before
 	// the client receives it, and a call to a tool declared a sink
@@ -107,6 +119,15 @@ type Server struct {
 	// surface: resources, prompts, completions, requirements and
 	// subscriptions (resource.go, prompt.go, complete.go, require.go).
 	surface surfaceState
+
+	// limiter admits calls against Options.Limits (nil: no limits);
+	// tickets carry an HTTP layer's admission and request lifetime to the
+	// call; sessions counts stateful sessions per subject; inflight counts
+	// tool calls running (limits.go, httpserver.go).
+	limiter  *limiter
+	tickets  tickets
+	sessions sessionCounter
+	inflight atomic.Int64
 }
 
 // New validates opts and returns a Server with no tools.
@@ -134,8 +155,8 @@ func New(opts Options) (*Server, error) {
 	}
 	// One outage must not flood the log: see LogLimit.
 	opts.Logger = slog.New(newLimitedHandler(opts.Logger.Handler(), opts.LogLimit, opts.Now))
-	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 {
-		return nil, fmt.Errorf("%w: CallTimeout and MaxRequestBytes must not be negative", ErrConfig)
+	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 || opts.MaxTokenLifetime < 0 {
+		return nil, fmt.Errorf("%w: CallTimeout, MaxRequestBytes and MaxTokenLifetime must not be negative", ErrConfig)
 	}
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = DefaultCallTimeout
@@ -146,10 +167,25 @@ func New(opts Options) (*Server, error) {
 	if opts.ConsentTimeout <= 0 {
 		opts.ConsentTimeout = DefaultConsentTimeout
 	}
+	if tel := opts.Telemetry; tel != nil {
+		// Every refusal is counted, by tool and rule (never by tenant).
+		user := opts.Limits.OnReject
+		opts.Limits.OnReject = func(ctx context.Context, e *LimitError) {
+			tel.RateLimited(ctx, e.Tool, e.Rule)
+			if user != nil {
+				user(ctx, e)
+			}
+		}
+	}
+	lim, err := newLimiter(opts.Limits, opts.Levels)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		opts:      opts,
 		forbidden: forbiddenKeys(opts.ScopeKeys, opts.Levels),
 		tools:     map[string]bool{},
+		limiter:   lim,
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,

@@ -114,6 +114,9 @@ func (t *stdioToken) current(ctx context.Context) (scope.Scope, error) {
 	if err != nil {
 		return scope.Scope{}, err
 	}
+	if err := t.s.checkLifetime(c.Expiry); err != nil {
+		return scope.Scope{}, err
+	}
 	t.scope, t.oauth, t.expiry = sc, c.OAuthScopes, c.Expiry
 	return sc, nil
 }

@@ -172,6 +172,20 @@ func (t *Telemetry) PoolWait(ctx context.Context, tool string, wait time.Duratio
 	t.poolWait.Record(ctx, wait.Seconds(), metric.WithAttributes(attribute.String("tool", tool), attribute.String("outcome", outcome)))
 }
 
+// toolKey carries the tool name of a call to the database's pool-wait
+// observer (see PoolWaitObserver).
+type toolKey struct{}
+
+// PoolWaitObserver returns the function to pass to
+// guardedsql.WithPoolWaitObserver so that every wait for a database
+// connection is recorded by PoolWait under the waiting call's tool.
+func (t *Telemetry) PoolWaitObserver() func(ctx context.Context, waited time.Duration, busy bool) {
+	return func(ctx context.Context, waited time.Duration, busy bool) {
+		tool, _ := ctx.Value(toolKey{}).(string)
+		t.PoolWait(ctx, tool, waited, !busy)
+	}
+}
+
 // startCall opens the call's span. Its attributes follow the OpenTelemetry
 // conventions for MCP; the subject and the tenant never appear (unless
 // TenantLabel says otherwise, in finishCall).
@@ -179,6 +193,7 @@ func (t *Telemetry) startCall(ctx context.Context, tool string) (context.Context
 	if t == nil {
 		return ctx, nil
 	}
+	ctx = context.WithValue(ctx, toolKey{}, tool)
 	return t.tracer.Start(ctx, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", tool)))
 }

@@ -24,9 +24,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenantmcp/tenantmcp/egress"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/server"
+	"github.com/tenantmcp/tenantmcp/server/redisrate"
 )
 
 func main() {
@@ -61,7 +64,41 @@ func run() error {
 		egressExtra = append(egressExtra, v)
 		return nil
 	})
+	lim := &cfg.Limits
+	flag.IntVar(&lim.PoolSize, "pool-size", 0, "database connections (PostgreSQL, MySQL; default: the driver's, 4 on small machines)")
+	flag.DurationVar(&lim.PoolWait, "pool-wait", 2*time.Second, "longest wait for a free database connection before a call is answered busy (retryable); keep it under -call-timeout")
+	flag.DurationVar(&lim.CallTimeout, "call-timeout", server.DefaultCallTimeout, "bound on one tool call")
+	flag.DurationVar(&lim.StatementTimeout, "statement-timeout", 10*time.Second, "bound on one statement in the database, set with the call's scope")
+	flag.DurationVar(&lim.LockTimeout, "lock-timeout", 500*time.Millisecond, "bound on one statement's wait for a row lock")
+	flag.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBytes, "largest HTTP request body")
+	flag.DurationVar(&lim.SessionTimeout, "session-timeout", server.DefaultSessionTimeout, "close stateful sessions idle this long (negative: never)")
+	flag.IntVar(&lim.MaxSessionsPerSubject, "max-sessions", server.DefaultSessionsPerSubject, "open stateful sessions per token subject (negative: no cap)")
+	flag.DurationVar(&lim.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "bound on reading a request body")
+	flag.DurationVar(&lim.WriteTimeout, "write-timeout", 0, "bound on writing a non-streaming response (default: call timeout + 10s)")
+	flag.DurationVar(&lim.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close keep-alive connections idle this long")
+	flag.DurationVar(&lim.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "at shutdown, how long calls in flight may finish before sessions are closed")
+	flag.DurationVar(&lim.MaxTokenLifetime, "max-token-lifetime", 0, "refuse tokens whose exp is further away than this (0: any)")
+	flag.Func("allow-origin", "a browser origin (scheme://host[:port]) allowed besides the endpoint's own; repeatable", func(v string) error {
+		lim.AllowedOrigins = append(lim.AllowedOrigins, v)
+		return nil
+	})
+	flag.DurationVar(&lim.JWKSRefresh, "jwks-refresh", 0, "JWKS refresh interval (default: claims.DefaultRefreshInterval)")
+	flag.DurationVar(&lim.JWKSUnknownKIDMin, "jwks-unknown-kid-interval", 0, "least time between JWKS refreshes caused by unknown key ids (default: the claims package's)")
+	flag.IntVar(&lim.PerTenant.Concurrent, "tenant-concurrency", 1, "tool calls in flight per tenant (top-level grant); 0: no bound. Keep tenants x this well under -pool-size's share a noisy tenant may take")
+	flag.DurationVar(&lim.QueueWait, "queue-wait", time.Second, "how long a call may wait for its tenant's (or subject's) concurrency slot before a 429")
+	flag.DurationVar(&lim.TimeoutPenalty, "timeout-penalty", 2*time.Second, "keep a timed-out call's concurrency slots taken this much longer, so a tenant stuck on locks holds the pool only part of the time")
+	flag.Float64Var(&lim.PerTenant.Rate, "tenant-rate", 50, "tool calls per second per tenant (token bucket); 0: no bound")
+	flag.IntVar(&lim.PerTenant.Burst, "tenant-burst", 100, "token-bucket size per tenant")
+	flag.IntVar(&lim.PerSubject.Concurrent, "subject-concurrency", 0, "tool calls in flight per token subject; 0: no bound")
+	flag.Float64Var(&lim.PerSubject.Rate, "subject-rate", 0, "tool calls per second per token subject; 0: no bound")
+	flag.IntVar(&lim.PerSubject.Burst, "subject-burst", 0, "token-bucket size per subject (default: the rate, at least 1)")
+	redisAddr := flag.String("redis", os.Getenv("HOTEL_REDIS"), "share the rate limits' token buckets between replicas through Redis at this address (default: in process)")
 	flag.Parse()
+	if *redisAddr != "" {
+		rc := redis.NewClient(&redis.Options{Addr: *redisAddr})
+		defer rc.Close()
+		lim.Rates = redisrate.New(rc, redisrate.Options{})
+	}
 
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
 	if *jsonLogs {

@@ -63,6 +63,40 @@ type Config struct {
 	// NoListen builds the server without opening Addr (for -stdio): no
 	// port is bound, so any number of stdio instances run side by side.
 	NoListen bool
+	// Limits are the deployment's limits and timeouts (hotel flags).
+	Limits Limits
+}
+
+// Limits are the limits and timeouts a deployment sets, each a hotel flag
+// (see main.go); zero fields take the library's defaults, negative ones
+// (where the field says so) turn a bound off.
+type Limits struct {
+	PoolSize         int           // database connections (PostgreSQL, MySQL)
+	PoolWait         time.Duration // longest wait for a connection: then "busy"
+	CallTimeout      time.Duration
+	StatementTimeout time.Duration
+	LockTimeout      time.Duration
+	MaxBodyBytes     int64
+
+	SessionTimeout        time.Duration
+	MaxSessionsPerSubject int
+	ReadTimeout           time.Duration
+	WriteTimeout          time.Duration
+	IdleTimeout           time.Duration
+	DrainTimeout          time.Duration
+	AllowedOrigins        []string
+	MaxTokenLifetime      time.Duration
+
+	JWKSRefresh       time.Duration
+	JWKSUnknownKIDMin time.Duration // least time between refreshes for unknown kids
+
+	PerTenant  server.Limit
+	PerSubject server.Limit
+	QueueWait  time.Duration // wait for a tenant's or subject's concurrency slot
+	// TimeoutPenalty keeps a timed-out call's slots taken this much longer.
+	TimeoutPenalty time.Duration
+	// Rates is the shared token-bucket store (nil: in process).
+	Rates server.RateStore
 }
 
 // App is a running hotel server with its listener, database and verifier.
@@ -134,7 +168,13 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:8080"
 	}
-	if err := app.openDB(ctx, cfg); err != nil {
+	var tel *server.Telemetry
+	if cfg.Metrics {
+		if tel, err = server.NewTelemetry(server.TelemetryOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	if err := app.openDB(ctx, cfg, tel); err != nil {
 		return nil, err
 	}
 	addr := cfg.Addr
@@ -155,7 +195,8 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if audience == "" {
 		audience = public
 	}
-	ccfg := claims.Config{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger}
+	ccfg := claims.Config{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger,
+		RefreshInterval: cfg.Limits.JWKSRefresh, UnknownKIDInterval: cfg.Limits.JWKSUnknownKIDMin}
 	if cfg.JWKSURL == "" {
 		is, err := devissuer.Start("127.0.0.1:0", audience)
 		if err != nil {
@@ -189,12 +230,6 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 		return nil, err
 	}
 	app.Outbox = &Outbox{}
-	var tel *server.Telemetry
-	if cfg.Metrics {
-		if tel, err = server.NewTelemetry(server.TelemetryOptions{}); err != nil {
-			return nil, err
-		}
-	}
 	srv, err := server.New(server.Options{
 		Name: "tenantmcp-hotel", Version: "0.1.0",
 		Instructions: "Hotel-chain tools. Every call sees only the chains and hotels of your token.",
@@ -202,6 +237,10 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 		Levels: []string{LevelChain, LevelHotel},
 		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
 		Flow: app.Flow, Telemetry: tel,
+		CallTimeout: cfg.Limits.CallTimeout, MaxRequestBytes: cfg.Limits.MaxBodyBytes,
+		Limits: server.Limits{PerTenant: cfg.Limits.PerTenant, PerSubject: cfg.Limits.PerSubject, QueueWait: cfg.Limits.QueueWait,
+			TimeoutPenalty: cfg.Limits.TimeoutPenalty, Rates: cfg.Limits.Rates},
+		MaxTokenLifetime: cfg.Limits.MaxTokenLifetime,
 	})
 	if err != nil {
 		return nil, err
@@ -216,14 +255,18 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if err := registerFlowTools(app); err != nil {
 		return nil, err
 	}
-	app.HTTP = server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{ccfg.Issuer}, Stateless: cfg.Stateless}
+	l := cfg.Limits
+	app.HTTP = server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{ccfg.Issuer}, Stateless: cfg.Stateless,
+		SessionTimeout: l.SessionTimeout, MaxSessionsPerSubject: l.MaxSessionsPerSubject,
+		ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, DrainTimeout: l.DrainTimeout,
+		AllowedOrigins: l.AllowedOrigins}
 	if cfg.Metrics {
 		app.HTTP.MetricsPath = "/metrics"
 	}
 	return app, nil
 }
 
-func (app *App) openDB(ctx context.Context, cfg Config) error {
+func (app *App) openDB(ctx context.Context, cfg Config, tel *server.Telemetry) error {
 	dsn := cfg.DB
 	if dsn == "" {
 		dir, err := os.MkdirTemp("", "tenantmcp-hotel-")
@@ -244,7 +287,13 @@ func (app *App) openDB(ctx context.Context, cfg Config) error {
 		}
 		dsn = "sqlite:" + path
 	}
-	db, err := guardedsql.Open(ctx, dsn, Schema)
+	l := cfg.Limits
+	opts := []guardedsql.Option{guardedsql.WithMaxConns(l.PoolSize), guardedsql.WithPoolWait(l.PoolWait),
+		guardedsql.WithStatementTimeout(l.StatementTimeout), guardedsql.WithLockTimeout(l.LockTimeout)}
+	if tel != nil {
+		opts = append(opts, guardedsql.WithPoolWaitObserver(tel.PoolWaitObserver()))
+	}
+	db, err := guardedsql.Open(ctx, dsn, Schema, opts...)
 	if err != nil {
 		return fmt.Errorf("hotel: opening %s: %w", redactDSN(dsn), err)
 	}

@@ -23,11 +23,16 @@
 //     elicitation);
 //   - app.go: New wires database, verifier (a real identity provider, or
 //     the loopback development issuer), redaction policy, flow checker and
-//     tools into a server.Server; on PostgreSQL the flow taints live in the
-//     database (package flow/pgtaint), so replicas share them;
+//     tools into a server.Server, with the deployment's limits and
+//     timeouts (Limits: pool size and wait, call/statement/lock timeouts,
+//     per-tenant and per-subject concurrency and rates, HTTP timeouts,
+//     sessions, JWKS refresh), each a flag of the command; on PostgreSQL
+//     the flow taints live in the database (package flow/pgtaint), so
+//     replicas share them;
 //   - setup.go: SetupDemo, the migration for a live PostgreSQL (with
 //     row-level security, an application role and the taint table) or
-//     MariaDB database.
+//     MariaDB database;
+//   - load_test.go: the noisy-tenant load/fault test on PostgreSQL.
 //
 // The command in the parent directory (go run ./examples/hotel) runs it.
 package hotel

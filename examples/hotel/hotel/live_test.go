@@ -31,20 +31,35 @@ func randName(prefix string) string {
 }
 
 func TestLivePostgres(t *testing.T) {
-	admin, appDSN, data := livePostgres(t)
-	runLive(t, appDSN, data)
+	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
+	pg := provisionPostgres(t, data)
+	runLive(t, pg.app, data)
 
 	// The server refuses to start as a role that bypasses row-level security.
-	if _, err := hotel.New(context.Background(), hotel.Config{Addr: "127.0.0.1:0", DB: admin}); err == nil || !strings.Contains(err.Error(), "row-level security") {
+	if _, err := hotel.New(context.Background(), hotel.Config{Addr: "127.0.0.1:0", DB: pg.admin}); err == nil || !strings.Contains(err.Error(), "row-level security") {
 		t.Fatalf("hotel.New as the superuser: err = %v, want a row-level security refusal", err)
 	}
 }
 
-// livePostgres creates a demo database with its application role (both
+// livePostgresDemo creates a demo database with its application role (both
 // dropped at cleanup) and returns the administrator's and the role's DSN.
-func livePostgres(t *testing.T) (admin, app string, data *hotel.Data) {
+func livePostgresDemo(t *testing.T) (admin, app string, data *hotel.Data) {
 	t.Helper()
-	admin = os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
+	data = hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
+	pg := provisionPostgres(t, data)
+	return pg.admin, pg.app, data
+}
+
+// livePostgres is a fresh hotel database on the live PostgreSQL: the
+// admin (superuser) DSN of that database and the application role's.
+type livePostgres struct{ admin, app string }
+
+// provisionPostgres creates a uniquely named database and application
+// role, loads d with SetupDemo, and drops both when the test ends. It skips
+// t unless TENANTMCP_TEST_POSTGRES_DSN is set.
+func provisionPostgres(t *testing.T, d *hotel.Data) livePostgres {
+	t.Helper()
+	admin := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
 	if admin == "" {
 		t.Skip("set TENANTMCP_TEST_POSTGRES_DSN=postgres://postgres@127.0.0.1:5432/test?sslmode=disable to run the hotel on PostgreSQL")
 	}
@@ -68,13 +83,12 @@ func livePostgres(t *testing.T) (admin, app string, data *hotel.Data) {
 	})
 	u, _ := url.Parse(admin)
 	u.Path = "/" + dbName
-	data = hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
-	if err := hotel.SetupDemo(ctx, u.String(), role, data); err != nil {
+	if err := hotel.SetupDemo(ctx, u.String(), role, d); err != nil {
 		t.Fatal(err)
 	}
-	a := *u
-	a.User = url.User(role)
-	return u.String(), a.String(), data
+	app := *u
+	app.User = url.User(role)
+	return livePostgres{admin: u.String(), app: app.String()}
 }
 
 func TestLiveMySQL(t *testing.T) {

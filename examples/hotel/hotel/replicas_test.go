@@ -66,7 +66,7 @@ func (r *replica) connect(t *testing.T, token string) *mcp.ClientSession {
 // Both are stopped and a third starts: still denied. Another subject of
 // the same hotel is not affected.
 func TestLiveReplicasShareTaint(t *testing.T) {
-	_, dsn, data := livePostgres(t)
+	_, dsn, data := livePostgresDemo(t)
 	is, err := devissuer.Start("127.0.0.1:0", "http://hotel-replicas.test/mcp")
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ type Size struct {
 var DemoSize = Size{Chains: 3, HotelsPerChain: 4, RoomsPerHotel: 20, GuestsPerHotel: 30, BookingsPerRoom: 10}
 
 var (
-	chainNames = []string{"acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell"}
+	chainNames = []string{"acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "tyrell", "cyberdyne", "soylent", "wonka", "oceanic"}
 	cities     = []struct{ city, country string }{
 		{"Paris", "FR"}, {"Lisbon", "PT"}, {"Berlin", "DE"}, {"Madrid", "ES"}, {"Rome", "IT"}, {"Vienna", "AT"},
 	}

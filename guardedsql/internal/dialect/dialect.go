@@ -3,9 +3,12 @@ package dialect
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	sq "github.com/Masterminds/squirrel"
 
@@ -414,4 +417,55 @@ func LevelValue(lvl *sqlast.Level, v any) (any, bool) {
 		return nil, false
 	}
 	return sqlast.ConvertValue(lvl.Key, v)
+}
+
+// ErrBusy is returned by a pool whose wait for a free connection exceeded
+// its bound (Wait.Timeout) while the caller's own context was still live.
+// guardedsql exports it as its ErrBusy.
+var ErrBusy = errors.New("guardedsql: busy: no database connection free within the wait bound")
+
+// Wait bounds how long a statement may wait for a free connection.
+type Wait struct {
+	// Timeout is the longest wait; zero or negative means wait as long as
+	// the caller's context allows.
+	Timeout time.Duration
+	// Observe, if set, is told of every wait that had to block or failed:
+	// how long it lasted and whether it ended in ErrBusy.
+	Observe func(ctx context.Context, waited time.Duration, busy bool)
+}
+
+// WaitBounder is implemented by pools that can bound the wait for a
+// connection separately from the statement's own context (a connection
+// acquired in time is then used under the caller's context alone).
+// guardedsql calls BoundWait once, before the pool is used.
+type WaitBounder interface {
+	BoundWait(w Wait)
+}
+
+// Acquire runs get under a context bounded by w.Timeout and maps the
+// bound's expiry (with ctx itself still live) to ErrBusy, so that a caller
+// can tell "the pool is saturated, retry" from its own deadline.
+func Acquire[T any](ctx context.Context, w Wait, get func(context.Context) (T, error)) (T, error) {
+	if w.Timeout <= 0 && w.Observe == nil {
+		return get(ctx)
+	}
+	start := time.Now()
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if w.Timeout > 0 {
+		actx, cancel = context.WithTimeoutCause(ctx, w.Timeout, ErrBusy)
+	}
+	v, err := get(actx)
+	cancel()
+	busy := err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), ErrBusy)
+	if busy {
+		err = fmt.Errorf("%w (waited %s)", ErrBusy, w.Timeout)
+	}
+	if w.Observe != nil {
+		// Only waits that blocked are worth a metric; an idle connection is
+		// handed out in microseconds.
+		if waited := time.Since(start); busy || waited > time.Millisecond {
+			w.Observe(ctx, waited, busy)
+		}
+	}
+	return v, err
 }

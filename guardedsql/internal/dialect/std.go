@@ -13,23 +13,74 @@ func StdPool(db *sql.DB, owned bool) Pool { return &stdPool{db: db, owned: owned
 type stdPool struct {
 	db    *sql.DB
 	owned bool
+	wait  Wait
+}
+
+// BoundWait implements WaitBounder. database/sql ties a statement's rows
+// and a transaction to the context they were started with, so with a
+// bound the pool first takes a connection under the bounded context
+// (sql.DB.Conn) and then runs the statement on it under the caller's.
+func (p *stdPool) BoundWait(w Wait) { p.wait = w }
+
+func (p *stdPool) bounded() bool { return p.wait.Timeout > 0 || p.wait.Observe != nil }
+
+func (p *stdPool) conn(ctx context.Context) (*sql.Conn, error) {
+	return Acquire(ctx, p.wait, p.db.Conn)
 }
 
 func (p *stdPool) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	return p.db.QueryContext(ctx, q, args...)
-}
-
-func (p *stdPool) Exec(ctx context.Context, q string, args ...any) (Result, error) {
-	return stdResult(p.db.ExecContext(ctx, q, args...))
-}
-
-func (p *stdPool) Begin(ctx context.Context) (Tx, error) {
-	tx, err := p.db.BeginTx(ctx, nil)
+	if !p.bounded() {
+		return p.db.QueryContext(ctx, q, args...)
+	}
+	c, err := p.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return stdTx{tx}, nil
+	r, err := c.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return &connRows{Rows: r, c: c}, nil
 }
+
+func (p *stdPool) Exec(ctx context.Context, q string, args ...any) (Result, error) {
+	if !p.bounded() {
+		return stdResult(p.db.ExecContext(ctx, q, args...))
+	}
+	c, err := p.conn(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.Close()
+	return stdResult(c.ExecContext(ctx, q, args...))
+}
+
+func (p *stdPool) Begin(ctx context.Context) (Tx, error) {
+	if !p.bounded() {
+		tx, err := p.db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		return stdTx{tx: tx}, nil
+	}
+	c, err := p.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return stdTx{tx: tx, c: c}, nil
+}
+
+// connRows returns its connection to the pool when closed.
+type connRows struct {
+	*sql.Rows
+	c *sql.Conn
+}
+
+func (r *connRows) Close() error { return errors.Join(r.Rows.Close(), r.c.Close()) }
 
 func (p *stdPool) Close() error {
 	if p.owned {
@@ -38,7 +89,10 @@ func (p *stdPool) Close() error {
 	return nil
 }
 
-type stdTx struct{ tx *sql.Tx }
+type stdTx struct {
+	tx *sql.Tx
+	c  *sql.Conn // the connection BoundWait took, returned when the tx ends
+}
 
 func (t stdTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 	return t.tx.QueryContext(ctx, q, args...)
@@ -48,8 +102,15 @@ func (t stdTx) Exec(ctx context.Context, q string, args ...any) (Result, error) 
 	return stdResult(t.tx.ExecContext(ctx, q, args...))
 }
 
-func (t stdTx) Commit(context.Context) error   { return t.tx.Commit() }
-func (t stdTx) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t stdTx) Commit(context.Context) error   { return t.release(t.tx.Commit()) }
+func (t stdTx) Rollback(context.Context) error { return t.release(t.tx.Rollback()) }
+
+func (t stdTx) release(err error) error {
+	if t.c == nil {
+		return err
+	}
+	return errors.Join(err, t.c.Close())
+}
 
 func stdResult(r sql.Result, err error) (Result, error) {
 	if err != nil {

@@ -26,11 +26,24 @@ import (
 // pgxpool, never reused.
 func NewPool(p *pgxpool.Pool, owned bool) dialect.Pool { return &pool{p: p, owned: owned} }
 
-var _ dialect.SingleBeginner = (*pool)(nil)
+var (
+	_ dialect.SingleBeginner = (*pool)(nil)
+	_ dialect.WaitBounder    = (*pool)(nil)
+)
 
 type pool struct {
 	p     *pgxpool.Pool
 	owned bool
+	wait  dialect.Wait
+}
+
+// BoundWait implements dialect.WaitBounder: Begin and BeginSingle wait at
+// most w.Timeout for a connection (pgxpool's Acquire uses its context
+// only for the wait, so the bound ends with it).
+func (p *pool) BoundWait(w dialect.Wait) { p.wait = w }
+
+func (p *pool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	return dialect.Acquire(ctx, p.wait, p.p.Acquire)
 }
 
 func (p *pool) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
@@ -50,7 +63,7 @@ func (p *pool) Exec(ctx context.Context, sql string, args ...any) (dialect.Resul
 }
 
 func (p *pool) Begin(ctx context.Context) (dialect.Tx, error) {
-	c, err := p.p.Acquire(ctx)
+	c, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +75,7 @@ func (p *pool) Begin(ctx context.Context) (dialect.Tx, error) {
 // Rollback then only release the connection. A second statement fails
 // with ErrSingleUsed.
 func (p *pool) BeginSingle(ctx context.Context) (dialect.Tx, error) {
-	c, err := p.p.Acquire(ctx)
+	c, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -95,6 +95,8 @@ type Dialect struct {
 	RLSOnly bool
 	// Style overrides the path predicate shape (benchmarks compare both).
 	Style dialect.PathStyle
+	// Timeouts, if set, are made transaction-local alongside the scope.
+	Timeouts Timeouts
 }
 
 var (
@@ -232,6 +234,9 @@ type deferrer interface {
 // Session implements dialect.Dialect: it sets the scope document as the
 // transaction-local setting.
 func (d Dialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope, doc string) error {
+	if err := d.Timeouts.session(ctx, tx); err != nil {
+		return err
+	}
 	if t, ok := tx.(deferrer); ok {
 		t.Defer(SessionSQL, d.Setting(), doc)
 		return nil

@@ -1,0 +1,277 @@
+package guardedsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+)
+
+// ErrBusy: no database connection became free within the wait bound set
+// with WithPoolWait, while the caller's own deadline had not passed.
+// Nothing was sent. It is transient: the caller may retry later (package
+// server answers it with a retryable "busy" error).
+var ErrBusy = dialect.ErrBusy
+
+// ErrTimeoutUnsupported: WithStatementTimeout or WithLockTimeout was given
+// for an engine that cannot bound a statement on the server (MySQL 8 has
+// no SET STATEMENT; MariaDB has). Open and NewMySQL refuse to start rather
+// than run unbounded.
+var ErrTimeoutUnsupported = errors.New("guardedsql: statement and lock timeouts need PostgreSQL, MariaDB or SQLite")
+
+// WithPoolWait bounds how long a statement (or a transaction's first
+// statement) waits for a free connection. Past the bound it fails with
+// ErrBusy and sends nothing; make it shorter than the call timeout, so
+// that a saturated pool answers "busy, retry" instead of every queued call
+// running into its deadline. Zero (the default) waits as long as the
+// context allows.
+func WithPoolWait(d time.Duration) Option { return func(c *config) { c.wait.Timeout = d } }
+
+// WithPoolWaitObserver calls fn after every wait for a connection that
+// blocked for more than a millisecond or ended in ErrBusy: how long it
+// waited and whether it gave up. It is the hook for pool-wait metrics; fn
+// must be fast and safe for concurrent use.
+func WithPoolWaitObserver(fn func(ctx context.Context, waited time.Duration, busy bool)) Option {
+	return func(c *config) { c.wait.Observe = fn }
+}
+
+// WithStatementTimeout bounds each statement in the database itself, set
+// in the same transaction as the scope so that it cannot leak to another
+// call on a pooled connection:
+//
+//   - PostgreSQL: statement_timeout, transaction-local (set_config(...,
+//     true), as SET LOCAL), pipelined with the scope setting;
+//   - MariaDB: SET STATEMENT max_statement_time=... FOR each statement
+//     (MySQL 8 lacks SET STATEMENT: ErrTimeoutUnsupported);
+//   - SQLite: a deadline on the statement's context, which the driver
+//     turns into sqlite3_interrupt; it does not cut a lock wait short, so
+//     Open also lowers the busy timeout to it (a DB made with NewSQLite
+//     keeps the busy_timeout its caller set).
+//
+// A statement stopped by it fails with an error IsTimeout reports.
+func WithStatementTimeout(d time.Duration) Option { return func(c *config) { c.stmtTimeout = d } }
+
+// WithLockTimeout bounds how long a statement waits for a row or table
+// lock: lock_timeout on PostgreSQL, innodb_lock_wait_timeout and
+// lock_wait_timeout on MariaDB (whole seconds, rounded up), set like
+// WithStatementTimeout. SQLite has one database lock, bounded by its
+// busy_timeout. Zero leaves the server's default.
+func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.lockTimeout = d } }
+
+// IsTimeout reports whether err is the database stopping a statement at
+// WithStatementTimeout or WithLockTimeout (or a server-side default of the
+// same kind): PostgreSQL SQLSTATE 57014 and 55P03, MariaDB errors 1969 and
+// 1205, MySQL 3024, and on SQLite the statement deadline or SQLITE_BUSY
+// (the busy timeout ran out waiting for the database lock).
+func IsTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, errStatementDeadline) {
+		return true
+	}
+	var se interface{ Code() int } // modernc.org/sqlite's *Error
+	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "57014" || pe.Code == "55P03"
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1969 || me.Number == 1205 || me.Number == 3024
+	}
+	return false
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of a busy timeout.
+const sqliteBusy = 5
+
+// errStatementDeadline is the cause of a statement context that reached
+// WithStatementTimeout (SQLite).
+var errStatementDeadline = errors.New("guardedsql: statement timeout")
+
+// applyLimits installs the wait bound on the pool and, where the engine
+// needs help from this side, the statement bounds.
+func applyLimits(pool dialect.Pool, d dialect.Dialect, c *config) (dialect.Pool, error) {
+	if wb, ok := pool.(dialect.WaitBounder); ok && (c.wait.Timeout > 0 || c.wait.Observe != nil) {
+		wb.BoundWait(c.wait)
+	}
+	if c.stmtTimeout <= 0 && c.lockTimeout <= 0 {
+		return pool, nil
+	}
+	switch d.Name() {
+	case "postgres":
+		return pool, nil // the dialect sets them with the scope
+	case "mysql":
+		if !c.mariaDB {
+			return nil, fmt.Errorf("%w: the server is MySQL, not MariaDB", ErrTimeoutUnsupported)
+		}
+		return &rewritePool{Pool: pool, rw: mariaDBTimeouts(c.stmtTimeout, c.lockTimeout)}, nil
+	case "sqlite":
+		if c.stmtTimeout <= 0 {
+			return pool, nil
+		}
+		return &deadlinePool{Pool: pool, d: c.stmtTimeout}, nil
+	}
+	return nil, fmt.Errorf("%w: engine %s", ErrTimeoutUnsupported, d.Name())
+}
+
+// mariaDBTimeouts returns the rewrite that prefixes each data statement
+// with SET STATEMENT ... FOR, which scopes the variables to exactly that
+// statement: nothing is left set on the pooled connection afterwards.
+func mariaDBTimeouts(stmt, lock time.Duration) func(string) string {
+	var vars []string
+	if stmt > 0 {
+		vars = append(vars, "max_statement_time="+strconv.FormatFloat(max(stmt.Seconds(), 0.001), 'f', 3, 64))
+	}
+	if lock > 0 {
+		s := strconv.FormatInt(int64(max(math.Ceil(lock.Seconds()), 1)), 10)
+		vars = append(vars, "innodb_lock_wait_timeout="+s, "lock_wait_timeout="+s)
+	}
+	prefix := "SET STATEMENT " + strings.Join(vars, ", ") + " FOR "
+	return func(q string) string {
+		switch kindOf(q) {
+		case "select", "insert", "update", "delete":
+			return prefix + q
+		}
+		return q
+	}
+}
+
+// rewritePool rewrites the text of every statement sent through it or its
+// transactions.
+type rewritePool struct {
+	dialect.Pool
+	rw func(string) string
+}
+
+func (p *rewritePool) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+	return p.Pool.Query(ctx, p.rw(q), args...)
+}
+
+func (p *rewritePool) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+	return p.Pool.Exec(ctx, p.rw(q), args...)
+}
+
+func (p *rewritePool) Begin(ctx context.Context) (dialect.Tx, error) {
+	tx, err := p.Pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &rewriteTx{Tx: tx, rw: p.rw}, nil
+}
+
+type rewriteTx struct {
+	dialect.Tx
+	rw func(string) string
+}
+
+func (t *rewriteTx) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+	return t.Tx.Query(ctx, t.rw(q), args...)
+}
+
+func (t *rewriteTx) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+	return t.Tx.Exec(ctx, t.rw(q), args...)
+}
+
+// deadlinePool puts a deadline on each statement's context (SQLite, whose
+// driver interrupts a statement when its context ends). The deadline of a
+// query lasts until its rows are closed.
+type deadlinePool struct {
+	dialect.Pool
+	d time.Duration
+}
+
+func (p *deadlinePool) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+	return deadlineQuery(ctx, p.d, p.Pool.Query, q, args)
+}
+
+func (p *deadlinePool) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+	return deadlineExec(ctx, p.d, p.Pool.Exec, q, args)
+}
+
+func (p *deadlinePool) Begin(ctx context.Context) (dialect.Tx, error) {
+	tx, err := p.Pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineTx{Tx: tx, d: p.d}, nil
+}
+
+type deadlineTx struct {
+	dialect.Tx
+	d time.Duration
+}
+
+func (t *deadlineTx) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+	return deadlineQuery(ctx, t.d, t.Tx.Query, q, args)
+}
+
+func (t *deadlineTx) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+	return deadlineExec(ctx, t.d, t.Tx.Exec, q, args)
+}
+
+func deadlineExec(ctx context.Context, d time.Duration, exec func(context.Context, string, ...any) (dialect.Result, error), q string, args []any) (dialect.Result, error) {
+	sctx, cancel := context.WithTimeoutCause(ctx, d, errStatementDeadline)
+	defer cancel()
+	r, err := exec(sctx, q, args...)
+	return r, deadlineErr(ctx, sctx, err)
+}
+
+func deadlineQuery(ctx context.Context, d time.Duration, query func(context.Context, string, ...any) (dialect.Rows, error), q string, args []any) (dialect.Rows, error) {
+	sctx, cancel := context.WithTimeoutCause(ctx, d, errStatementDeadline)
+	r, err := query(sctx, q, args...)
+	if err != nil {
+		cancel()
+		return nil, deadlineErr(ctx, sctx, err)
+	}
+	return &deadlineRows{Rows: r, ctx: ctx, sctx: sctx, cancel: cancel}, nil
+}
+
+// deadlineErr marks err as a statement timeout when the statement's own
+// deadline (not the caller's) is what ended it.
+func deadlineErr(ctx, sctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStatementDeadline) {
+		return fmt.Errorf("%w: %w", errStatementDeadline, err)
+	}
+	return err
+}
+
+type deadlineRows struct {
+	dialect.Rows
+	ctx, sctx context.Context
+	cancel    context.CancelFunc
+}
+
+func (r *deadlineRows) Err() error { return deadlineErr(r.ctx, r.sctx, r.Rows.Err()) }
+
+func (r *deadlineRows) Close() error {
+	err := r.Rows.Close()
+	r.cancel()
+	return deadlineErr(r.ctx, r.sctx, err)
+}
+
+// WithMaxConns sets the size of the connection pool Open creates for a
+// PostgreSQL or MySQL DSN (pgxpool's MaxConns, database/sql's
+// SetMaxOpenConns). It is ignored by the New* constructors, whose pool the
+// caller sized, and by SQLite. Zero keeps the driver's default (pgxpool:
+// the larger of 4 and the number of CPUs).
+func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
+
+func configOf(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}

@@ -1,0 +1,105 @@
+package redisrate_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenantmcp/tenantmcp/server/redisrate"
+)
+
+const envRedis = "TENANTMCP_TEST_REDIS_ADDR"
+
+func client(t *testing.T) *redis.Client {
+	t.Helper()
+	addr := os.Getenv(envRedis)
+	if addr == "" {
+		t.Skipf("set %s to run (e.g. %s=127.0.0.1:6379); the test uses its own random key prefix", envRedis, envRedis)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func prefix(t *testing.T) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "tenantmcp-test:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// TestSharedBucket: two stores (two replicas) on one Redis take from the
+// same bucket: together they get the burst, then a refusal with a wait
+// close to the emission interval; another key is independent; no key
+// names the tenant.
+func TestSharedBucket(t *testing.T) {
+	c := client(t)
+	p := prefix(t)
+	a, b := redisrate.New(c, redisrate.Options{Prefix: p}), redisrate.New(c, redisrate.Options{Prefix: p})
+	ctx := context.Background()
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 20 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Go(func() {
+			wait, err := st.Take(ctx, "t\x00chain:acme", 2, 5)
+			if err != nil {
+				t.Error(err)
+			}
+			if wait == 0 {
+				ok.Add(1)
+			} else if wait > time.Second {
+				t.Errorf("wait %s beyond the emission interval", wait)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 5 {
+		t.Fatalf("%d of 20 calls admitted across two replicas, want the burst of 5", ok.Load())
+	}
+	if wait, err := a.Take(ctx, "t\x00chain:globex", 2, 5); err != nil || wait != 0 {
+		t.Fatalf("another tenant's bucket: wait %s, err %v", wait, err)
+	}
+	keys, err := c.Keys(ctx, p+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if len(k) != len(p)+64 {
+			t.Errorf("key %q is not a digest", k)
+		}
+		t.Cleanup(func() { c.Del(context.Background(), k) })
+	}
+	time.Sleep(600 * time.Millisecond) // a token is back after 1/rate
+	if wait, err := b.Take(ctx, "t\x00chain:acme", 2, 5); err != nil || wait != 0 {
+		t.Fatalf("after the refill: wait %s, err %v", wait, err)
+	}
+	if wait, err := a.Take(ctx, "t\x00chain:acme", 2, 5); err != nil || wait == 0 {
+		t.Fatalf("right after the refilled token was taken: wait %s, err %v", wait, err)
+	}
+}
+
+// TestUnreachable fails closed with ErrStore, quickly.
+func TestUnreachable(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer c.Close()
+	s := redisrate.New(c, redisrate.Options{Timeout: 200 * time.Millisecond})
+	start := time.Now()
+	_, err := s.Take(context.Background(), "t\x00chain:acme", 1, 1)
+	if !errors.Is(err, redisrate.ErrStore) {
+		t.Fatalf("err = %v, want ErrStore", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("took %s", time.Since(start))
+	}
+}
