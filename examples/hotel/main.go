@@ -193,7 +193,7 @@ func run() error {
 			}
 			fmt.Fprintf(os.Stderr, "%s (%s):\n  export TOKEN_%s=%s\n", u.Subject, u.Description, u.Subject, tok)
 		}
-		fmt.Fprintf(os.Stderr, "\nTry it:\n  npx @modelcontextprotocol/inspector --cli %s --transport http --header \"Authorization: Bearer $TOKEN_alice\" --method tools/list\n\n", app.HTTP.ResourceURL)
+		fmt.Fprint(os.Stderr, tryIt(app.HTTP.ResourceURL))
 	}
 	return app.Serve(ctx)
 }
@@ -212,4 +212,19 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// tryIt is the start-up hint: a client the repository pins (the TypeScript
+// SDK in interop/, any Node >= 18), which TestTryItHintWorks runs as
+// printed, and the MCP Inspector CLI for those with Node >= 22.19 (its
+// older releases refuse a URL with arguments).
+func tryIt(url string) string {
+	return fmt.Sprintf(`
+Try it, from the repository root (Node >= 18; once: npm ci --prefix interop):
+  node interop/mcp-call.mjs %[1]s "$TOKEN_alice" tools/list
+  node interop/mcp-call.mjs %[1]s "$TOKEN_alice" tools/call list_bookings '{"from":"2020-01-01","to":"2030-01-01"}'
+or with the MCP Inspector CLI (Node >= 22.19):
+  npx @modelcontextprotocol/inspector@2.12.0 --cli %[1]s --transport http --header "Authorization: Bearer $TOKEN_alice" --method tools/list
+
+`, url)
 }
