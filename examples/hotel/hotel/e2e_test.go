@@ -583,7 +583,7 @@ func TestGroupPathAncestorsMustMatch(t *testing.T) {
 func checkGroupPathAncestors(t *testing.T, h *harness, d *hotel.Data) {
 	booking, _, _ := contactOf(t, d, "acme-paris")
 	list := func(group string) (int, *mcp.CallToolResult) {
-		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{group}, TTL: time.Hour})
+		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{group}, Roles: []string{"manager"}, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,7 +608,7 @@ func checkGroupPathAncestors(t *testing.T, h *harness, d *hotel.Data) {
 			t.Errorf("%s: revenue report counts %d bookings, want 0", g, n)
 		}
 		// Writes: no booking under acme-paris's rooms, no cancellation.
-		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{g}, TTL: time.Hour})
+		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{g}, Roles: []string{"manager"}, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
