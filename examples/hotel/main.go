@@ -220,10 +220,11 @@ func envOr(k, def string) string {
 // older releases refuse a URL with arguments).
 func tryIt(url string) string {
 	return fmt.Sprintf(`
-Try it, from the repository root (Node >= 18; once: npm ci --prefix interop):
+Try it:
+  # from the repository root, with the TypeScript SDK pinned in interop/ (Node >= 18; once: npm ci --prefix interop)
   node interop/mcp-call.mjs %[1]s "$TOKEN_alice" tools/list
   node interop/mcp-call.mjs %[1]s "$TOKEN_alice" tools/call list_bookings '{"from":"2020-01-01","to":"2030-01-01"}'
-or with the MCP Inspector CLI (Node >= 22.19):
+  # or with the MCP Inspector CLI (Node >= 22.19)
   npx @modelcontextprotocol/inspector@2.12.0 --cli %[1]s --transport http --header "Authorization: Bearer $TOKEN_alice" --method tools/list
 
 `, url)
