@@ -65,10 +65,9 @@ func TestMain(m *testing.M) {
 type result = proptest.Result
 
 var (
-	collect     = proptest.Collect
-	parseResult = proptest.ParseResult
-	loop4       = proptest.Loop4
-	sockaddr    = proptest.Sockaddr
+	collect  = proptest.Collect
+	loop4    = proptest.Loop4
+	sockaddr = proptest.Sockaddr
 )
 
 func runHelper(scenario string) int {

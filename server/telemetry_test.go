@@ -231,9 +231,9 @@ func TestCallSpans(t *testing.T) {
 	sp := spans[0]
 	attrs := map[attribute.Key]string{}
 	for _, kv := range sp.Attributes() {
-		attrs[kv.Key] = kv.Value.Emit()
-		if strings.Contains(kv.Value.Emit(), "north") || strings.Contains(kv.Value.Emit(), "ann") {
-			t.Errorf("span attribute %s = %q names the tenant or subject", kv.Key, kv.Value.Emit())
+		attrs[kv.Key] = kv.Value.String()
+		if strings.Contains(kv.Value.String(), "north") || strings.Contains(kv.Value.String(), "ann") {
+			t.Errorf("span attribute %s = %q names the tenant or subject", kv.Key, kv.Value.String())
 		}
 	}
 	if sp.Name() != "tools/call ping" || attrs["gen_ai.tool.name"] != "ping" || attrs["tenantmcp.outcome"] != "error" || attrs["tenantmcp.call_id"] == "" {

@@ -34,7 +34,6 @@ type sandboxSetup struct {
 // stays, empty, because removing it needs a right on its parent.
 func installSandbox(ctx context.Context, cfg hotel.Config, s sandboxSetup, log *slog.Logger) (*sandbox.Sandbox, func(), error) {
 	p := sandbox.Policy{Paths: sandbox.SystemFiles()}
-	cleanup := func() {}
 
 	if dsn, ok := strings.CutPrefix(cfg.DB, "sqlite:"); ok {
 		rule, err := sandbox.SQLiteDir(strings.TrimPrefix(strings.SplitN(dsn, "?", 2)[0], "file:"))
@@ -48,7 +47,7 @@ func installSandbox(ctx context.Context, cfg hotel.Config, s sandboxSetup, log *
 		return nil, nil, err
 	}
 	os.Setenv("TMPDIR", tmp) // os.TempDir, and so the embedded database, now use it
-	cleanup = func() {
+	cleanup := func() {
 		ents, _ := os.ReadDir(tmp)
 		for _, e := range ents {
 			os.RemoveAll(filepath.Join(tmp, e.Name()))
