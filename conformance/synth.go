@@ -480,7 +480,11 @@ func (sy *synth) levelOfRow(table string, row Row, lvl string, d *Dataset) (any,
 //
 //	{"levels": [{"name": "org", "key": "int"}],
 //	 "tables": [{"name": "projects", "columns": ["id", "org_id", "title"],
-//	             "primaryKey": ["id"], "levels": {"org_id": "org"}}, …]}
+//	             "primaryKey": ["id"], "unique": [["org_id", "title"]],
+//	             "levels": {"org_id": "org"}}, …]}
+//
+// testdata/adanalytics.json in this package is a graph with composite
+// keys, composite foreign keys and per-tenant unique keys.
 func ReadGraph(path string) (builder.SchemaDef, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
