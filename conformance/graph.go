@@ -25,6 +25,7 @@ type tinfo struct {
 	name      string
 	cols      []string
 	pk        []string
+	unique    [][]string // declared unique keys (TableDef.Unique)
 	global    bool
 	levelCols []levelCol // in column order
 	fks       []*fkey
@@ -46,6 +47,9 @@ func newGraph(def builder.SchemaDef) (*graph, error) {
 	g := &graph{levels: slices.Clone(def.Levels), tables: map[string]*tinfo{}}
 	for _, td := range def.Tables {
 		t := &tinfo{name: td.Name, cols: slices.Clone(td.Columns), pk: slices.Clone(td.PrimaryKey), global: td.Global}
+		for _, u := range td.Unique {
+			t.unique = append(t.unique, slices.Clone(u))
+		}
 		for _, c := range td.Columns {
 			if l, ok := td.Levels[c]; ok {
 				t.levelCols = append(t.levelCols, levelCol{c, l})

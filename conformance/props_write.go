@@ -70,6 +70,14 @@ func (r *runner) chooseMutable() map[string]string {
 		for _, lc := range t.levelCols {
 			keyish[lc.col] = true
 		}
+		// A column of a unique key is no candidate either: the mixed-list
+		// update of P7 writes another row's value into an own row, which
+		// a per-tenant UNIQUE(company_id, name) would refuse.
+		for _, u := range t.unique {
+			for _, c := range u {
+				keyish[c] = true
+			}
+		}
 		best := ""
 		for _, c := range t.cols {
 			if keyish[c] {
@@ -118,18 +126,29 @@ func (r *runner) otherValue(table, col string, avoid ...Row) (any, bool) {
 var freshSeq atomic.Int64
 
 // fresh returns a copy of template (a row as stored) with new values in
-// the key columns that are not foreign-key columns: integers above every
-// key in the table, text "tmconf-<n>".
+// the columns of the primary key and of every declared unique key that are
+// not foreign-key columns (nor, in a unique key, level columns): integers
+// above every value in the table, text "tmconf-<n>". The copy stays under
+// the template's parents and level ids, so a per-tenant
+// UNIQUE(company_id, email) is kept by the new email alone.
 func (r *runner) fresh(t *tinfo, template Row) Row {
 	row := maps.Clone(template)
-	fkCol := map[string]bool{}
+	fixed := map[string]bool{}
 	for _, f := range t.fks {
 		for _, c := range f.cols {
-			fkCol[c] = true
+			fixed[c] = true
 		}
 	}
-	for _, c := range t.pk {
-		if fkCol[c] {
+	vary := slices.Clone(t.pk)
+	for _, u := range t.unique {
+		for _, c := range u {
+			if levelOf(t, c) == "" && !slices.Contains(vary, c) {
+				vary = append(vary, c)
+			}
+		}
+	}
+	for _, c := range vary {
+		if fixed[c] {
 			continue
 		}
 		n := freshSeq.Add(1)

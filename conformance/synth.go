@@ -17,20 +17,29 @@ import (
 // creates the graph's tables (columns typed from TableDef.Types, else
 // integer keys, level columns of their level's key type, foreign keys of
 // the referenced column's type, and text elsewhere; primary, unique and
-// foreign-key constraints as declared) and fills them with generated rows:
-// three tenants at the root level, each parent row with 2×scale children,
-// interleaved so that consecutive integer keys belong to different
-// tenants, and plain columns drawn from small vocabularies that every
-// tenant shares. Other tenant-bound foreign keys point into the same
-// tenant where the data allows. It suits graphs with one-column keys;
-// use your own Seed for anything else.
+// foreign-key constraints as declared, with TableDef.Unique) and fills them
+// with generated rows: three tenants at the root level, each parent row
+// with 2×scale children, interleaved so that consecutive integer keys
+// belong to different tenants, and plain columns drawn from small
+// vocabularies that every tenant shares. Other tenant-bound foreign keys
+// point into the same tenant where the data allows, and agree with the
+// row's other key columns.
+//
+// Composite keys are numbered within the rest of the key: a
+// tenant-prefixed key (company_id, id) gets ids 1, 2, … in every company,
+// so the same id exists in every tenant. A plain column in a declared
+// unique key is numbered the same way within that key's other columns
+// (UNIQUE(company_id, email): "email-1", "email-2", … in every company),
+// so values repeat across tenants but never within one. A unique key made
+// only of foreign-key and level columns cannot be varied; use your own
+// Seed for such a schema.
 func SyntheticSeed(def builder.SchemaDef, scale int) func(ctx context.Context, db *sql.DB, engine Engine) (*Dataset, error) {
 	return func(ctx context.Context, db *sql.DB, engine Engine) (*Dataset, error) {
 		g, err := newGraph(def)
 		if err != nil {
 			return nil, err
 		}
-		sy := &synth{g: g, def: def, engine: engine, scale: max(scale, 1), kinds: map[string]string{}}
+		sy := &synth{g: g, def: def, engine: engine, scale: max(scale, 1), kinds: map[string]string{}, counters: map[string]int64{}}
 		order, err := sy.order()
 		if err != nil {
 			return nil, err
@@ -76,6 +85,9 @@ type synth struct {
 	scale  int
 	kinds  map[string]string // "table.col" -> "int" | "text"
 	seq    int64
+	// counters numbers the rows of a key within the values of its other
+	// columns: "table\x00cols\x00values" -> last number.
+	counters map[string]int64
 }
 
 // order lists the tables parents first; a foreign key from a table to
@@ -130,8 +142,8 @@ func (sy *synth) kind(table, col string) string {
 		if sy.g.levels[sy.g.levelIndex(lc)].Key == builder.IntKey {
 			k = "int"
 		}
-	} else if len(t.pk) == 1 && t.pk[0] == col {
-		k = "int"
+	} else if slices.Contains(t.pk, col) {
+		k = "int" // an id, alone or within a composite key
 	}
 	sy.kinds[key] = k
 	return k
@@ -201,12 +213,21 @@ func (sy *synth) ddl(name string) string {
 	if len(t.pk) > 0 {
 		parts = append(parts, "PRIMARY KEY ("+quoteAll(t.pk)+")")
 	}
-	// Columns other tables reference must be unique.
+	// The declared unique keys, and columns other tables reference, which
+	// must be unique.
+	uniques := slices.Clone(t.unique)
 	for _, other := range sy.g.names {
 		for _, f := range sy.g.tables[other].fks {
 			if f.to == name && !slices.Equal(f.ref, t.pk) {
-				parts = append(parts, "UNIQUE ("+quoteAll(f.ref)+")")
+				uniques = append(uniques, f.ref)
 			}
+		}
+	}
+	done := map[string]bool{}
+	for _, u := range uniques {
+		if k := strings.Join(u, "\x00"); !done[k] {
+			done[k] = true
+			parts = append(parts, "UNIQUE ("+quoteAll(u)+")")
 		}
 	}
 	for _, f := range t.fks {
@@ -256,8 +277,11 @@ func (sy *synth) rows(name string, d *Dataset) ([]Row, error) {
 					r[c] = parent[gen.ref[i]]
 				}
 			}
+			// Keys and references first, then the numbered columns,
+			// which are numbered within the values of their key's other
+			// columns.
 			for _, c := range t.cols {
-				if _, set := r[c]; set {
+				if _, set := r[c]; set || numberedKey(t, c) != nil {
 					continue
 				}
 				kind := sy.kind(name, c)
@@ -270,31 +294,80 @@ func (sy *synth) rows(name string, d *Dataset) ([]Row, error) {
 					}
 					ref := sy.pickRef(f, r, parent, gen, d, j+pi)
 					for i, fc := range f.cols {
-						r[fc] = ref[f.ref[i]]
+						if _, set := r[fc]; !set {
+							r[fc] = ref[f.ref[i]]
+						}
 					}
-				case levelOf(t, c) != "" && !slices.Contains(t.pk, c):
+				case levelOf(t, c) != "":
 					lvl := levelOf(t, c)
 					if v, ok := sy.inherit(gen, parent, lvl, d); ok {
 						r[c] = v
 					} else {
 						r[c] = sy.value(kind, lvl, sy.seq)
 					}
-				case slices.Contains(t.pk, c):
-					prefix := name
-					if lvl := levelOf(t, c); lvl != "" {
-						prefix = lvl
-					}
-					r[c] = sy.value(kind, prefix, int64(len(out)+1))
 				case kind == "int":
 					r[c] = int64((j+1)*100 + pi%3)
 				default:
 					r[c] = c + "-" + vocabulary[(j+pi)%len(vocabulary)]
 				}
 			}
+			for _, c := range t.cols {
+				key := numberedKey(t, c)
+				if key == nil {
+					continue
+				}
+				prefix := c
+				if slices.Equal(key, t.pk) {
+					prefix = name
+					if lvl := levelOf(t, c); lvl != "" {
+						prefix = lvl
+					}
+				}
+				r[c] = sy.value(sy.kind(name, c), prefix, sy.next(name, key, c, r))
+			}
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// numberedKey returns the key within which column c of t is numbered:
+// the primary key for a key column that no foreign key fills, else the
+// smallest declared unique key holding c if c is a plain column; nil for
+// every other column.
+func numberedKey(t *tinfo, c string) []string {
+	if fkOf(t, c) != nil {
+		return nil
+	}
+	if slices.Contains(t.pk, c) {
+		return t.pk
+	}
+	if levelOf(t, c) != "" {
+		return nil
+	}
+	var best []string
+	for _, u := range t.unique {
+		if slices.Contains(u, c) && (best == nil || len(u) < len(best)) {
+			best = u
+		}
+	}
+	return best
+}
+
+// next numbers column c of key in table within the values r already
+// holds for the key's other columns: 1, 2, … per distinct combination, so
+// that (company_id, id) restarts at 1 in every company and the key stays
+// unique.
+func (sy *synth) next(table string, key []string, c string, r Row) int64 {
+	parts := []string{table, strings.Join(key, ","), c}
+	for _, k := range key {
+		if v, set := r[k]; set && k != c {
+			parts = append(parts, k+"="+canon(v))
+		}
+	}
+	id := strings.Join(parts, "\x00")
+	sy.counters[id]++
+	return sy.counters[id]
 }
 
 func (sy *synth) value(kind, prefix string, n int64) any {
@@ -329,10 +402,23 @@ func (sy *synth) inherit(gen *fkey, parent Row, lvl string, d *Dataset) (any, bo
 	return nil, false
 }
 
-// pickRef chooses the row a non-generating foreign key points at: one in
-// the same tenant subtree as the new row where there is one.
+// pickRef chooses the row a non-generating foreign key points at: one
+// that agrees with the key columns r already holds (a composite key
+// (company_id, ad_id) whose company_id came with the parent), and in the
+// same tenant subtree as the new row where there is one.
 func (sy *synth) pickRef(f *fkey, r, parent Row, gen *fkey, d *Dataset, i int) Row {
-	cands := d.Tables[f.to]
+	var cands []Row
+	for _, c := range d.Tables[f.to] {
+		agrees := true
+		for k, fc := range f.cols {
+			if v, set := r[fc]; set && canon(v) != canon(c[f.ref[k]]) {
+				agrees = false
+			}
+		}
+		if agrees {
+			cands = append(cands, c)
+		}
+	}
 	if len(cands) == 0 {
 		return Row{}
 	}
@@ -394,7 +480,11 @@ func (sy *synth) levelOfRow(table string, row Row, lvl string, d *Dataset) (any,
 //
 //	{"levels": [{"name": "org", "key": "int"}],
 //	 "tables": [{"name": "projects", "columns": ["id", "org_id", "title"],
-//	             "primaryKey": ["id"], "levels": {"org_id": "org"}}, …]}
+//	             "primaryKey": ["id"], "unique": [["org_id", "title"]],
+//	             "levels": {"org_id": "org"}}, …]}
+//
+// testdata/adanalytics.json in this package is a graph with composite
+// keys, composite foreign keys and per-tenant unique keys.
 func ReadGraph(path string) (builder.SchemaDef, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
