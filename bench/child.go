@@ -23,6 +23,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/egress"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
 // The servers of P5 and P4 run in child processes: the bench binary
@@ -48,6 +49,9 @@ type childSpec struct {
 	// DSN: for hotel a guardedsql.Open DSN; for bare a database/sql DSN of
 	// the engine's driver.
 	DSN string `json:"dsn"`
+	// RLSKey is the PostgreSQL scope-signing key in its text form
+	// (guardedsql.RLSKey.Text), for hotel on postgres.
+	RLSKey string `json:"rls_key,omitempty"`
 	// Bare is "raw" (a plain mcp.ToolHandler) or "typed" (mcp.AddTool
 	// with inferred schemas, whose output the go-sdk validates).
 	Bare string `json:"bare,omitempty"`
@@ -135,9 +139,17 @@ func serveHotel(ctx context.Context, spec childSpec) (childHello, func(), error)
 	// Operational messages to stderr (the parent shows them on failure);
 	// the audit log is formatted as JSON, as a deployment would, and
 	// thrown away rather than written to a terminal.
+	var key guardedsql.RLSKey
+	if spec.RLSKey != "" {
+		var err error
+		if key, err = guardedsql.ParseRLSKey(spec.RLSKey); err != nil {
+			return childHello{}, nil, err
+		}
+	}
 	app, err := hotel.New(ctx, hotel.Config{
 		Addr:        "127.0.0.1:0",
 		DB:          spec.DSN,
+		RLSKey:      key,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		AuditLogger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})

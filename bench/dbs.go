@@ -36,7 +36,7 @@ func randomHex(n int) string {
 func pgConnect(ctx context.Context, dsn, db string) (*pgxpool.Pool, *pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, nil, fmt.Errorf("PostgreSQL DSN: %w", err)
+		return nil, nil, guardedsql.RedactDSNError(fmt.Errorf("PostgreSQL DSN: %w", err), dsn)
 	}
 	if db != "" {
 		cfg.ConnConfig.Database = db
@@ -189,7 +189,7 @@ func serverVersions(ctx context.Context, cfg config) (pg, my string) {
 func pgAddrs(ctx context.Context, dsn string) ([]netip.AddrPort, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, err
+		return nil, guardedsql.RedactDSNError(err, dsn)
 	}
 	hosts := []struct {
 		host string

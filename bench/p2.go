@@ -211,7 +211,11 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if _, err := admin.Exec(ctx, `GRANT SELECT ON ALL TABLES IN SCHEMA public TO `+appRole); err != nil {
 		return nil, err
 	}
-	if err := guardedsql.ApplyRLS(ctx, admin, t.sch); err != nil {
+	key, err := guardedsql.NewRLSKey("bench-p2")
+	if err != nil {
+		return nil, err
+	}
+	if err := guardedsql.ApplyRLS(ctx, admin, t.sch, guardedsql.WithRLSKey(key)); err != nil {
 		return nil, err
 	}
 	ucfg := acfg.Copy()
@@ -219,7 +223,7 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if app, _, err = pgOpen(ctx, ucfg); err != nil {
 		return nil, err
 	}
-	if t.guarded, err = guardedsql.NewPostgres(ctx, app, t.sch); err != nil {
+	if t.guarded, err = guardedsql.NewPostgres(ctx, app, t.sch, guardedsql.WithRLSKey(key)); err != nil {
 		return nil, err
 	}
 	// The expert runs as the admin (a superuser: no row-level security)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
 // P5 and P4 in one run: per database engine, the bare server, the hotel
@@ -122,6 +123,7 @@ func egressUnavailable() string {
 type p5Engine struct {
 	label, engine string
 	hotelDSN      string   // guardedsql.Open DSN
+	rlsKey        string   // PostgreSQL: the scope-signing key (RLSKey.Text)
 	bareDSN       string   // database/sql DSN
 	allow         []string // egress rules the hotel server needs
 	skip, fail    string   // why its rows are skipped, or failed
@@ -164,7 +166,12 @@ func (e *env) preparePGHotel(ctx context.Context, pg *p5Engine) error {
 	if err != nil {
 		return err
 	}
-	if err := hotel.SetupDemo(ctx, adminDSN, appRole, hotel.Generate(1, hotel.DemoSize)); err != nil {
+	key, err := guardedsql.NewRLSKey("bench")
+	if err != nil {
+		return err
+	}
+	pg.rlsKey = key.Text()
+	if err := hotel.SetupDemo(ctx, adminDSN, appRole, key, hotel.Generate(1, hotel.DemoSize)); err != nil {
 		return err
 	}
 	admin, _, err := pgConnect(ctx, adminDSN, "")
@@ -258,7 +265,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		bareIdx = len(arms)
 		arms = append(arms, s)
 	}
-	s, err := start("hotel", childSpec{Kind: "hotel", Engine: eng.engine, DSN: eng.hotelDSN})
+	s, err := start("hotel", childSpec{Kind: "hotel", Engine: eng.engine, DSN: eng.hotelDSN, RLSKey: eng.rlsKey})
 	if err != nil {
 		return failAll(rows, err)
 	}
@@ -266,7 +273,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 	arms = append(arms, s)
 	egressSkip := noEgress
 	if wantP4 && egressSkip == "" {
-		s, err := start("hotel+egress", childSpec{Kind: "hotel", Engine: eng.engine, DSN: eng.hotelDSN, Egress: true, Allow: eng.allow})
+		s, err := start("hotel+egress", childSpec{Kind: "hotel", Engine: eng.engine, DSN: eng.hotelDSN, RLSKey: eng.rlsKey, Egress: true, Allow: eng.allow})
 		var ce *childError
 		switch {
 		case errors.As(err, &ce):

@@ -103,7 +103,8 @@
 //	   tenants (reads, refused writes, rolled-back transactions, cancelled calls) each see their
 //	   own rows, and between calls the connection carries no scope (empty setting, raw reads empty).
 //	16 RLS for raw SQL (PostgreSQL): as the app role without the guard, no scope reads zero rows;
-//	   a tenant's scope set in a transaction reads exactly the oracle's rows and cannot update
+//	   a tenant's scope, signed for the transaction with the scratch key (guardedsql.SignScope),
+//	   set in a transaction reads exactly the oracle's rows and cannot update
 //	   foreign rows or insert under foreign parents; after COMMIT the scope is gone.
 //	17 Start-up check (PostgreSQL): guardedsql.CheckRLS passes for the app role and refuses, with
 //	   the specific error, a superuser, a BYPASSRLS role, a dropped policy, unforced and disabled
@@ -141,8 +142,21 @@
 //	29 Typed values: a value that cannot be of its column's kind is refused at Build
 //	   (builder.ErrType); an integer 7 for a text key never matches "7eleven" (MySQL's coercion),
 //	   plants no row under another tenant's key "7", and draws no error quoting a stored key.
+//	35 Signed context (PostgreSQL): raw SQL as the app role that sets the scope itself (unsigned,
+//	   at session level, with a made-up MAC, or a signed value replayed from another transaction
+//	   or connection) reads zero rows of every table; the value signed for its own transaction
+//	   reads exactly the oracle's rows.
+//	36 Engine errors: deleting an own row that own child rows reference makes the engine refuse;
+//	   tool code gets guardedsql.ErrReferenced as an *EngineError, with no engine text and no
+//	   value of the row.
+//	37 Policy drift (PostgreSQL): on an RLS-only DB re-checking every 150 ms, the owner replaces a
+//	   policy by USING (true); one interval later every call fails with ErrRLSUnsafe naming the
+//	   table, a log record says so, and after re-applying the policies the DB serves again.
+//	38 Unique oracle: a child table's single-column primary key (shared by all tenants) is listed
+//	   by DB.UniqueOracles, and an insert under an own parent that reuses another tenant's key
+//	   fails with ErrConflict carrying none of that row's values.
 //
-// Properties 15–17 are skipped on SQLite and MySQL/MariaDB, which have no
+// Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
 // which the other properties test. 19, 20 and 22 are skipped for targets
 // without tools.
@@ -188,6 +202,11 @@
 // comparison, collations, typed values; properties 25–29). Removing the
 // collation check changes nothing on MySQL/MariaDB (the guard compares text
 // level ids as binary strings there), so P28 is not required to fail on it.
+// It also returns engine errors untranslated, and on PostgreSQL disables a
+// table's row-level security, replaces the verifying function of the
+// signed context by one that ignores the signature, and switches the
+// re-check off; a DB that refuses to serve because its re-check noticed
+// the fault counts as failing closed, not as a leak.
 // Summary, on SQLite, PostgreSQL and MariaDB alike:
 //
 //	fault removed                                    caught by
@@ -199,4 +218,8 @@
 //	graph against the live catalog (catalog)         27
 //	byte-exact collations (collation)                28 (not MySQL/MariaDB: nothing to catch)
 //	values typed by their column (typed)             29
+//	engine errors untranslated (raw-errors)          36 38
+//	PostgreSQL: a table's row-level security off     16 17 35 37
+//	PostgreSQL: verifying function ignores the MAC   17 35
+//	PostgreSQL: re-check off (no-recheck)            37
 package conformance

@@ -15,6 +15,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver for the owner connection
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver for the owner connection
+
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
 // scratch is the database the suite creates for itself, seeds, and drops:
@@ -42,6 +44,9 @@ type scratch struct {
 	adminDSN string   // PostgreSQL: the target DSN, to create roles for checks
 	ownerURL *url.URL // PostgreSQL: the scratch database as the owner
 	close    []func() error
+	// rlsKey signs the PostgreSQL scope context (installed by
+	// prepareEngine, given to every guarded DB).
+	rlsKey guardedsql.RLSKey
 }
 
 // engineOf names the engine of a DSN.
@@ -55,7 +60,7 @@ func engineOf(dsn string) (Engine, error) {
 		return MySQL, nil
 	}
 	scheme, _, _ := strings.Cut(dsn, ":")
-	return "", fmt.Errorf("conformance: DSN scheme %q not understood (want sqlite:, postgres:// or mysql://)", scheme)
+	return "", fmt.Errorf("conformance: DSN scheme %q not understood (want sqlite:, postgres:// or mysql://)", guardedsql.RedactDSN(scheme))
 }
 
 func randomSuffix() string {
@@ -74,6 +79,8 @@ func newScratch(ctx context.Context, dsn string) (s *scratch, err error) {
 		if err != nil {
 			s.drop()
 			s = nil
+			// Driver errors may quote the DSN: never its password.
+			err = guardedsql.RedactDSNError(err, dsn)
 		}
 	}()
 	switch e {

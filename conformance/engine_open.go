@@ -30,7 +30,14 @@ func prepareEngine(ctx context.Context, s *scratch, sch *builder.Schema) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	if err := guardedsql.ApplyRLS(ctx, conn, sch); err != nil {
+	if s.rlsKey.ID == "" {
+		k, err := guardedsql.NewRLSKey("conformance")
+		if err != nil {
+			return err
+		}
+		s.rlsKey = k
+	}
+	if err := guardedsql.ApplyRLS(ctx, conn, sch, guardedsql.WithRLSKey(s.rlsKey)); err != nil {
 		return fmt.Errorf("conformance: installing row-level security as the owner: %w", err)
 	}
 	return nil
@@ -44,7 +51,7 @@ func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts ...
 		if err != nil {
 			return nil, nil, err
 		}
-		db, err := guardedsql.NewPostgres(ctx, pool, sch, opts...)
+		db, err := guardedsql.NewPostgres(ctx, pool, sch, append([]guardedsql.Option{guardedsql.WithRLSKey(s.rlsKey)}, opts...)...)
 		if err != nil {
 			pool.Close()
 			return nil, nil, err

@@ -135,4 +135,8 @@ func ExampleProperties() {
 	// P27_catalog_drift           Graph matches the live catalog
 	// P28_collation_exact         Tenant keys compare byte-exactly
 	// P29_typed_values            Values typed by their column
+	// P35_rls_signed_context      RLS holds against raw SQL as the app role that sets its own context
+	// P36_engine_errors           No engine error text reaches a client
+	// P37_policy_drift            Policy drift is caught while serving
+	// P38_unique_oracle           A unique key shared by tenants is reported and reveals no value
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
@@ -22,21 +23,7 @@ type fault struct {
 }
 
 func (r *runner) faults(table string) []fault {
-	var restore func()
-	guard := fault{kind: "guard", table: table,
-		inject: func() error {
-			if restore == nil {
-				restore = guardfault.DropPredicate(table)
-			}
-			return nil
-		},
-		clear: func() error {
-			if restore != nil {
-				restore()
-				restore = nil
-			}
-			return nil
-		}}
+	guard := hookFault("guard", table, func() func() { return guardfault.DropPredicate(table) })
 	if r.engine != Postgres {
 		return []fault{guard}
 	}
@@ -52,7 +39,65 @@ func (r *runner) faults(table string) []fault {
 	both := fault{kind: "guard+rls", table: table,
 		inject: func() error { return errors.Join(guard.inject(), rls.inject()) },
 		clear:  func() error { return errors.Join(guard.clear(), rls.clear()) }}
-	return []fault{guard, rls, both}
+	// The policies trust the scope setting as written (the verifying
+	// function replaced by one that reads the document, signed or not,
+	// without checking the signature).
+	unsigned := fault{kind: "unsigned", table: table,
+		inject: func() error {
+			_, err := r.sc.owner.Exec(`CREATE OR REPLACE FUNCTION tenantmcp_scope_doc() RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+SELECT CASE WHEN left(v, 3) = 'v1.' THEN substr(v, 6 + length(split_part(v, '.', 2)) + 64)::jsonb ELSE nullif(v, '')::jsonb END
+FROM (SELECT current_setting('tenantmcp.scope', true) AS v) AS s $$`)
+			return err
+		},
+		clear: func() error { return prepareEngine(context.Background(), r.sc, r.sch) }}
+	norecheck := hookFault("no-recheck", table, guardfault.NoRecheck)
+	return []fault{guard, rls, both, unsigned, norecheck}
+}
+
+// failedClosed reports whether the failures of o are the DB refusing to
+// serve because its row-level security check failed (and the rows it
+// therefore did not read), with no other finding.
+func failedClosed(o outcome) bool {
+	if len(o.msgs) == 0 {
+		return false
+	}
+	refused := false
+	for _, m := range o.msgs {
+		switch {
+		case strings.Contains(m, "row-level security is not in force"):
+			refused = true
+		case strings.Contains(m, "only 0 tenant(s) see rows"): // the consequence: nothing read
+		default:
+			return false
+		}
+	}
+	return refused
+}
+
+// engineFaults break what does not depend on a table: engine errors
+// returned untranslated.
+func (r *runner) engineFaults() []fault {
+	return []fault{hookFault("raw-errors", "*", guardfault.RawEngineErrors)}
+}
+
+// hookFault is a fault switched by a guardfault hook: start switches it on
+// and returns what switches it off.
+func hookFault(kind, table string, start func() (restore func())) fault {
+	var restore func()
+	return fault{kind: kind, table: table,
+		inject: func() error {
+			if restore == nil {
+				restore = start()
+			}
+			return nil
+		},
+		clear: func() error {
+			if restore != nil {
+				restore()
+				restore = nil
+			}
+			return nil
+		}}
 }
 
 // TestMutationIsCaught is the mutation check: a suite that cannot fail
@@ -148,16 +193,38 @@ func mutationCheck(t *testing.T, dsn string) {
 		tables = []string{"bookings", "hotels"}
 	}
 	var matrix []string
+	type tableFault struct {
+		table string
+		f     fault
+	}
+	var all []tableFault
 	for _, table := range tables {
 		for _, f := range r.faults(table) {
-			var caught []int
+			if (f.kind == "unsigned" || f.kind == "no-recheck") && table != tables[0] {
+				continue // not table-specific: once is enough
+			}
+			all = append(all, tableFault{table, f})
+		}
+	}
+	for _, f := range r.engineFaults() {
+		all = append(all, tableFault{f.table, f})
+	}
+	for _, tf := range all {
+		table, f := tf.table, tf.f
+		{
+			// caught: the property failed; closed: it failed only
+			// because the DB refused to serve (the row-level security
+			// re-check noticed the fault: fail closed, no leak).
+			var caught, closed []int
 			first := map[int]string{}
 			for _, p := range props {
 				if err := f.inject(); err != nil {
 					t.Fatalf("injecting %s fault on %s: %v", f.kind, table, err)
 				}
 				o := r.runProperty(ctx, p, nil, 1)
-				if o.failed {
+				if o.failed && failedClosed(o) {
+					closed = append(closed, p.id)
+				} else if o.failed {
 					caught = append(caught, p.id)
 					if len(o.msgs) > 0 {
 						first[p.id] = o.msgs[0]
@@ -170,7 +237,13 @@ func mutationCheck(t *testing.T, dsn string) {
 			var must, mustPass []int
 			switch {
 			case f.kind == "rls":
-				must, mustPass = []int{16, 17}, []int{1}
+				must, mustPass = []int{16, 17, 35, 37}, []int{1}
+			case f.kind == "unsigned":
+				must, mustPass = []int{17, 35}, []int{1, 16}
+			case f.kind == "no-recheck":
+				must, mustPass = []int{37}, []int{1, 16, 35}
+			case f.kind == "raw-errors":
+				must, mustPass = []int{36, 38}, []int{1}
 			case f.kind == "guard" && r.engine == Postgres:
 				mustPass = []int{1}
 			default:
@@ -180,7 +253,7 @@ func mutationCheck(t *testing.T, dsn string) {
 				}
 			}
 			for _, id := range must {
-				if !slices.Contains(caught, id) {
+				if !slices.Contains(caught, id) && !slices.Contains(closed, id) {
 					t.Errorf("%s fault on %s: P%d did not fail", f.kind, table, id)
 				}
 			}
@@ -193,8 +266,15 @@ func mutationCheck(t *testing.T, dsn string) {
 			if example == "" && len(caught) > 0 {
 				example = fmt.Sprintf("P%d: %s", caught[0], first[caught[0]])
 			}
-			matrix = append(matrix, fmt.Sprintf("%-9s %-9s caught by %v (required %v, must pass %v); e.g. %s", f.kind, table, caught, must, mustPass, example))
-			if o := r.runProperty(ctx, propertyByID(1), nil, 1); o.failed {
+			matrix = append(matrix, fmt.Sprintf("%-10s %-9s caught by %v, failed closed %v (required %v, must not leak %v); e.g. %s", f.kind, table, caught, closed, must, mustPass, example))
+			// A DB that failed closed serves again once its re-check
+			// passes (retried every second while failing).
+			o := r.runProperty(ctx, propertyByID(1), nil, 1)
+			for i := 0; o.failed && failedClosed(o) && i < 5; i++ {
+				time.Sleep(time.Second)
+				o = r.runProperty(ctx, propertyByID(1), nil, 1)
+			}
+			if o.failed {
 				t.Fatalf("after clearing the %s fault on %s: P1 still fails: %v", f.kind, table, o.msgs)
 			}
 		}

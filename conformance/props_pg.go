@@ -76,7 +76,7 @@ func propPooledContext(p *pt, r *runner) {
 		p.Fatalf("pool of one connection: %v", err)
 	}
 	defer pool.Close()
-	db, err := guardedsql.NewPostgres(p.ctx, pool, r.sch)
+	db, err := guardedsql.NewPostgres(p.ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey))
 	if err != nil {
 		p.Fatalf("guard on a one-connection pool: %v", err)
 	}
@@ -209,9 +209,7 @@ func propRLSRaw(p *pt, r *runner) {
 		if err != nil {
 			p.Fatalf("begin: %v", err)
 		}
-		if _, err := tx.Exec(p.ctx, `SELECT set_config($1, $2, true)`, pgSetting, r.scopeDoc(tn.Grants)); err != nil {
-			p.Fatalf("set_config: %v", err)
-		}
+		r.setSignedScope(p, tx, r.scopeDoc(tn.Grants))
 		for _, name := range r.g.bound {
 			got, err := r.pgKeys(p.ctx, tx, name)
 			if err != nil {
@@ -285,9 +283,7 @@ func propRLSRaw(p *pt, r *runner) {
 	if err != nil {
 		p.Fatalf("begin: %v", err)
 	}
-	if _, err := tx.Exec(p.ctx, `SELECT set_config($1, $2, true)`, pgSetting, r.scopeDoc(tn.Grants)); err != nil {
-		p.Fatalf("set_config: %v", err)
-	}
+	r.setSignedScope(p, tx, r.scopeDoc(tn.Grants))
 	if err := tx.Commit(p.ctx); err != nil {
 		p.Fatalf("commit: %v", err)
 	}
@@ -331,7 +327,7 @@ func propStartupCheck(p *pt, r *runner) {
 			p.Errorf("%s: CheckRLS = %v, want %v (and ErrRLSUnsafe)", what, err, want)
 		}
 		if want != nil {
-			if db, err := guardedsql.NewPostgres(ctx, pool, r.sch); err == nil {
+			if db, err := guardedsql.NewPostgres(ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err == nil {
 				db.Close()
 				p.Errorf("%s: NewPostgres opened a DB; want it refused", what)
 			}
@@ -394,7 +390,7 @@ func propStartupCheck(p *pt, r *runner) {
 	// Tampered policies: each change is undone by re-applying the DDL.
 	name := r.g.bound[p.rng.IntN(len(r.g.bound))]
 	reapply := func() {
-		if err := guardedsql.ApplyRLS(context.Background(), owner, r.sch); err != nil {
+		if err := guardedsql.ApplyRLS(context.Background(), owner, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err != nil {
 			p.Fatalf("re-applying row-level security: %v", err)
 		}
 	}

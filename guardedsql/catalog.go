@@ -97,6 +97,7 @@ func startupCatalog(ctx context.Context, db *DB) error {
 	if err != nil {
 		return err
 	}
+	db.oracles = findUniqueOracles(ctx, db.d, db.base, db.g, db.logger)
 	if db.logger != nil && len(rep.Unlisted) > 0 {
 		db.logger.WarnContext(ctx, "guardedsql: tables that look tenant-bound are not in the schema graph", "tables", rep.Unlisted)
 	}

@@ -28,6 +28,10 @@ type DB struct {
 	// base is pool without the observer: start-up checks are not
 	// statements of a request.
 	base dialect.Pool
+	// rls, on PostgreSQL, re-checks the row-level security while serving.
+	rls *rlsMonitor
+	// oracles are the unique keys found at open that reveal existence.
+	oracles []UniqueOracle
 }
 
 // Querier is what DB and Tx have in common; helpers such as All and One
@@ -78,6 +82,8 @@ type config struct {
 	lockTimeout time.Duration
 	mariaDB     bool // set by newMySQL: the server takes SET STATEMENT
 	maxConns    int  // pools Open creates
+	rlsKey      *RLSKey
+	rlsRecheck  time.Duration
 }
 
 // WithObserver calls fn, synchronously, for every statement and every
@@ -108,6 +114,9 @@ func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts []Opt
 	if err != nil {
 		return nil, err
 	}
+	if ec, ok := d.(dialect.ErrorClassifier); ok {
+		pool = &errorPool{Pool: pool, t: &engineErrors{c: ec, g: g, log: c.logger}}
+	}
 	if len(c.observers) > 0 || c.logger != nil {
 		pool = &observedPool{Pool: pool, c: &c}
 	}
@@ -131,7 +140,19 @@ func (db *DB) plan(ctx context.Context, st builder.Statement) (guard.Plan, scope
 		return guard.Plan{}, scope.Scope{}, dialect.Scope{}, ErrNoScope
 	}
 	p, ds, err := db.render(sc, st)
+	if err == nil {
+		err = db.gate(ctx)
+	}
 	return p, sc, ds, err
+}
+
+// gate fails closed while the engine's row-level security is not verified
+// (PostgreSQL; see WithRLSRecheck).
+func (db *DB) gate(ctx context.Context) error {
+	if db.rls == nil {
+		return nil
+	}
+	return db.rls.gate(ctx)
 }
 
 func (db *DB) render(sc scope.Scope, st builder.Statement) (guard.Plan, dialect.Scope, error) {
@@ -339,6 +360,9 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 	if !ok {
 		return ErrNoScope
 	}
+	if err := db.gate(ctx); err != nil {
+		return err
+	}
 	dtx, err := db.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -387,6 +411,9 @@ func (tx *Tx) plan(ctx context.Context, st builder.Statement) (guard.Plan, error
 		return guard.Plan{}, ErrScopeMismatch
 	}
 	p, _, err := tx.db.render(sc, st)
+	if err == nil {
+		err = tx.db.gate(ctx)
+	}
 	return p, err
 }
 

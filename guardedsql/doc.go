@@ -55,25 +55,47 @@
 // is. SQLite serves one process: run replicas on PostgreSQL.
 //
 // PostgreSQL (github.com/jackc/pgx/v5): Open("postgres://...") or
-// NewPostgres for a pgxpool.Pool. Row-level security is a second,
-// independent boundary: RLSDDL generates, from the schema graph, ENABLE and
-// FORCE ROW LEVEL SECURITY and one policy per tenant-bound table that
-// follows the foreign-key path like the guard does, and ApplyRLS installs
-// them as the tables' owner. Every guarded statement runs in a transaction
-// that first sets the scope document as the transaction-local setting
-// "tenantmcp.scope" (never a session-level SET: a pooled connection never
-// carries one request's scope into the next), pipelined with the statement:
-// one network round trip for a single statement. With no setting the
-// policies admit no rows. The start-up check (CheckRLS, run by NewPostgres
-// and Open) refuses a superuser, a BYPASSRLS role, an owner of tables that
-// are not FORCE'd, and tables whose row-level security or policies are
-// missing, altered or outdated, each with its own error (ErrRLSSuperuser and
-// friends, all matching ErrRLSUnsafe); DB.Check runs it again, with a
-// reachability probe, for readiness checks on every engine, and
-// IsUnavailable tells an unreachable database (worth a retry) from every
-// other failure. The guard's own predicates, which
-// bind the granted ids as typed array parameters and never read the setting,
-// are added as well unless WithRLSOnly is given.
+// NewPostgres for a pgxpool.Pool, with WithRLSKey. Row-level security is a
+// second, independent boundary: RLSDDL generates, from the schema graph,
+// ENABLE and FORCE ROW LEVEL SECURITY and one policy per tenant-bound
+// table that follows the foreign-key path like the guard does, and
+// ApplyRLS installs them as the tables' owner. Every guarded statement
+// runs in a transaction that first sets the scope document as the
+// transaction-local setting "tenantmcp.scope" (never a session-level SET:
+// a pooled connection never carries one request's scope into the next).
+//
+// The setting is signed. Any role can write a setting, so the policies
+// never read it directly: they call a SECURITY DEFINER function (owned by
+// the tables' owner, search_path pinned, STABLE, evaluated once per
+// statement as an InitPlan) that returns the document only if its
+// HMAC-SHA256 verifies under a key in a table the application role cannot
+// read, over the document, the namespace, and the transaction's nonce:
+// the backend's pid and the transaction's start time, which the DB reads
+// in the round trip that begins the transaction (ScopeNonceSQL) and the
+// application role cannot choose. Raw SQL as the application role, with
+// no setting, an unsigned one, or a signed value replayed from another
+// transaction or connection, sees no row. Keys are RLSKey values
+// (NewRLSKey, AddRLSKey, RemoveRLSKey): every installed key verifies, so a
+// key rotates without downtime (add the new one, move the servers to it,
+// remove the old one). A single statement costs two round trips (BEGIN
+// with the nonce; the signed setting, the statement and COMMIT).
+//
+// The start-up check (CheckRLS, run by NewPostgres and Open) refuses a
+// superuser, a BYPASSRLS role, an owner of tables that are not FORCE'd,
+// tables whose row-level security or policies are missing, altered or
+// outdated, a verifying function or key table that is missing, altered or
+// owned by a role the connected role belongs to, and a key that is not
+// installed, each with its own error (ErrRLSSuperuser and friends, all
+// matching ErrRLSUnsafe); DB.Check runs it again, with a reachability
+// probe, for readiness checks on every engine, and IsUnavailable tells an
+// unreachable database (worth a retry) from every other failure. The
+// check also runs on every new pooled
+// connection before its first statement and every 30 seconds
+// (WithRLSRecheck): while it fails, guarded statements fail closed with
+// its error, naming the table, and each failure and the recovery are
+// logged. The guard's own predicates, which bind the granted ids as typed
+// array parameters and never read the setting, are added as well unless
+// WithRLSOnly is given.
 //
 // MySQL and MariaDB (github.com/go-sql-driver/mysql): Open("mysql://...",
 // see MySQLConfig) or NewMySQL. There is no row-level security, so the
@@ -93,6 +115,21 @@
 //
 // For tests, WithObserver sees every statement before it is sent, and
 // DB.Render shows the guarded SQL for a statement without running it.
+//
+// # Engine errors
+//
+// An engine's error text can quote values of any row a statement touched,
+// another tenant's included (MariaDB's "Truncated incorrect DOUBLE value:
+// '<a value>'", a unique violation's key). No such text reaches tool
+// code: every error the engine raises becomes an *EngineError matching
+// ErrConflict (unique key), ErrReferenced (a foreign key blocks a delete
+// or update), ErrInvalidValue (type, range, CHECK, NOT NULL), ErrNotFound
+// (a referenced row does not exist, like a row of another tenant) or
+// ErrEngine, naming the table, constraint and columns as the schema
+// declares them and the engine's code, never a value. The engine's text
+// goes to the operational log only (WithLogger), with quoted literals
+// removed and the rest passed through package redact. Errors built from a
+// DSN never carry its password (RedactDSN, RedactDSNError).
 //
 // # What is checked, and what is trusted
 //
@@ -140,7 +177,9 @@
 //     path, in the guard and in the PostgreSQL policies alike (a grant
 //     naming a level the schema lacks, or an id invalid for its level,
 //     reaches nothing).
-//   - On PostgreSQL, CheckRLS checks the installed row-level security.
+//   - On PostgreSQL, CheckRLS checks the installed row-level security and
+//     the signed context's function and key table, at start-up, on every
+//     new pooled connection and every 30 seconds (WithRLSRecheck).
 //
 // Still trusted, not checked:
 //
@@ -179,9 +218,11 @@
 //     before the DB was opened) may be treated differently by equivalent
 //     predicate shapes; such a row is only ever matched through the level
 //     ids its own columns name, never by another tenant's grant.
-//   - A unique constraint shared by all tenants can reveal that a value
-//     exists elsewhere (the insert fails with a constraint error). Make
-//     such constraints per tenant (include the tenant column).
+//   - A unique key shared by all tenants (one that does not include the
+//     table's tenant path column) reveals that a value exists elsewhere:
+//     the insert fails with ErrConflict. Open and the New functions report
+//     such keys (DB.UniqueOracles, and the log); make them per tenant, or
+//     let the database generate the values.
 //   - Columns an INSERT omits are not checked: a database DEFAULT that
 //     points at another tenant's row would not be caught.
 package guardedsql

@@ -24,7 +24,7 @@ func init() {
 func introspectPostgresDSN(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Schema, error) {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	defer pool.Close()
 	return IntrospectPostgres(ctx, pool, t)
@@ -37,7 +37,7 @@ func introspectMySQLDSN(ctx context.Context, dsn string, t builder.Tenancy) (*bu
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()

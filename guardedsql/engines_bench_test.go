@@ -368,19 +368,23 @@ func postgresBench(b *testing.B, dsn string) *benchTarget {
 			b.Fatal(err)
 		}
 	}
-	if err := guardedsql.ApplyRLS(ctx, admin, sch); err != nil {
+	key, err := guardedsql.NewRLSKey("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := guardedsql.ApplyRLS(ctx, admin, sch, guardedsql.WithRLSKey(key)); err != nil {
 		b.Fatal(err)
 	}
 	ucfg := acfg.Copy()
 	ucfg.ConnConfig.User, ucfg.ConnConfig.Password = "tenantmcp_bench_app", appPW
 	app := pgConnect(b, ucfg)
 	b.Cleanup(app.Close)
-	db, err := guardedsql.NewPostgres(ctx, app, sch)
+	db, err := guardedsql.NewPostgres(ctx, app, sch, guardedsql.WithRLSKey(key))
 	if err != nil {
 		b.Fatal(err)
 	}
 	tg := &benchTarget{engine: "postgres", sch: sch, size: size, guarded: map[string]*guardedsql.DB{"guarded": db}}
-	for name, d := range postgresBenchVariants(b, ctx, app, sch) {
+	for name, d := range postgresBenchVariants(b, ctx, app, sch, key) {
 		tg.guarded[name] = d
 	}
 	tg.expert = func(ctx context.Context, query string, args ...any) ([][]any, error) {
@@ -406,7 +410,11 @@ func postgresBench(b *testing.B, dsn string) *benchTarget {
 		}
 		defer tx.Rollback(ctx)
 		if setDoc {
-			if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, doc); err != nil {
+			var nonce string
+			if err := tx.QueryRow(ctx, guardedsql.NonceSQLForTest).Scan(&nonce); err != nil {
+				return "", err
+			}
+			if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, guardedsql.SignedScopeForTest(key, nonce, doc)); err != nil {
 				return "", err
 			}
 		}
@@ -534,10 +542,23 @@ func mysqlBench(b *testing.B, dsn string) *benchTarget {
 
 // postgresBenchVariants returns guarded DBs in further configurations to
 // compare with the default one.
-func postgresBenchVariants(b *testing.B, ctx context.Context, app *pgxpool.Pool, sch *builder.Schema) map[string]*guardedsql.DB {
-	rlsOnly, err := guardedsql.NewPostgres(ctx, app, sch, guardedsql.WithRLSOnly())
+func postgresBenchVariants(b *testing.B, ctx context.Context, app *pgxpool.Pool, sch *builder.Schema, key guardedsql.RLSKey) map[string]*guardedsql.DB {
+	rlsOnly, err := guardedsql.NewPostgres(ctx, app, sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(key))
 	if err != nil {
 		b.Fatal(err)
 	}
-	return map[string]*guardedsql.DB{"rls-only": rlsOnly}
+	out := map[string]*guardedsql.DB{"rls-only": rlsOnly}
+	// The cost of the periodic row-level security re-check: the default
+	// (30 s) against one that never comes due during the run.
+	for name, opts := range map[string][]guardedsql.Option{
+		"guarded-recheck-1h":  {guardedsql.WithRLSRecheck(time.Hour)},
+		"rls-only-recheck-1h": {guardedsql.WithRLSOnly(), guardedsql.WithRLSRecheck(time.Hour)},
+	} {
+		db, err := guardedsql.NewPostgres(ctx, app, sch, append(opts, guardedsql.WithRLSKey(key))...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[name] = db
+	}
+	return out
 }

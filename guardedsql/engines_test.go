@@ -279,6 +279,7 @@ type pgHotel struct {
 	schema    string
 	adminCfg  *pgxpool.Config
 	appCfg    *pgxpool.Config
+	key       guardedsql.RLSKey // the scope-signing key ApplyRLS installed
 }
 
 // pgConfigFor derives, from the admin configuration, the configuration of
@@ -315,11 +316,11 @@ func newPostgresHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Opt
 	h := provisionPostgres(t, dsn, m)
 	ctx := context.Background()
 	sch := h.sch
-	if err := guardedsql.ApplyRLS(ctx, h.owner, sch); err != nil {
+	if err := guardedsql.ApplyRLS(ctx, h.owner, sch, guardedsql.WithRLSKey(h.key)); err != nil {
 		t.Fatal(err)
 	}
 	h.app = pgConnect(t, h.appCfg)
-	db, err := guardedsql.NewPostgres(ctx, h.app, sch, opts...)
+	db, err := guardedsql.NewPostgres(ctx, h.app, sch, append([]guardedsql.Option{guardedsql.WithRLSKey(h.key)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,11 @@ func provisionPostgres(t testing.TB, dsn string, m *model) *pgHotel {
 	root := pgConnect(t, adminCfg)
 	defer root.Close()
 	id := uniqueSuffix(t)
-	h := &pgHotel{schema: "tm_test_" + id, ownerRole: "tm_owner_" + id, appRole: "tm_app_" + id, adminCfg: adminCfg}
+	key, err := guardedsql.NewRLSKey("k" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &pgHotel{schema: "tm_test_" + id, ownerRole: "tm_owner_" + id, appRole: "tm_app_" + id, adminCfg: adminCfg, key: key}
 	ownerPW, appPW := uniqueSuffix(t), uniqueSuffix(t)
 	for _, s := range []string{
 		`CREATE ROLE ` + h.ownerRole + ` LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '` + ownerPW + `'`,
@@ -592,7 +597,7 @@ func TestIntrospectLive(t *testing.T) {
 			if sch, err = guardedsql.IntrospectPostgres(ctx, ph.app, hotelTenancy); err != nil {
 				t.Fatal(err)
 			}
-			db, err = guardedsql.NewPostgres(ctx, ph.app, sch)
+			db, err = guardedsql.NewPostgres(ctx, ph.app, sch, guardedsql.WithRLSKey(ph.key))
 		case "mysql":
 			h = e.newHotel(t)
 			if sch, err = guardedsql.IntrospectMySQL(ctx, h.raw, hotelTenancy); err != nil {

@@ -3,6 +3,7 @@ package guardedsql
 import (
 	"context"
 
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -27,3 +28,12 @@ func SchemaLevelsForTest(sch any) []*sqlast.Level {
 func WithPredicatesOnlyForTest() Option {
 	return func(c *config) { c.guard.PredicatesOnly = true }
 }
+
+// SignedScopeForTest returns the setting value that makes doc verify in
+// the transaction whose nonce (postgres.NonceSQL) is nonce.
+func SignedScopeForTest(k RLSKey, nonce, doc string) string {
+	return postgres.Dialect{}.Signed(postgres.Key{ID: k.ID, Secret: k.secret}, nonce, doc)
+}
+
+// NonceSQLForTest is the query of a transaction's nonce.
+const NonceSQLForTest = postgres.NonceSQL

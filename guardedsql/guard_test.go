@@ -101,7 +101,11 @@ func TestNoScopeSendsNothing(t *testing.T) {
 		session := false
 		for _, s := range h.rec.statements() {
 			switch {
-			case e.name == "postgres" && (s == "BEGIN" || s == "COMMIT"):
+			case e.name == "postgres" && (s == "BEGIN" || s == "COMMIT" || s == guardedsql.NonceSQLForTest):
+			case e.name == "postgres" && (strings.Contains(s, "pg_catalog.") && !strings.Contains(s, "bookings") ||
+				s == "ROLLBACK" || s == `SELECT "tenantmcp_scope_doc"() IS NOT NULL`):
+				// The row-level security check of a new pooled
+				// connection: catalog reads, no tenant table.
 			case e.name == "postgres" && strings.Contains(s, "set_config($1, $2, true)"):
 				session = true
 			case !strings.Contains(s, marker):

@@ -34,7 +34,7 @@ func TestCheckSQLite(t *testing.T) {
 func TestPostgresCheckThroughOutage(t *testing.T) {
 	h := provisionPostgres(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
 	ctx := context.Background()
-	if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch); err != nil {
+	if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
 		t.Fatal(err)
 	}
 	target := net.JoinHostPort(h.appCfg.ConnConfig.Host, strconv.Itoa(int(h.appCfg.ConnConfig.Port)))
@@ -50,7 +50,7 @@ func TestPostgresCheckThroughOutage(t *testing.T) {
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	pool := pgConnect(t, cfg)
 	t.Cleanup(pool.Close)
-	db, err := guardedsql.NewPostgres(ctx, pool, h.sch)
+	db, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Opti
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	sqlDB := sql.OpenDB(conn)
 	if n := configOf(opts).maxConns; n > 0 {
@@ -99,7 +99,7 @@ func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Opti
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
-		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	db, err := newMySQL(ctx, sqlDB, true, sch, opts)
 	if err != nil {
@@ -147,18 +147,18 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	}
 	slash := strings.LastIndexByte(strings.SplitN(rest, "?", 2)[0], '/')
 	if slash < 0 {
-		return nil, fmt.Errorf("guardedsql: MySQL DSN %s names no database", redactDSN(dsn))
+		return nil, fmt.Errorf("guardedsql: MySQL DSN %s names no database", RedactDSN(dsn))
 	}
 	if head := rest[:slash]; strings.Contains(head, "(") && strings.HasSuffix(head, ")") {
 		cfg, err := mysql.ParseDSN(rest)
 		if err != nil {
-			return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
+			return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err), dsn)
 		}
 		return cfg, nil
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", redactURLError(err))
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), redactURLError(err)), dsn)
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -166,7 +166,7 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	}
 	cfg, err := mysql.ParseDSN("tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/") + "?" + u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	if u.User != nil {
 		cfg.User = u.User.Username()

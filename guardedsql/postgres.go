@@ -43,19 +43,31 @@ var (
 	// ErrRLSTableMissing: a tenant-bound table of the schema does not
 	// resolve on the connection's search_path.
 	ErrRLSTableMissing = postgres.ErrRLSTableMissing
+	// ErrRLSSigning: the verifying function or the key table of the
+	// signed scope context is missing or altered, or the connected role is
+	// a member of their owner (it could read the key or replace the
+	// function). See RLSKey.
+	ErrRLSSigning = postgres.ErrRLSSigning
+	// ErrRLSKeyUnknown: the key given with WithRLSKey is not installed in
+	// the key table (AddRLSKey), so no statement would see a row.
+	ErrRLSKeyUnknown = postgres.ErrRLSKeyUnknown
 )
 
 // NewPostgres guards a PostgreSQL pool connected as the application role.
-// Close leaves pool open.
+// Close leaves pool open. WithRLSKey is required (ErrRLSNoKey otherwise).
 //
 // Every guarded statement runs in its own transaction (DB.Tx: one for the
-// whole function) that first sets the scope document as the
-// transaction-local setting "tenantmcp.scope" (set_config(..., true)),
-// which the row-level security policies of RLSDDL read. Before returning,
-// NewPostgres runs CheckRLS and fails closed, with an error matching
-// ErrRLSUnsafe, if those policies would not confine the connected role:
-// connect as a role that is neither superuser nor BYPASSRLS, after the
-// tables' owner has applied RLSDDL (ApplyRLS).
+// whole function) that first sets the scope document, signed with the key
+// for that transaction, as the transaction-local setting
+// "tenantmcp.scope" (set_config(..., true)), which the row-level security
+// policies of RLSDDL read through their verifying function. Before
+// returning, NewPostgres runs CheckRLS and fails closed, with an error
+// matching ErrRLSUnsafe, if those policies would not confine the
+// connected role or the key is not installed: connect as a role that is
+// neither superuser nor BYPASSRLS nor a member of the tables' owner, after
+// the owner has applied RLSDDL and added the key (ApplyRLS with
+// WithRLSKey). The check runs again on every new pooled connection and
+// periodically (WithRLSRecheck); while it fails, statements fail closed.
 //
 // The guard adds its own predicates as well, binding the granted ids as
 // typed array parameters, so a mistake in either layer alone leaks
@@ -73,8 +85,19 @@ func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts 
 	if err != nil {
 		return nil, err
 	}
+	if d.Key == nil {
+		return nil, ErrRLSNoKey
+	}
 	if err := d.Check(ctx, p, g); err != nil {
 		return nil, err
+	}
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	m := newRLSMonitor(func(ctx context.Context, q dialect.Querier) error { return d.Check(ctx, q, g) }, p, &c)
+	if nc, ok := p.(postgres.NewConnChecker); ok {
+		nc.SetNewConnCheck(m.connCheck)
 	}
 	db, err := newDB(p, d, sch, opts)
 	if err != nil {
@@ -83,6 +106,7 @@ func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts 
 	if err := startupCatalog(ctx, db); err != nil {
 		return nil, err
 	}
+	db.rls = m
 	return db, nil
 }
 
@@ -90,14 +114,14 @@ func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts 
 func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("guardedsql: PostgreSQL DSN: %w", err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: PostgreSQL DSN %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	if n := configOf(opts).maxConns; n > 0 {
 		cfg.MaxConns = int32(min(n, 1<<20))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	db, err := newPostgres(ctx, postgres.NewPool(pool, true), sch, opts)
 	if err != nil {
@@ -108,11 +132,15 @@ func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, opts []O
 }
 
 // RLSDDL returns the statements that install PostgreSQL row-level security
-// for every tenant-bound table of sch: ENABLE and FORCE ROW LEVEL SECURITY,
-// and one permissive policy FOR ALL (USING and WITH CHECK) that follows the
-// table's foreign-key path to the columns carrying the scope levels and
-// reads the scope from the transaction-local setting, plus a marker comment
-// that CheckRLS compares. Run them in one transaction as the tables' owner
+// for every tenant-bound table of sch: the key table "tenantmcp_scope_keys"
+// (no privilege for anyone but its owner; row-level security enabled with
+// no policy) and the verifying function "tenantmcp_scope_doc()" (SECURITY
+// DEFINER, STABLE, search_path pinned), both in the current schema (see
+// RLSKey); ENABLE and FORCE ROW LEVEL SECURITY, and one permissive policy
+// FOR ALL (USING and WITH CHECK) that follows the table's foreign-key path
+// to the columns carrying the scope levels and reads the scope only
+// through the verifying function, plus a marker comment that CheckRLS
+// compares. Run them in one transaction as the tables' owner
 // (ApplyRLS does); they drop and re-create the policies, so re-running them
 // after a schema change is how policies are updated. Global tables are not
 // touched.
@@ -140,9 +168,10 @@ type TxBeginner interface {
 // ApplyRLS runs RLSDDL(sch) in one transaction on owner, which must be
 // connected as the tables' owner (or a superuser): migrations are the
 // application's choice, this is the ready-made one. On any error nothing
-// is changed. Seed or migrate data as that owner before applying, or set a
-// scope: with FORCE ROW LEVEL SECURITY the owner, too, sees only rows in
-// the scope of the setting.
+// is changed. With WithRLSKey it also installs that key (as AddRLSKey).
+// Seed or migrate data as that owner before applying: with FORCE ROW
+// LEVEL SECURITY the owner, too, sees only rows of a signed scope
+// (SignScope).
 func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts ...Option) error {
 	stmts, err := RLSDDL(sch, opts...)
 	if err != nil {
@@ -157,13 +186,27 @@ func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts .
 			return errors.Join(fmt.Errorf("guardedsql: applying row-level security: %w (in %q)", err, s), tx.Rollback(ctx))
 		}
 	}
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.rlsKey != nil {
+		d, _ := postgresDialect(opts) // RLSDDL validated the options
+		pk := postgres.Key{ID: c.rlsKey.ID, Secret: c.rlsKey.secret}
+		// The error names the statement, never its arguments (the secret).
+		if _, err := tx.Exec(ctx, d.AddKeySQL(), pk.AddKeyArgs()...); err != nil {
+			return errors.Join(fmt.Errorf("guardedsql: installing RLS key %q: %w", c.rlsKey.ID, err), tx.Rollback(ctx))
+		}
+	}
 	return tx.Commit(ctx)
 }
 
 // CheckRLS reads back from the catalogs, on pool (connected as the
-// application role), whether the row-level security of RLSDDL(sch) is in
-// force for that role, and returns an error matching ErrRLSUnsafe and one
-// of the specific ErrRLS errors if not. NewPostgres and Open run it at
+// application role), whether the row-level security of RLSDDL(sch),
+// signed context included, is in force for that role (and, with
+// WithRLSKey, that a scope signed with that key verifies), and returns an
+// error matching ErrRLSUnsafe and one of the specific ErrRLS errors if
+// not. NewPostgres and Open run it at
 // start-up; call it again after migrations if you like.
 func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...Option) error {
 	g, ok := sqlast.SchemaOf(sch)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -23,12 +24,20 @@ func ExampleNewPostgres() {
 	ctx := context.Background()
 	sch := builder.MustSchema(hotelDef)
 
-	// Migration, as the owner of the tables.
+	// The scope-signing key, from the application's secret store
+	// (guardedsql.NewRLSKey made it; Text is its stored form).
+	key, err := guardedsql.ParseRLSKey(os.Getenv("HOTEL_RLS_KEY"))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Migration, as the owner of the tables: policies, the verifying
+	// function, the key table and the key.
 	owner, err := pgxpool.New(ctx, "postgres://hotel_owner@db.internal:5432/hotel")
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := guardedsql.ApplyRLS(ctx, owner, sch); err != nil {
+	if err := guardedsql.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(key)); err != nil {
 		log.Fatal(err)
 	}
 	owner.Close()
@@ -39,7 +48,7 @@ func ExampleNewPostgres() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	db, err := guardedsql.NewPostgres(ctx, app, sch)
+	db, err := guardedsql.NewPostgres(ctx, app, sch, guardedsql.WithRLSKey(key))
 	if errors.Is(err, guardedsql.ErrRLSUnsafe) {
 		log.Fatalf("refusing to serve: %v", err) // e.g. connected as a superuser
 	}

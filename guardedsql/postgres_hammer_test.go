@@ -31,11 +31,11 @@ func TestPostgresPooledHammer(t *testing.T) {
 	cfg.ConnConfig.Tracer = nil
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	rlsOnly, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSOnly())
+	rlsOnly, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(h.key))
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := guardedsql.NewPostgres(ctx, pool, h.sch)
+	both, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +142,23 @@ func TestPostgresPooledHammer(t *testing.T) {
 }
 
 // leakyDialect sets the scope for the whole session instead of the
-// transaction: the bug the hammer exists to catch.
+// transaction, unsigned: the bug the hammer exists to catch, which the
+// signed context alone already stops (TestPostgresHammerCanFail puts back
+// a verifying function that trusts the raw setting to show the hammer
+// would see it).
 type leakyDialect struct{ postgres.Dialect }
 
 func (d leakyDialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope, doc string) error {
-	if t, ok := tx.(interface{ Defer(string, ...any) }); ok {
-		t.Defer(`SELECT set_config($1, $2, false)`, d.Setting(), doc)
-		return nil
+	for q := tx; q != nil; {
+		if t, ok := q.(interface{ Defer(string, ...any) }); ok {
+			t.Defer(`SELECT set_config($1, $2, false)`, d.Setting(), doc)
+			return nil
+		}
+		u, ok := q.(interface{ UnwrapTx() dialect.Tx })
+		if !ok {
+			break
+		}
+		q = u.UnwrapTx()
 	}
 	_, err := tx.Exec(ctx, `SELECT set_config($1, $2, false)`, d.Setting(), doc)
 	return err
@@ -170,14 +180,28 @@ func TestPostgresHammerCanFail(t *testing.T) {
 	}
 	b := h.sch.Table("bookings").As("b")
 	q := builder.Must(builder.Select(b.Col("id")).From(b).Build())
+	count := func() int64 {
+		var n int64
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM bookings`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// With the signed context, the leaked unsigned setting admits nothing.
 	if _, err := guardedsql.All(grantCtx(chainG("globex")), db, q, guardedsql.Scalar[int64]); err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM bookings`).Scan(&n); err != nil {
+	if n := count(); n != 0 {
+		t.Fatalf("a leaked unsigned session setting admitted %d rows", n)
+	}
+	// The pre-signing function, which trusted the setting as written.
+	if _, err := h.owner.Exec(context.Background(), `CREATE OR REPLACE FUNCTION tenantmcp_scope_doc() RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$ SELECT nullif(current_setting('tenantmcp.scope', true), '')::jsonb $$`); err != nil {
 		t.Fatal(err)
 	}
-	if n == 0 {
+	if _, err := guardedsql.All(grantCtx(chainG("globex")), db, q, guardedsql.Scalar[int64]); err != nil {
+		t.Fatal(err)
+	}
+	if count() == 0 {
 		t.Fatal("a session-level scope did not outlive its statement: the hammer's raw check could not fail")
 	}
 }

@@ -22,9 +22,16 @@ import (
 var policyTables = []string{"bookings", "chains", "guests", "hotels", "payments", "rooms"}
 
 // rawIDs runs query (no guard) on pool in a transaction that first sets
-// the scope setting to doc (unless setDoc is false) and returns the first
-// column of every row.
-func rawIDs(t *testing.T, pool *pgxpool.Pool, setDoc bool, doc, query string) []string {
+// the scope setting to doc signed with key for that transaction (unless
+// setDoc is false) and returns the first column of every row.
+func rawIDs(t *testing.T, pool *pgxpool.Pool, key guardedsql.RLSKey, setDoc bool, doc, query string) []string {
+	t.Helper()
+	return rawIDsSet(t, pool, setDoc, func(nonce string) string { return guardedsql.SignedScopeForTest(key, nonce, doc) }, query)
+}
+
+// rawIDsSet is rawIDs with the setting's value computed by value from the
+// transaction's nonce.
+func rawIDsSet(t *testing.T, pool *pgxpool.Pool, set bool, value func(nonce string) string, query string) []string {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
@@ -32,8 +39,12 @@ func rawIDs(t *testing.T, pool *pgxpool.Pool, setDoc bool, doc, query string) []
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if setDoc {
-		if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, doc); err != nil {
+	if set {
+		var nonce string
+		if err := tx.QueryRow(ctx, guardedsql.NonceSQLForTest).Scan(&nonce); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, value(nonce)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +91,7 @@ func TestPostgresPoliciesAlone(t *testing.T) {
 				"chains": vis.chains, "hotels": vis.hotels, "rooms": vis.rooms,
 				"bookings": vis.bookings, "payments": vis.payments, "guests": vis.guests,
 			} {
-				got := rawIDs(t, h.app, true, doc, `SELECT id FROM `+table)
+				got := rawIDs(t, h.app, h.key, true, doc, `SELECT id FROM `+table)
 				if exp := keysOf(want); !slices.Equal(got, exp) {
 					t.Errorf("%s under %s: got %v, want %v", table, doc, got, exp)
 				}
@@ -89,11 +100,11 @@ func TestPostgresPoliciesAlone(t *testing.T) {
 	}
 	// No context, an empty context, an empty document: no rows, no error.
 	for _, table := range policyTables {
-		if got := rawIDs(t, h.app, false, "", `SELECT id FROM `+table); len(got) != 0 {
+		if got := rawIDs(t, h.app, h.key, false, "", `SELECT id FROM `+table); len(got) != 0 {
 			t.Errorf("%s without context: %v", table, got)
 		}
 		for _, doc := range []string{"", "{}", `{"chain":[]}`, `{"region":["acme"]}`} {
-			if got := rawIDs(t, h.app, true, doc, `SELECT id FROM `+table); len(got) != 0 {
+			if got := rawIDs(t, h.app, h.key, true, doc, `SELECT id FROM `+table); len(got) != 0 {
 				t.Errorf("%s with context %q: %v", table, doc, got)
 			}
 		}
@@ -105,7 +116,11 @@ func TestPostgresPoliciesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', '{"chain":["acme"]}', true)`)
+	var nonce string
+	if err := tx.QueryRow(ctx, guardedsql.NonceSQLForTest).Scan(&nonce); err != nil {
+		t.Fatal(err)
+	}
+	tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, guardedsql.SignedScopeForTest(h.key, nonce, `{"chain":["acme"]}`))
 	_, err = tx.Exec(ctx, `INSERT INTO rooms (hotel_id, number, rate) VALUES ($1, 'x', 1)`, hotelOfChain(h.hotelDB, "globex"))
 	if err == nil || !strings.Contains(err.Error(), "row-level security") {
 		t.Fatalf("insert under a foreign hotel: %v", err)
@@ -128,7 +143,7 @@ func TestPostgresRawSQLWithoutContext(t *testing.T) {
 	one.MaxConns = 1
 	pool := pgConnect(t, one)
 	defer pool.Close()
-	db, err := guardedsql.NewPostgres(ctx, pool, h.sch)
+	db, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +186,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
 	ctx := context.Background()
 	try := func(pool *pgxpool.Pool) error {
-		_, err := guardedsql.NewPostgres(ctx, pool, h.sch)
+		_, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
 		return err
 	}
 	owner := func(sql string) {
@@ -182,7 +197,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 	}
 	reapply := func() {
 		t.Helper()
-		if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch); err != nil {
+		if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
 			t.Fatal(err)
 		}
 		if err := try(h.app); err != nil {
@@ -200,7 +215,23 @@ func TestPostgresStartupCheck(t *testing.T) {
 	}{
 		{"superuser", func() {}, func() *pgxpool.Pool { return h.admin }, guardedsql.ErrRLSSuperuser},
 		{"bypassrls", func() {}, func() *pgxpool.Pool { return bypassPool(t, h) }, guardedsql.ErrRLSBypassRLS},
-		{"owner with FORCE is accepted", func() {}, func() *pgxpool.Pool { return h.owner }, nil},
+		// The owner is subject to its FORCE'd policies but can read the
+		// scope-signing key (and replace the verifying function): it
+		// could sign any scope, so it must not serve.
+		{"owner is refused: it holds the key", func() {}, func() *pgxpool.Pool { return h.owner }, guardedsql.ErrRLSSigning},
+		{"verifying function trusts the raw setting", func() {
+			owner(`CREATE OR REPLACE FUNCTION tenantmcp_scope_doc() RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$ SELECT nullif(current_setting('tenantmcp.scope', true), '')::jsonb $$`)
+		}, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
+		{"verifying function not SECURITY DEFINER", func() { owner(`ALTER FUNCTION tenantmcp_scope_doc() SECURITY INVOKER`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
+		{"verifying function search_path not pinned", func() { owner(`ALTER FUNCTION tenantmcp_scope_doc() RESET search_path`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
+		{"verifying function owned by the app role's group", func() {
+			if _, err := h.admin.Exec(ctx, `GRANT `+h.ownerRole+` TO `+h.appRole); err != nil {
+				t.Fatal(err)
+			}
+		}, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
+		{"key table opened by a policy", func() { owner(`CREATE POLICY everyone ON tenantmcp_scope_keys USING (true)`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
+		{"key table without row-level security", func() { owner(`ALTER TABLE tenantmcp_scope_keys DISABLE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
+		{"signing key not installed", func() { owner(`DELETE FROM tenantmcp_scope_keys`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSKeyUnknown},
 		{"owner without FORCE", func() { owner(`ALTER TABLE payments NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.owner }, guardedsql.ErrRLSOwnerNotForced},
 		{"member of the owner role", func() { owner(`ALTER TABLE rooms NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return memberPool(t, h) }, guardedsql.ErrRLSOwnerNotForced},
 		{"not forced", func() { owner(`ALTER TABLE payments NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSNotEnabled},
@@ -228,6 +259,10 @@ func TestPostgresStartupCheck(t *testing.T) {
 			}
 			for _, p := range []string{"everyone", "narrow", "other"} {
 				owner(`DROP POLICY IF EXISTS ` + p + ` ON rooms`)
+			}
+			owner(`DROP POLICY IF EXISTS everyone ON tenantmcp_scope_keys`)
+			if _, err := h.admin.Exec(ctx, `REVOKE `+h.ownerRole+` FROM `+h.appRole); err != nil {
+				t.Fatal(err)
 			}
 			reapply()
 		})
@@ -297,7 +332,11 @@ func TestPostgresRLSDDL(t *testing.T) {
 		t.Error("global table touched")
 	}
 	for _, want := range []string{
-		`nullif(current_setting('tenantmcp.scope', true), '')::jsonb -> 'chain'`,
+		`jsonb_array_elements_text("tenantmcp_scope_doc"() -> 'chain')`,
+		`CREATE OR REPLACE FUNCTION %I() RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp`,
+		`REVOKE ALL ON "tenantmcp_scope_keys" FROM PUBLIC`,
 		`"room_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "rooms" AS "_p1" WHERE`,
 	} {
 		if !strings.Contains(all, want) {

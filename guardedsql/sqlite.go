@@ -44,7 +44,8 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) (*DB, error) {
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
 		if open := openers[scheme]; open != nil {
-			return open(ctx, dsn, sch, opts)
+			db, err := open(ctx, dsn, sch, opts)
+			return db, RedactDSNError(err, dsn)
 		}
 	}
 	pool, err := openSQLitePool(ctx, dsn, configOf(opts).stmtTimeout)
@@ -104,7 +105,7 @@ func pingSQLite(ctx context.Context, dsn, name string) (*sql.DB, error) {
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
-		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	return sqlDB, nil
 }
@@ -147,7 +148,8 @@ var introspectors = map[string]func(ctx context.Context, dsn string, t builder.T
 func Introspect(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Schema, error) {
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
 		if in := introspectors[scheme]; in != nil {
-			return in(ctx, dsn, t)
+			sch, err := in(ctx, dsn, t)
+			return sch, RedactDSNError(err, dsn)
 		}
 	}
 	sqlDB, err := openSQL(ctx, dsn, 0)
@@ -174,7 +176,7 @@ func openSQL(ctx context.Context, dsn string, busy time.Duration) (*sql.DB, erro
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
-		return nil, fmt.Errorf("guardedsql: open %s: %w", redactDSN(dsn), err)
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	return sqlDB, nil
 }
@@ -189,7 +191,7 @@ func sqliteName(dsn string, busy time.Duration) (name string, memory bool, err e
 		name = dsn
 	default:
 		scheme, _, _ := strings.Cut(dsn, ":")
-		return "", false, fmt.Errorf("guardedsql: unsupported DSN scheme %q", scheme)
+		return "", false, fmt.Errorf("guardedsql: unsupported DSN scheme %q", RedactDSN(scheme))
 	}
 	if name == "" {
 		return "", false, fmt.Errorf("guardedsql: empty SQLite path in DSN")
@@ -198,7 +200,7 @@ func sqliteName(dsn string, busy time.Duration) (name string, memory bool, err e
 	path, query, _ := strings.Cut(name, "?")
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return "", false, fmt.Errorf("guardedsql: DSN query: %w", err)
+		return "", false, RedactDSNError(fmt.Errorf("guardedsql: DSN query: %w", err), dsn)
 	}
 	pragmas := strings.Join(q["_pragma"], ";")
 	if !strings.Contains(pragmas, "foreign_keys") && q.Get("_foreign_keys") == "" && q.Get("_fk") == "" {
@@ -217,12 +219,4 @@ func sqliteName(dsn string, busy time.Duration) (name string, memory bool, err e
 		q.Set("_txlock", "immediate")
 	}
 	return path + "?" + q.Encode(), memory, nil
-}
-
-func redactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		u.User = url.User("redacted")
-		return u.String()
-	}
-	return dsn
 }

@@ -34,6 +34,13 @@ const (
 	// OutcomeCancelled: the client went away (disconnected or cancelled)
 	// before the call finished; its context was cancelled.
 	OutcomeCancelled = "cancelled"
+	// OutcomeConflict: the database refused the row as a duplicate
+	// (guardedsql.ErrConflict); the client reads "conflict".
+	OutcomeConflict = "conflict"
+	// OutcomeReferenced: the database refused to delete a row others
+	// still reference (guardedsql.ErrReferenced); the client reads
+	// "still referenced".
+	OutcomeReferenced = "still_referenced"
 )
 
 // callFunc decodes the validated arguments into the handler's In type and
@@ -169,6 +176,17 @@ func (s *Server) handlerError(ctx context.Context, a *auditRecord, red *redact.S
 	case errors.Is(err, guardedsql.ErrNotFound):
 		a.outcome = OutcomeNotFound
 		return toolError("not found"), nil
+	// The database's refusals, as guardedsql typed them: the words only,
+	// never the engine's text (it can quote another tenant's values).
+	case errors.Is(err, guardedsql.ErrConflict):
+		a.outcome = OutcomeConflict
+		return toolError("conflict"), nil
+	case errors.Is(err, guardedsql.ErrReferenced):
+		a.outcome = OutcomeReferenced
+		return toolError("still referenced"), nil
+	case errors.Is(err, guardedsql.ErrInvalidValue):
+		a.outcome = OutcomeInvalid
+		return toolError("invalid value"), nil
 	case errors.As(err, &input):
 		a.outcome = OutcomeInvalid
 		return toolError(red.String(input.msg)), nil

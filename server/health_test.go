@@ -105,6 +105,15 @@ func TestReadinessChecks(t *testing.T) {
 // ids interleave, with row-level security applied, and an application
 // role. It returns the admin configuration of the application role and the
 // owner's pool. Everything is dropped at cleanup.
+// notesKey signs the scope context of the PostgreSQL notes databases.
+var notesKey = func() guardedsql.RLSKey {
+	k, err := guardedsql.NewRLSKey("notes")
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 func pgNotes(t *testing.T) (app *pgxpool.Config, owner *pgxpool.Pool) {
 	t.Helper()
 	dsn := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
@@ -168,7 +177,7 @@ func pgNotes(t *testing.T) (app *pgxpool.Config, owner *pgxpool.Pool) {
 		`CREATE TABLE notes (id BIGINT PRIMARY KEY, org_id TEXT NOT NULL, body TEXT NOT NULL)`,
 		`INSERT INTO notes VALUES (1, 'north', 'n1'), (2, 'south', 's1'), (3, 'north', 'n2'), (4, 'south', 's2')`,
 		`GRANT SELECT, INSERT, UPDATE, DELETE ON notes TO `+appRole)
-	if err := guardedsql.ApplyRLS(ctx, owner, testSchema); err != nil {
+	if err := guardedsql.ApplyRLS(ctx, owner, testSchema, guardedsql.WithRLSKey(notesKey)); err != nil {
 		t.Fatal(err)
 	}
 	return cfgFor(appRole), owner
@@ -198,7 +207,7 @@ func TestReadinessThroughPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	db, err := guardedsql.NewPostgres(ctx, pool, testSchema)
+	db, err := guardedsql.NewPostgres(ctx, pool, testSchema, guardedsql.WithRLSKey(notesKey))
 	if err != nil {
 		t.Fatal(err)
 	}

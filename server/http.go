@@ -97,7 +97,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		Stateless:           o.Stateless,
 		SessionTimeout:      o.sessionTimeout(),
-		Logger:              s.opts.Logger,
+		Logger:              hideSessionIDs(s.opts.Logger),
 		MaxRequestBodyBytes: s.opts.MaxRequestBytes,
 	})
 	protected := auth.RequireBearerToken(s.tokenVerifier(), &auth.RequireBearerTokenOptions{

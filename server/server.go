@@ -189,7 +189,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,
-		Logger:       opts.Logger,
+		Logger:       hideSessionIDs(opts.Logger),
 		// Tools are listed (with list-changed notifications) even before
 		// the first AddTool. Logging is the go-sdk's historical default,
 		// kept while clients of protocol versions before 2026-07-28 use it.

@@ -6,6 +6,8 @@
 // the whole group path and of roles bound per grant; Disable switches off
 // one of the checks that close a modelling gap (Fix: nullable composite
 // foreign keys, path keys, the start-up catalog comparison, collations,
-// typed values) for the same purpose. All panic outside a test binary, so
-// production code cannot switch the guard off through them.
+// typed values) for the same purpose; RawEngineErrors and NoRecheck switch
+// off guardedsql's engine-error translation and its row-level security
+// re-check. All panic outside a test binary, so production code cannot
+// switch the guard off through them.
 package guardfault

@@ -111,3 +111,21 @@ func Off(fix Fix) bool {
 	defer offMu.RUnlock()
 	return off[fix] > 0
 }
+
+var rawEngineErrors, noRecheck atomic.Bool
+
+// RawEngineErrors makes guardedsql return the engine's errors untranslated
+// (their text included) until restore is called. It panics outside a test
+// binary.
+func RawEngineErrors() (restore func()) { return set(&rawEngineErrors) }
+
+// EngineErrorsRaw reports whether RawEngineErrors is in effect.
+func EngineErrorsRaw() bool { return rawEngineErrors.Load() }
+
+// NoRecheck makes guardedsql skip its row-level security re-checks (the
+// periodic one and the one of new connections) until restore is called.
+// It panics outside a test binary.
+func NoRecheck() (restore func()) { return set(&noRecheck) }
+
+// RecheckOff reports whether NoRecheck is in effect.
+func RecheckOff() bool { return noRecheck.Load() }

@@ -38,6 +38,10 @@ type Config struct {
 	// understood by guardedsql.Open (sqlite:…, postgres://…, mysql://…),
 	// whose schema and data the caller has already created.
 	DB string
+	// RLSKey signs the PostgreSQL scope context (guardedsql.WithRLSKey);
+	// required for postgres:// DSNs, ignored otherwise. SetupDemo
+	// installs it.
+	RLSKey guardedsql.RLSKey
 
 	// JWKSURL, Issuer and Audience point at a real identity provider. With
 	// JWKSURL empty a development issuer runs on loopback and mints the
@@ -293,9 +297,12 @@ func (app *App) openDB(ctx context.Context, cfg Config, tel *server.Telemetry) e
 	if tel != nil {
 		opts = append(opts, guardedsql.WithPoolWaitObserver(tel.PoolWaitObserver()))
 	}
+	if cfg.RLSKey.ID != "" {
+		opts = append(opts, guardedsql.WithRLSKey(cfg.RLSKey))
+	}
 	db, err := guardedsql.Open(ctx, dsn, Schema, opts...)
 	if err != nil {
-		return fmt.Errorf("hotel: opening %s: %w", redactDSN(dsn), err)
+		return fmt.Errorf("hotel: opening %s: %w", guardedsql.RedactDSN(dsn), err)
 	}
 	app.DB = db
 	app.closers = append(app.closers, db.Close)
@@ -304,7 +311,7 @@ func (app *App) openDB(ctx context.Context, cfg Config, tel *server.Telemetry) e
 		// replicas share them and a restart keeps them.
 		pool, err := pgxpool.New(ctx, dsn)
 		if err != nil {
-			return fmt.Errorf("hotel: taint store on %s: %w", redactDSN(dsn), err)
+			return guardedsql.RedactDSNError(fmt.Errorf("hotel: taint store on %s: %w", guardedsql.RedactDSN(dsn), err), dsn)
 		}
 		app.closers = append(app.closers, func() error { pool.Close(); return nil })
 		if app.taints, err = pgtaint.New(ctx, pool, pgtaint.Options{}); err != nil {
@@ -312,19 +319,6 @@ func (app *App) openDB(ctx context.Context, cfg Config, tel *server.Telemetry) e
 		}
 	}
 	return nil
-}
-
-// redactDSN hides a password in a DSN for error messages.
-func redactDSN(dsn string) string {
-	if i := strings.Index(dsn, "://"); i >= 0 {
-		rest := dsn[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				return dsn[:i+3] + rest[:c] + ":***" + rest[at:]
-			}
-		}
-	}
-	return dsn
 }
 
 // Serve serves HTTP on the app's listener until ctx is done.

@@ -16,6 +16,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
 // The hotel server end to end on live PostgreSQL (row-level security, an
@@ -33,26 +34,30 @@ func randName(prefix string) string {
 func TestLivePostgres(t *testing.T) {
 	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
 	pg := provisionPostgres(t, data)
-	runLive(t, pg.app, data)
+	runLive(t, pg.app, pg.key, data)
 
 	// The server refuses to start as a role that bypasses row-level security.
-	if _, err := hotel.New(context.Background(), hotel.Config{Addr: "127.0.0.1:0", DB: pg.admin}); err == nil || !strings.Contains(err.Error(), "row-level security") {
+	if _, err := hotel.New(context.Background(), hotel.Config{Addr: "127.0.0.1:0", DB: pg.admin, RLSKey: pg.key}); err == nil || !strings.Contains(err.Error(), "row-level security") {
 		t.Fatalf("hotel.New as the superuser: err = %v, want a row-level security refusal", err)
 	}
 }
 
 // livePostgresDemo creates a demo database with its application role (both
 // dropped at cleanup) and returns the administrator's and the role's DSN.
-func livePostgresDemo(t *testing.T) (admin, app string, data *hotel.Data) {
+func livePostgresDemo(t *testing.T) (admin, app string, key guardedsql.RLSKey, data *hotel.Data) {
 	t.Helper()
 	data = hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
 	pg := provisionPostgres(t, data)
-	return pg.admin, pg.app, data
+	return pg.admin, pg.app, pg.key, data
 }
 
 // livePostgres is a fresh hotel database on the live PostgreSQL: the
-// admin (superuser) DSN of that database and the application role's.
-type livePostgres struct{ admin, app string }
+// admin (superuser) DSN of that database and the application role's, and
+// the scope-signing key SetupDemo installed.
+type livePostgres struct {
+	admin, app string
+	key        guardedsql.RLSKey
+}
 
 // provisionPostgres creates a uniquely named database and application
 // role, loads d with SetupDemo, and drops both when the test ends. It skips
@@ -83,12 +88,16 @@ func provisionPostgres(t *testing.T, d *hotel.Data) livePostgres {
 	})
 	u, _ := url.Parse(admin)
 	u.Path = "/" + dbName
-	if err := hotel.SetupDemo(ctx, u.String(), role, d); err != nil {
+	key, err := guardedsql.NewRLSKey("hotel-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hotel.SetupDemo(ctx, u.String(), role, key, d); err != nil {
 		t.Fatal(err)
 	}
 	app := *u
 	app.User = url.User(role)
-	return livePostgres{admin: u.String(), app: app.String()}
+	return livePostgres{admin: u.String(), app: app.String(), key: key}
 }
 
 func TestLiveMySQL(t *testing.T) {
@@ -118,15 +127,15 @@ func TestLiveMySQL(t *testing.T) {
 		dsn += admin[slash+q:]
 	}
 	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
-	if err := hotel.SetupDemo(ctx, dsn, "", data); err != nil {
+	if err := hotel.SetupDemo(ctx, dsn, "", guardedsql.RLSKey{}, data); err != nil {
 		t.Fatal(err)
 	}
-	runLive(t, dsn, data)
+	runLive(t, dsn, guardedsql.RLSKey{}, data)
 }
 
 // runLive runs the isolation end-to-end checks against a server on dsn.
-func runLive(t *testing.T, dsn string, d *hotel.Data) {
-	h := startWith(t, hotel.Config{DB: dsn}, d)
+func runLive(t *testing.T, dsn string, key guardedsql.RLSKey, d *hotel.Data) {
+	h := startWith(t, hotel.Config{DB: dsn, RLSKey: key}, d)
 	// Issue 13: grants hold along the whole group path, roles per grant.
 	t.Run("group path ancestors", func(t *testing.T) { checkGroupPathAncestors(t, h, d) })
 	t.Run("roles per grant", func(t *testing.T) { checkGrantRoles(t, h, d) })

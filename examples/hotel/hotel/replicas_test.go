@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/flow"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 )
 
@@ -22,10 +23,10 @@ type replica struct {
 	stop func()
 }
 
-func startReplica(t *testing.T, dsn string, is *devissuer.Issuer) *replica {
+func startReplica(t *testing.T, dsn string, key guardedsql.RLSKey, is *devissuer.Issuer) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	app, err := hotel.New(ctx, hotel.Config{Addr: "127.0.0.1:0", DB: dsn, Stateless: true,
+	app, err := hotel.New(ctx, hotel.Config{Addr: "127.0.0.1:0", DB: dsn, RLSKey: key, Stateless: true,
 		JWKSURL: is.JWKSURL, Issuer: is.URL, Audience: is.Audience,
 		Logger: slog.New(slog.DiscardHandler), AuditLogger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -66,7 +67,7 @@ func (r *replica) connect(t *testing.T, token string) *mcp.ClientSession {
 // Both are stopped and a third starts: still denied. Another subject of
 // the same hotel is not affected.
 func TestLiveReplicasShareTaint(t *testing.T) {
-	_, dsn, data := livePostgresDemo(t)
+	_, dsn, key, data := livePostgresDemo(t)
 	is, err := devissuer.Start("127.0.0.1:0", "http://hotel-replicas.test/mcp")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestLiveReplicasShareTaint(t *testing.T) {
 			break
 		}
 	}
-	a, b := startReplica(t, dsn, is), startReplica(t, dsn, is)
+	a, b := startReplica(t, dsn, key, is), startReplica(t, dsn, key, is)
 	if d, res := call[hotel.BookingDetail](t, a.connect(t, carol), "get_booking", map[string]any{"id": booking}); res.IsError || d.Guest.Email == "" {
 		t.Fatalf("get_booking on replica a: %s", text(res))
 	}
@@ -104,7 +105,7 @@ func TestLiveReplicasShareTaint(t *testing.T) {
 	}
 	a.stop()
 	b.stop()
-	c := startReplica(t, dsn, is)
+	c := startReplica(t, dsn, key, is)
 	if err := sink(c, carol); err == nil || !strings.Contains(err.Error(), flow.RuleCategory) {
 		t.Fatalf("after restarting every replica: %v, want %s", err, flow.RuleCategory)
 	}

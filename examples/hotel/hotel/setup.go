@@ -29,10 +29,14 @@ var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 //
 // It destroys the hotel tables of that database: point it only at a
 // database made for the demo.
-func SetupDemo(ctx context.Context, adminDSN, appRole string, d *Data) error {
+func SetupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+	return guardedsql.RedactDSNError(setupDemo(ctx, adminDSN, appRole, key, d), adminDSN)
+}
+
+func setupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
 	switch {
 	case strings.HasPrefix(adminDSN, "postgres://"), strings.HasPrefix(adminDSN, "postgresql://"):
-		return setupPostgres(ctx, adminDSN, appRole, d)
+		return setupPostgres(ctx, adminDSN, appRole, key, d)
 	case strings.HasPrefix(adminDSN, "mysql://"):
 		return setupMySQL(ctx, adminDSN, d)
 	}
@@ -41,7 +45,10 @@ func SetupDemo(ctx context.Context, adminDSN, appRole string, d *Data) error {
 
 var hotelTables = []string{"payments", "bookings", "guests", "rooms", "hotels", "chains", "countries"}
 
-func setupPostgres(ctx context.Context, adminDSN, appRole string, d *Data) error {
+func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+	if key.ID == "" {
+		return fmt.Errorf("hotel: SetupDemo on PostgreSQL needs the scope-signing key the server will use")
+	}
 	if !roleName.MatchString(appRole) {
 		return fmt.Errorf("hotel: application role %q is not a plain lower-case identifier", appRole)
 	}
@@ -60,7 +67,7 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, d *Data) error
 	if err := Create(ctx, db, Postgres, d); err != nil {
 		return err
 	}
-	if err := guardedsql.ApplyRLS(ctx, pool, Schema); err != nil {
+	if err := guardedsql.ApplyRLS(ctx, pool, Schema, guardedsql.WithRLSKey(key)); err != nil {
 		return err
 	}
 	// The flow taints of every replica (kept across demo resets: a reset

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -468,4 +469,95 @@ func Acquire[T any](ctx context.Context, w Wait, get func(context.Context) (T, e
 		}
 	}
 	return v, err
+}
+
+// EngineErrorKind classifies an error the engine raised for a statement.
+type EngineErrorKind int
+
+const (
+	// EngineOther is any other engine error.
+	EngineOther EngineErrorKind = iota
+	// EngineUnique: a unique or primary-key constraint refused the row.
+	EngineUnique
+	// EngineReferenced: a foreign key refused deleting or re-keying a row
+	// that other rows still reference.
+	EngineReferenced
+	// EngineMissingRef: a foreign key refused a row whose referenced row
+	// does not exist.
+	EngineMissingRef
+	// EngineInvalid: the engine refused a value (type conversion, range,
+	// length, CHECK, NOT NULL).
+	EngineInvalid
+)
+
+// EngineError is what a dialect reads from an engine error. Table,
+// Constraint and Columns are identifiers as the engine names them, never
+// values; the caller still checks them against the schema. Message is the
+// engine's text, which may quote values of any row the statement touched:
+// it is for the operational log only, after redaction.
+type EngineError struct {
+	Kind       EngineErrorKind
+	Code       string
+	Table      string
+	Constraint string
+	Columns    []string
+	Message    string
+}
+
+// ErrorClassifier is implemented by dialects that can read their engine's
+// errors. Classify reports false for errors that do not come from the
+// engine (connection, context, driver-side errors).
+type ErrorClassifier interface {
+	Classify(err error) (EngineError, bool)
+}
+
+// identRE matches one plain identifier.
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+
+// Ident returns s if it is a plain identifier, else "". Every name taken
+// out of an engine message goes through it, so a quoted value can never
+// pass for a name.
+func Ident(s string) string {
+	if identRE.MatchString(s) {
+		return s
+	}
+	return ""
+}
+
+// UniqueKey is one unique constraint or unique index of a table.
+type UniqueKey struct {
+	Table, Name string
+	Columns     []string
+	Primary     bool
+}
+
+// UniqueLister is implemented by dialects that can list the unique keys
+// of the connection's current schema.
+type UniqueLister interface {
+	UniqueKeys(ctx context.Context, q Querier) ([]UniqueKey, error)
+}
+
+// CollectUniqueKeys runs query, whose rows are (table, name, primary,
+// comma-separated columns), and groups nothing: one row per key.
+func CollectUniqueKeys(ctx context.Context, q Querier, query string) ([]UniqueKey, error) {
+	rows, err := q.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	var out []UniqueKey
+	for rows.Next() {
+		var k UniqueKey
+		var cols string
+		if err := rows.Scan(&k.Table, &k.Name, &k.Primary, &cols); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		k.Columns = strings.Split(cols, ",")
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return nil, err
+	}
+	return out, rows.Close()
 }

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
@@ -52,7 +54,14 @@ ORDER BY c.relname, ic.relname, u.ord`
 // their types, primary keys, validated foreign keys, and unique keys.
 func (d Dialect) Introspect(ctx context.Context, q dialect.Querier) ([]builder.TableDef, error) {
 	defs, _, err := d.catalog(ctx, q)
-	return defs, err
+	// The key table of the signed scope context (any namespace) is the
+	// library's own, not the application's.
+	return slices.DeleteFunc(defs, isKeyTable), err
+}
+
+// isKeyTable reports whether td is a key table signedDDL created.
+func isKeyTable(td builder.TableDef) bool {
+	return strings.HasSuffix(td.Name, "_scope_keys") && slices.Equal(td.Columns, []string{"id", "inner_pad", "outer_pad", "added"})
 }
 
 // colInfo is what the byte-exactness check needs to know of a column.

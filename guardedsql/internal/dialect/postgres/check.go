@@ -22,7 +22,111 @@ var (
 	ErrRLSPolicyMissing    = fmt.Errorf("%w: a tenant-bound table lacks the expected policy, or has an outdated or altered one", ErrRLSUnsafe)
 	ErrRLSPolicyUnexpected = fmt.Errorf("%w: another permissive policy applying to the role widens access to a tenant-bound table", ErrRLSUnsafe)
 	ErrRLSTableMissing     = fmt.Errorf("%w: a tenant-bound table of the schema is not visible on the search_path", ErrRLSUnsafe)
+	ErrRLSSigning          = fmt.Errorf("%w: the signed scope context is not in force (verifying function or key table missing, altered or reachable by the role)", ErrRLSUnsafe)
+	ErrRLSKeyUnknown       = fmt.Errorf("%w: the scope-signing key is not installed (add it as the tables' owner)", ErrRLSUnsafe)
 )
+
+// checkSignedSQL reads back the verifying function and the key table
+// ($1 function name, $2 key table name, $3 the expected body with
+// @SCHEMA@ for the schema): for the function its owner's relation to the
+// current role, SECURITY DEFINER, volatility, configuration and whether
+// its body is the generated one; for the key table its row-level security,
+// its policies and its owner.
+const checkSignedSQL = `SELECT
+  coalesce(f.oid::int8, 0),
+  coalesce(pg_catalog.pg_has_role(current_user, f.proowner, 'MEMBER'), false),
+  coalesce(f.prosecdef, false),
+  coalesce(f.provolatile::text, ''),
+  coalesce(pg_catalog.array_to_string(f.proconfig, ';'), ''),
+  coalesce(f.prosrc = pg_catalog.replace($3, '@SCHEMA@', pg_catalog.quote_ident(n.nspname)), false),
+  coalesce(k.oid::int8, 0),
+  coalesce(pg_catalog.pg_has_role(current_user, k.relowner, 'MEMBER'), false),
+  coalesce(k.relrowsecurity, false),
+  coalesce(k.relforcerowsecurity, false),
+  (SELECT count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = k.oid),
+  coalesce(f.pronamespace = k.relnamespace, false)
+FROM (SELECT 1) AS one
+LEFT JOIN pg_catalog.pg_proc f ON f.oid = pg_catalog.to_regprocedure(pg_catalog.quote_ident($1) || '()')
+LEFT JOIN pg_catalog.pg_namespace n ON n.oid = f.pronamespace
+LEFT JOIN pg_catalog.pg_class k ON k.oid = pg_catalog.to_regclass(pg_catalog.quote_ident($2))`
+
+// checkSigned verifies that the policies obtain the scope only through a
+// verifying function the role cannot subvert: it exists, is SECURITY
+// DEFINER, STABLE, with search_path pinned, has the generated body, and
+// neither it nor the key table is owned by a role the current role is a
+// member of; the key table has row-level security enabled (not forced, so
+// the owner's function reads it) and no policy, so no grant opens it.
+// Then, if a key is configured, it probes that a context signed with it
+// verifies.
+func (d Dialect) checkSigned(ctx context.Context, q dialect.Querier, user string) error {
+	var (
+		fOID, kOID                     int64
+		fOwned, secdef, bodyOK, kOwned bool
+		vol, config                    string
+		rls, forced, sameSchema        bool
+		kPolicies                      int64
+	)
+	err := each(ctx, q, checkSignedSQL, []any{d.ScopeFunc(), d.KeyTable(), d.scopeFuncBody("@SCHEMA@")}, func(r dialect.Rows) error {
+		return r.Scan(&fOID, &fOwned, &secdef, &vol, &config, &bodyOK, &kOID, &kOwned, &rls, &forced, &kPolicies, &sameSchema)
+	})
+	if err != nil {
+		return fmt.Errorf("guardedsql: reading the signed-context objects: %w", err)
+	}
+	var why []string
+	switch {
+	case fOID == 0:
+		why = append(why, "function "+d.ScopeFunc()+"() is missing")
+	case kOID == 0:
+		why = append(why, "key table "+d.KeyTable()+" is missing")
+	default:
+		if fOwned {
+			why = append(why, "role "+user+" is a member of the function's owner")
+		}
+		if kOwned {
+			why = append(why, "role "+user+" is a member of the key table's owner")
+		}
+		if !secdef {
+			why = append(why, "the function is not SECURITY DEFINER")
+		}
+		if vol != "s" {
+			why = append(why, "the function is not STABLE")
+		}
+		if config != "search_path=pg_catalog, pg_temp" {
+			why = append(why, "the function's search_path is not pinned to pg_catalog, pg_temp")
+		}
+		if !bodyOK {
+			why = append(why, "the function's body was altered")
+		}
+		if !sameSchema {
+			why = append(why, "the function and the key table are in different schemas")
+		}
+		if !rls || forced || kPolicies != 0 {
+			why = append(why, "the key table must have row-level security enabled, not forced, and no policy")
+		}
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("%w (%s; re-apply guardedsql.RLSDDL as the tables' owner)", ErrRLSSigning, strings.Join(why, ", "))
+	}
+	if d.Key == nil {
+		return nil
+	}
+	tx, err := beginCheck(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if err := d.session(ctx, tx, "{}"); err != nil {
+		return err
+	}
+	var verified bool
+	if err := each(ctx, tx, d.checkKeySQL(), nil, func(r dialect.Rows) error { return r.Scan(&verified) }); err != nil {
+		return fmt.Errorf("guardedsql: probing the signed context: %w", err)
+	}
+	if !verified {
+		return fmt.Errorf("%w (key %q)", ErrRLSKeyUnknown, d.Key.ID)
+	}
+	return nil
+}
 
 const checkRoleSQL = `SELECT current_user::text, r.rolsuper, r.rolbypassrls FROM pg_catalog.pg_roles r WHERE r.rolname = current_user`
 
@@ -190,17 +294,22 @@ func (d Dialect) Check(ctx context.Context, q dialect.Querier, g *sqlast.Schema)
 		}
 		return fmt.Errorf("%w (table %q, policy %q)", ErrRLSPolicyUnexpected, p.table, p.name)
 	}
-	return nil
+	return d.checkSigned(ctx, q, user)
+}
+
+// beginCheck begins a transaction of the check on q, which must be a pool.
+func beginCheck(ctx context.Context, q dialect.Querier) (dialect.Tx, error) {
+	p, ok := q.(dialect.Pool)
+	if !ok {
+		return nil, fmt.Errorf("guardedsql: the start-up check needs a pool")
+	}
+	return p.Begin(ctx)
 }
 
 // inPinnedPath runs fn in a transaction whose search_path is pg_catalog
 // alone, so that deparsed expressions qualify every table.
 func inPinnedPath(ctx context.Context, q dialect.Querier, fn func(dialect.Querier) error) error {
-	p, ok := q.(dialect.Pool)
-	if !ok {
-		return fmt.Errorf("guardedsql: the start-up check needs a pool")
-	}
-	tx, err := p.Begin(ctx)
+	tx, err := beginCheck(ctx, q)
 	if err != nil {
 		return err
 	}

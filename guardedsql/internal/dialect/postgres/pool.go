@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
@@ -35,6 +37,11 @@ type pool struct {
 	p     *pgxpool.Pool
 	owned bool
 	wait  dialect.Wait
+	// onNew, if set, vets every connection the first time this pool
+	// hands it out (by backend pid); a connection it refuses is not used.
+	onNew func(ctx context.Context, conn dialect.Pool) error
+	mu    sync.Mutex
+	seen  map[uint32]struct{}
 }
 
 // BoundWait implements dialect.WaitBounder: Begin and BeginSingle wait at
@@ -42,9 +49,82 @@ type pool struct {
 // only for the wait, so the bound ends with it).
 func (p *pool) BoundWait(w dialect.Wait) { p.wait = w }
 
-func (p *pool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+func (p *pool) acquireWait(ctx context.Context) (*pgxpool.Conn, error) {
 	return dialect.Acquire(ctx, p.wait, p.p.Acquire)
 }
+
+// maxSeen bounds the set of vetted backend pids; when it is full it is
+// emptied, and every connection is vetted again on its next use.
+const maxSeen = 4096
+
+// NewConnChecker is implemented by NewPool's pools.
+type NewConnChecker interface {
+	// SetNewConnCheck makes fn vet every pooled connection before its
+	// first use through this pool: fn gets a dialect.Pool bound to that
+	// one connection, and an error from it fails the call that acquired
+	// the connection (which is returned to the pool unused and vetted
+	// again next time). Call it before the pool is used.
+	SetNewConnCheck(fn func(ctx context.Context, conn dialect.Pool) error)
+}
+
+var _ NewConnChecker = (*pool)(nil)
+
+func (p *pool) SetNewConnCheck(fn func(ctx context.Context, conn dialect.Pool) error) {
+	p.onNew = fn
+	p.seen = map[uint32]struct{}{}
+}
+
+// acquire takes a connection from the pool, vetting it if it is new.
+func (p *pool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	c, err := p.acquireWait(ctx)
+	if err != nil || p.onNew == nil {
+		return c, err
+	}
+	pid := c.Conn().PgConn().PID()
+	p.mu.Lock()
+	_, ok := p.seen[pid]
+	p.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	if err := p.onNew(ctx, &connPool{c: c}); err != nil {
+		c.Release()
+		return nil, err
+	}
+	p.mu.Lock()
+	if len(p.seen) >= maxSeen {
+		clear(p.seen)
+	}
+	p.seen[pid] = struct{}{}
+	p.mu.Unlock()
+	return c, nil
+}
+
+// connPool is a dialect.Pool of one acquired connection, which it never
+// releases (its owner does).
+type connPool struct{ c *pgxpool.Conn }
+
+func (p *connPool) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
+	r, err := p.c.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &rows{r: r}, nil
+}
+
+func (p *connPool) Exec(ctx context.Context, sql string, args ...any) (dialect.Result, error) {
+	tag, err := p.c.Exec(ctx, sql, args...)
+	if err != nil {
+		return dialect.Result{}, err
+	}
+	return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+func (p *connPool) Begin(ctx context.Context) (dialect.Tx, error) {
+	return &Tx{conn: p.c, pending: []stmt{{sql: "BEGIN"}}, keep: true}, nil
+}
+
+func (p *connPool) Close() error { return nil }
 
 func (p *pool) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
 	r, err := p.p.Query(ctx, sql, args...)
@@ -114,6 +194,13 @@ type Tx struct {
 	done    bool
 	single  bool // implicit transaction of one statement (BeginSingle)
 	sent    bool // the single statement has been sent
+	// sign, when set, produces the scope statement once the transaction's
+	// nonce is known (DeferSigned).
+	sign func(nonce string) (string, []any)
+	// commitQueued: COMMIT travels in the statement's batch (a signed
+	// single-statement transaction); Commit only releases.
+	commitQueued bool
+	keep         bool // the connection is not the Tx's to release (connPool)
 }
 
 // Defer queues a statement whose result is not needed; it is sent, in one
@@ -121,21 +208,68 @@ type Tx struct {
 // error it raises is reported by that call.
 func (t *Tx) Defer(sql string, args ...any) { t.pending = append(t.pending, stmt{sql, args}) }
 
+// DeferSigned queues the statement sign returns for the transaction's
+// nonce (NonceSQL). Before the next statement, BEGIN, the pending
+// statements and the nonce query go in one round trip; the signed
+// statement then travels in the statement's own batch. A single-statement
+// transaction becomes an explicit one (the nonce must be read inside it)
+// whose COMMIT is pipelined after the statement: two round trips in all.
+func (t *Tx) DeferSigned(sign func(nonce string) (sql string, args []any)) { t.sign = sign }
+
+// begin runs, in one round trip, BEGIN (unless sent already), the pending
+// statements and the nonce query, and queues the signed statement.
+func (t *Tx) begin(ctx context.Context) error {
+	sign := t.sign
+	t.sign = nil
+	if t.single {
+		t.single = false
+		t.commitQueued = true
+		t.pending = append([]stmt{{sql: "BEGIN"}}, t.pending...)
+	}
+	b := &pgx.Batch{}
+	for _, s := range t.pending {
+		b.Queue(s.sql, s.args...)
+	}
+	b.Queue(NonceSQL)
+	n := len(t.pending)
+	t.pending = nil
+	t.begun = true
+	br := t.conn.SendBatch(ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return errors.Join(err, br.Close())
+		}
+	}
+	var nonce string
+	if err := br.QueryRow().Scan(&nonce); err != nil {
+		return errors.Join(err, br.Close())
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	sql, args := sign(nonce)
+	t.pending = []stmt{{sql, args}}
+	return nil
+}
+
 // send runs the pending statements and then sql. With nothing pending it
 // returns nil BatchResults and the caller runs sql directly.
 func (t *Tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	if t.done {
 		return nil, ErrTxDone
 	}
-	if t.single {
+	if t.single || t.commitQueued {
 		if t.sent {
 			return nil, ErrSingleUsed
 		}
 		t.sent = true
-		if len(t.pending) == 0 {
-			return nil, nil
+	}
+	if t.sign != nil {
+		if err := t.begin(ctx); err != nil {
+			return nil, err
 		}
-	} else if len(t.pending) == 0 {
+	}
+	if len(t.pending) == 0 && !t.commitQueued {
 		return nil, nil
 	}
 	b := &pgx.Batch{}
@@ -143,9 +277,15 @@ func (t *Tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults
 		b.Queue(s.sql, s.args...)
 	}
 	b.Queue(sql, args...)
+	if t.commitQueued {
+		b.Queue("COMMIT")
+		t.begun = false // the batch ends the transaction
+	}
 	n := len(t.pending)
 	t.pending = nil
-	t.begun = !t.single
+	if !t.single && !t.commitQueued {
+		t.begun = true
+	}
 	br := t.conn.SendBatch(ctx, b)
 	for range n {
 		if _, err := br.Exec(); err != nil {
@@ -189,6 +329,12 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (dialect.Result,
 		return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
 	}
 	tag, err := br.Exec()
+	if err == nil && t.commitQueued {
+		var ctag pgconn.CommandTag
+		if ctag, err = br.Exec(); err == nil && ctag.String() == "ROLLBACK" {
+			err = ErrCommitRolledBack
+		}
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -236,7 +382,9 @@ func (t *Tx) Rollback(ctx context.Context) error {
 func (t *Tx) release() {
 	t.done = true
 	t.pending = nil
-	t.conn.Release()
+	if !t.keep {
+		t.conn.Release()
+	}
 }
 
 // rows adapts pgx.Rows to dialect.Rows.

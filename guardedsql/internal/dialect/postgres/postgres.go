@@ -4,15 +4,19 @@
 //
 // # Two boundaries
 //
-// Every guarded statement runs in a transaction that first calls
+// Every guarded statement runs in a transaction that first reads the
+// transaction's nonce (NonceSQL) and then calls
 //
 //	SELECT set_config('<namespace>.scope', $1, true)
 //
 // with the typed scope document ({"chain":["acme"],"hotel":[12]}, see
-// dialect.EncodeScope). The third argument makes the setting
-// transaction-local: it ends with the transaction, so a pooled connection
-// never carries one request's scope into the next, and after commit
-// current_setting returns the empty string on that connection (not NULL).
+// dialect.EncodeScope) signed for that transaction (signed.go). The third
+// argument makes the setting transaction-local: it ends with the
+// transaction, so a pooled connection never carries one request's scope
+// into the next, and after commit current_setting returns the empty
+// string on that connection (not NULL). The policies read the document
+// only through the verifying function "<namespace>_scope_doc()", so a
+// setting the application role writes itself admits nothing.
 //
 // RLSDDL generates, from the schema graph, ENABLE and FORCE ROW LEVEL
 // SECURITY for every tenant-bound table and one permissive policy per table
@@ -29,11 +33,10 @@
 //
 // The context is read once per statement: each level's id set is an
 // uncorrelated ARRAY(...) sublink, which PostgreSQL runs once as an
-// InitPlan, and nullif turns a missing or empty setting into NULL,
-// so no context means an empty id set and no rows — never an error, never
-// every row. Everything that reads the setting is a built-in STABLE
-// function (current_setting): nothing can be constant-folded into a cached
-// plan, and no IMMUTABLE helper exists to be mislabelled. Each hop of the
+// InitPlan, and the verifying function returns NULL for a missing, empty,
+// unsigned or replayed setting, so no verified context means an empty id
+// set and no rows — never an error, never every row. The verifying
+// function is STABLE: nothing can be constant-folded into a cached plan. Each hop of the
 // foreign-key path is an "= ANY (ARRAY(SELECT key FROM parent WHERE ...))"
 // test, again an InitPlan, so the policy of a child table can drive an index
 // on its foreign-key column instead of filtering every row with a per-row
@@ -97,6 +100,9 @@ type Dialect struct {
 	Style dialect.PathStyle
 	// Timeouts, if set, are made transaction-local alongside the scope.
 	Timeouts Timeouts
+	// Key signs the scope setting (see signed.go); Session fails without
+	// one.
+	Key *Key
 }
 
 var (
@@ -224,25 +230,13 @@ func (Dialect) NeedsTx() bool { return true }
 // the scope document.
 const SessionSQL = `SELECT set_config($1, $2, true)`
 
-// deferrer is implemented by this package's Tx: statements whose results
-// are not needed are sent together with the next statement, in one round
-// trip.
-type deferrer interface {
-	Defer(sql string, args ...any)
-}
-
-// Session implements dialect.Dialect: it sets the scope document as the
-// transaction-local setting.
+// Session implements dialect.Dialect: it sets the scope document, signed
+// for this transaction (see signed.go), as the transaction-local setting.
 func (d Dialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope, doc string) error {
 	if err := d.Timeouts.session(ctx, tx); err != nil {
 		return err
 	}
-	if t, ok := tx.(deferrer); ok {
-		t.Defer(SessionSQL, d.Setting(), doc)
-		return nil
-	}
-	_, err := tx.Exec(ctx, SessionSQL, d.Setting(), doc)
-	return err
+	return d.session(ctx, tx, doc)
 }
 
 func firstErr(errs ...error) error {

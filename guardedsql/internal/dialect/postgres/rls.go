@@ -46,7 +46,7 @@ func (d Dialect) Policies(g *sqlast.Schema) []Policy {
 			Name:   d.PolicyName(),
 			Expr:   expr,
 			Check:  check,
-			Marker: d.ns() + ":v1:" + hex.EncodeToString(sum[:12]),
+			Marker: d.ns() + ":v2:" + hex.EncodeToString(sum[:12]),
 		})
 	}
 	return out
@@ -66,6 +66,9 @@ func (d Dialect) Policies(g *sqlast.Schema) []Policy {
 func (d Dialect) RLSDDL(g *sqlast.Schema) []string {
 	var out, rels, markers []string
 	ps := d.Policies(g)
+	if len(ps) > 0 {
+		out = append(out, d.signedDDL()...)
+	}
 	for _, p := range ps {
 		qt := d.Quote(p.Table)
 		qp := d.Quote(p.Name)
@@ -128,14 +131,13 @@ func (pg *policyGen) col(alias, c string) string {
 }
 
 // doc is the scope document the policies read: the one place it is
-// obtained. nullif turns the empty string a finished transaction leaves
-// behind into NULL, whose id sets and tuple sets are empty.
-func (pg *policyGen) doc() string {
-	return "nullif(current_setting(" + literal(pg.d.Setting()) + ", true), '')::jsonb"
-}
+// obtained, only through the verifying function (see scopeDoc and
+// signed.go). An unsigned, forged, replayed or missing setting yields
+// NULL, whose id sets and tuple sets are empty.
+func (pg *policyGen) doc() string { return pg.d.scopeDoc() }
 
-// ids is the level's id set read from the setting: an uncorrelated ARRAY
-// sublink, evaluated once per statement.
+// ids is the level's id set read from the verified document: an
+// uncorrelated ARRAY sublink, evaluated once per statement.
 func (pg *policyGen) ids(lvl *sqlast.Level) string {
 	doc := pg.doc() + " -> " + literal(lvl.Name)
 	if lvl.Key == sqlast.IntKey {

@@ -36,7 +36,7 @@ func (t Timeouts) session(ctx context.Context, tx dialect.Querier) error {
 	// configured one changes.
 	st, lk := ms(t.Statement, "statement_timeout"), ms(t.Lock, "lock_timeout")
 	q := `SELECT set_config('statement_timeout', ` + st + `, true), set_config('lock_timeout', ` + lk + `, true)`
-	if dt, ok := tx.(deferrer); ok {
+	if dt, ok := driverTx[deferrer](tx); ok {
 		dt.Defer(q)
 		return nil
 	}

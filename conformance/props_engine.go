@@ -1,0 +1,323 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
+)
+
+// signedScope returns doc signed for tx with the scratch database's key,
+// as the guarded DB signs it.
+func (r *runner) signedScope(p *pt, tx pgx.Tx, doc string) string {
+	var nonce string
+	if err := tx.QueryRow(p.ctx, guardedsql.ScopeNonceSQL).Scan(&nonce); err != nil {
+		p.Fatalf("transaction nonce: %v", err)
+	}
+	v, err := guardedsql.SignScope(r.sc.rlsKey, nonce, doc)
+	if err != nil {
+		p.Fatalf("signing the scope: %v", err)
+	}
+	return v
+}
+
+// setSignedScope sets, in tx, doc signed for tx.
+func (r *runner) setSignedScope(p *pt, tx pgx.Tx, doc string) {
+	if _, err := tx.Exec(p.ctx, `SELECT set_config($1, $2, true)`, pgSetting, r.signedScope(p, tx, doc)); err != nil {
+		p.Fatalf("set_config: %v", err)
+	}
+}
+
+// P35: raw SQL as the application role cannot give itself a scope. It
+// sets the scope setting itself, unsigned (transaction-local and
+// session-level), with a made-up MAC, and with a correctly signed value
+// replayed from another transaction (of another connection, and an
+// earlier one of its own): every tenant-bound table shows no row. The
+// control, the value signed for the very transaction, shows the oracle's
+// rows.
+func propSignedContext(p *pt, r *runner) {
+	conn, err := pgx.Connect(p.ctx, r.sc.guardedDSN)
+	if err != nil {
+		p.Fatalf("connecting as the app role: %v", err)
+	}
+	defer conn.Close(p.ctx)
+	other, err := pgx.Connect(p.ctx, r.sc.guardedDSN)
+	if err != nil {
+		p.Fatalf("connecting as the app role: %v", err)
+	}
+	defer other.Close(p.ctx)
+	none := func(q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}, what string) {
+		for _, name := range r.g.bound {
+			got, err := r.pgKeys(p.ctx, q, name)
+			if err != nil {
+				p.Errorf("%s: SELECT from %s: %v (want zero rows, not an error)", what, name, err)
+			} else if len(got) != 0 {
+				p.Errorf("%s: SELECT from %s as the app role returned %d rows; want none", what, name, len(got))
+			}
+		}
+	}
+	for _, tn := range r.tenants[:min(2, len(r.tenants))] {
+		doc := r.scopeDoc(tn.Grants)
+		// The control, and a value to replay.
+		tx, err := conn.Begin(p.ctx)
+		if err != nil {
+			p.Fatalf("begin: %v", err)
+		}
+		signed := r.signedScope(p, tx, doc)
+		if _, err := tx.Exec(p.ctx, `SELECT set_config($1, $2, true)`, pgSetting, signed); err != nil {
+			p.Fatalf("set_config: %v", err)
+		}
+		for _, name := range r.g.bound {
+			got, err := r.pgKeys(p.ctx, tx, name)
+			if err != nil {
+				p.Errorf("control: %s as %s: %v", name, tn, err)
+			} else if d := diff(got, r.or.visible(name, tn.Grants)); d != "" {
+				p.Errorf("control: %s as %s with the context signed for its transaction: %s", name, tn, d)
+			}
+		}
+		// Replayed on another connection while the signed transaction is
+		// still open.
+		otx, err := other.Begin(p.ctx)
+		if err != nil {
+			p.Fatalf("begin: %v", err)
+		}
+		if _, err := otx.Exec(p.ctx, `SELECT set_config($1, $2, true)`, pgSetting, signed); err != nil {
+			p.Fatalf("set_config: %v", err)
+		}
+		none(otx, "signed value replayed on another connection as "+tn.String())
+		_ = otx.Rollback(p.ctx)
+		_ = tx.Rollback(p.ctx)
+
+		for _, c := range []struct {
+			what, value string
+			local       bool
+		}{
+			{"unsigned document", doc, true},
+			{"unsigned document, session level", doc, false},
+			{"signed value replayed in a later transaction", signed, true},
+			{"signed value replayed at session level", signed, false},
+			{"made-up MAC", "v1." + r.sc.rlsKey.ID + "." + strings.Repeat("ab", 32) + "." + doc, true},
+		} {
+			tx, err := conn.Begin(p.ctx)
+			if err != nil {
+				p.Fatalf("begin: %v", err)
+			}
+			if _, err := tx.Exec(p.ctx, `SELECT set_config($1, $2, $3)`, pgSetting, c.value, c.local); err != nil {
+				p.Fatalf("set_config: %v", err)
+			}
+			none(tx, c.what+" as "+tn.String())
+			_ = tx.Rollback(p.ctx)
+			if !c.local { // the session-level value outlives the transaction
+				none(conn, c.what+" as "+tn.String()+", next statement")
+				if _, err := conn.Exec(p.ctx, `SELECT set_config($1, '', false)`, pgSetting); err != nil {
+					p.Fatalf("reset: %v", err)
+				}
+			}
+		}
+	}
+}
+
+// engineTextFragments are engine phrasings that come with values or that
+// only the engine's own text carries.
+var engineTextFragments = []string{"Duplicate entry", "constraint failed", "Key (", "violates", "Cannot delete", "SQLSTATE", "Error 1"}
+
+// checkEngineError requires err to be a typed engine error of kind that
+// carries neither engine text nor any value of the rows given.
+func checkEngineError(p *pt, err error, kind error, what string, rows ...Row) {
+	var ee *guardedsql.EngineError
+	if !errors.Is(err, kind) || !errors.As(err, &ee) {
+		p.Errorf("%s: err = %v; want %v as a guardedsql.EngineError", what, err, kind)
+		return
+	}
+	text := err.Error()
+	for _, s := range engineTextFragments {
+		if strings.Contains(text, s) {
+			p.Errorf("%s: engine text %q reached tool code: %v", what, s, err)
+		}
+	}
+	for _, row := range rows {
+		for col, v := range row {
+			if s := fmt.Sprint(v); len(s) >= 4 && strings.Contains(text, s) {
+				p.Errorf("%s: the value of %s (%q) reached tool code: %v", what, col, s, err)
+			}
+		}
+	}
+}
+
+// P36: no engine error text reaches tool code. Deleting an own row that
+// own child rows still reference makes the engine refuse (a foreign-key
+// violation); tool code gets ErrReferenced naming schema identifiers
+// only, never the engine's message.
+func propEngineErrors(p *pt, r *runner) {
+	tried := 0
+	for _, tn := range r.tenants {
+		ctx := r.scoped(p.ctx, tn)
+		for _, name := range r.g.bound {
+			t := r.g.tables[name]
+			if t.parent == nil || len(t.parent.cols) != 1 || len(r.g.tables[t.parent.to].pk) != 1 || r.g.tables[t.parent.to].pk[0] != t.parent.ref[0] {
+				continue
+			}
+			own := sortedKeys(r.or.visible(name, tn.Grants))
+			if len(own) == 0 {
+				continue
+			}
+			row := r.or.row(name, own[0])
+			parent := r.g.tables[t.parent.to]
+			pt := r.sch.Table(parent.name)
+			del := builder.Must(builder.DeleteFrom(pt).Where(pt.Col(parent.pk[0]).Eq(row[t.parent.cols[0]])).Build())
+			_, err := r.exec(ctx, r.db, del)
+			tried++
+			checkEngineError(p, err, guardedsql.ErrReferenced, fmt.Sprintf("DELETE of %s %v (still referenced by %s) as %s", parent.name, row[t.parent.cols[0]], name, tn), row)
+			break
+		}
+	}
+	if tried == 0 {
+		p.Skipf("no tenant-bound table with a single-column scope parent")
+	}
+}
+
+// P38: a unique key shared by all tenants (here a single-column primary
+// key of a child table, which does not include the tenant path column) is
+// reported at open (DB.UniqueOracles), and trying it, an insert under an
+// own parent that reuses another tenant's key, fails with ErrConflict
+// carrying no value of the other tenant's row.
+func propUniqueOracle(p *pt, r *runner) {
+	oracles := r.db.UniqueOracles()
+	tried := 0
+	for _, tn := range r.tenants[:min(2, len(r.tenants))] {
+		ctx := r.scoped(p.ctx, tn)
+		for _, name := range r.g.bound {
+			t := r.g.tables[name]
+			if t.parent == nil || len(t.pk) != 1 || t.pk[0] == t.parent.cols[0] {
+				continue
+			}
+			reported := false
+			for _, o := range oracles {
+				if o.Table == name && strings.Join(o.Columns, ",") == t.pk[0] {
+					reported = true
+				}
+			}
+			if !reported {
+				p.Errorf("%s: primary key (%s) lacks the tenant path column but DB.UniqueOracles does not list it: %+v", name, t.pk[0], oracles)
+			}
+			own := sortedKeys(r.or.visible(name, tn.Grants))
+			foreign := r.or.foreign(name, tn.Grants)
+			if len(own) == 0 || len(foreign) == 0 {
+				continue
+			}
+			template, ok := r.readableRefs(p, t, r.raw.byKey[name][own[0]], tn)
+			if !ok {
+				continue
+			}
+			frow := r.or.row(name, foreign[0])
+			bad := r.fresh(t, template)
+			bad[t.pk[0]] = frow[t.pk[0]]
+			_, err := r.exec(ctx, r.db, r.insertOf(p, t, bad))
+			tried++
+			other := Row{}
+			for c, v := range frow {
+				if c != t.pk[0] { // the key is the caller's own input
+					other[c] = v
+				}
+			}
+			checkEngineError(p, err, guardedsql.ErrConflict, fmt.Sprintf("INSERT into %s reusing a foreign key as %s", name, tn), other)
+			break
+		}
+	}
+	if tried == 0 {
+		p.Skipf("no tenant-bound child table with a single-column primary key")
+	}
+}
+
+// P37: policy drift is caught while serving. On an RLS-only DB (no guard
+// predicates: the policies are the only read boundary) re-checking every
+// 150 ms, the owner replaces a table's policy by USING (true); within the
+// interval every call fails closed with ErrRLSUnsafe naming the table,
+// with no foreign row, and the failure is logged; once the policies are
+// re-applied the DB serves the oracle's rows again.
+func propPolicyDrift(p *pt, r *runner) {
+	const interval = 150 * time.Millisecond
+	logs := &logbuf.Buffer{}
+	db, closeDB, err := r.sc.openGuarded(p.ctx, r.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSRecheck(interval),
+		guardedsql.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		p.Fatalf("opening an RLS-only DB: %v", err)
+	}
+	defer closeDB()
+	name := r.g.bound[p.rng.IntN(len(r.g.bound))]
+	tn := r.tenants[0]
+	ctx := r.scoped(p.ctx, tn)
+	x := r.ref(name, "x")
+	cols := r.g.tables[name].pk
+	q := builder.Must(builder.Select(keyCols(x, r.g.tables[name])...).From(x).Build())
+	read := func() (map[string]bool, error) {
+		rs, err := db.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		keys, err := guardedsql.CollectRows(rs, func(rs *guardedsql.Rows) (string, error) {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rs.Scan(ptrs...); err != nil {
+				return "", err
+			}
+			parts := make([]string, len(vals))
+			for i, v := range vals {
+				parts[i] = canon(v)
+			}
+			return tuple(parts...), nil
+		})
+		out := map[string]bool{}
+		for _, k := range keys {
+			out[k] = true
+		}
+		return out, err
+	}
+	want := r.or.visible(name, tn.Grants)
+	if got, err := read(); err != nil || diff(got, want) != "" {
+		p.Fatalf("control: %s as %s before the drift: %v %s", name, tn, err, diff(got, want))
+	}
+	if _, err := r.sc.owner.Exec(`ALTER POLICY tenantmcp_scope ON ` + Postgres.quote(name) + ` USING (true)`); err != nil {
+		p.Fatalf("altering the policy on %s: %v", name, err)
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			_ = prepareEngine(context.Background(), r.sc, r.sch)
+		}
+	}()
+	time.Sleep(interval + 50*time.Millisecond)
+	for range 3 {
+		got, err := read()
+		switch {
+		case err == nil:
+			p.Errorf("%s as %s: served %d rows (%d foreign) one interval after the policy was altered; want ErrRLSUnsafe", name, tn, len(got), len(got)-len(want))
+		case !errors.Is(err, guardedsql.ErrRLSUnsafe) || !strings.Contains(err.Error(), `"`+name+`"`):
+			p.Errorf("%s as %s after the drift: %v; want ErrRLSUnsafe naming the table", name, tn, err)
+		}
+	}
+	if !strings.Contains(logs.String(), "row-level security check failed") {
+		p.Errorf("the drift left no log record")
+	}
+	if err := prepareEngine(p.ctx, r.sc, r.sch); err != nil {
+		p.Fatalf("re-applying row-level security: %v", err)
+	}
+	restored = true
+	time.Sleep(interval + 50*time.Millisecond)
+	if got, err := read(); err != nil || diff(got, want) != "" {
+		p.Errorf("%s as %s after re-applying: %v %s", name, tn, err, diff(got, want))
+	}
+}

@@ -1,0 +1,95 @@
+package guardedsql_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+)
+
+// TestRedactDSN covers every DSN form the library accepts: the password
+// never survives, the rest (user, host, database) does.
+func TestRedactDSN(t *testing.T) {
+	for _, c := range []struct {
+		name, dsn, secret string
+		keep              []string
+	}{
+		{"postgres URL userinfo", "postgres://app:S3cretPW@db.example:5432/hotel?sslmode=disable", "S3cretPW", []string{"app", "db.example:5432", "/hotel", "sslmode=disable"}},
+		{"postgresql URL userinfo percent-encoded", "postgresql://app:S3cr%40t%2FPW@db.example/hotel", "S3cr%40t%2FPW", []string{"app", "db.example", "/hotel"}},
+		{"postgres password query", "postgres://app@127.0.0.1:5432/hotel?sslmode=disable&password=S3cretPW", "S3cretPW", []string{"app@127.0.0.1:5432", "sslmode=disable"}},
+		{"postgres sslpassword query", "postgres://app@h/hotel?sslpassword=S3cretPW&sslmode=verify-full", "S3cretPW", []string{"sslmode=verify-full"}},
+		{"keyword/value", "host=127.0.0.1 port=5432 user=app password=S3cretPW dbname=hotel", "S3cretPW", []string{"host=127.0.0.1", "user=app", "dbname=hotel"}},
+		{"keyword/value quoted", "host=h user=app password='S3cret PW' dbname=hotel", "S3cret PW", []string{"user=app", "dbname=hotel"}},
+		{"keyword/value spaced", "host=h password = S3cretPW dbname=hotel", "S3cretPW", []string{"dbname=hotel"}},
+		{"mysql driver DSN", "mysql://root:S3cretPW@tcp(127.0.0.1:3306)/hotel?parseTime=true", "S3cretPW", []string{"root", "tcp(127.0.0.1:3306)", "/hotel", "parseTime=true"}},
+		{"mysql driver DSN with @ in password", "mysql://root:S3c@retPW@tcp(127.0.0.1:1)/x", "S3c@retPW", []string{"root", "tcp(127.0.0.1:1)"}},
+		{"mysql unix socket", "mysql://root:S3cretPW@unix(/run/mysqld/mysqld.sock)/hotel", "S3cretPW", []string{"unix(/run/mysqld/mysqld.sock)"}},
+		{"mysql URL form", "mysql://root:S3cretPW@127.0.0.1:3306/hotel", "S3cretPW", []string{"root", "127.0.0.1:3306"}},
+		{"unparseable URL", "postgres://app:S3cretPW@[::1/hotel", "S3cretPW", []string{"app"}},
+		{"no password", "postgres://app@h/hotel", "", []string{"postgres://app@h/hotel"}},
+		{"sqlite", "sqlite:/tmp/x.db?_pragma=foreign_keys(1)", "", []string{"sqlite:/tmp/x.db?_pragma=foreign_keys(1)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := guardedsql.RedactDSN(c.dsn)
+			if c.secret == "" {
+				if got != c.dsn {
+					t.Fatalf("RedactDSN(%q) = %q, want it unchanged", c.dsn, got)
+				}
+				return
+			}
+			for _, s := range []string{c.secret, "S3cret", "retPW"} {
+				if strings.Contains(got, s) {
+					t.Errorf("RedactDSN(%q) = %q still holds %q", c.dsn, got, s)
+				}
+			}
+			if !strings.Contains(got, "xxxxx") {
+				t.Errorf("RedactDSN(%q) = %q marks no redaction", c.dsn, got)
+			}
+			for _, k := range c.keep {
+				if !strings.Contains(got, k) {
+					t.Errorf("RedactDSN(%q) = %q lost %q", c.dsn, got, k)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenErrorsHidePassword opens DSNs that fail (nothing listens on port
+// 1, or the DSN does not parse) and checks that no error text carries the
+// password, in every form Open and Introspect accept.
+func TestOpenErrorsHidePassword(t *testing.T) {
+	sch := builder.MustSchema(builder.SchemaDef{Tables: []builder.TableDef{{Name: "t", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Global: true}}})
+	for _, dsn := range []string{
+		"mysql://root:S3cretPW@tcp(127.0.0.1:1)/x",
+		"mysql://root:S3cretPW@127.0.0.1:1/x",
+		"mysql://root:S3cretPW@tcp(127.0.0.1:1)/x?badparam=%zz",
+		"postgres://app:S3cretPW@127.0.0.1:1/x?sslmode=disable&connect_timeout=2",
+		"postgres://app@127.0.0.1:1/x?sslmode=disable&connect_timeout=2&password=S3cretPW",
+		"postgres://app@127.0.0.1:1/x?sslmode=bogus&password=S3cretPW",
+		"postgres://app:S3cretPW@127.0.0.1:1/x?sslmode=bogus",
+		"host=127.0.0.1 port=1 password=S3cretPW dbname=x",
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := guardedsql.Open(ctx, dsn, sch)
+		_, ierr := guardedsql.Introspect(ctx, dsn, builder.Tenancy{})
+		cancel()
+		for _, e := range []error{err, ierr} {
+			if e == nil {
+				t.Errorf("%s: no error", guardedsql.RedactDSN(dsn))
+				continue
+			}
+			if strings.Contains(e.Error(), "S3cretPW") {
+				t.Errorf("error carries the password: %v", e)
+			}
+		}
+	}
+	// The wrapper keeps what the error matched.
+	err := guardedsql.RedactDSNError(context.Canceled, "postgres://a:S3cretPW@h/x")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatal("RedactDSNError lost errors.Is")
+	}
+}

@@ -1,0 +1,96 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+)
+
+var _ dialect.ErrorClassifier = Dialect{}
+
+var (
+	// dupKey is the end of ER_DUP_ENTRY: "... for key 'table.name'" (or
+	// 'name'); the value before it is never read.
+	dupKey = regexp.MustCompile(` for key '(?:([A-Za-z0-9_$]+)\.)?([A-Za-z0-9_$]+)'$`)
+	// fkParts reads ER_ROW_IS_REFERENCED_2 / ER_NO_REFERENCED_ROW_2, which
+	// carry names only: "(`db`.`child`, CONSTRAINT `fk` FOREIGN KEY (`col`) ...".
+	fkParts = regexp.MustCompile("\\(`[^`]*`\\.`([A-Za-z0-9_$]+)`, CONSTRAINT `([A-Za-z0-9_$]+)` FOREIGN KEY \\(`([A-Za-z0-9_$]+)`")
+	// forColumn reads the column of the conversion and range errors:
+	// "... for column 'c' at row 1" or "... for column `db`.`t`.`c` at row 1".
+	forColumn = regexp.MustCompile("for column (?:'([A-Za-z0-9_$]+)'|(?:`[^`]*`\\.)*`([A-Za-z0-9_$]+)`) at row [0-9]+$")
+	// nullColumn reads ER_BAD_NULL_ERROR: "Column 'c' cannot be null".
+	nullColumn = regexp.MustCompile(`^Column '([A-Za-z0-9_$]+)' cannot be null$`)
+	// checkName reads ER_CHECK_CONSTRAINT_VIOLATED / MariaDB's
+	// ER_CONSTRAINT_FAILED: "CONSTRAINT `name` failed for `db`.`t`" /
+	// "Check constraint 'name' is violated.".
+	checkName = regexp.MustCompile("(?:CONSTRAINT `([A-Za-z0-9_$]+)` failed|Check constraint '([A-Za-z0-9_$]+)' is violated)")
+)
+
+// Classify implements dialect.ErrorClassifier for *mysql.MySQLError, by
+// error number.
+func (Dialect) Classify(err error) (dialect.EngineError, bool) {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return dialect.EngineError{}, false
+	}
+	e := dialect.EngineError{
+		Code:    strconv.Itoa(int(me.Number)),
+		Message: me.Error(),
+	}
+	switch me.Number {
+	case 1062, 1586: // ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME
+		e.Kind = dialect.EngineUnique
+		if m := dupKey.FindStringSubmatch(me.Message); m != nil {
+			e.Table, e.Constraint = dialect.Ident(m[1]), dialect.Ident(m[2])
+		}
+	case 1451, 1217: // ER_ROW_IS_REFERENCED_2, ER_ROW_IS_REFERENCED
+		e.Kind = dialect.EngineReferenced
+		e.Table, e.Constraint, e.Columns = fk(me.Message)
+	case 1452, 1216: // ER_NO_REFERENCED_ROW_2, ER_NO_REFERENCED_ROW
+		e.Kind = dialect.EngineMissingRef
+		e.Table, e.Constraint, e.Columns = fk(me.Message)
+	case 1048: // ER_BAD_NULL_ERROR
+		e.Kind = dialect.EngineInvalid
+		if m := nullColumn.FindStringSubmatch(me.Message); m != nil {
+			e.Columns = []string{m[1]}
+		}
+	case 1264, 1265, 1366, 1406, 1292, 1367, 1411, 1690, 3819, 4025, 1918, 1138:
+		// out of range, truncated, incorrect value, too long, truncated
+		// incorrect value, illegal value, incorrect datetime, value out of
+		// range, CHECK violated (MySQL, MariaDB), conversion failed,
+		// invalid use of NULL
+		e.Kind = dialect.EngineInvalid
+		if m := forColumn.FindStringSubmatch(me.Message); m != nil {
+			e.Columns = []string{m[1] + m[2]}
+		}
+		if m := checkName.FindStringSubmatch(me.Message); m != nil {
+			e.Constraint = dialect.Ident(m[1] + m[2])
+		}
+	}
+	return e, true
+}
+
+func fk(msg string) (table, constraint string, cols []string) {
+	m := fkParts.FindStringSubmatch(msg)
+	if m == nil {
+		return "", "", nil
+	}
+	if c := dialect.Ident(m[3]); c != "" {
+		cols = []string{c}
+	}
+	return dialect.Ident(m[1]), dialect.Ident(m[2]), cols
+}
+
+var _ dialect.UniqueLister = Dialect{}
+
+// UniqueKeys implements dialect.UniqueLister for the current database.
+func (Dialect) UniqueKeys(ctx context.Context, q dialect.Querier) ([]dialect.UniqueKey, error) {
+	return dialect.CollectUniqueKeys(ctx, q, "SELECT TABLE_NAME, INDEX_NAME, INDEX_NAME = 'PRIMARY', "+
+		"GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') FROM information_schema.STATISTICS "+
+		"WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0 GROUP BY TABLE_NAME, INDEX_NAME ORDER BY 1, 2")
+}

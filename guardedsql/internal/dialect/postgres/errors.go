@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+)
+
+var _ dialect.ErrorClassifier = Dialect{}
+
+// keyColumns reads the column list of a unique violation's detail,
+// "Key (a, b)=(...)", stopping before the values.
+var keyColumns = regexp.MustCompile(`^Key \(([A-Za-z0-9_, "]+)\)=\(`)
+
+// Classify implements dialect.ErrorClassifier for *pgconn.PgError, by
+// SQLSTATE. Names come from the error's structured fields (and, for a
+// unique violation, the column list that precedes the values in its
+// detail), never from its message.
+func (Dialect) Classify(err error) (dialect.EngineError, bool) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return dialect.EngineError{}, false
+	}
+	e := dialect.EngineError{
+		Code:       pe.Code,
+		Table:      dialect.Ident(pe.TableName),
+		Constraint: dialect.Ident(pe.ConstraintName),
+		Message:    pe.Severity + ": " + pe.Message + " (SQLSTATE " + pe.Code + ")",
+	}
+	if c := dialect.Ident(pe.ColumnName); c != "" {
+		e.Columns = []string{c}
+	}
+	switch {
+	case pe.Code == "23505": // unique_violation
+		e.Kind = dialect.EngineUnique
+		if m := keyColumns.FindStringSubmatch(pe.Detail); m != nil {
+			for _, c := range strings.Split(m[1], ",") {
+				if c = dialect.Ident(strings.Trim(strings.TrimSpace(c), `"`)); c != "" {
+					e.Columns = append(e.Columns, c)
+				}
+			}
+		}
+	case pe.Code == "23503": // foreign_key_violation
+		// "update or delete on table ... violates foreign key constraint
+		// ... on table ..." is the referenced side; "insert or update on
+		// table ..." the referencing side.
+		e.Kind = dialect.EngineMissingRef
+		if strings.HasPrefix(pe.Message, "update or delete on table") {
+			e.Kind = dialect.EngineReferenced
+		}
+	case pe.Code == "23502", pe.Code == "23514", strings.HasPrefix(pe.Code, "22"):
+		// not_null_violation, check_violation, data_exception
+		e.Kind = dialect.EngineInvalid
+	}
+	return e, true
+}
+
+var _ dialect.UniqueLister = Dialect{}
+
+// UniqueKeys implements dialect.UniqueLister for the current schema.
+func (Dialect) UniqueKeys(ctx context.Context, q dialect.Querier) ([]dialect.UniqueKey, error) {
+	return dialect.CollectUniqueKeys(ctx, q, `SELECT c.relname::text, i.relname::text, x.indisprimary,
+       pg_catalog.string_agg(a.attname::text, ',' ORDER BY k.ord)
+FROM pg_catalog.pg_index x
+JOIN pg_catalog.pg_class c ON c.oid = x.indrelid
+JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+CROSS JOIN LATERAL pg_catalog.unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord)
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+WHERE x.indisunique AND c.relnamespace = pg_catalog.to_regnamespace(pg_catalog.current_schema())::oid
+GROUP BY c.relname, i.relname, x.indisprimary
+ORDER BY 1, 2`)
+}

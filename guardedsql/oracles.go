@@ -1,0 +1,92 @@
+package guardedsql
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// UniqueOracle is a unique key (primary key, unique constraint or unique
+// index) of a tenant-bound table that does not include the table's tenant
+// path column (its own level column, or the foreign key to its scope
+// parent). Such a key is shared by all tenants, so an insert that
+// collides with another tenant's row fails with ErrConflict: it reveals
+// that the value exists elsewhere. Make the key per tenant by adding the
+// tenant path column, or let the database generate the values (a primary
+// key nobody supplies reveals nothing).
+type UniqueOracle struct {
+	Table, Name string
+	Columns     []string
+	// Primary is true for the primary key.
+	Primary bool
+}
+
+// UniqueOracles returns the unique keys that are existence oracles, as
+// read from the catalog when the DB was opened (nil where the engine's
+// catalog could not be read). Open, NewPostgres, NewMySQL and NewSQLite
+// also log each of them at warning level (WithLogger), primary keys at
+// info level.
+func (db *DB) UniqueOracles() []UniqueOracle { return slices.Clone(db.oracles) }
+
+// findUniqueOracles lists the unique keys of q's catalog and keeps those
+// of tenant-bound tables of g that lack the tenant path column.
+func findUniqueOracles(ctx context.Context, d dialect.Dialect, q dialect.Querier, g *sqlast.Schema, log *slog.Logger) []UniqueOracle {
+	ul, ok := d.(dialect.UniqueLister)
+	if !ok {
+		return nil
+	}
+	keys, err := ul.UniqueKeys(ctx, q)
+	if err != nil {
+		if log != nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "guardedsql: could not list unique keys", slog.String("err", logText(err.Error())))
+		}
+		return nil
+	}
+	// The declared primary key, for engines that list none for it
+	// (SQLite's INTEGER PRIMARY KEY is the rowid, not an index).
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		if len(t.PK) > 0 && !slices.ContainsFunc(keys, func(k dialect.UniqueKey) bool { return k.Table == name && slices.Equal(k.Columns, t.PK) }) {
+			keys = append(keys, dialect.UniqueKey{Table: name, Name: "PRIMARY KEY", Columns: t.PK, Primary: true})
+		}
+	}
+	var out []UniqueOracle
+	for _, k := range keys {
+		t := g.Tables[k.Table]
+		if t == nil || t.Global {
+			continue
+		}
+		path := tenantPathColumns(t)
+		if slices.ContainsFunc(k.Columns, func(c string) bool { return slices.Contains(path, c) }) {
+			continue
+		}
+		o := UniqueOracle{Table: k.Table, Name: k.Name, Columns: k.Columns, Primary: k.Primary}
+		out = append(out, o)
+		if log != nil {
+			lvl := slog.LevelWarn
+			if o.Primary {
+				lvl = slog.LevelInfo
+			}
+			log.LogAttrs(ctx, lvl, "guardedsql: unique key without the tenant column reveals other tenants' values (ErrConflict)",
+				slog.String("table", o.Table), slog.String("key", o.Name), slog.String("columns", strings.Join(o.Columns, ",")), slog.Bool("primary", o.Primary))
+		}
+	}
+	return out
+}
+
+// tenantPathColumns are the columns of t through which its rows belong to
+// a tenant: its own level columns and its scope-parent foreign key.
+func tenantPathColumns(t *sqlast.Table) []string {
+	var cols []string
+	for _, lc := range t.LevelCols {
+		cols = append(cols, lc.Col)
+	}
+	if t.Parent != nil {
+		cols = append(cols, t.Parent.Cols...)
+	}
+	return cols
+}

@@ -1,0 +1,126 @@
+package guardedsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
+)
+
+// DefaultRLSRecheck is how often a PostgreSQL DB re-reads its row-level
+// security from the catalogs while serving (see WithRLSRecheck).
+const DefaultRLSRecheck = 30 * time.Second
+
+// WithRLSRecheck sets how often a PostgreSQL DB re-runs the start-up check
+// (CheckRLS) while serving; every <= 0 means DefaultRLSRecheck. The check
+// also runs on every new pooled connection before its first guarded
+// statement. While a check fails, guarded statements fail closed with its
+// error (matching ErrRLSUnsafe and naming the table or role; a check that
+// could not run at all, say deadlocked with a migration, fails closed with
+// ErrRLSUnsafe too) and send nothing, the check is retried at most every second (or every interval
+// if shorter), and serving resumes when it passes again; each failure and
+// each recovery is logged (WithLogger, or slog.Default()).
+func WithRLSRecheck(every time.Duration) Option {
+	return func(c *config) { c.rlsRecheck = every }
+}
+
+// rlsMonitor keeps the row-level security verified after start-up.
+//
+// Invariant: a guarded PostgreSQL statement is sent only if the latest
+// check passed and is younger than the interval, and only on a connection
+// that passed the check itself.
+type rlsMonitor struct {
+	check    func(ctx context.Context, q dialect.Querier) error
+	pool     dialect.Pool
+	interval time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	due     atomic.Int64          // unix nanoseconds of the next check
+	failing atomic.Pointer[error] // the failing check's error, nil when passing
+	mu      sync.Mutex            // one periodic check at a time
+}
+
+func newRLSMonitor(check func(context.Context, dialect.Querier) error, pool dialect.Pool, c *config) *rlsMonitor {
+	m := &rlsMonitor{check: check, pool: pool, interval: c.rlsRecheck, log: c.logger, now: time.Now}
+	if m.interval <= 0 {
+		m.interval = DefaultRLSRecheck
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	m.due.Store(m.now().Add(m.interval).UnixNano())
+	return m
+}
+
+// gate returns the current verdict, running the periodic check first if
+// it is due (callers wait for it: no statement is served on a stale
+// verdict).
+func (m *rlsMonitor) gate(ctx context.Context) error {
+	if guardfault.RecheckOff() {
+		return nil
+	}
+	if m.now().UnixNano() >= m.due.Load() {
+		m.mu.Lock()
+		if start := m.now(); start.UnixNano() >= m.due.Load() {
+			_ = m.record(ctx, m.check(ctx, m.pool), "periodic", start)
+		}
+		m.mu.Unlock()
+	}
+	if p := m.failing.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// connCheck vets a new pooled connection.
+func (m *rlsMonitor) connCheck(ctx context.Context, conn dialect.Pool) error {
+	if guardfault.RecheckOff() {
+		return nil
+	}
+	start := m.now()
+	if err := m.check(ctx, conn); err != nil {
+		return m.record(ctx, err, "new connection", start)
+	}
+	return nil
+}
+
+// record stores the verdict of a check begun at start and schedules the
+// next check one interval after that start (not after its end: what the
+// check read may be as old as its start). It takes
+// no lock: the periodic check (under m.mu) may acquire a new connection,
+// whose own check records too. A failure is logged every time, a recovery
+// once.
+func (m *rlsMonitor) record(ctx context.Context, err error, when string, start time.Time) error {
+	next := m.interval
+	if IsUnavailable(err) {
+		// The database cannot be reached: the statements fail on their own
+		// with a retryable error; the verdict stands, and the check is
+		// retried soon.
+		m.due.Store(start.Add(min(m.interval, time.Second)).UnixNano())
+		return err
+	}
+	if err != nil && !errors.Is(err, ErrRLSUnsafe) {
+		// The check could not run (a deadlock with a concurrent
+		// migration, a lost connection): nothing is verified, so this
+		// fails closed as well.
+		err = fmt.Errorf("%w: the re-check could not run: %w", ErrRLSUnsafe, err)
+	}
+	if err != nil {
+		next = min(m.interval, time.Second)
+		m.failing.Store(&err)
+		m.log.LogAttrs(ctx, slog.LevelError, "guardedsql: row-level security check failed; refusing guarded statements",
+			slog.String("check", when), slog.String("err", err.Error()))
+	} else if m.failing.Swap(nil) != nil {
+		m.log.LogAttrs(ctx, slog.LevelWarn, "guardedsql: row-level security check passes again; serving",
+			slog.String("check", when))
+	}
+	m.due.Store(start.Add(next).UnixNano())
+	return err
+}
