@@ -142,9 +142,14 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			return n
 		},
 		open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
-			if err := guardedsql.ApplyRLS(ctx, owner, sch); err != nil {
+			key, err := guardedsql.NewRLSKey("scratch")
+			if err != nil {
 				return nil, err
 			}
+			if err := guardedsql.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(key)); err != nil {
+				return nil, err
+			}
+			opts = append([]guardedsql.Option{guardedsql.WithRLSKey(key)}, opts...)
 			if _, err := owner.Exec(ctx, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+appRole); err != nil {
 				return nil, err
 			}
