@@ -46,6 +46,15 @@ func (s *scratch) mustExec(t testing.TB, q string, args ...any) {
 	}
 }
 
+// scratchKey signs the scope context of the PostgreSQL scratch databases.
+var scratchKey = func() guardedsql.RLSKey {
+	k, err := guardedsql.NewRLSKey("scratch")
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // newScratch provisions the database and runs ddl in it.
 func newScratch(t testing.TB, e engine, ddl []string) *scratch {
 	t.Helper()
@@ -142,14 +151,10 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			return n
 		},
 		open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
-			key, err := guardedsql.NewRLSKey("scratch")
-			if err != nil {
+			if err := guardedsql.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(scratchKey)); err != nil {
 				return nil, err
 			}
-			if err := guardedsql.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(key)); err != nil {
-				return nil, err
-			}
-			opts = append([]guardedsql.Option{guardedsql.WithRLSKey(key)}, opts...)
+			opts = append([]guardedsql.Option{guardedsql.WithRLSKey(scratchKey)}, opts...)
 			if _, err := owner.Exec(ctx, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+appRole); err != nil {
 				return nil, err
 			}
@@ -164,7 +169,15 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 				return err
 			}
 			defer tx.Rollback(ctx)
-			if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, doc); err != nil {
+			var nonce string
+			if err := tx.QueryRow(ctx, guardedsql.ScopeNonceSQL).Scan(&nonce); err != nil {
+				return err
+			}
+			signed, err := guardedsql.SignScope(scratchKey, nonce, doc)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, signed); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, dollar(q), args...); err != nil {
