@@ -103,7 +103,9 @@ func TestPostgresPolicyDriftCaughtWhileServing(t *testing.T) {
 				t.Errorf("%s: drift error %v, want ErrRLSUnsafe", name, r.err)
 			case failClosed && errors.Is(r.err, guardedsql.ErrRLSPolicyMissing) && !strings.Contains(r.err.Error(), `"bookings"`):
 				t.Errorf("%s: drift error %v does not name the table", name, r.err)
-			case r.start.Before(alterStart.Add(-100*time.Millisecond)) && r.err != nil:
+			case r.start.Before(alterStart.Add(-100*time.Millisecond)) && r.err != nil && !errors.Is(r.err, guardedsql.ErrRLSUnsafe):
+				// (A call that was slow to run may meet the drift too:
+				// refused, as it should be.)
 				t.Errorf("%s: before the drift: %v", name, r.err)
 			}
 			if failClosed && errors.Is(r.err, guardedsql.ErrRLSPolicyMissing) {
