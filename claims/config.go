@@ -122,6 +122,18 @@ type Config struct {
 	// HTTPTimeout bounds one JWKS fetch; default DefaultHTTPTimeout.
 	HTTPTimeout time.Duration
 
+	// TokenCacheSize bounds the cache of verified tokens: how many distinct
+	// tokens Verify remembers, least recently used evicted first. Zero means
+	// DefaultTokenCacheSize; a negative value disables the cache. A client
+	// sends the same bearer token on every call until it expires, so the
+	// cache saves the signature check and the claim mapping on all calls
+	// but the first. It is keyed by the token's SHA-256, never the token;
+	// it keeps only successes; a hit is served only while the token's
+	// exp/nbf/iat still pass with the current clock and Leeway and the key
+	// set is the one that verified it, so an expired token or one whose key
+	// left the JWKS is refused exactly as without the cache.
+	TokenCacheSize int
+
 	// Logger receives JWKS refresh failures and skipped keys; default
 	// slog.Default(). Nothing from a token is ever logged.
 	Logger *slog.Logger
@@ -189,6 +201,9 @@ func (cfg Config) validate() (Config, error) {
 		cfg.MaxTokenBytes = DefaultMaxTokenBytes
 	case cfg.MaxTokenBytes < 0:
 		return cfg, configErr("MaxTokenBytes is negative")
+	}
+	if cfg.TokenCacheSize == 0 {
+		cfg.TokenCacheSize = DefaultTokenCacheSize
 	}
 	if cfg.GroupsClaim == "" {
 		cfg.GroupsClaim = DefaultGroupsClaim

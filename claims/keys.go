@@ -72,6 +72,13 @@ type keySource struct {
 	unknownFails int        // consecutive failed unknown-kid fetches
 	inflight     *fetchCall // the running unknown-kid fetch, if any
 	negative     map[string]time.Time
+
+	// The token cache's view of the key set (see keygen.go).
+	gen      atomic.Uint64
+	fpMu     sync.Mutex
+	fp       [32]byte // SHA-256 of the installed public keys
+	hasFP    bool
+	onChange func() // set before the first install; purges the token cache
 }
 
 // fetchCall is one unknown-kid fetch that several callers may wait on.
@@ -220,6 +227,7 @@ func (k *keySource) fetch(ctx context.Context) error {
 
 func (k *keySource) install(keys []jwkset.JWK) {
 	_ = k.store.KeyReplaceAll(context.Background(), keys) // the memory storage never fails
+	k.noteKeys(keys)
 	k.ready.Store(true)
 	k.readyOnce.Do(func() { close(k.readyCh) })
 }

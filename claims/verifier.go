@@ -35,6 +35,8 @@ type Verifier struct {
 	groupRoles    claimPath // nil: no per-group roles claim
 	maxTokenBytes int
 	leeway        time.Duration
+	cache         *tokenCache      // nil when Config.TokenCacheSize is negative
+	now           func() time.Time // the clock of every exp/nbf/iat check; time.Now
 }
 
 // Claims is what a verified token said, besides the scope minted from it.
@@ -99,21 +101,30 @@ func New(cfg Config) (*Verifier, error) {
 		groupRoles:    groupRoles,
 		maxTokenBytes: cfg.MaxTokenBytes,
 		leeway:        cfg.Leeway,
-		parser: jwt.NewParser(
-			jwt.WithValidMethods(cfg.Algorithms),
-			jwt.WithIssuer(cfg.Issuer),
-			jwt.WithAudience(cfg.Audience...),
-			jwt.WithExpirationRequired(),
-			jwt.WithLeeway(cfg.Leeway),
-			jwt.WithIssuedAt(),
-			jwt.WithStrictDecoding(),
-		),
+		now:           time.Now,
 	}
+	if cfg.TokenCacheSize > 0 {
+		v.cache = newTokenCache(cfg.TokenCacheSize)
+	}
+	v.parser = jwt.NewParser(
+		jwt.WithValidMethods(cfg.Algorithms),
+		jwt.WithIssuer(cfg.Issuer),
+		jwt.WithAudience(cfg.Audience...),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(cfg.Leeway),
+		jwt.WithIssuedAt(),
+		jwt.WithStrictDecoding(),
+		// The cache re-checks exp/nbf/iat with the same clock.
+		jwt.WithTimeFunc(func() time.Time { return v.now() }),
+	)
 	if cfg.JWKS == nil && cfg.JWKSURL == "" {
 		return v, nil
 	}
 	if v.keys, err = newKeySource(cfg.Logger); err != nil {
 		return nil, err
+	}
+	if v.cache != nil {
+		v.keys.onChange = v.cache.purge
 	}
 	if cfg.JWKS != nil {
 		if err := v.keys.loadStatic(cfg.JWKS); err != nil {
@@ -171,6 +182,11 @@ func (v *Verifier) Leeway() time.Duration { return v.leeway }
 // zero. On failure the error matches one of the token sentinels (and
 // auth.ErrInvalidToken), or ErrNotReady; it never contains any part of the
 // token. ctx bounds the wait for a JWKS refresh caused by an unknown kid.
+//
+// Unless Config.TokenCacheSize is negative, a token verified before is
+// answered from a cache (see Config.TokenCacheSize) with exactly what a
+// fresh verification would give now; the Claims returned are the caller's
+// own copy either way.
 func (v *Verifier) Verify(ctx context.Context, token string) (scope.Scope, *Claims, error) {
 	if !v.Ready() {
 		return scope.Scope{}, nil, ErrNotReady
@@ -178,6 +194,34 @@ func (v *Verifier) Verify(ctx context.Context, token string) (scope.Scope, *Clai
 	if len(token) > v.maxTokenBytes {
 		return scope.Scope{}, nil, ErrTooLarge
 	}
+	if v.cache == nil {
+		return v.verify(ctx, token)
+	}
+	key := tokenKey(token)
+	// The generation is read before verifying: if the key set changes while
+	// this verification runs, the entry is born stale and never hit.
+	gen := v.keyGeneration()
+	if sc, c, ok := v.cache.get(key, gen, v.now()); ok {
+		return sc, c, nil
+	}
+	sc, c, err := v.verify(ctx, token)
+	if err == nil {
+		v.cache.put(key, gen, sc, c, v.leeway)
+	}
+	return sc, c, err
+}
+
+// keyGeneration is the key set's generation; constant without a JWKS (the
+// HMAC key never changes).
+func (v *Verifier) keyGeneration() uint64 {
+	if v.keys == nil {
+		return 0
+	}
+	return v.keys.generation()
+}
+
+// verify is Verify without the cache.
+func (v *Verifier) verify(ctx context.Context, token string) (scope.Scope, *Claims, error) {
 	h, err := peekHeader(token)
 	if err != nil {
 		return scope.Scope{}, nil, err
