@@ -2,7 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+
+	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/internal/mint"
+	"github.com/tenantmcp/tenantmcp/redact"
+	"github.com/tenantmcp/tenantmcp/scope"
 )
 
 // BenchmarkGuardPath runs P1's arms as Go benchmarks, so that they can be
@@ -44,4 +50,48 @@ func BenchmarkGuardPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRedactPage is P3's tagged row as a Go benchmark, for pprof:
+// encoding/json and the redactor on the same 50-row page.
+func BenchmarkRedactPage(b *testing.B) {
+	ctx := context.Background()
+	h, err := newHotelSQLite(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(h.close)
+	gp, err := newGuardPath(ctx, h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, page, err := gp.baseline(ctx, 0)
+	gp.close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, err := mint.Scope(benchSubject, []scope.Grant{{Level: hotel.LevelChain, ID: benchChain}}, []string{benchRole})
+	if err != nil {
+		b.Fatal(err)
+	}
+	red, err := redact.New(hotel.Redaction)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(page); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("redact", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := red.ForScope(sc).JSON(page); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -44,6 +44,7 @@ func newEncodeState(s *Scoped) *encodeState {
 	e, _ := encodeStatePool.Get().(*encodeState)
 	if e == nil {
 		e = &encodeState{buf: make([]byte, 0, 1024)}
+		e.clean = make(map[string]struct{}, 64)
 	}
 	e.run.init(s)
 	e.buf = e.buf[:0]
@@ -56,6 +57,7 @@ func (e *encodeState) release() {
 		e.buf = nil
 	}
 	e.sc = nil
+	clear(e.clean) // no string of this call survives it
 	encodeStatePool.Put(e)
 }
 

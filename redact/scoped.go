@@ -154,7 +154,20 @@ type run struct {
 	redacted [nCat]int32
 	revealed [nCat]int32
 	spans    []detect.Span
+	// firstClean: the last first pass found no span at all.
+	firstClean bool
+	// clean, when not nil, remembers the strings of this encoding in which
+	// the detectors found nothing (see textJSON).
+	clean map[string]struct{}
 }
+
+// A string is remembered as clean only when it is at most cleanMaxLen bytes
+// long (long free text rarely repeats), and at most cleanMaxEntries per
+// encoding, so the memo stays small and cheap to clear.
+const (
+	cleanMaxLen     = 128
+	cleanMaxEntries = 512
+)
 
 func (r *run) init(s *Scoped) {
 	r.sc = s
@@ -215,6 +228,9 @@ const maxPasses = 4
 func (r *run) pass(s string, first bool) (string, bool) {
 	sp := detect.Scan(r.spans[:0], s)
 	r.spans = sp[:0]
+	if first {
+		r.firstClean = len(sp) == 0
+	}
 	if len(sp) == 0 {
 		return s, false
 	}
@@ -250,13 +266,32 @@ func (r *run) pass(s string, first bool) (string, bool) {
 // Detection runs on s with invalid UTF-8 replaced by U+FFFD, which is what
 // a JSON reader will see; an unchanged s is returned as is, so that it is
 // escaped exactly as encoding/json escapes it.
+//
+// A page of rows repeats many short strings (a hotel's name, a status), so
+// an encoding remembers those in which the detectors found nothing and
+// does not scan them again. This is exact: detection depends on the string
+// alone (not on the policy or the caller), and a string without any span is
+// returned unchanged and counts nothing, so a remembered string gets the
+// same output and the same Report as a scanned one. The memo lives in one
+// encoding state and is cleared when it returns to the pool, so it never
+// carries one caller's data into another's call.
 func (r *run) textJSON(s string) (string, bool) {
+	memo := r.clean != nil && len(s) <= cleanMaxLen
+	if memo {
+		if _, ok := r.clean[s]; ok {
+			return s, false
+		}
+	}
 	t := s
 	if !utf8.ValidString(s) {
 		t = validUTF8(s)
+		memo = false
 	}
 	out := r.text(t)
 	if out == t {
+		if memo && r.firstClean && len(r.clean) < cleanMaxEntries {
+			r.clean[s] = struct{}{}
+		}
 		return s, false
 	}
 	return out, true

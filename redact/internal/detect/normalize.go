@@ -63,7 +63,10 @@ type normalized struct {
 func normalize(s string) (n normalized, ok bool) {
 	var b []byte
 	last := 0 // s[:last] is in b
-	var rb [utf8.UTFMax * 4]byte
+	// rb is scratch for one normalised rune. It escapes (norm's Append keeps
+	// its argument's backing array reachable), so it is made only when a
+	// character may change: text that needs no normalising allocates nothing.
+	var rb []byte
 	replace := func(i, size int, out []byte) {
 		if b == nil {
 			b = make([]byte, 0, len(s))
@@ -90,6 +93,9 @@ func normalize(s string) (n normalized, ok bool) {
 		}
 		if s[i] == '&' {
 			if r, size := entityAt(s, i); size > 0 {
+				if rb == nil {
+					rb = make([]byte, 0, utf8.UTFMax*4)
+				}
 				replace(i, size, normalizeRune(rb[:0], r))
 				i += size
 				continue
@@ -99,6 +105,9 @@ func normalize(s string) (n normalized, ok bool) {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r != utf8.RuneError {
+			if rb == nil {
+				rb = make([]byte, 0, utf8.UTFMax*4)
+			}
 			if out := normalizeRune(rb[:0], r); string(out) != s[i:i+size] {
 				replace(i, size, out)
 			}
