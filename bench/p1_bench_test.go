@@ -95,3 +95,48 @@ func BenchmarkRedactPage(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkServerCall is P5 on SQLite with one client, in one process, for
+// pprof: the hotel server (hotel.New) and the bare go-sdk server answering
+// tools/call list_bookings over streamable HTTP on loopback. Client and
+// server share the profile; focus it on the server (-focus 'server\.|mcp\.').
+func BenchmarkServerCall(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	h, err := newHotelSQLite(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(h.close)
+	for _, kind := range []string{"bare", "hotel"} {
+		spec := childSpec{Kind: kind, Engine: "sqlite", DSN: h.rawDSN(), Bare: "raw"}
+		serve := serveBare
+		if kind == "hotel" {
+			spec.DSN, serve = h.guardedDSN(), serveHotel
+		}
+		sctx, stop := context.WithCancel(ctx)
+		hello, wait, err := serve(sctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := newMCPClient(ctx, newHTTPClient(), hello.URL, hello.Token)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.listBookings(ctx, 0, true); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(kind, func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				if err := c.listBookings(ctx, i, false); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		c.close()
+		stop()
+		wait()
+	}
+}
