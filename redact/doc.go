@@ -62,6 +62,14 @@
 // is a fixed point: no detector finds anything in it
 // that the caller may not see, and redacting it again changes nothing.
 //
+// The cost is paid once per type and once per distinct string: the
+// encoder of each type (field names, tags, options) is built on first use
+// and cached, as encoding/json caches its own, and within one JSON call a
+// short string in which the detectors found nothing is not scanned again
+// when it repeats (a hotel's name on every row). That memo is exact, since
+// detection depends on the string alone, and it is emptied when the call
+// returns.
+//
 // A type that implements json.Marshaler or encoding.TextMarshaler encodes
 // itself, so only the detectors see its output; such a type that also has
 // pii tags anywhere inside it is refused with ErrTag, because its tags could
