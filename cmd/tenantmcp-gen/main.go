@@ -63,7 +63,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := tablegen.Options{Package: *pkg, Source: "the " + engine(*dsn) + " catalog"}
+	opts := tablegen.Options{Package: *pkg, Source: tablegen.SourceFor(*dsn)}
 	if *tables != "" {
 		opts.Tables = strings.Split(*tables, ",")
 	}
@@ -76,16 +76,4 @@ func run(args []string) error {
 		return err
 	}
 	return os.WriteFile(*out, src, 0o644)
-}
-
-// engine names the DSN's engine for the header; the DSN itself is left
-// out, so the output does not depend on where the database was.
-func engine(dsn string) string {
-	switch scheme, _, _ := strings.Cut(dsn, ":"); scheme {
-	case "postgres", "postgresql":
-		return "PostgreSQL"
-	case "mysql":
-		return "MySQL"
-	}
-	return "SQLite"
 }

@@ -199,3 +199,17 @@ func commentName(name string) string {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// SourceFor is the [Options.Source] command tenantmcp-gen writes for dsn:
+// the engine's catalog, without the DSN itself, so the output does not
+// depend on where the database was (or on its password).
+func SourceFor(dsn string) string {
+	engine := "SQLite"
+	switch scheme, _, _ := strings.Cut(dsn, ":"); scheme {
+	case "postgres", "postgresql":
+		engine = "PostgreSQL"
+	case "mysql":
+		engine = "MySQL"
+	}
+	return "the " + engine + " catalog"
+}
