@@ -50,7 +50,9 @@ type Options struct {
 
 	// Levels are the scope level names of the application (for example
 	// "chain", "hotel"). Each level and "<level>_id" is forbidden as a tool
-	// input property, in addition to DefaultScopeKeys and ScopeKeys.
+	// input property, in addition to DefaultScopeKeys and ScopeKeys. Empty
+	// means the levels of DB's schema, which is where they are declared;
+	// if set, they must be the schema's (see ErrLevels).
 	Levels []string
 	// ScopeKeys are further property names no tool input may carry.
 	ScopeKeys []string
@@ -176,6 +178,9 @@ func New(opts Options) (*Server, error) {
 				user(ctx, e)
 			}
 		}
+	}
+	if err := resolveLevels(&opts); err != nil {
+		return nil, err
 	}
 	lim, err := newLimiter(opts.Limits, opts.Levels)
 	if err != nil {
