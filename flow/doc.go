@@ -117,7 +117,8 @@
 //
 // # Denials and witnesses
 //
-// A denial is a *Denial with a Witness: the rule, the session's label, the
+// A denial is an error from [Tool.Begin] that is a *[Denial] (errors.As)
+// and matches [ErrDenied], with a [Witness]: the rule, the session's label, the
 // offending categories, the destination's clearance, the tool and call id
 // of the call that introduced each category (and the level), the sink and
 // its destination. The server answers the call with a JSON-RPC error (code
