@@ -21,7 +21,7 @@
 // of the graph, against the live catalog at start-up). The schema can be
 // declared in Go ([SchemaDef]) or introspected from the database's catalog
 // (keys, unique keys, types) and completed with a [Tenancy] (see
-// guardedsql.IntrospectSQLite).
+// guardedsql.IntrospectSQLite). Level names follow [scope.ValidLevel].
 //
 // # Statements
 //
@@ -30,7 +30,9 @@
 // typed constructors (Eq, In, Between, Like, IsNull, And/Or/Not, InQuery,
 // Exists). No method takes SQL text or a raw table name, and every value is
 // a bind parameter; Build validates names against the schema and refuses
-// anything it cannot account for.
+// anything it cannot account for. Command tenantmcp-gen generates typed
+// accessors from a live catalog (b.CheckIn() for b.Col("check_in")), so
+// that a misspelt column is a compile error rather than a Build error.
 //
 // Values are typed by their column: where the schema knows a column's kind
 // (a level column, a declared integer or character type in Types, or the

@@ -59,7 +59,9 @@
 // second, independent boundary: [RLSDDL] generates, from the schema graph,
 // ENABLE and FORCE ROW LEVEL SECURITY and one policy per tenant-bound
 // table that follows the foreign-key path like the guard does, and
-// [ApplyRLS] installs them as the tables' owner. Every guarded statement
+// [ApplyRLS] installs them as the tables' owner (these administration
+// functions take only [WithRLSNamespace] and [WithRLSKey], and refuse an
+// option they would ignore with [ErrOptionIgnored]). Every guarded statement
 // runs in a transaction that first sets the scope document as the
 // transaction-local setting "tenantmcp.scope" (never a session-level SET:
 // a pooled connection never carries one request's scope into the next).

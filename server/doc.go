@@ -12,7 +12,9 @@
 //     property anywhere in it named like a scope key (tenant, tenant_id,
 //     chain_id, org, org_id, each scope level and "<level>_id") makes
 //     AddTool fail with a *TenantInputError, because the tenant comes only
-//     from the token;
+//     from the token. The scope levels are the schema's ([Options.Levels]
+//     defaults to them); [New] refuses configured levels or a claims
+//     mapping that disagree with the schema ([ErrLevels]);
 //   - the result is serialized by package redact, once, into both the
 //     structured content and its text rendering; every error message goes
 //     through the same redactor;
