@@ -78,7 +78,7 @@ func Generate(opts Options, catalog []builder.TableDef) ([]byte, error) {
 	b.WriteString(". DO NOT EDIT.\n\n")
 	fmt.Fprintf(&b, "package %s\n\nimport \"github.com/tenantmcp/tenantmcp/builder\"\n", opts.Package)
 
-	typeNames := uniqueNames(tableNames(tables), "Table")
+	typeNames := typeNames(tables)
 	for i, t := range tables {
 		writeTable(&b, t, typeNames[i])
 	}
@@ -90,10 +90,21 @@ func Generate(opts Options, catalog []builder.TableDef) ([]byte, error) {
 	return src, nil
 }
 
-func tableNames(ts []builder.TableDef) []string {
+// typeNames maps each table to its type name, "<Name>Table". Every table
+// declares two package-level names, the type T and its constructor NewT,
+// and all of them must be distinct: tables "foo" and "new_foo" would
+// otherwise both declare NewFooTable.
+func typeNames(ts []builder.TableDef) []string {
 	out := make([]string, len(ts))
+	used := map[string]bool{}
 	for i, t := range ts {
-		out[i] = t.Name
+		base := exported(t.Name) + "Table"
+		cand := base
+		for n := 2; used[cand] || used["New"+cand]; n++ {
+			cand = base + strconv.Itoa(n)
+		}
+		used[cand], used["New"+cand] = true, true
+		out[i] = cand
 	}
 	return out
 }
@@ -125,17 +136,6 @@ func columnMethods(cols []string) []string {
 	}
 	for i, c := range cols {
 		out[i] = claim(used, exported(c), "Col")
-	}
-	return out
-}
-
-// uniqueNames maps each name to an exported identifier with suffix,
-// unique among them.
-func uniqueNames(names []string, suffix string) []string {
-	out := make([]string, len(names))
-	used := map[string]bool{}
-	for i, n := range names {
-		out[i] = claim(used, exported(n)+suffix, "")
 	}
 	return out
 }

@@ -2,8 +2,11 @@ package tablegen
 
 import (
 	"errors"
+	"go/ast"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"strings"
 	"testing"
 
@@ -30,12 +33,14 @@ func TestGenerateDeterministicAndSafe(t *testing.T) {
 		{Name: "b", Columns: []string{"x", "ref", "a_b", "a-b", "A_B"}},
 		{Name: "a\n*/ evil", Columns: []string{"id\")\nfunc init() { panic(1) }//"}},
 		{Name: "a", Columns: []string{"id"}},
+		{Name: "new_a", Columns: []string{"id"}},
+		{Name: "A", Columns: []string{"id"}},
 	}
 	first, err := Generate(Options{Package: "p"}, cat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev := []builder.TableDef{cat[2], cat[0], cat[1]}
+	rev := []builder.TableDef{cat[4], cat[2], cat[0], cat[3], cat[1]}
 	second, err := Generate(Options{Package: "p"}, rev)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +58,11 @@ func TestGenerateDeterministicAndSafe(t *testing.T) {
 	}
 	if strings.Count(src, "\nfunc init") != 0 {
 		t.Fatal("a column name injected code")
+	}
+	// Every package-level name is declared once ("new_a" must not take
+	// NewATable, the constructor of "a"; "A" and "a" both map to A).
+	if err := typeCheckOne(first); err != nil {
+		t.Fatalf("generated code does not type-check: %v\n%s", err, src)
 	}
 	for _, m := range []string{"func (t BTable) X()", "func (t BTable) RefCol()", "func (t BTable) AB()", "func (t BTable) ABCol()", "func (t BTable) ABCol2()", "func (t ATable) ID()", "func (t AEvilTable) IDFuncInitPanic1()"} {
 		if !strings.Contains(src, m) {
@@ -74,4 +84,16 @@ func TestGenerateOptions(t *testing.T) {
 	if _, err := Generate(Options{Package: "p"}, nil); !errors.Is(err, ErrOptions) {
 		t.Errorf("empty catalog: %v", err)
 	}
+}
+
+// typeCheckOne type-checks a generated file against the real builder.
+func typeCheckOne(src []byte) error {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "gen.go", src, 0)
+	if err != nil {
+		return err
+	}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	_, err = conf.Check("example.com/p", fset, []*ast.File{f}, nil)
+	return err
 }
