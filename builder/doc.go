@@ -3,25 +3,25 @@
 //
 // # Schema graph
 //
-// A Schema declares tables, columns, primary and foreign keys, and how
+// A [Schema] declares tables, columns, primary and foreign keys, and how
 // every tenant-bound table reaches the scope levels of package scope:
 // through its own level columns (hotels.chain_id carries the "chain"
 // level, hotels.id the "hotel" level) and/or a parent foreign key
 // (rooms.hotel_id -> hotels, bookings.room_id -> rooms, payments.booking_id
 // -> bookings), followed transitively to any depth. Global tables hold
-// shared reference data and carry no scope. NewSchema resolves the paths at
+// shared reference data and carry no scope. [NewSchema] resolves the paths at
 // start-up and refuses a tenant-bound table with no path to a level, a
 // cycle, an unknown name, a level column whose declared SQL type
 // disagrees with the level's key type, or a foreign key into a
 // tenant-bound table whose referenced columns are neither the primary key
-// nor a unique key (TableDef.Unique; ErrFKTarget): otherwise a tenant could
+// nor a unique key ([TableDef.Unique]; [ErrFKTarget]): otherwise a tenant could
 // create a row with another tenant's key value and reach the other
 // tenant's rows through it. A table declared Global that looks
 // tenant-bound needs a GlobalReason (guardedsql checks this, with the rest
 // of the graph, against the live catalog at start-up). The schema can be
-// declared in Go (SchemaDef) or introspected from the database's catalog
-// (keys, unique keys, types) and completed with a Tenancy (see
-// guardedsql.IntrospectSQLite).
+// declared in Go ([SchemaDef]) or introspected from the database's catalog
+// (keys, unique keys, types) and completed with a [Tenancy] (see
+// guardedsql.IntrospectSQLite). Level names follow [scope.ValidLevel].
 //
 // # Statements
 //
@@ -30,18 +30,20 @@
 // typed constructors (Eq, In, Between, Like, IsNull, And/Or/Not, InQuery,
 // Exists). No method takes SQL text or a raw table name, and every value is
 // a bind parameter; Build validates names against the schema and refuses
-// anything it cannot account for.
+// anything it cannot account for. Command tenantmcp-gen generates typed
+// accessors from a live catalog (b.CheckIn() for b.Col("check_in")), so
+// that a misspelt column is a compile error rather than a Build error.
 //
 // Values are typed by their column: where the schema knows a column's kind
 // (a level column, a declared integer or character type in Types, or the
 // column a foreign key references), a value compared with, assigned to or
 // inserted into it is converted to that kind ("12" for an integer column
 // becomes 12, 7 for a text column becomes "7") or refused at Build with an
-// error naming the column (ErrType): the engine is never left to convert a
+// error naming the column ([ErrType]): the engine is never left to convert a
 // column's values to compare them.
 //
 // Build issues sealed values: Query (SELECT with joins, subqueries, group
-// by, order, limit/offset), Insert, Update and Delete. Their fields are
+// by, order, limit/offset), [Insert], [Update] and [Delete]. Their fields are
 // unexported, the zero values are invalid, and only this package can make
 // them. Each knows every table reference it contains, subqueries and joins
 // included (Tables). SQL text is produced only by guardedsql, which adds
@@ -49,7 +51,7 @@
 // github.com/Masterminds/squirrel; quoting and placeholders follow the
 // database dialect.
 //
-// Builders (SelectBuilder and friends) are immutable values: each method
+// Builders ([SelectBuilder] and friends) are immutable values: each method
 // returns a modified copy, so a base query can be shared and extended.
 // Errors travel with the values and surface at Build.
 package builder

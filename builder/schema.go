@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+	"github.com/tenantmcp/tenantmcp/scope"
 )
 
 // ErrSchema is wrapped by every error that refuses a schema definition: a
@@ -111,7 +112,7 @@ func MustSchema(def SchemaDef) *Schema {
 func NewSchema(def SchemaDef) (*Schema, error) {
 	g := &sqlast.Schema{Tables: make(map[string]*sqlast.Table)}
 	for i, l := range def.Levels {
-		if !validLevel(l.Name) {
+		if !scope.ValidLevel(l.Name) {
 			return nil, schemaErr("level %q is not a lower-case identifier", l.Name)
 		}
 		if l.Key != IntKey && l.Key != TextKey {
@@ -405,22 +406,6 @@ func checkKeyType(t *sqlast.Table, c string, l *sqlast.Level) error {
 		return schemaErr("level column %s.%s has type %s but level %q has text keys", t.Name, c, t.Types[c], l.Name)
 	}
 	return nil
-}
-
-// validLevel matches package scope's alphabet for level names.
-func validLevel(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z':
-		case i > 0 && (r >= '0' && r <= '9' || r == '_'):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validIdent accepts the identifiers every supported engine can quote

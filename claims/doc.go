@@ -1,12 +1,12 @@
 // Package claims verifies bearer tokens (JWTs) and mints the tenant scope a
-// token grants. It is the only place in tenantmcp where a scope.Scope comes
+// token grants. It is the only place in tenantmcp where a [scope.Scope] comes
 // into being from outside a test: a verified group claim is the only source
 // of tenant scope.
 //
 // # Verifying
 //
-// A Verifier is built with New from a Config naming the issuer, the accepted
-// audiences, the signing keys and the Mapping from group strings to grants:
+// A [Verifier] is built with [New] from a [Config] naming the issuer, the accepted
+// audiences, the signing keys and the [Mapping] from group strings to grants:
 //
 //	v, err := claims.New(claims.Config{
 //		Issuer:   "https://idp.example.com/realms/hotels",
@@ -47,9 +47,9 @@
 //
 // # Keys
 //
-// Keys come from a JWKS URL (Config.JWKSURL), fetched in the background and
-// refreshed every Config.RefreshInterval, or from a static JWKS document
-// (Config.JWKS). They are held in a github.com/MicahParks/jwkset memory
+// Keys come from a JWKS URL ([Config.JWKSURL]), fetched in the background and
+// refreshed every [Config.RefreshInterval], or from a static JWKS document
+// ([Config.JWKS]). They are held in a github.com/MicahParks/jwkset memory
 // storage and looked up through github.com/MicahParks/keyfunc/v3; signatures
 // and registered claims are checked by github.com/golang-jwt/jwt/v5 with
 // WithValidMethods, WithIssuer, WithAudience, WithExpirationRequired,
@@ -58,29 +58,29 @@
 // Only keys that can verify signatures are kept: RSA of 2048 bits or more,
 // ECDSA on P-256/384/521, Ed25519, with "use" absent or "sig". Symmetric JWKs
 // and private members are ignored, so a JWKS never supplies an HMAC secret,
-// and HMAC tokens are checked against Config.HMACKey alone: the classic
+// and HMAC tokens are checked against [Config.HMACKey] alone: the classic
 // confusion of an HS256 token "signed" with the RSA public key fails. A
 // token's alg must also fit its key (RS/PS with RSA, ES256 with P-256, and so
 // on) and the JWK's own alg when the JWK declares one. A token without kid is
 // tried against every key that fits its alg.
 //
-// With a JWKS URL, New returns at once. Until the first fetch succeeds
+// With a JWKS URL, [New] returns at once. Until the first fetch succeeds
 // (retried with backoff from 1 s) Ready reports false and Verify refuses
-// every token with ErrNotReady, which does not wrap auth.ErrInvalidToken: the
+// every token with [ErrNotReady], which does not wrap auth.ErrInvalidToken: the
 // go-sdk middleware answers 500, not 401. Servers should call WaitReady before
 // serving. Once loaded, keys are kept through outages: a failed refresh, or a
 // JWKS without a single usable key, leaves the cached keys in place. A
 // successful refresh replaces the set, so a key removed by the provider stops
-// verifying within Config.RefreshInterval (five minutes by default) of its
+// verifying within [Config.RefreshInterval] (five minutes by default) of its
 // removal. Failed fetches are retried with jittered exponential backoff, so
 // replicas that lost the endpoint together do not return to it in step.
 //
 // A kid that is not in the set causes one fetch of the JWKS, subject to two
-// limits: at most one such fetch per Config.UnknownKIDInterval (one minute by
+// limits: at most one such fetch per [Config.UnknownKIDInterval] (one minute by
 // default) across all callers, and none for a kid that a successful fetch in
 // the last ten intervals lacked (a negative cache of up to 10,000 kids).
 // Callers that arrive during a fetch wait for it rather than start another;
-// callers over the limit fail at once with ErrUnknownKey instead of
+// callers over the limit fail at once with [ErrUnknownKey] instead of
 // blocking. A client repeating a bogus kid therefore cannot spend the
 // refresh budget that a genuine key rotation needs, and a flood of random
 // kids costs one fetch per interval, delaying a genuine rotation by one
@@ -107,8 +107,8 @@
 //
 // # Groups, roles and the scope
 //
-// The group strings are read from Config.GroupsClaim ("groups" by default)
-// and the roles from Config.RolesClaim ("roles"). Both accept a path into
+// The group strings are read from [Config.GroupsClaim] ("groups" by default)
+// and the roles from [Config.RolesClaim] ("roles"). Both accept a path into
 // nested objects with a syntax that keeps namespaced claim names
 // unambiguous: segments are separated by '.', and a segment containing
 // anything but letters, digits, '_', '-' and '$' is written as a JSON
@@ -116,7 +116,7 @@
 // "https://example.com/groups" is one top-level claim named by a URL (as
 // Auth0 requires), and resource_access."tenant-app".roles is a Keycloak
 // client's roles. A claim may hold a string or an array of strings; any other
-// type is ErrMalformed.
+// type is [ErrMalformed].
 //
 // Mapping turns group strings into grants: exact Table entries (identity
 // provider group ids) first, then the first matching pattern such as
@@ -128,14 +128,14 @@
 // row-level security policies require every level the path names, so a
 // group whose ancestors disagree with the data (an IdP with delegated group
 // administration lets a tenant admin create one) grants nothing. Unmatched
-// groups are ignored. Rules are checked by New, which reports syntax errors
-// with their offset. See Mapping for the exact rules.
+// groups are ignored. Rules are checked by [New], which reports syntax errors
+// with their offset. See [Mapping] for the exact rules.
 //
 // Roles are bound to grants, not to the token. The placeholder {@role}
 // binds a role to the grant its group makes
 // ("/tenants/{chain}/hotels/{hotel}/{@role}" matching
 // /tenants/acme/hotels/acme-paris/front_desk), and so do a Table entry's
-// roles and a per-group roles claim (Config.GroupRolesClaim, an object
+// roles and a per-group roles claim ([Config.GroupRolesClaim], an object
 // from group to roles). The token-wide roles claim is bound to the grant only when the
 // token's groups yield exactly one grant; with several it is bound to
 // none, since nothing says which tenant it was given for. The scope's
@@ -144,20 +144,20 @@
 //
 // When Microsoft Entra ID has too many groups to put in the token it leaves
 // the claim out and sets "_claim_names" (or "hasgroups"). Verify refuses such
-// a token with ErrGroupOverage rather than mint a partial scope; configure
+// a token with [ErrGroupOverage] rather than mint a partial scope; configure
 // the application to emit only the groups assigned to it, or app roles.
 //
 // The scope is minted with the subject (sub) and the grants with their
 // roles. A
 // matched value the scope would refuse (too many grants, a role with control
-// characters) refuses the whole token with ErrNoScope wrapping
-// scope.ErrInvalid; nothing is silently dropped.
+// characters) refuses the whole token with [ErrNoScope] wrapping
+// [scope.ErrInvalid]; nothing is silently dropped.
 //
 // # MCP servers
 //
 // TokenVerifier returns an auth.TokenVerifier for auth.RequireBearerToken.
 // The TokenInfo carries UserID = sub, Expiration = exp, Scopes = the token's
-// OAuth scopes ("scope" or "scp"), and the scope under TokenInfoScopeKey in
-// Extra; read it with ScopeFromTokenInfo. Over stdio, where there is no HTTP
+// OAuth scopes ("scope" or "scp"), and the scope under [TokenInfoScopeKey] in
+// Extra; read it with [ScopeFromTokenInfo]. Over stdio, where there is no HTTP
 // request, call Verify directly.
 package claims

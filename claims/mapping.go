@@ -136,6 +136,7 @@ type pattern struct {
 type mapper struct {
 	patterns []pattern
 	table    map[string]scope.Grant
+	declared []string // Mapping.Levels (nil: not declared); see Verifier.Levels
 }
 
 func compileMapping(m Mapping) (*mapper, error) {
@@ -149,7 +150,7 @@ func compileMapping(m Mapping) (*mapper, error) {
 	if m.Levels != nil {
 		allowed = make(map[string]bool, len(m.Levels))
 		for _, l := range m.Levels {
-			if !validLevel(l) {
+			if !scope.ValidLevel(l) {
 				return nil, fmt.Errorf("%w: Levels: %q is not a level name (a lower-case letter, then lower-case letters, digits or '_')", ErrConfig, l)
 			}
 			allowed[l] = true
@@ -161,7 +162,7 @@ func compileMapping(m Mapping) (*mapper, error) {
 		}
 		return nil
 	}
-	mp := &mapper{table: make(map[string]scope.Grant, len(m.Table))}
+	mp := &mapper{table: make(map[string]scope.Grant, len(m.Table)), declared: slices.Clone(m.Levels)}
 	shapes := make(map[string]string)
 	for _, text := range m.Patterns {
 		p, err := parsePattern(text)
@@ -187,7 +188,7 @@ func compileMapping(m Mapping) (*mapper, error) {
 		if group == "" {
 			return nil, fmt.Errorf("%w: table has an empty group name", ErrConfig)
 		}
-		if !validLevel(g.Level) {
+		if !scope.ValidLevel(g.Level) {
 			return nil, fmt.Errorf("%w: table entry for group %q: level %q is not a level name (a lower-case letter, then lower-case letters, digits or '_')", ErrConfig, group, g.Level)
 		}
 		if !validValue(g.ID) {
@@ -202,7 +203,7 @@ func compileMapping(m Mapping) (*mapper, error) {
 				return nil, fmt.Errorf("%w: table entry for group %q names level %q twice", ErrConfig, group, w.Level)
 			}
 			named = append(named, w.Level)
-			if !validLevel(w.Level) || !validValue(w.ID) || len(w.Within) > 0 || len(w.Roles) > 0 {
+			if !scope.ValidLevel(w.Level) || !validValue(w.ID) || len(w.Within) > 0 || len(w.Roles) > 0 {
 				return nil, fmt.Errorf("%w: table entry for group %q: ancestor %q is not a plain grant of a level name and a printable id", ErrConfig, group, w.Level)
 			}
 			if err := checkLevel(fmt.Sprintf("table entry for group %q", group), w.Level); err != nil {
@@ -253,7 +254,7 @@ func parsePattern(text string) (pattern, error) {
 			if name == "" {
 				return bad(i, "empty placeholder {}")
 			}
-			if name != roleLevel && !validLevel(name) {
+			if name != roleLevel && !scope.ValidLevel(name) {
 				return bad(i, "placeholder {%s} is not a level name (a lower-case letter, then lower-case letters, digits or '_') or %s", name, RolePlaceholder)
 			}
 			if slices.Contains(p.levels, name) {
@@ -400,23 +401,6 @@ func distinctGrants(gs []scope.Grant) int {
 		keys[b.String()] = true
 	}
 	return len(keys)
-}
-
-// validLevel mirrors package scope's rule for level names.
-func validLevel(l string) bool {
-	if l == "" || len(l) > 64 {
-		return false
-	}
-	for i := 0; i < len(l); i++ {
-		c := l[i]
-		switch {
-		case c >= 'a' && c <= 'z':
-		case i > 0 && (c >= '0' && c <= '9' || c == '_'):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validValue mirrors package scope's rule for grant ids: 1 to

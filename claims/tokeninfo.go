@@ -28,7 +28,7 @@ const (
 //   - Extra[TokenInfoScopeKey]: the scope.Scope, read it with
 //     ScopeFromTokenInfo,
 //   - Extra[TokenInfoClaimsKey]: the *Claims, read it with
-//     ClaimsFromTokenInfo.
+//     FromTokenInfo.
 //
 // Token errors wrap auth.ErrInvalidToken, so the middleware answers 401 with
 // the error's fixed text; ErrNotReady does not, so it answers 500.
@@ -67,8 +67,8 @@ func ScopeFromTokenInfo(ti *auth.TokenInfo) (scope.Scope, bool) {
 	return s, true
 }
 
-// ClaimsFromTokenInfo returns the *Claims TokenVerifier stored in ti.
-func ClaimsFromTokenInfo(ti *auth.TokenInfo) (*Claims, bool) {
+// FromTokenInfo returns the *Claims TokenVerifier stored in ti.
+func FromTokenInfo(ti *auth.TokenInfo) (*Claims, bool) {
 	if ti == nil {
 		return nil, false
 	}

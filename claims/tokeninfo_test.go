@@ -78,8 +78,8 @@ func TestTokenVerifierWithRequireBearerToken(t *testing.T) {
 	if seenInfo.UserID != "alice" || !slices.Equal(seenInfo.Scopes, []string{"hotels:read"}) || seenInfo.Expiration.IsZero() {
 		t.Errorf("TokenInfo = %+v", seenInfo)
 	}
-	if info, ok := claims.ClaimsFromTokenInfo(seenInfo); !ok || info.Subject != "alice" {
-		t.Errorf("ClaimsFromTokenInfo = %+v, %v", info, ok)
+	if info, ok := claims.FromTokenInfo(seenInfo); !ok || info.Subject != "alice" {
+		t.Errorf("FromTokenInfo = %+v, %v", info, ok)
 	}
 
 	expired := validClaims()
@@ -116,7 +116,7 @@ func TestScopeFromTokenInfo(t *testing.T) {
 	if _, ok := claims.ScopeFromTokenInfo(&auth.TokenInfo{Extra: map[string]any{claims.TokenInfoScopeKey: "chain:acme"}}); ok {
 		t.Error("a string in Extra was taken for a scope")
 	}
-	if _, ok := claims.ClaimsFromTokenInfo(&auth.TokenInfo{Extra: map[string]any{claims.TokenInfoClaimsKey: (*claims.Claims)(nil)}}); ok {
+	if _, ok := claims.FromTokenInfo(&auth.TokenInfo{Extra: map[string]any{claims.TokenInfoClaimsKey: (*claims.Claims)(nil)}}); ok {
 		t.Error("nil *Claims reported as present")
 	}
 }

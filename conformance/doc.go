@@ -64,7 +64,7 @@
 //
 // # Properties
 //
-// Tenants are the Target's (the hotel run uses three chains, two sibling
+// Tenants are the [Target]'s (the hotel run uses three chains, two sibling
 // hotels of one chain, and a scope uniting a chain with a hotel of another
 // chain), or derived from the data. "Oracle" below means the rows the
 // tenant may see according to the seed data.
@@ -165,26 +165,26 @@
 //
 // Run is the entry point: give it your schema graph, a Seed function that
 // creates your tables in the scratch database and inserts rows for at
-// least three tenants (returning them as a Dataset), and optionally your
+// least three tenants (returning them as a [Dataset]), and optionally your
 // tools. See ExampleRun. A graph alone can be checked with synthetic data
-// (SyntheticSeed) or, without Go, with TENANTMCP_SCHEMA_GRAPH.
+// ([SyntheticSeed]) or, without Go, with TENANTMCP_SCHEMA_GRAPH.
 //
 // Tenant-prefixed composite keys work as they are: a primary key
 // (company_id, id) with ids repeating in every company, and composite
 // foreign keys (company_id, campaign_id) → campaigns(company_id, id).
-// Declare your unique constraints in the graph (builder.TableDef.Unique),
+// Declare your unique constraints in the graph ([builder.TableDef.Unique]),
 // per-tenant ones such as UNIQUE(company_id, email) included: the write
 // properties' controls (9 and 10) insert a copy of an own row, and give the
 // copy new values in the primary-key and unique-key columns that no
 // foreign key or level fixes; an undeclared unique key makes the control
 // fail with the database's constraint error. Such columns are also never
-// chosen as the column the write properties assign (Target.Mutable).
+// chosen as the column the write properties assign ([Target.Mutable]).
 //
 // examples/usermodule in this repository is a module of its own, built
 // against this one with a replace directive as a user's application is:
 // an ad-analytics schema (companies → campaigns → ads → clicks, keys
 // (company_id, id), per-company unique names and e-mails) whose tests run
-// Run with their own seed and tools, Run with SyntheticSeed, and the tools
+// Run with their own seed and tools, [Run] with [SyntheticSeed], and the tools
 // over HTTP with tokens from claims/claimstest, importing public packages
 // only. TestUserModule runs its go test ./... from this package's tests
 // (skipped with -short).

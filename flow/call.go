@@ -110,10 +110,11 @@ type Call struct {
 }
 
 // Begin starts a call of t. For a sink it judges the call against the
-// caller's taint, read from the checker's Store, and returns a *Denial
-// (with its witness) if the policy forbids the flow or the taint cannot be
-// read (RuleTaintStore: fail closed); the handler must then not run.
-func (t *Tool) Begin(ctx context.Context, ci CallInfo) (*Call, *Denial) {
+// caller's taint, read from the checker's Store, and returns an error if
+// the policy forbids the flow or the taint cannot be read (RuleTaintStore:
+// fail closed); the handler must then not run. The error is always a
+// *[Denial] with its witness (errors.As) and matches [ErrDenied].
+func (t *Tool) Begin(ctx context.Context, ci CallInfo) (*Call, error) {
 	c := t.c
 	session := ci.conversation()
 	key := Key{Subject: ci.Subject}

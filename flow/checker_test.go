@@ -142,7 +142,21 @@ func (f *fixture) begin(ci CallInfo, tool string, args any) (*Call, *Denial) {
 	} else {
 		ci.Args = json.RawMessage(`{}`)
 	}
-	return f.tools[tool].Begin(context.Background(), ci)
+	call, err := f.tools[tool].Begin(context.Background(), ci)
+	return call, asDenial(err)
+}
+
+// asDenial is the *Denial err is, nil for nil. Begin's errors are always
+// denials; anything else becomes one no test expects.
+func asDenial(err error) *Denial {
+	if err == nil {
+		return nil
+	}
+	var d *Denial
+	if !errors.As(err, &d) {
+		return &Denial{Rule: "not a *Denial: " + err.Error()}
+	}
+	return d
 }
 
 // send judges a sink call and returns its denial, or nil.
@@ -549,7 +563,8 @@ func TestDestinationDecodedAsTheHandlerDoes(t *testing.T) {
 			t.Fatal(err)
 		}
 		ci.Args = json.RawMessage(args)
-		_, den := sink.Begin(context.Background(), ci)
+		_, err := sink.Begin(context.Background(), ci)
+		den := asDenial(err)
 		judged := "https://x.corp.example/"
 		if den != nil {
 			judged = den.Witness.Sink.Destination

@@ -8,7 +8,7 @@
 //
 // # Labels
 //
-// A Label is a confidentiality Level (Public < Internal < Confidential <
+// A [Label] is a confidentiality [Level] ([Public] < [Internal] < [Confidential] <
 // Secret) and a set of categories ("guest.pii", "payment", …). The label of
 // a tool's results is the join of:
 //
@@ -28,7 +28,7 @@
 //
 // # Sessions and taint
 //
-// The server calls Tool.Begin before every handler and Call.Record with
+// The server calls [Tool.Begin] before every handler and [Call.Record] with
 // every successful result before the client receives it. The taint a call
 // reads and joins into is keyed by the subject verified from that call's
 // own token (never from the session), and by the policy's taint scope:
@@ -59,25 +59,25 @@
 //
 // # Where taints live
 //
-// Taints are kept by a Store (Options.Store), keyed by Key, in the stored
-// form Taint (level, categories by name, the origin of each, the data
-// subjects). NewMemoryStore, the default, is private to the process: a
+// Taints are kept by a [Store] ([Options.Store]), keyed by [Key], in the stored
+// form [Taint] (level, categories by name, the origin of each, the data
+// subjects). [NewMemoryStore], the default, is private to the process: a
 // subject that reads guest data through one replica could send it from
 // another, and a restart forgets. Package flow/pgtaint keeps them in a
 // table of the application's PostgreSQL database, so N replicas behind a
 // load balancer share them and a restart keeps them. Every store joins
 // atomically per key and drops a taint only whole, after retain. The
-// checker fails closed on a store error (ErrTaintStore): a sink call whose
-// taint cannot be read is denied with RuleTaintStore, and Call.Record
+// checker fails closed on a store error ([ErrTaintStore]): a sink call whose
+// taint cannot be read is denied with [RuleTaintStore], and [Call.Record]
 // returns the error so the server withholds the result.
 //
 // # Sinks and the check
 //
-// A sink declares its kind (Email or URL) and the input property holding
-// the destination (Sink.DestArg) or a fixed destination (Sink.Dest). The
+// A sink declares its kind ([Email] or [URL]) and the input property holding
+// the destination ([Sink.DestArg]) or a fixed destination ([Sink.Dest]). The
 // arguments are decoded into the tool's input type exactly as the handler
 // decodes them, and the destination parsed into the canonical form the
-// policy judges (ParseDestination refuses lists of recipients, header
+// policy judges ([ParseDestination] refuses lists of recipients, header
 // syntax, URLs without a host, percent-encoded hosts). With the taint's
 // level ℓ and categories C, the call is allowed when:
 //
@@ -95,16 +95,16 @@
 //
 // A declassification (CapShim's T-Declassify) is granted by the person
 // using the client, not by the model. When a sink call is denied (by
-// RuleCategory or RuleLevel) and a rule of the policy's "declassify" list
-// would allow it, the Denial names that rule's reason in Offer, and
-// Denial.Explain renders the witness in plain words. The server asks the
+// [RuleCategory] or [RuleLevel]) and a rule of the policy's "declassify" list
+// would allow it, the [Denial] names that rule's reason in Offer, and
+// [Denial.Explain] renders the witness in plain words. The server asks the
 // user (MCP elicitation) and, only on an explicit accept, calls Begin again
-// with CallInfo.Consent set to that reason: the rule lets its categories
+// with [CallInfo.Consent] set to that reason: the rule lets its categories
 // through and clears the destination up to its max_level, for this call
 // only; the taint is unchanged and the audit record notes
 // "declassified:<reason> (user consent)".
 //
-// A reason in the call's _meta (MetaDeclassify, "tenantmcp/declassify") is
+// A reason in the call's _meta ([MetaDeclassify], "tenantmcp/declassify") is
 // written by the client, that is by the model's host, so by default it is
 // ignored: a model that sets it is judged as if it had not (and the user is
 // asked, if a rule applies). A policy may opt in with
@@ -112,12 +112,13 @@
 // their user's word; then the rule of that reason, if it names the sink and
 // the destination, applies as above (noted "declassified:<reason>"), and a
 // reason no rule names, or whose rule does not cover the call, is denied
-// (RuleDeclassify), even for a flow that would be allowed without it. A
+// ([RuleDeclassify]), even for a flow that would be allowed without it. A
 // consented reason that does not cover the call is denied the same way.
 //
 // # Denials and witnesses
 //
-// A denial is a *Denial with a Witness: the rule, the session's label, the
+// A denial is an error from [Tool.Begin] that is a *[Denial] (errors.As)
+// and matches [ErrDenied], with a [Witness]: the rule, the session's label, the
 // offending categories, the destination's clearance, the tool and call id
 // of the call that introduced each category (and the level), the sink and
 // its destination. The server answers the call with a JSON-RPC error (code
@@ -132,7 +133,7 @@
 // it runs, from the caller's current taint, and returns per step allow,
 // deny with the witness the call would get, or deferred (the destination
 // comes from a result, or only $owner would allow it). Register it as a
-// tool named PlanToolName:
+// tool named [PlanToolName]:
 //
 //	server.AddTool(srv, server.Tool{Name: flow.PlanToolName, Description: flow.PlanToolDescription,
 //		Flow: flow.Decl{Level: flow.Public, EchoOnly: true}},
@@ -144,7 +145,7 @@
 //
 // The policy is a JSON object. Unknown keys, duplicate keys, unknown
 // levels and categories, malformed patterns and rules without a reason are
-// errors, each reported with its line (*PolicyError, matching ErrPolicy),
+// errors, each reported with its line (*[PolicyError], matching [ErrPolicy]),
 // all at once. A five-minute policy:
 //
 //	{
@@ -195,7 +196,7 @@
 // written lower case; ports and paths are not distinguished; "*" is only
 // ever a whole leftmost label over a domain of at least two labels.
 //
-// Checker.Verify, called after every tool is registered, fails when the
+// [Checker.Verify], called after every tool is registered, fails when the
 // policy names a tool that does not exist or a declassification sink that
 // is not a sink.
 //

@@ -3,6 +3,7 @@ package flow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -56,7 +57,9 @@ func Example() {
 	for _, url := range []string{"https://crm.hotels.example/in", "https://paste.evil.example/in"} {
 		session.CallID = "call-2"
 		session.Args, _ = json.Marshal(Webhook{URL: url, Body: "…"})
-		if _, denial := hook.Begin(context.Background(), session); denial != nil {
+		if _, err := hook.Begin(context.Background(), session); err != nil {
+			var denial *flow.Denial
+			errors.As(err, &denial)
 			w := denial.Witness
 			fmt.Printf("%s: %s; source %v, categories %v, introduced by %s (%s)\n",
 				url, w.Rule, w.Source, w.Categories, w.IntroducedBy[0].Tool, w.IntroducedBy[0].CallID)

@@ -31,7 +31,7 @@ const (
 )
 
 // ErrDenied is matched (errors.Is) by every *Denial.
-var ErrDenied = errors.New("flow: flow denied")
+var ErrDenied = errors.New("flow: denied")
 
 // Denial is the refusal of a sink call (or of a plan step), with its
 // witness. The server turns it into a JSON-RPC error whose data carries

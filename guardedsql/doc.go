@@ -2,10 +2,10 @@
 // database, confining every statement to the tenant scope carried by the
 // request context.
 //
-// DB.Query, DB.QueryRow, DB.Exec and DB.Tx accept only builder values; a
+// [DB.Query], [DB.QueryRow], [DB.Exec] and [DB.Tx] accept only builder values; a
 // SQL string does not compile. Before anything is sent, the scope is taken
-// from the context (scope.FromContext); without one the call fails with
-// ErrNoScope and the database sees nothing. Then, for every tenant-bound
+// from the context ([scope.FromContext]); without one the call fails with
+// [ErrNoScope] and the database sees nothing. Then, for every tenant-bound
 // table reference of the statement (FROM, JOIN, subqueries, mutation
 // targets), the guard adds a predicate proving that the row lies under one
 // of the scope's grants, following the schema graph's foreign keys to the
@@ -13,7 +13,7 @@
 // visible when its room's hotel belongs to the chain; with a hotel grant
 // when its room belongs to the hotel. Global tables get no predicate.
 //
-// A grant confined to ancestors (scope.Grant.Within: "hotel acme-paris
+// A grant confined to ancestors ([scope.Grant.Within]: "hotel acme-paris
 // within chain initech", what the group /tenants/initech/hotels/acme-paris
 // grants) admits a row only when every level it names holds the grant's id
 // at the row's anchors at once: the guard tests the tuple (chain, hotel) of
@@ -35,10 +35,10 @@
 // same statement: every referenced tenant row (the parent, and any other
 // foreign key to a tenant-bound table) must be in scope, level columns must
 // hold granted ids, and a root row (no parent) must itself be in scope.
-// Global tables are read-only (ErrReadOnly).
+// Global tables are read-only ([ErrReadOnly]).
 //
 // A row of another tenant behaves exactly like a row that does not exist:
-// it is never returned, a QueryRow finds nothing (ErrNotFound, which also
+// it is never returned, a QueryRow finds nothing ([ErrNotFound], which also
 // matches sql.ErrNoRows), an ExpectOne update or delete aimed at it fails
 // with ErrNotFound and changes nothing, and an insert under a parent of
 // another tenant fails with ErrNotFound.
@@ -46,7 +46,7 @@
 // # Engines
 //
 // SQLite (modernc.org/sqlite, pure Go) is the embedded default: Open
-// ("sqlite:/path/file.db") or NewSQLite for a *sql.DB you opened; the
+// ("sqlite:/path/file.db") or [NewSQLite] for a *sql.DB you opened; the
 // document is expanded with json_each. Open puts a file database in WAL
 // mode and gives it one writer connection (every write and transaction
 // queues for it) beside a pool of query-only readers, with a busy timeout
@@ -55,11 +55,13 @@
 // is. SQLite serves one process: run replicas on PostgreSQL.
 //
 // PostgreSQL (github.com/jackc/pgx/v5): Open("postgres://...") or
-// NewPostgres for a pgxpool.Pool, with WithRLSKey. Row-level security is a
-// second, independent boundary: RLSDDL generates, from the schema graph,
+// [NewPostgres] for a pgxpool.Pool, with [WithRLSKey]. Row-level security is a
+// second, independent boundary: [RLSDDL] generates, from the schema graph,
 // ENABLE and FORCE ROW LEVEL SECURITY and one policy per tenant-bound
 // table that follows the foreign-key path like the guard does, and
-// ApplyRLS installs them as the tables' owner. Every guarded statement
+// [ApplyRLS] installs them as the tables' owner (these administration
+// functions take only [WithRLSNamespace] and [WithRLSKey], and refuse an
+// option they would ignore with [ErrOptionIgnored]). Every guarded statement
 // runs in a transaction that first sets the scope document as the
 // transaction-local setting "tenantmcp.scope" (never a session-level SET:
 // a pooled connection never carries one request's scope into the next).
@@ -70,66 +72,66 @@
 // statement as an InitPlan) that returns the document only if its
 // HMAC-SHA256 verifies under a key in a table the application role cannot
 // read, over the document, the namespace, and the transaction's nonce:
-// the backend's pid and the transaction's start time, which the DB reads
-// in the round trip that begins the transaction (ScopeNonceSQL) and the
+// the backend's pid and the transaction's start time, which the [DB] reads
+// in the round trip that begins the transaction ([ScopeNonceSQL]) and the
 // application role cannot choose. Raw SQL as the application role, with
 // no setting, an unsigned one, or a signed value replayed from another
-// transaction or connection, sees no row. Keys are RLSKey values
-// (NewRLSKey, AddRLSKey, RemoveRLSKey): every installed key verifies, so a
+// transaction or connection, sees no row. Keys are [RLSKey] values
+// ([NewRLSKey], [AddRLSKey], [RemoveRLSKey]): every installed key verifies, so a
 // key rotates without downtime (add the new one, move the servers to it,
 // remove the old one). A single statement costs two round trips (BEGIN
 // with the nonce; the signed setting, the statement and COMMIT).
 //
-// The start-up check (CheckRLS, run by NewPostgres and Open) refuses a
+// The start-up check ([CheckRLS], run by [NewPostgres] and [Open]) refuses a
 // superuser, a BYPASSRLS role, an owner of tables that are not FORCE'd,
 // tables whose row-level security or policies are missing, altered or
 // outdated, a verifying function or key table that is missing, altered or
 // owned by a role the connected role belongs to, and a key that is not
-// installed, each with its own error (ErrRLSSuperuser and friends, all
-// matching ErrRLSUnsafe); DB.Check runs it again, with a reachability
-// probe, for readiness checks on every engine, and IsUnavailable tells an
+// installed, each with its own error ([ErrRLSSuperuser] and friends, all
+// matching [ErrRLSUnsafe]); [DB.Check] runs it again, with a reachability
+// probe, for readiness checks on every engine, and [IsUnavailable] tells an
 // unreachable database (worth a retry) from every other failure. The
 // check also runs on every new pooled
 // connection before its first statement and every 30 seconds
-// (WithRLSRecheck): while it fails, guarded statements fail closed with
+// ([WithRLSRecheck]): while it fails, guarded statements fail closed with
 // its error, naming the table, and each failure and the recovery are
 // logged. The guard's own predicates, which bind the granted ids as typed
 // array parameters and never read the setting, are added as well unless
-// WithRLSOnly is given.
+// [WithRLSOnly] is given.
 //
 // MySQL and MariaDB (github.com/go-sql-driver/mysql): Open("mysql://...",
-// see MySQLConfig) or NewMySQL. There is no row-level security, so the
+// see [MySQLConfig]) or [NewMySQL]. There is no row-level security, so the
 // guard's predicates are the boundary; the document is bound as a
 // parameter and expanded with JSON_TABLE where the foreign-key path meets
 // the level columns (MariaDB 10.6+, MySQL 8.0.4+).
 //
-// Limits: WithPoolWait bounds the wait for a pooled connection (then
-// ErrBusy, retryable, nothing sent); WithStatementTimeout and
-// WithLockTimeout bound each statement in the database, set in the same
+// Limits: [WithPoolWait] bounds the wait for a pooled connection (then
+// [ErrBusy], retryable, nothing sent); [WithStatementTimeout] and
+// [WithLockTimeout] bound each statement in the database, set in the same
 // transaction as the scope so that they never outlive it (PostgreSQL
 // transaction-local settings, MariaDB SET STATEMENT, a context deadline on
-// SQLite); IsTimeout recognises the error they raise. WithMaxConns sizes
-// the pool Open creates.
+// SQLite); [IsTimeout] recognises the error they raise. [WithMaxConns] sizes
+// the pool [Open] creates.
 //
 // The dialect seam is documented in internal/dialect.
 //
-// For tests, WithObserver sees every statement before it is sent, and
-// DB.Render shows the guarded SQL for a statement without running it.
+// For tests, [WithObserver] sees every statement before it is sent, and
+// [DB.Render] shows the guarded SQL for a statement without running it.
 //
 // # Engine errors
 //
 // An engine's error text can quote values of any row a statement touched,
 // another tenant's included (MariaDB's "Truncated incorrect DOUBLE value:
 // '<a value>'", a unique violation's key). No such text reaches tool
-// code: every error the engine raises becomes an *EngineError matching
-// ErrConflict (unique key), ErrReferenced (a foreign key blocks a delete
-// or update), ErrInvalidValue (type, range, CHECK, NOT NULL), ErrNotFound
+// code: every error the engine raises becomes an *[EngineError] matching
+// [ErrConflict] (unique key), [ErrReferenced] (a foreign key blocks a delete
+// or update), [ErrInvalidValue] (type, range, CHECK, NOT NULL), [ErrNotFound]
 // (a referenced row does not exist, like a row of another tenant) or
-// ErrEngine, naming the table, constraint and columns as the schema
+// [ErrEngine], naming the table, constraint and columns as the schema
 // declares them and the engine's code, never a value. The engine's text
-// goes to the operational log only (WithLogger), with quoted literals
+// goes to the operational log only ([WithLogger]), with quoted literals
 // removed and the rest passed through package redact. Errors built from a
-// DSN never carry its password (RedactDSN, RedactDSNError).
+// DSN never carry its password ([RedactDSN], [RedactDSNError]).
 //
 // # What is checked, and what is trusted
 //

@@ -146,13 +146,18 @@ func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, opts []O
 // touched.
 //
 // An empty or missing setting makes every policy admit no rows, never an
-// error and never all rows.
+// error and never all rows. Its only option is [WithRLSNamespace]; any
+// other is refused with [ErrOptionIgnored].
 func RLSDDL(sch *builder.Schema, opts ...Option) ([]string, error) {
+	return rlsDDL("RLSDDL", sch, opts, false)
+}
+
+func rlsDDL(fn string, sch *builder.Schema, opts []Option, withKey bool) ([]string, error) {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
 	}
-	d, err := postgresDialect(opts)
+	d, err := adminDialect(fn, opts, withKey)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +176,10 @@ type TxBeginner interface {
 // is changed. With WithRLSKey it also installs that key (as AddRLSKey).
 // Seed or migrate data as that owner before applying: with FORCE ROW
 // LEVEL SECURITY the owner, too, sees only rows of a signed scope
-// (SignScope).
+// (SignScope). Its options are [WithRLSNamespace] and [WithRLSKey]; any
+// other (an observer, a logger) is refused with [ErrOptionIgnored].
 func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts ...Option) error {
-	stmts, err := RLSDDL(sch, opts...)
+	stmts, err := rlsDDL("ApplyRLS", sch, opts, true)
 	if err != nil {
 		return err
 	}
@@ -207,13 +213,15 @@ func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts .
 // WithRLSKey, that a scope signed with that key verifies), and returns an
 // error matching ErrRLSUnsafe and one of the specific ErrRLS errors if
 // not. NewPostgres and Open run it at
-// start-up; call it again after migrations if you like.
+// start-up; call it again after migrations if you like. Its options are
+// [WithRLSNamespace] and [WithRLSKey]; any other is refused with
+// [ErrOptionIgnored].
 func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...Option) error {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return fmt.Errorf("%w: nil or zero schema", ErrInvalid)
 	}
-	d, err := postgresDialect(opts)
+	d, err := adminDialect("CheckRLS", opts, true)
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ var ErrRLSNoKey = fmt.Errorf("%w: no scope-signing key (pass guardedsql.WithRLSK
 // created it. Re-adding an id replaces its secret. Pass the namespace
 // option given to RLSDDL, if any.
 func AddRLSKey(ctx context.Context, owner TxBeginner, k RLSKey, opts ...Option) error {
-	d, err := postgresDialect(opts)
+	d, err := adminDialect("AddRLSKey", opts, false)
 	if err != nil {
 		return err
 	}
@@ -102,8 +102,9 @@ func AddRLSKey(ctx context.Context, owner TxBeginner, k RLSKey, opts ...Option) 
 
 // RemoveRLSKey deletes the key with the given id from the key table;
 // contexts signed with it no longer verify (their statements see no rows).
+// Its only option is [WithRLSNamespace] (see [ErrOptionIgnored]).
 func RemoveRLSKey(ctx context.Context, owner TxBeginner, id string, opts ...Option) error {
-	d, err := postgresDialect(opts)
+	d, err := adminDialect("RemoveRLSKey", opts, false)
 	if err != nil {
 		return err
 	}
@@ -140,9 +141,10 @@ const ScopeNonceSQL = postgres.NonceSQL
 // ScopeNonceSQL value is nonce. It is what the DB does before every
 // statement; tools that run raw SQL as the application role on purpose
 // (migrations, audits, the conformance suite) use it with the same key.
-// Pass the namespace option given to RLSDDL, if any.
+// Pass the namespace option given to RLSDDL, if any; it is the only
+// option (see [ErrOptionIgnored]).
 func SignScope(k RLSKey, nonce, doc string, opts ...Option) (string, error) {
-	d, err := postgresDialect(opts)
+	d, err := adminDialect("SignScope", opts, false)
 	if err != nil {
 		return "", err
 	}

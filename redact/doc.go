@@ -25,7 +25,7 @@
 // (with ",keys", to each key instead), and to a struct or other composite as
 // a whole. A tag on an embedded struct applies to every field promoted from
 // it. An unknown category, or ",keys" on a non-map, is an error wrapping
-// ErrTag. CategoriesOf and TaggedFields list the tags a type carries, so a
+// [ErrTag]. [CategoriesOf] and [TaggedFields] list the tags a type carries, so a
 // server can check a tool's output type when it is registered, derive flow
 // labels from it, and relax its output schema (a redacted field becomes a
 // string, a dropped one disappears).
@@ -72,15 +72,15 @@
 //
 // A type that implements json.Marshaler or encoding.TextMarshaler encodes
 // itself, so only the detectors see its output; such a type that also has
-// pii tags anywhere inside it is refused with ErrTag, because its tags could
+// pii tags anywhere inside it is refused with [ErrTag], because its tags could
 // not be enforced. Keep PII-bearing types plain structs.
 //
 // # Policy: operators and reveal
 //
-// A Config chooses an Operator per category — Mask (keep a safe hint: the
+// A [Config] chooses an [Operator] per category — [Mask] (keep a safe hint: the
 // e-mail domain, the last four digits of a phone or card, the country and
-// last four characters of an IBAN), Drop (omit the field; in text, a
-// "[redacted:<category>]" placeholder), or Token (a keyed HMAC-SHA256 token,
+// last four characters of an [IBAN]), [Drop] (omit the field; in text, a
+// "[redacted:<category>]" placeholder), or [Token] (a keyed HMAC-SHA256 token,
 // equal for equal values within a tenant, unlinkable across tenants) — and
 // which scope roles may see which categories in clear. Default: every
 // category masked, nothing revealed. Secret is always dropped and never
@@ -88,16 +88,16 @@
 //
 // # Scope
 //
-// The policy is applied to one request with Redactor.For (scope from the
-// context) or Redactor.ForScope, giving a Scoped. The scope supplies the
+// The policy is applied to one request with [Redactor.For] (scope from the
+// context) or [Redactor.ForScope], giving a [Scoped]. The scope supplies the
 // roles and the tenant of tokens. The roles are the scope's effective roles
-// (scope.Scope.Roles): those bound to every grant, so a role the identity
+// ([scope.Scope.Roles]): those bound to every grant, so a role the identity
 // provider gave for one tenant reveals nothing of another tenant the token
 // also reaches. A missing or zero scope is the most restrictive case: every
 // category is dropped, nothing revealed, no token minted.
 //
 // Token keys are derived per tenant as HMAC-SHA256(master key, label ||
-// scope.GrantJSON()): the tenant is the request's exact grant set, a
+// [scope.GrantJSON]()): the tenant is the request's exact grant set, a
 // grant's ancestors included (hotel acme-paris within chain acme is not the
 // plain grant of acme-paris). Requests
 // with the same grants share tokens whoever the subject; any other grant
@@ -108,8 +108,8 @@
 //
 // # Report and logs
 //
-// A Scoped counts what it redacted and revealed per category; Report returns
-// the counts, never the values, for the audit record. Redactor.Handler wraps
+// A [Scoped] counts what it redacted and revealed per category; [Report] returns
+// the counts, never the values, for the audit record. [Redactor.Handler] wraps
 // a slog.Handler so that log records pass through the same detectors and
 // tags, with no role revealing anything.
 //

@@ -24,18 +24,18 @@
 //	log.Printf("sandbox: %s", sb.Enforced())
 //	// only now: open the DB pool, listen, serve.
 //
-// Landlock cannot be lifted: there is no Close, and a second Install in the
-// same process fails with ErrAlreadyInstalled. Options.BestEffort serves
-// anyway when the kernel lacks Landlock (inactive Sandbox) or has an ABI
-// below Options.MinABI (the rights it has are enforced; Sandbox.Err says
+// Landlock cannot be lifted: there is no Close, and a second [Install] in the
+// same process fails with [ErrAlreadyInstalled]. [Options.BestEffort] serves
+// anyway when the kernel lacks Landlock (inactive [Sandbox]) or has an ABI
+// below [Options.MinABI] (the rights it has are enforced; [Sandbox.Err] says
 // what is missing), after a logged warning; an invalid policy is always an
 // error.
 //
 // # What is enforced
 //
 // Install detects the kernel's Landlock ABI and restricts every right of
-// that ABI this package handles; Sandbox.Enforced lists them by their kernel
-// names and Install logs them. On ABI 7 (Linux 6.15+), as on these machines:
+// that ABI this package handles; [Sandbox.Enforced] lists them by their kernel
+// names and [Install] logs them. On ABI 7 (Linux 6.15+), as on these machines:
 //
 //	files    execute, write_file, read_file, read_dir, remove_dir,
 //	         remove_file, make_char, make_dir, make_reg, make_sock,
@@ -50,8 +50,8 @@
 //	         io_uring_setup(2) and foreign-ABI system calls with ENOSYS
 //	         (amd64, arm64)
 //
-// A PathRule grants Read (read files, list directories), Write (write,
-// truncate, create, remove, rename, link; never device nodes) and Execute
+// A [PathRule] grants [Read] (read files, list directories), [Write] (write,
+// truncate, create, remove, rename, link; never device nodes) and [Execute]
 // beneath a path. Rules attach to the file hierarchy a path resolves to when
 // Install runs, not to names: a symbolic link made later does not reach
 // what it points to, and a rename or hard link that would give a file more
@@ -96,15 +96,15 @@
 // all threads the Go runtime owns. It sets no_new_privs on all threads.
 // Children inherit the domain across fork and exec, and their denials are
 // audited (ABI 7, LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON). The tests check
-// every thread, including threads created before Install, with and
+// every thread, including threads created before [Install], with and
 // without cgo.
 //
 // # Canary
 //
-// After enforcing, Install proves the domain denies from inside: opening
-// "/" (unless the policy grants Read on it), binding a TCP port BindTCP does
+// After enforcing, [Install] proves the domain denies from inside: opening
+// "/" (unless the policy grants [Read] on it), binding a TCP port BindTCP does
 // not hold, and creating a Multipath TCP socket must all fail with the
-// expected error. Anything else fails Install with ErrNotEnforcing; the
+// expected error. Anything else fails Install with [ErrNotEnforcing]; the
 // restriction already applied stays, and the server must not serve.
 //
 // # With the egress guard
@@ -118,7 +118,7 @@
 // the next egress.Install removes the empty cgroup left behind.
 //
 // Landlock needs Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK and
-// "landlock" in the active LSM list; DefaultMinABI (4, Linux 6.7) is required
-// unless Options.MinABI lowers it. On other systems Install returns
-// ErrUnsupported.
+// "landlock" in the active LSM list; [DefaultMinABI] (4, Linux 6.7) is required
+// unless [Options.MinABI] lowers it. On other systems [Install] returns
+// [ErrUnsupported].
 package sandbox

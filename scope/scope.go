@@ -285,14 +285,18 @@ func compareGrant(a, b Grant) int {
 	return slices.CompareFunc(a.Within, b.Within, compareGrant)
 }
 
-// validLevel accepts lower-case identifiers: they end up as JSON keys and
-// configuration names, never as SQL text, but a narrow alphabet keeps them
-// unambiguous everywhere.
-func validLevel(l string) bool {
-	if l == "" || len(l) > 64 {
+// ValidLevel reports whether name is a valid scope level name: a
+// lower-case ASCII letter, then up to 63 lower-case letters, digits or
+// '_'. Level names end up as JSON keys, configuration names and (through
+// package builder) SQL identifiers; a narrow alphabet keeps them
+// unambiguous everywhere. It is the one rule every package applies to
+// level names: grants here, mapping rules in package claims, schema levels
+// in package builder, forbidden input keys in package server.
+func ValidLevel(name string) bool {
+	if name == "" || len(name) > 64 {
 		return false
 	}
-	for i, r := range l {
+	for i, r := range name {
 		switch {
 		case r >= 'a' && r <= 'z':
 		case i > 0 && (r >= '0' && r <= '9' || r == '_'):
@@ -347,7 +351,7 @@ func mint(subject string, grants []Grant, roles []string) (Scope, error) {
 		return Scope{}, err
 	}
 	checkGrant := func(g Grant) error {
-		if !validLevel(g.Level) {
+		if !ValidLevel(g.Level) {
 			return fmt.Errorf("%w: level %q is not a lower-case identifier", ErrInvalid, g.Level)
 		}
 		if !validText(g.ID, MaxIDLength) {

@@ -47,7 +47,7 @@ const (
 // runs it.
 type callFunc func(ctx context.Context, db *guardedsql.DB, args json.RawMessage) (any, error)
 
-func typedCall[In, Out any](h Handler[In, Out]) callFunc {
+func typedCall[In, Out any](h ToolHandler[In, Out]) callFunc {
 	return func(ctx context.Context, db *guardedsql.DB, args json.RawMessage) (any, error) {
 		var in In
 		if err := json.Unmarshal(args, &in); err != nil {
@@ -115,7 +115,7 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	if ft != nil {
 		var fd *flow.Denial
 		ci := flowCallInfo(sc, a.callID, args, req)
-		if fc, fd = ft.Begin(ctx, ci); fd != nil {
+		if fc, fd = beginFlow(ctx, ft, ci); fd != nil {
 			// A rule could allow it: only the user may say so.
 			if fc, fd = s.consent(ctx, a, red, ft, ci, fd, req.Session); fd != nil {
 				return nil, s.flowDeny(a, red, fd)

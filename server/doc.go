@@ -2,9 +2,9 @@
 // (github.com/modelcontextprotocol/go-sdk) in which every tool call is
 // scoped to the tenants of the caller's verified token.
 //
-// A tool author registers typed tools with AddTool. The handler receives
-// the call's context, which carries the caller's scope.Scope, a
-// *guardedsql.DB that accepts only builder queries and adds the tenant
+// A tool author registers typed tools with [AddTool]. The handler receives
+// the call's context, which carries the caller's [scope.Scope], a
+// *[guardedsql.DB] that accepts only builder queries and adds the tenant
 // predicates, and the decoded input. It returns a Go value or an error; it
 // never sees the token and never writes the wire format:
 //
@@ -12,7 +12,9 @@
 //     property anywhere in it named like a scope key (tenant, tenant_id,
 //     chain_id, org, org_id, each scope level and "<level>_id") makes
 //     AddTool fail with a *TenantInputError, because the tenant comes only
-//     from the token;
+//     from the token. The scope levels are the schema's ([Options.Levels]
+//     defaults to them); [New] refuses configured levels or a claims
+//     mapping that disagree with the schema ([ErrLevels]);
 //   - the result is serialized by package redact, once, into both the
 //     structured content and its text rendering; every error message goes
 //     through the same redactor;
@@ -30,33 +32,33 @@
 //     grants, tool, outcome, rows, duration and redaction counts, never a
 //     token or a value that was redacted.
 //
-// The rest of the MCP surface goes the same way. AddResource and
-// AddResourceTemplate (URIs such as "hotel://bookings/{id}") and AddPrompt
+// The rest of the MCP surface goes the same way. [AddResource] and
+// [AddResourceTemplate] (URIs such as "hotel://bookings/{id}") and [AddPrompt]
 // take handlers of the same shape (ctx with the scope, the guarded DB, the
 // template variables or prompt arguments); template variables and prompt
 // arguments obey the tenant-free rule of tool inputs; results go through
 // the redactor, label the session's flow taint and get one audit record
 // each. A resource of another tenant reads exactly like a missing one
 // (mcp.ResourceNotFoundError), as does a URI no template matches.
-// Completion (on a PromptArg or a ResourceTemplate variable) answers
+// Completion (on a [PromptArg] or a [ResourceTemplate] variable) answers
 // completion/complete under the caller's scope through the guard, and
 // offers a value only if the caller's redaction leaves it unchanged, so a
 // completion never suggests another tenant's value or personal data the
 // role may not see. Subscribing to any URI succeeds; a resources/updated
-// notification (Server.ResourceUpdated, after a write) reaches a
+// notification ([Server.ResourceUpdated], after a write) reaches a
 // subscriber only if the scope it subscribed with can read the URI then.
 //
-// Per-item authorization: Tool.Require, Prompt.Require and
-// Resource.Require name roles (any of) and OAuth scopes (all of, from the
+// Per-item authorization: [Tool.Require], [Prompt.Require] and
+// [Resource.Require] name roles (any of) and OAuth scopes (all of, from the
 // token's scope or scp claim). tools/list, prompts/list, resources/list
 // and resources/templates/list show each caller only what it meets; a
 // request naming an item anyway is refused before its handler: with HTTP
 // 403 and WWW-Authenticate: Bearer error="insufficient_scope", scope="…"
 // on streamable HTTP (read from the request body before the go-sdk
-// handles it), and always at call time with a DenyError of rule
-// RuleInsufficientScope (ErrInsufficientScope), which is all a stdio
+// handles it), and always at call time with a [DenyError] of rule
+// [RuleInsufficientScope] ([ErrInsufficientScope]), which is all a stdio
 // client sees. The protected-resource metadata's scopes_supported lists
-// every scope a Require names.
+// every scope a [Require] names.
 //
 // Declassification is the user's decision. When the flow policy denies a
 // sink call that one of its declassification rules would allow, the
@@ -66,7 +68,7 @@
 // declassifies, for that call only, and the audit record keeps the
 // witness and "consent":"accepted"; decline, cancel, a client without the
 // elicitation capability (and stateless HTTP, where the server cannot ask)
-// and Options.ConsentTimeout deny as before. A declassification reason in
+// and [Options.ConsentTimeout] deny as before. A declassification reason in
 // the call's _meta is written by the model's host and counts only if the
 // policy opts in (see package flow).
 //
@@ -74,53 +76,53 @@
 // the go-sdk's bearer-token middleware fed by package claims, with RFC 9728
 // protected-resource metadata and the WWW-Authenticate challenge on 401;
 // ListenAndServe runs it with graceful shutdown. RunStdio serves one client
-// over stdin/stdout with a token from configuration (TokenFromEnv,
-// TokenFromFile), verified at start and again whenever it expires.
+// over stdin/stdout with a token from configuration ([TokenFromEnv],
+// [TokenFromFile]), verified at start and again whenever it expires.
 //
-// With Options.Flow (package flow), every result also labels the caller's
+// With [Options.Flow] (package flow), every result also labels the caller's
 // session (confidentiality level and data categories, derived from the
 // result type's pii tags and the tool's declaration), and a tool declared as
-// a sink (Tool.Flow) is checked against the flow policy before its handler
-// runs; a forbidden flow is a DenyError carrying the witness. The label of
+// a sink ([Tool.Flow]) is checked against the flow policy before its handler
+// runs; a forbidden flow is a [DenyError] carrying the witness. The label of
 // a result is recorded in the checker's taint store before the client can
 // see it; if the store fails, the result is withheld (an internal error),
-// and a sink call whose taint cannot be read is denied (flow.RuleTaintStore).
+// and a sink call whose taint cannot be read is denied ([flow.RuleTaintStore]).
 //
-// Operations: Handler serves liveness at HealthPath and readiness at
-// ReadyPath (signing keys loaded, database reachable, PostgreSQL row-level
+// Operations: [Server.Handler] serves liveness at [HealthPath] and readiness at
+// [ReadyPath] (signing keys loaded, database reachable, PostgreSQL row-level
 // security still in force, egress guard active when required; see
-// HealthOptions). Options.Telemetry (NewTelemetry) records OpenTelemetry
+// [HealthOptions]). [Options.Telemetry] ([NewTelemetry]) records OpenTelemetry
 // metrics and one span per call, labelled by tool, outcome, rule and
 // category but never by subject or tenant unless configured, and serves
-// them to Prometheus at HTTPOptions.MetricsPath; its RateLimited and
+// them to Prometheus at [HTTPOptions.MetricsPath]; its RateLimited and
 // PoolWait methods are the hooks for limits enforced elsewhere. A call that
-// fails because the database is unreachable (guardedsql.IsUnavailable) is
-// answered with the JSON-RPC error CodeUnavailable, marked retryable and
+// fails because the database is unreachable ([guardedsql.IsUnavailable]) is
+// answered with the JSON-RPC error [CodeUnavailable], marked retryable and
 // saying nothing about the database, so a client can tell "retry later"
-// from a bug. Options.Logger is rate-limited per kind of record
-// (LogLimit), so an outage cannot flood the log.
+// from a bug. [Options.Logger] is rate-limited per kind of record
+// ([LogLimit]), so an outage cannot flood the log.
 //
 // # Limits and timeouts
 //
-// Options.Limits keeps one tenant from starving the others: each call takes
+// [Options.Limits] keeps one tenant from starving the others: each call takes
 // a concurrency slot and a rate token (token bucket) of every top-level
-// grant of its scope and of its subject, waiting at most Limits.QueueWait
-// for a slot. A refusal is a LimitError: on streamable HTTP it is decided
+// grant of its scope and of its subject, waiting at most [Limits.QueueWait]
+// for a slot. A refusal is a [LimitError]: on streamable HTTP it is decided
 // before the call is dispatched and answered with 429 and Retry-After; the
 // body, and on stdio the error itself, is a JSON-RPC error with code
-// CodeLimited and data naming the rule and the retry delay, never a tenant.
-// guardedsql.ErrBusy (the pool-wait bound) becomes the same error with
-// RuleDBBusy. Token buckets live in the process (NewLocalRates) or, shared
-// between replicas, in a RateStore such as package server/redisrate.
-// Limits.OnReject and guardedsql.WithPoolWaitObserver are the hooks for
+// [CodeLimited] and data naming the rule and the retry delay, never a tenant.
+// [guardedsql.ErrBusy] (the pool-wait bound) becomes the same error with
+// [RuleDBBusy]. Token buckets live in the process ([NewLocalRates]) or, shared
+// between replicas, in a [RateStore] such as package server/redisrate.
+// [Limits.OnReject] and [guardedsql.WithPoolWaitObserver] are the hooks for
 // rejection and pool-wait metrics.
 //
 // The HTTP layer hands each admitted tools/call a ticket carrying its
 // request's lifetime, so a call whose client disconnects is cancelled.
-// HTTPOptions bound the rest: body read deadline, write deadline of
+// [HTTPOptions] bound the rest: body read deadline, write deadline of
 // non-streaming responses, idle keep-alives, the session idle timeout (on
 // by default) and sessions per subject, the shutdown drain, and the Origin
-// allowlist; Options.MaxTokenLifetime refuses tokens that live too long.
+// allowlist; [Options.MaxTokenLifetime] refuses tokens that live too long.
 //
 // The scope of each call is derived from that call's own verified token
 // (not the token that opened the session), so a token that expires or is

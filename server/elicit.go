@@ -46,7 +46,7 @@ func (s *Server) consent(ctx context.Context, a *auditRecord, red *redact.Scoped
 		return nil, fd
 	}
 	ci.Consent = fd.Offer
-	fc, again := ft.Begin(ctx, ci)
+	fc, again := beginFlow(ctx, ft, ci)
 	if again != nil {
 		// The taint grew while the user was deciding, beyond the rule.
 		return nil, again

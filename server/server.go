@@ -50,7 +50,9 @@ type Options struct {
 
 	// Levels are the scope level names of the application (for example
 	// "chain", "hotel"). Each level and "<level>_id" is forbidden as a tool
-	// input property, in addition to DefaultScopeKeys and ScopeKeys.
+	// input property, in addition to DefaultScopeKeys and ScopeKeys. Empty
+	// means the levels of DB's schema, which is where they are declared;
+	// if set, they must be the schema's (see ErrLevels).
 	Levels []string
 	// ScopeKeys are further property names no tool input may carry.
 	ScopeKeys []string
@@ -177,6 +179,9 @@ func New(opts Options) (*Server, error) {
 			}
 		}
 	}
+	if err := resolveLevels(&opts); err != nil {
+		return nil, err
+	}
 	lim, err := newLimiter(opts.Limits, opts.Levels)
 	if err != nil {
 		return nil, err
@@ -235,18 +240,18 @@ type Tool struct {
 	Flow flow.Decl
 }
 
-// Handler is a tool's code. ctx carries the caller's scope (see
+// ToolHandler is a tool's code. ctx carries the caller's scope (see
 // scope.FromContext) and the call's deadline; db adds the tenant predicates
 // to every statement. Return the result, or an error: guardedsql.ErrNotFound
 // for "no such row (for you)", an error from InvalidInput for a message the
 // caller should see, anything else for an internal failure.
-type Handler[In, Out any] func(ctx context.Context, db *guardedsql.DB, in In) (Out, error)
+type ToolHandler[In, Out any] func(ctx context.Context, db *guardedsql.DB, in In) (Out, error)
 
 // AddTool registers a typed tool on s. It fails, and registers nothing, if
 // the tool name is empty or taken, if In is not a struct (or map), if the
 // schemas cannot be inferred, or if the input schema names a scope key
 // (*TenantInputError, matching ErrTenantInInput).
-func AddTool[In, Out any](s *Server, t Tool, h Handler[In, Out]) error {
+func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 	if t.Name == "" {
 		return fmt.Errorf("%w: tool with no name", ErrConfig)
 	}

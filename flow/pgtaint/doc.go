@@ -13,8 +13,8 @@
 // # Table
 //
 // One table (default "tenantmcp_taint"), created by its administrator with
-// Install (or with the DDL statements InstallSQL returns) and granted to
-// the application role with Grant:
+// Install (or with the DDL statements [InstallSQL] returns) and granted to
+// the application role with [Grant]:
 //
 //	subject text, session text, taint jsonb, touched timestamptz,
 //	PRIMARY KEY (subject, session)
@@ -27,12 +27,12 @@
 //
 // # Consistency
 //
-// Store.Join locks the row (INSERT … ON CONFLICT DO UPDATE … RETURNING),
-// merges with flow.Taint.Join and writes it back in the same transaction,
+// [Store.Join] locks the row (INSERT … ON CONFLICT DO UPDATE … RETURNING),
+// merges with [flow.Taint.Join] and writes it back in the same transaction,
 // so concurrent joins of one key from any number of replicas are never
 // lost. JoinTx does the same inside a transaction the caller owns, for an
 // application that writes its own record of the call in that transaction.
-// Every error wraps flow.ErrTaintStore, on which the checker fails closed:
+// Every error wraps [flow.ErrTaintStore], on which the checker fails closed:
 // a sink call is denied and a result is withheld. Errors carry no DSN,
 // subject or taint content.
 package pgtaint

@@ -181,7 +181,14 @@ func (r *replica) readGuests(t *testing.T, subject, callID string) {
 
 func (r *replica) send(subject, to string) *flow.Denial {
 	args, _ := json.Marshal(mailIn{To: to, Body: "hi"})
-	_, den := r.mail.Begin(context.Background(), flow.CallInfo{Subject: subject, CallID: "send", Args: args})
+	_, err := r.mail.Begin(context.Background(), flow.CallInfo{Subject: subject, CallID: "send", Args: args})
+	if err == nil {
+		return nil
+	}
+	var den *flow.Denial
+	if !errors.As(err, &den) {
+		return &flow.Denial{Rule: "not a *flow.Denial: " + err.Error()}
+	}
 	return den
 }
 

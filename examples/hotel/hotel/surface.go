@@ -89,7 +89,7 @@ func RegisterSurface(s *server.Server) error {
 // ListHotels lists the caller's hotels.
 func ListHotels(ctx context.Context, db *guardedsql.DB, _ map[string]string) (HotelsOut, error) {
 	h := hotelsT.As("h")
-	q, err := builder.Select(h.Col("id"), h.Col("name"), h.Col("city")).From(h).OrderBy(h.Col("id").Asc()).Build()
+	q, err := builder.Select(h.ID(), h.Name(), h.City()).From(h.Ref()).OrderBy(h.ID().Asc()).Build()
 	if err != nil {
 		return HotelsOut{}, err
 	}
@@ -107,7 +107,7 @@ func ListHotels(ctx context.Context, db *guardedsql.DB, _ map[string]string) (Ho
 
 func roomsOfKind(ctx context.Context, db *guardedsql.DB, kind string) (RoomsOut, error) {
 	r, h := roomsT.As("r"), hotelsT.As("h")
-	rooms, err := queryRooms(ctx, db, r, h, []builder.Pred{r.Col("kind").Eq(kind)}, 200)
+	rooms, err := queryRooms(ctx, db, r, h, []builder.Pred{r.Kind().Eq(kind)}, 200)
 	if err == nil && len(rooms) == 0 {
 		return RoomsOut{}, guardedsql.ErrNotFound // no such kind (for you)
 	}
@@ -117,8 +117,8 @@ func roomsOfKind(ctx context.Context, db *guardedsql.DB, kind string) (RoomsOut,
 // completeKinds suggests the room kinds of the caller's hotels.
 func completeKinds(ctx context.Context, db *guardedsql.DB, prefix string, _ map[string]string) ([]string, error) {
 	r := roomsT.As("r")
-	q, err := builder.Select(r.Col("kind")).From(r).Where(r.Col("kind").HasPrefix(prefix)).
-		GroupBy(r.Col("kind")).OrderBy(r.Col("kind").Asc()).Limit(server.MaxCompletions).Build()
+	q, err := builder.Select(r.Kind()).From(r.Ref()).Where(r.Kind().HasPrefix(prefix)).
+		GroupBy(r.Kind()).OrderBy(r.Kind().Asc()).Limit(server.MaxCompletions).Build()
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +132,8 @@ func completeGuests(ctx context.Context, db *guardedsql.DB, prefix string, _ map
 		return nil, nil
 	}
 	g := guestsT.As("g")
-	q, err := builder.Select(g.Col("full_name")).From(g).Where(g.Col("full_name").HasPrefix(prefix)).
-		GroupBy(g.Col("full_name")).OrderBy(g.Col("full_name").Asc()).Limit(server.MaxCompletions + 1).Build()
+	q, err := builder.Select(g.FullName()).From(g.Ref()).Where(g.FullName().HasPrefix(prefix)).
+		GroupBy(g.FullName()).OrderBy(g.FullName().Asc()).Limit(server.MaxCompletions + 1).Build()
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func collectStrings(ctx context.Context, db *guardedsql.DB, q builder.Query) ([]
 func GuestBriefing(ctx context.Context, db *guardedsql.DB, args map[string]string) (string, BriefingData, error) {
 	name := args["guest"]
 	g := guestsT.As("g")
-	guests, err := queryGuests(ctx, db, g, g.Col("full_name").Eq(name), 10)
+	guests, err := queryGuests(ctx, db, g, g.FullName().Eq(name), 10)
 	if err != nil {
 		return "", BriefingData{}, err
 	}
@@ -170,7 +170,7 @@ func GuestBriefing(ctx context.Context, db *guardedsql.DB, args map[string]strin
 		ids[i] = x.ID
 	}
 	sel, b := bookingQuery()
-	bq, err := sel.Where(b.Col("guest_id").In(ids...)).OrderBy(b.Col("check_in").Desc(), b.Col("id").Asc()).Limit(20).Build()
+	bq, err := sel.Where(b.GuestID().In(ids...)).OrderBy(b.CheckIn().Desc(), b.ID().Asc()).Limit(20).Build()
 	if err != nil {
 		return "", BriefingData{}, err
 	}

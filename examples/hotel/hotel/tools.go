@@ -11,14 +11,16 @@ import (
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
-// Table references, resolved once against the schema. Tools alias them as
-// they need; nothing here names a tenant.
+// Table references, resolved once against the schema, with typed columns
+// (tables_gen.go, generated from the live schema by tenantmcp-gen): a
+// misspelt column does not compile. Tools alias them as they need;
+// nothing here names a tenant.
 var (
-	hotelsT   = Schema.Table("hotels")
-	roomsT    = Schema.Table("rooms")
-	guestsT   = Schema.Table("guests")
-	bookingsT = Schema.Table("bookings")
-	paymentsT = Schema.Table("payments")
+	hotelsT   = NewHotelsTable(Schema, "")
+	roomsT    = NewRoomsTable(Schema, "")
+	guestsT   = NewGuestsTable(Schema, "")
+	bookingsT = NewBookingsTable(Schema, "")
+	paymentsT = NewPaymentsTable(Schema, "")
 )
 
 // Guest is a guest as tools return it. The pii tags tell package redact
@@ -133,24 +135,24 @@ func SearchAvailability(ctx context.Context, db *guardedsql.DB, in SearchAvailab
 		return RoomsOut{}, err
 	}
 	r, h, b := roomsT.As("r"), hotelsT.As("h"), bookingsT.As("b")
-	busy := builder.Select(b.Col("room_id")).From(b).Where(
-		b.Col("status").Ne("cancelled"),
-		b.Col("check_in").Lt(in.CheckOut),
-		b.Col("check_out").Gt(in.CheckIn),
+	busy := builder.Select(b.RoomID()).From(b.Ref()).Where(
+		b.Status().Ne("cancelled"),
+		b.CheckIn().Lt(in.CheckOut),
+		b.CheckOut().Gt(in.CheckIn),
 	)
 	busyQ, err := busy.Build()
 	if err != nil {
 		return RoomsOut{}, err
 	}
-	where := []builder.Pred{r.Col("id").NotInQuery(busyQ)}
+	where := []builder.Pred{r.ID().NotInQuery(busyQ)}
 	if in.City != "" {
-		where = append(where, h.Col("city").Eq(in.City))
+		where = append(where, h.City().Eq(in.City))
 	}
 	if in.Kind != "" {
-		where = append(where, r.Col("kind").Eq(in.Kind))
+		where = append(where, r.Kind().Eq(in.Kind))
 	}
 	if in.MinCapacity > 0 {
-		where = append(where, r.Col("capacity").Ge(in.MinCapacity))
+		where = append(where, r.Capacity().Ge(in.MinCapacity))
 	}
 	rooms, err := queryRooms(ctx, db, r, h, where, 50)
 	return RoomsOut{Rooms: nonNil(rooms)}, err
@@ -158,10 +160,10 @@ func SearchAvailability(ctx context.Context, db *guardedsql.DB, in SearchAvailab
 
 // queryRooms lists rooms r (joined with their hotels h) matching where,
 // in hotel and number order.
-func queryRooms(ctx context.Context, db *guardedsql.DB, r, h builder.TableRef, where []builder.Pred, limit int) ([]Room, error) {
-	q, err := builder.Select(r.Col("id"), h.Col("id"), h.Col("name"), h.Col("city"), r.Col("number"), r.Col("kind"), r.Col("capacity"), r.Col("rate_cents")).
-		From(r).Join(h, h.Col("id").EqCol(r.Col("hotel_id"))).
-		Where(where...).OrderBy(h.Col("id").Asc(), r.Col("number").Asc()).Limit(limit).Build()
+func queryRooms(ctx context.Context, db *guardedsql.DB, r RoomsTable, h HotelsTable, where []builder.Pred, limit int) ([]Room, error) {
+	q, err := builder.Select(r.ID(), h.ID(), h.Name(), h.City(), r.Number(), r.Kind(), r.Capacity(), r.RateCents()).
+		From(r.Ref()).Join(h.Ref(), h.ID().EqCol(r.HotelID())).
+		Where(where...).OrderBy(h.ID().Asc(), r.Number().Asc()).Limit(limit).Build()
 	if err != nil {
 		return nil, err
 	}
@@ -190,14 +192,14 @@ type BookingsOut struct {
 	Bookings []Booking `json:"bookings"`
 }
 
-func bookingQuery() (builder.SelectBuilder, builder.TableRef) {
+func bookingQuery() (builder.SelectBuilder, BookingsTable) {
 	b, r, h, g := bookingsT.As("b"), roomsT.As("r"), hotelsT.As("h"), guestsT.As("g")
-	return builder.Select(b.Col("id"), h.Col("id"), h.Col("name"), r.Col("number"), b.Col("check_in"), b.Col("check_out"),
-		b.Col("status"), b.Col("total_cents"), g.Col("id"), g.Col("full_name"), g.Col("email")).
-		From(b).
-		Join(r, r.Col("id").EqCol(b.Col("room_id"))).
-		Join(h, h.Col("id").EqCol(r.Col("hotel_id"))).
-		Join(g, g.Col("id").EqCol(b.Col("guest_id"))), b
+	return builder.Select(b.ID(), h.ID(), h.Name(), r.Number(), b.CheckIn(), b.CheckOut(),
+		b.Status(), b.TotalCents(), g.ID(), g.FullName(), g.Email()).
+		From(b.Ref()).
+		Join(r.Ref(), r.ID().EqCol(b.RoomID())).
+		Join(h.Ref(), h.ID().EqCol(r.HotelID())).
+		Join(g.Ref(), g.ID().EqCol(b.GuestID())), b
 }
 
 func scanBooking(rs *guardedsql.Rows) (Booking, error) {
@@ -218,11 +220,11 @@ func ListBookings(ctx context.Context, db *guardedsql.DB, in ListBookingsIn) (Bo
 		return BookingsOut{}, server.InvalidInput("limit must be 1-200 and offset not negative")
 	}
 	sel, b := bookingQuery()
-	where := []builder.Pred{b.Col("check_in").Ge(in.From), b.Col("check_in").Lt(in.To)}
+	where := []builder.Pred{b.CheckIn().Ge(in.From), b.CheckIn().Lt(in.To)}
 	if in.Status != "" {
-		where = append(where, b.Col("status").Eq(in.Status))
+		where = append(where, b.Status().Eq(in.Status))
 	}
-	q, err := sel.Where(where...).OrderBy(b.Col("check_in").Desc(), b.Col("id").Asc()).Limit(in.Limit).Offset(in.Offset).Build()
+	q, err := sel.Where(where...).OrderBy(b.CheckIn().Desc(), b.ID().Asc()).Limit(in.Limit).Offset(in.Offset).Build()
 	if err != nil {
 		return BookingsOut{}, err
 	}
@@ -250,7 +252,7 @@ type BookingDetail struct {
 // found", exactly like an id that does not exist.
 func GetBooking(ctx context.Context, db *guardedsql.DB, in GetBookingIn) (BookingDetail, error) {
 	sel, b := bookingQuery()
-	q, err := sel.Where(b.Col("id").Eq(in.ID)).Build()
+	q, err := sel.Where(b.ID().Eq(in.ID)).Build()
 	if err != nil {
 		return BookingDetail{}, err
 	}
@@ -263,8 +265,8 @@ func GetBooking(ctx context.Context, db *guardedsql.DB, in GetBookingIn) (Bookin
 		return BookingDetail{}, err
 	}
 	g := guestsT.As("g")
-	gq, err := builder.Select(g.Col("id"), g.Col("hotel_id"), g.Col("full_name"), g.Col("email"), g.Col("phone"), g.Col("country_code")).
-		From(g).Where(g.Col("id").Eq(bk.GuestID)).Build()
+	gq, err := builder.Select(g.ID(), g.HotelID(), g.FullName(), g.Email(), g.Phone(), g.CountryCode()).
+		From(g.Ref()).Where(g.ID().Eq(bk.GuestID)).Build()
 	if err != nil {
 		return BookingDetail{}, err
 	}
@@ -273,8 +275,8 @@ func GetBooking(ctx context.Context, db *guardedsql.DB, in GetBookingIn) (Bookin
 		return BookingDetail{}, err
 	}
 	p := paymentsT.As("p")
-	pq, err := builder.Select(p.Col("id"), p.Col("amount_cents"), p.Col("method"), p.Col("card_number"), p.Col("paid_at")).
-		From(p).Where(p.Col("booking_id").Eq(bk.ID)).OrderBy(p.Col("id").Asc()).Build()
+	pq, err := builder.Select(p.ID(), p.AmountCents(), p.Method(), p.CardNumber(), p.PaidAt()).
+		From(p.Ref()).Where(p.BookingID().Eq(bk.ID)).OrderBy(p.ID().Asc()).Build()
 	if err != nil {
 		return BookingDetail{}, err
 	}
@@ -321,7 +323,7 @@ func CreateBooking(ctx context.Context, db *guardedsql.DB, in CreateBookingIn) (
 	var out CreatedOut
 	err := db.Tx(ctx, func(tx *guardedsql.Tx) error {
 		r, g := roomsT.As("r"), guestsT.As("g")
-		q, err := builder.Select(r.Col("rate_cents"), r.Col("hotel_id")).From(r).Where(r.Col("id").Eq(in.RoomID)).Build()
+		q, err := builder.Select(r.RateCents(), r.HotelID()).From(r.Ref()).Where(r.ID().Eq(in.RoomID)).Build()
 		if err != nil {
 			return err
 		}
@@ -330,7 +332,7 @@ func CreateBooking(ctx context.Context, db *guardedsql.DB, in CreateBookingIn) (
 		if err := tx.QueryRow(ctx, q).Scan(&rate, &hotelID); err != nil {
 			return err // another tenant's room: not found
 		}
-		gq, err := builder.Select(g.Col("id")).From(g).Where(g.Col("id").Eq(in.GuestID), g.Col("hotel_id").Eq(hotelID)).Build()
+		gq, err := builder.Select(g.ID()).From(g.Ref()).Where(g.ID().Eq(in.GuestID), g.HotelID().Eq(hotelID)).Build()
 		if err != nil {
 			return err
 		}
@@ -339,9 +341,9 @@ func CreateBooking(ctx context.Context, db *guardedsql.DB, in CreateBookingIn) (
 			return err
 		}
 		b := bookingsT.As("b")
-		cq, err := builder.Select(builder.CountAll()).From(b).Where(
-			b.Col("room_id").Eq(in.RoomID), b.Col("status").Ne("cancelled"),
-			b.Col("check_in").Lt(in.CheckOut), b.Col("check_out").Gt(in.CheckIn)).Build()
+		cq, err := builder.Select(builder.CountAll()).From(b.Ref()).Where(
+			b.RoomID().Eq(in.RoomID), b.Status().Ne("cancelled"),
+			b.CheckIn().Lt(in.CheckOut), b.CheckOut().Gt(in.CheckIn)).Build()
 		if err != nil {
 			return err
 		}
@@ -353,7 +355,7 @@ func CreateBooking(ctx context.Context, db *guardedsql.DB, in CreateBookingIn) (
 			return server.InvalidInput("room %d is not free from %s to %s", in.RoomID, in.CheckIn, in.CheckOut)
 		}
 		out.TotalCents = rate * nights
-		ins, err := builder.InsertInto(bookingsT).
+		ins, err := builder.InsertInto(bookingsT.Ref()).
 			Columns("room_id", "guest_id", "check_in", "check_out", "status", "total_cents", "created_at").
 			Values(in.RoomID, in.GuestID, in.CheckIn, in.CheckOut, "confirmed", out.TotalCents, time.Now().UTC().Format(time.DateTime)).Build()
 		if err != nil {
@@ -368,9 +370,9 @@ func CreateBooking(ctx context.Context, db *guardedsql.DB, in CreateBookingIn) (
 			// PostgreSQL reports no last insert id: read the row back, in
 			// the same transaction (and so under the same scope).
 			b := bookingsT.As("b")
-			q, err := builder.Select(builder.Max(b.Col("id"))).From(b).Where(
-				b.Col("room_id").Eq(in.RoomID), b.Col("guest_id").Eq(in.GuestID),
-				b.Col("check_in").Eq(in.CheckIn), b.Col("check_out").Eq(in.CheckOut), b.Col("status").Eq("confirmed")).Build()
+			q, err := builder.Select(builder.Max(b.ID())).From(b.Ref()).Where(
+				b.RoomID().Eq(in.RoomID), b.GuestID().Eq(in.GuestID),
+				b.CheckIn().Eq(in.CheckIn), b.CheckOut().Eq(in.CheckOut), b.Status().Eq("confirmed")).Build()
 			if err != nil {
 				return err
 			}
@@ -395,7 +397,7 @@ type CancelledOut struct {
 // CancelBooking sets a booking's status to cancelled. Another tenant's
 // booking is "not found" and stays untouched.
 func CancelBooking(ctx context.Context, db *guardedsql.DB, in CancelBookingIn) (CancelledOut, error) {
-	u, err := builder.UpdateTable(bookingsT).Set("status", "cancelled").Where(bookingsT.Col("id").Eq(in.ID)).ExpectOne().Build()
+	u, err := builder.UpdateTable(bookingsT.Ref()).Set("status", "cancelled").Where(bookingsT.ID().Eq(in.ID)).ExpectOne().Build()
 	if err != nil {
 		return CancelledOut{}, err
 	}
@@ -421,14 +423,14 @@ func FindGuest(ctx context.Context, db *guardedsql.DB, in FindGuestIn) (GuestsOu
 		return GuestsOut{}, server.InvalidInput("query must have at least 2 characters")
 	}
 	g := guestsT.As("g")
-	gs, err := queryGuests(ctx, db, g, builder.Or(g.Col("full_name").HasPrefix(in.Query), g.Col("email").Eq(in.Query)), 50)
+	gs, err := queryGuests(ctx, db, g, builder.Or(g.FullName().HasPrefix(in.Query), g.Email().Eq(in.Query)), 50)
 	return GuestsOut{Guests: nonNil(gs)}, err
 }
 
 // queryGuests lists guests g matching where, in name and id order.
-func queryGuests(ctx context.Context, db *guardedsql.DB, g builder.TableRef, where builder.Pred, limit int) ([]Guest, error) {
-	q, err := builder.Select(g.Col("id"), g.Col("hotel_id"), g.Col("full_name"), g.Col("email"), g.Col("phone"), g.Col("country_code")).
-		From(g).Where(where).OrderBy(g.Col("full_name").Asc(), g.Col("id").Asc()).Limit(limit).Build()
+func queryGuests(ctx context.Context, db *guardedsql.DB, g GuestsTable, where builder.Pred, limit int) ([]Guest, error) {
+	q, err := builder.Select(g.ID(), g.HotelID(), g.FullName(), g.Email(), g.Phone(), g.CountryCode()).
+		From(g.Ref()).Where(where).OrderBy(g.FullName().Asc(), g.ID().Asc()).Limit(limit).Build()
 	if err != nil {
 		return nil, err
 	}
@@ -470,10 +472,10 @@ func RevenueReport(ctx context.Context, db *guardedsql.DB, in RevenueReportIn) (
 		return RevenueOut{}, err
 	}
 	b, r, h := bookingsT.As("b"), roomsT.As("r"), hotelsT.As("h")
-	q, err := builder.Select(h.Col("id"), h.Col("name"), builder.CountAll(), builder.Sum(b.Col("total_cents"))).
-		From(b).Join(r, r.Col("id").EqCol(b.Col("room_id"))).Join(h, h.Col("id").EqCol(r.Col("hotel_id"))).
-		Where(b.Col("status").Ne("cancelled"), b.Col("check_in").Ge(in.From), b.Col("check_in").Lt(in.To)).
-		GroupBy(h.Col("id"), h.Col("name")).OrderBy(h.Col("id").Asc()).Build()
+	q, err := builder.Select(h.ID(), h.Name(), builder.CountAll(), builder.Sum(b.TotalCents())).
+		From(b.Ref()).Join(r.Ref(), r.ID().EqCol(b.RoomID())).Join(h.Ref(), h.ID().EqCol(r.HotelID())).
+		Where(b.Status().Ne("cancelled"), b.CheckIn().Ge(in.From), b.CheckIn().Lt(in.To)).
+		GroupBy(h.ID(), h.Name()).OrderBy(h.ID().Asc()).Build()
 	if err != nil {
 		return RevenueOut{}, err
 	}

@@ -1,0 +1,60 @@
+package guardedsql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+)
+
+// IntrospectCatalog opens dsn (any DSN [Open] accepts), reads its tables,
+// columns, primary, unique and foreign keys and declared types, and
+// closes it again. Unlike [Introspect] it applies no tenancy and validates
+// nothing: the result is the raw catalog, for tools such as command
+// tenantmcp-gen that generate code from it. Build a [builder.Schema] from
+// it with a [builder.Tenancy] (see [builder.Tenancy.Apply]). Errors never
+// echo the DSN's password.
+func IntrospectCatalog(ctx context.Context, dsn string) ([]builder.TableDef, error) {
+	cat, err := introspectCatalog(ctx, dsn)
+	return cat, RedactDSNError(err, dsn)
+}
+
+func introspectCatalog(ctx context.Context, dsn string) ([]builder.TableDef, error) {
+	scheme, _, _ := strings.Cut(dsn, "://")
+	switch scheme {
+	case "postgres", "postgresql":
+		pool, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err)
+		}
+		defer pool.Close()
+		return postgres.Dialect{}.Introspect(ctx, postgres.NewPool(pool, false))
+	case "mysql":
+		cfg, err := MySQLConfig(dsn)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err)
+		}
+		db := sql.OpenDB(conn)
+		defer db.Close()
+		return mysqldialect.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
+	}
+	db, err := openSQL(ctx, dsn, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return sqlite.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
+}
