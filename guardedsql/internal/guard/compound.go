@@ -47,6 +47,9 @@ func (r *renderer) body(b *sqlast.Body) (dialect.Frag, error) {
 	if len(b.Branches) != len(b.Ops)+1 {
 		return dialect.Frag{}, fmt.Errorf("%w: set operation with %d branches and %d operators", ErrInternal, len(b.Branches), len(b.Ops))
 	}
+	if r.opt.NoIntersectExcept && slices.ContainsFunc(b.Ops, func(o sqlast.SetOp) bool { return o == sqlast.Intersect || o == sqlast.Except }) {
+		return dialect.Frag{}, fmt.Errorf("%w: this %s server lacks INTERSECT and EXCEPT (MySQL needs 8.0.31, MariaDB 10.3)", ErrSetOpUnsupported, r.d.Name())
+	}
 	var f fb
 	for i, s := range b.Branches {
 		if len(s.Outer) > 0 || len(s.With) > 0 || s.Lock != sqlast.NoLock {
@@ -128,6 +131,9 @@ func withPrefix(pre dialect.Frag, hasPre bool, user dialect.Frag) (dialect.Frag,
 	}
 	return dialect.Frag{SQL: "WITH " + rest + ", " + user.SQL, Args: append(slices.Clip(pre.Args), user.Args...)}, true, nil
 }
+
+// ErrSetOpUnsupported is wrapped when the engine lacks a set operator.
+var ErrSetOpUnsupported = fmt.Errorf("%w: set operator not supported by the engine", ErrInvalid)
 
 // ErrLockUnsupported is wrapped when an engine cannot lock the rows a
 // query reads as asked.

@@ -83,6 +83,9 @@ type Options struct {
 	// (level columns, root rows) stay. guardedsql sets it only for a
 	// dialect that implements dialect.ReadEnforcer and reports true.
 	EngineEnforcesReads bool
+	// NoIntersectExcept: the engine lacks INTERSECT and EXCEPT (MySQL
+	// before 8.0.31); set operations using them are refused (compound.go).
+	NoIntersectExcept bool
 }
 
 // Render renders st for dialect d and scope sc.
