@@ -122,7 +122,11 @@ func genCompound(data []byte, sch *builder.Schema) (builder.Query, error) {
 		v := c.Ref()
 		if q.g.flip() {
 			w := c.As("w")
-			d := builder.With("d", builder.Must(builder.Select(w.Col("k"), w.Col("x")).From(w).Build()))
+			dq, err := builder.Select(w.Col("k"), w.Col("x")).From(w).Build()
+			if err != nil {
+				return builder.Query{}, err
+			}
+			d := builder.With("d", dq)
 			return q.virtualRead(builder.Select, d.Ref()).With(c, d).Build()
 		}
 		return q.virtualRead(builder.Select, v).With(c).Build()
