@@ -3,6 +3,7 @@ package builder
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
@@ -369,7 +370,7 @@ func (b SelectBuilder) buildExtras(s *sqlast.Select, v *scopeCheck) error {
 		if c.c == nil {
 			return invalid("zero CTE in With")
 		}
-		if names[c.c.Name] {
+		if names[strings.ToLower(c.c.Name)] {
 			return invalid("two CTEs named %q in one WITH", c.c.Name)
 		}
 		// A body may read only CTEs declared before it: with no forward or
@@ -381,14 +382,14 @@ func (b SelectBuilder) buildExtras(s *sqlast.Select, v *scopeCheck) error {
 				}
 			}
 		}
-		names[c.c.Name] = true
+		names[strings.ToLower(c.c.Name)] = true
 		if err := v.body(c.c.Body); err != nil {
 			return err
 		}
 		s.With = append(s.With, c.c)
 	}
 	for _, r := range v.refs {
-		if !r.Virtual() && names[r.Table.Name] {
+		if !r.Virtual() && names[strings.ToLower(r.Table.Name)] {
 			return invalid("CTE %q has the name of table %s, which it would shadow", r.Table.Name, r.Table.Name)
 		}
 		if r.CTE != nil && !slices.Contains(s.With, r.CTE) {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
@@ -37,7 +39,8 @@ func (db *DB) checkVirtual(s sqlast.Stmt) error {
 		return nil
 	}
 	for _, c := range sel.With {
-		if _, shadow := db.g.Tables[c.Name]; shadow {
+		// Case-insensitively: SQLite and MariaDB may fold identifiers.
+		if slices.ContainsFunc(db.g.Names, func(n string) bool { return strings.EqualFold(n, c.Name) }) {
 			return fmt.Errorf("%w: CTE %s has the name of a schema table", ErrInvalid, c.Name)
 		}
 	}

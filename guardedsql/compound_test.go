@@ -376,3 +376,26 @@ func pairs(m map[int64]int64) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestCTEShadowingTableRefused: a CTE named like a schema table (in any
+// case: SQLite folds identifiers) is refused before anything is sent,
+// even when the statement itself does not read that table.
+func TestCTEShadowingTableRefused(t *testing.T) {
+	h := engineSQLite.newHotel(t)
+	r := h.sch.Table("rooms").As("r")
+	for _, name := range []string{"bookings", "Bookings", "PAYMENTS"} {
+		c := builder.With(name, builder.Must(builder.Select(r.Col("id")).From(r).Build()))
+		x := c.As("x")
+		q, err := builder.Select(x.Col("id")).From(x).With(c).Build()
+		if err != nil {
+			t.Fatalf("%s: Build: %v", name, err)
+		}
+		h.rec.reset()
+		if _, err := h.db.Query(grantCtx(chainG("acme")), q); !errors.Is(err, guardedsql.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+		if n := len(h.rec.statements()); n != 0 {
+			t.Errorf("%s: %d statements sent", name, n)
+		}
+	}
+}
