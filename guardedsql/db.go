@@ -212,7 +212,9 @@ func (db *DB) Render(ctx context.Context, st builder.Statement) (string, []any, 
 }
 
 // Query runs a SELECT under the scope of ctx. Without a scope it returns
-// ErrNoScope and sends nothing. The caller must close the Rows.
+// ErrNoScope and sends nothing; a query that locks rows (ForUpdate,
+// ForShare) returns ErrLockOutsideTx: run it with Tx.Query. The caller
+// must close the Rows.
 func (db *DB) Query(ctx context.Context, q builder.Query) (*Rows, error) {
 	if locking(q) {
 		return nil, ErrLockOutsideTx
