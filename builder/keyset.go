@@ -34,8 +34,9 @@ type Keyset struct {
 // a page, encoded for a client to send back. The zero Cursor is the start.
 type Cursor string
 
-// Page returns b ordered by the keys, restricted to the rows after c and
-// limited to n rows.
+// Page returns b ordered by the keys, restricted to the rows after c (all
+// rows for the zero Cursor) and limited to n rows. b should have no ORDER
+// BY or LIMIT of its own.
 func (k Keyset) Page(b SelectBuilder, c Cursor, n int) SelectBuilder {
 	if len(k.Keys) == 0 {
 		b.err = invalid("Keyset without keys")
