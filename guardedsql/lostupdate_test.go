@@ -1,6 +1,7 @@
 package guardedsql_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
@@ -75,4 +76,52 @@ func TestLostUpdateForUpdate(t *testing.T) {
 			t.Errorf("other rooms' rates changed: sum %d, was %d", got, others)
 		}
 	})
+}
+
+// TestForUpdateLocksOnlyOwnRows (PostgreSQL): under a chain grant the guard
+// joins a room's hotel to test the scope, but FOR UPDATE OF locks only the
+// room: while the transaction holds it, another connection can lock the
+// hotel (NOWAIT succeeds) but not the room (NOWAIT fails).
+func TestForUpdateLocksOnlyOwnRows(t *testing.T) {
+	e := enginePostgres
+	e.dsn(t)
+	h := e.newHotel(t)
+	room := h.m.rooms[0]
+	var chain string
+	for _, ho := range h.m.hotels {
+		if ho.ID == room.Hotel {
+			chain = ho.Chain
+		}
+	}
+	ctx := grantCtx(chainG(chain))
+	rooms := h.sch.Table("rooms").As("r")
+	q := builder.Must(builder.Select(rooms.Col("rate")).From(rooms).Where(rooms.Col("id").Eq(room.ID)).ForUpdate().Build())
+	text, _, err := h.db.Render(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, `JOIN "hotels"`) || !strings.HasSuffix(text, `FOR UPDATE OF "r"`) {
+		t.Fatalf("expected a path join to hotels and FOR UPDATE OF \"r\":\n%s", text)
+	}
+	err = h.db.Tx(ctx, func(tx *guardedsql.Tx) error {
+		if _, err := guardedsql.One(ctx, tx, q, guardedsql.Scalar[int64]); err != nil {
+			return err
+		}
+		other, err := h.raw.Begin()
+		if err != nil {
+			return err
+		}
+		defer other.Rollback()
+		var id int64
+		if err := other.QueryRow("SELECT id FROM hotels WHERE id = ? FOR UPDATE NOWAIT", room.Hotel).Scan(&id); err != nil {
+			t.Errorf("the parent hotel is locked too: %v", err)
+		}
+		if err := other.QueryRow("SELECT id FROM rooms WHERE id = ? FOR UPDATE NOWAIT", room.ID).Scan(&id); err == nil || !strings.Contains(err.Error(), "could not obtain lock") {
+			t.Errorf("the room is not locked: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
