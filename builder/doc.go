@@ -51,6 +51,38 @@
 // github.com/Masterminds/squirrel; quoting and placeholders follow the
 // database dialect.
 //
+// # Read structure
+//
+// Beyond one SELECT, a Query can hold (compound.go):
+//
+//   - derived tables: [Derived](q, "d") is a TableRef over q's result,
+//     whose columns are q's result names (d.Col("total") is checked);
+//   - non-recursive common table expressions: [With]("name", q) read
+//     through [CTE.Ref] or [CTE.As], declared on the outermost query with
+//     [SelectBuilder.With]; a CTE's body reads only the CTEs before it, so
+//     no RECURSIVE is ever needed (or offered), and a CTE may not take a
+//     schema table's name;
+//   - set operations: [Union], [UnionAll], [Intersect], [Except] and their
+//     chaining methods give a [SetBuilder]; the branches must have as many
+//     result columns as the first (checked at Build), ORDER BY ([SetBuilder.Asc],
+//     [SetBuilder.Desc]), LIMIT and OFFSET apply to the whole, and
+//     INTERSECT is not mixed with other operators (engines disagree on its
+//     precedence);
+//   - row locks: [SelectBuilder.ForUpdate] and [SelectBuilder.ForShare],
+//     refused with DISTINCT, GROUP BY, HAVING or aggregates, and refused by
+//     guardedsql outside a transaction;
+//   - keyset pagination: [Keyset] pages in the order of its keys after a
+//     [Cursor], an opaque encoding of the last row's key values. The
+//     condition is expanded as k1 > v1 OR (k1 = v1 AND k2 > v2) ..., which
+//     every engine runs whatever the keys' directions.
+//
+// Every table reference inside a derived table, CTE body or set branch is
+// one of the statement's Tables, and guardedsql guards each of them as it
+// guards a subquery's; a derived table or CTE reference itself is no
+// schema table and carries no predicate of its own. A cursor is a
+// position, not a permission: it carries values only, and a cursor forged
+// from another tenant's row moves the page within the caller's own rows.
+//
 // Builders ([SelectBuilder] and friends) are immutable values: each method
 // returns a modified copy, so a base query can be shared and extended.
 // Errors travel with the values and surface at Build.

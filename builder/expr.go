@@ -47,6 +47,9 @@ func (t TableRef) As(alias string) TableRef {
 	if !validAlias(alias) {
 		return TableRef{err: invalid("alias %q for table %s is not a valid identifier (letters, digits, '_', not starting with '_')", alias, t.ref.Table.Name)}
 	}
+	if t.ref.Virtual() {
+		return t.virtualAs(alias) // compound.go
+	}
 	return TableRef{ref: &sqlast.Ref{Table: t.ref.Table, Alias: alias}}
 }
 

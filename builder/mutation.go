@@ -115,6 +115,9 @@ func target(t TableRef, verb string) (*sqlast.Ref, error) {
 	if t.ref == nil {
 		return nil, invalid("zero TableRef as %s target", verb)
 	}
+	if t.ref.Virtual() {
+		return nil, invalid("%s target %s is a derived table or CTE, not a schema table", verb, t.ref.Alias)
+	}
 	if t.ref.Alias != t.ref.Table.Name {
 		return nil, invalid("%s target %s cannot be aliased (as %s)", verb, t.ref.Table.Name, t.ref.Alias)
 	}

@@ -21,6 +21,8 @@ type SelectBuilder struct {
 	orderBy  []Order
 	limit    int64
 	offset   int64
+	with     []CTE       // compound.go
+	lock     sqlast.Lock // compound.go
 	err      error
 }
 
@@ -228,6 +230,9 @@ func (b SelectBuilder) Build() (Query, error) {
 		}
 		s.OrderBy = append(s.OrderBy, o.o)
 	}
+	if err := b.buildExtras(s, v); err != nil {
+		return Query{}, err
+	}
 	if err := v.finish(); err != nil {
 		return Query{}, err
 	}
@@ -271,6 +276,9 @@ func (v *scopeCheck) declare(r *sqlast.Ref) error {
 		return err
 	}
 	v.own[r] = true
+	if r.Derived != nil {
+		return v.body(r.Derived) // compound.go
+	}
 	return nil
 }
 
@@ -333,6 +341,9 @@ func (v *scopeCheck) sub(s *sqlast.Select) error {
 		return invalid("the same subquery is used twice in one statement; build it twice")
 	}
 	v.subs[s] = true
+	if len(s.With) > 0 || s.Lock != sqlast.NoLock {
+		return invalid("a subquery cannot hold a WITH or lock rows; put them on the outermost query")
+	}
 	for _, r := range s.Refs {
 		if err := v.alias(r); err != nil {
 			return err

@@ -155,6 +155,11 @@
 //	38 Unique oracle: a child table's single-column primary key (shared by all tenants) is listed
 //	   by DB.UniqueOracles, and an insert under an own parent that reuses another tenant's key
 //	   fails with ErrConflict carrying none of that row's values.
+//	42 Union branches: for every tenant-bound table read under two aliases, UNION ALL returns each
+//	   own key exactly twice and nothing else, UNION and INTERSECT the oracle's keys, EXCEPT
+//	   nothing (INTERSECT and EXCEPT skipped on a server that lacks them).
+//	43 CTE bodies: a table read only through a CTE, through a CTE read by a second CTE, and
+//	   through a derived table returns exactly the oracle's keys.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -219,6 +224,8 @@
 //	byte-exact collations (collation)                28 (not MySQL/MariaDB: nothing to catch)
 //	values typed by their column (typed)             29
 //	engine errors untranslated (raw-errors)          36 38
+//	guard of later set branches (set_branch)         42 (not PostgreSQL: RLS still confines)
+//	guard of CTE bodies (cte_body)                   43 (not PostgreSQL: RLS still confines)
 //	PostgreSQL: a table's row-level security off     16 17 35 37
 //	PostgreSQL: verifying function ignores the MAC   17 35
 //	PostgreSQL: re-check off (no-recheck)            37

@@ -139,4 +139,6 @@ func ExampleProperties() {
 	// P36_engine_errors           No engine error text reaches a client
 	// P37_policy_drift            Policy drift is caught while serving
 	// P38_unique_oracle           A unique key shared by tenants is reported and reveals no value
+	// P42_union_branches          Every branch of a set operation is confined
+	// P43_cte_bodies              CTE bodies and derived tables are confined
 }

@@ -183,11 +183,14 @@ func (db *DB) ownRefs(s sqlast.Stmt) error {
 		refs = x.Refs
 	}
 	for _, r := range refs {
+		if r.Virtual() {
+			continue // derived table or CTE: see checkVirtual
+		}
 		if db.g.Tables[r.Table.Name] != r.Table {
 			return fmt.Errorf("%w: table %s comes from another Schema than this DB's", ErrInvalid, r.Table.Name)
 		}
 	}
-	return nil
+	return db.checkVirtual(s)
 }
 
 // Render returns the SQL and arguments the DB would send for st under the
@@ -209,8 +212,13 @@ func (db *DB) Render(ctx context.Context, st builder.Statement) (string, []any, 
 }
 
 // Query runs a SELECT under the scope of ctx. Without a scope it returns
-// ErrNoScope and sends nothing. The caller must close the Rows.
+// ErrNoScope and sends nothing; a query that locks rows (ForUpdate,
+// ForShare) returns ErrLockOutsideTx: run it with Tx.Query. The caller
+// must close the Rows.
 func (db *DB) Query(ctx context.Context, q builder.Query) (*Rows, error) {
+	if locking(q) {
+		return nil, ErrLockOutsideTx
+	}
 	p, sc, ds, err := db.plan(ctx, q)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,24 @@
 // hold granted ids, and a root row (no parent) must itself be in scope.
 // Global tables are read-only ([ErrReadOnly]).
 //
+// Derived tables, CTE bodies and every branch of a set operation are
+// guarded like subqueries: each schema table reference in them gets its
+// predicate, and the statement is refused (ErrInternal) unless every one
+// of its references was guarded. On SQLite the scope's WITH and the
+// query's own CTEs are merged into one WITH clause. INTERSECT and EXCEPT
+// on a MySQL server older than 8.0.31 fail with ErrSetOpUnsupported.
+//
+// A query built with ForUpdate or ForShare runs only inside DB.Tx
+// (ErrLockOutsideTx otherwise: the lock would end with the statement).
+// PostgreSQL locks the rows of the query's own FROM and inner-joined
+// tables (FOR UPDATE OF), not the parent rows the guard joins to test the
+// scope, which would serialise every writer of a tenant on its root row;
+// MariaDB/MySQL lock the rows they read (FOR UPDATE, LOCK IN SHARE MODE).
+// SQLite has no row locks and needs none: the transactions of a DB opened
+// by Open begin IMMEDIATE on its one writer connection, so a second
+// read-modify-write waits for the first to commit (a pool passed to
+// NewSQLite should set _txlock=immediate for the same effect).
+//
 // A row of another tenant behaves exactly like a row that does not exist:
 // it is never returned, a QueryRow finds nothing ([ErrNotFound], which also
 // matches sql.ErrNoRows), an ExpectOne update or delete aimed at it fails

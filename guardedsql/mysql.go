@@ -56,6 +56,9 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
 	}
 	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.mariaDB = maria })
+	if !probeIntersect(ctx, db) {
+		opts = append(opts, func(c *config) { c.guard.NoIntersectExcept = true })
+	}
 	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs}, sch, opts)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,11 @@ var SchemaOf func(v any) (*Schema, bool)
 type Ref struct {
 	Table *Table
 	Alias string
+	// Derived is the body of a derived table (a subquery in FROM or JOIN),
+	// CTE the common table expression referred to; both nil for a schema
+	// table. See Virtual.
+	Derived *Body
+	CTE     *CTE
 }
 
 // Expr is a scalar expression: *Col or *Agg.
@@ -178,6 +183,10 @@ type Select struct {
 	OrderBy  []Order
 	Limit    int64 // -1 for none
 	Offset   int64 // -1 for none
+	// With holds the common table expressions of a top-level query; Lock
+	// its row lock (compound.go).
+	With []*CTE
+	Lock Lock
 
 	// Refs lists every table reference declared in this select and in the
 	// subqueries nested in it, in declaration order.

@@ -83,6 +83,9 @@ type Options struct {
 	// (level columns, root rows) stay. guardedsql sets it only for a
 	// dialect that implements dialect.ReadEnforcer and reports true.
 	EngineEnforcesReads bool
+	// NoIntersectExcept: the engine lacks INTERSECT and EXCEPT (MySQL
+	// before 8.0.31); set operations using them are refused (compound.go).
+	NoIntersectExcept bool
 }
 
 // Render renders st for dialect d and scope sc.
@@ -130,6 +133,7 @@ type renderer struct {
 	n         int
 	seen      map[*sqlast.Ref]bool
 	usedScope bool
+	ctes      []*sqlast.CTE // declared so far (compound.go)
 }
 
 // fb accumulates SQL text and its arguments in textual order.
@@ -748,9 +752,20 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 		return sb, fmt.Errorf("%w: SELECT without FROM", ErrInvalid)
 	}
 	modes := r.refModes(s)
-	sb = sb.From(r.table(s.From))
 	var pathJoined []*sqlast.Ref
 	var joins fb
+	from, err := r.fromItem(s.From)
+	if err != nil {
+		return sb, err
+	}
+	if len(from.Args) == 0 {
+		sb = sb.From(from.SQL)
+	} else {
+		// squirrel's From takes no arguments: a derived table with bound
+		// values goes first in the join clause, which follows FROM's place.
+		joins.s("FROM ")
+		joins.frag(from)
+	}
 	for _, j := range s.Joins {
 		on, err := r.pred(j.On)
 		if err != nil {
@@ -776,7 +791,13 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 		if j.Kind == sqlast.LeftJoin {
 			joins.s("LEFT ")
 		}
-		joins.s("JOIN ", r.table(j.Ref), " ON (")
+		item, err := r.fromItem(j.Ref)
+		if err != nil {
+			return sb, err
+		}
+		joins.s("JOIN ")
+		joins.frag(item)
+		joins.s(" ON (")
 		joins.frag(on)
 		joins.s(")")
 		if !g.IsZero() {
@@ -825,7 +846,6 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 	if len(where) > 0 {
 		sb = sb.Where(and(where))
 	}
-	var err error
 	if len(s.GroupBy) > 0 {
 		gs := make([]string, len(s.GroupBy))
 		for i, e := range s.GroupBy {
@@ -892,12 +912,27 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 	if len(s.Outer) > 0 {
 		return Plan{}, fmt.Errorf("%w: correlated subquery (uses %s) run as a statement", ErrInvalid, s.Outer[0].Alias)
 	}
+	with, err := r.with(s.With)
+	if err != nil {
+		return Plan{}, err
+	}
 	sb, err := r.selectBuilder(s)
 	if err != nil {
 		return Plan{}, err
 	}
-	if p, ok := r.prelude(); ok {
-		sb = sb.PrefixExpr(p)
+	lock, err := r.lockClause(s)
+	if err != nil {
+		return Plan{}, err
+	}
+	if lock != "" {
+		sb = sb.Suffix(lock)
+	}
+	pre, ok := r.prelude()
+	if pre, ok, err = withPrefix(pre, ok, with); err != nil {
+		return Plan{}, err
+	}
+	if ok {
+		sb = sb.PrefixExpr(pre)
 	}
 	text, args, err := sb.PlaceholderFormat(r.d.Placeholders()).ToSql()
 	if err != nil {
