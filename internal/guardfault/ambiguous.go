@@ -1,0 +1,8 @@
+package guardfault
+
+// Ambiguous: a statement meant for one row that matches several fails
+// with guardedsql.ErrAmbiguous (an ExpectOne update or delete, rolled
+// back; a QueryRow or One read). Disabled, an ExpectOne write that
+// matched two rows commits both changes and a QueryRow returns the first
+// row, as before the check; conformance property 45 must notice.
+const Ambiguous Fix = "ambiguous"
