@@ -139,4 +139,6 @@ func ExampleProperties() {
 	// P36_engine_errors           No engine error text reaches a client
 	// P37_policy_drift            Policy drift is caught while serving
 	// P38_unique_oracle           A unique key shared by tenants is reported and reveals no value
+	// P45_ambiguous_match         Ambiguous matches fail visibly and change nothing
+	// P46_narrow_never_widens     A narrowing selector never widens
 }

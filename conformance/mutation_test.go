@@ -299,6 +299,8 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.Catalog), disable(guardfault.Catalog), []int{27}},
 		{string(guardfault.Collation), disable(guardfault.Collation), []int{28}},
 		{string(guardfault.Typed), disable(guardfault.Typed), []int{29}},
+		{string(guardfault.Ambiguous), disable(guardfault.Ambiguous), []int{45}},
+		{string(guardfault.NarrowCheck), disable(guardfault.NarrowCheck), []int{46}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
