@@ -70,7 +70,15 @@ func propAmbiguous(p *pt, r *runner) {
 					if _, err := r.exec(both, tx, up); !errors.Is(err, guardedsql.ErrAmbiguous) {
 						p.Errorf("%s: ExpectOne UPDATE in Tx = %v; want ErrAmbiguous", name, err)
 					}
-					_, err := tx.Query(both, q) // the transaction carries on
+					// The transaction carries on, both rows still there.
+					rows, err := tx.Query(both, q)
+					if err != nil {
+						return err
+					}
+					keys, err := guardedsql.CollectRows(rows, func(rs *guardedsql.Rows) (int, error) { return 1, nil })
+					if err == nil && len(keys) != 2 {
+						p.Errorf("%s: after the ambiguous update in Tx, %d of the 2 rows read", name, len(keys))
+					}
 					return err
 				})
 				if err != nil {
