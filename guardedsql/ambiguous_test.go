@@ -137,6 +137,16 @@ func TestAmbiguousMatch(t *testing.T) {
 		_, err = db.Exec(two, up)
 		noValue("ExpectOne update", err)
 		unchanged("ExpectOne update")
+		// One of the two rows already holds the value: both still match
+		// (MySQL counts matched rows, not changed ones: clientFoundRows).
+		same := builder.Must(builder.UpdateTable(camp).Set("budget_cents", 1002).Where(camp.Col("id").Eq(2)).ExpectOne().Build())
+		_, err = db.Exec(two, same)
+		noValue("ExpectOne update to a value one row holds", err)
+		unchanged("ExpectOne update to a value one row holds")
+		if res, err := db.Exec(one, same); err != nil || res.RowsAffected != 1 {
+			t.Fatalf("company 1 alone, setting the value its row holds: %+v %v", res, err)
+		}
+		unchanged("ExpectOne update to the value the row holds")
 		del := builder.Must(builder.DeleteFrom(camp).Where(camp.Col("id").Eq(3)).ExpectOne().Build())
 		_, err = db.Exec(two, del)
 		noValue("ExpectOne delete", err)
