@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,8 +42,12 @@ const (
 // It runs after checkTenantFree: the selector is not a tenant key the
 // caller chooses freely but a choice among the token's own grants.
 func addNarrowProperty(tool string, in *jsonschema.Schema) error {
-	if _, taken := in.Properties[NarrowProperty]; taken {
-		return fmt.Errorf("%w: tool %q is Narrowable, but its input has a property %q of its own", ErrConfig, tool, NarrowProperty)
+	// encoding/json matches field names case-insensitively: a "Within"
+	// of the tool's own would read the selector.
+	for name := range in.Properties {
+		if strings.EqualFold(name, NarrowProperty) {
+			return fmt.Errorf("%w: tool %q is Narrowable, but its input has a property %q of its own", ErrConfig, tool, name)
+		}
 	}
 	if in.Properties == nil {
 		in.Properties = map[string]*jsonschema.Schema{}

@@ -325,6 +325,16 @@ func TestNarrowableRegistration(t *testing.T) {
 	if err := server.AddTool(f.srv, server.Tool{Name: "own", Narrowable: true}, func(context.Context, *guardedsql.DB, Own) (empty, error) { return empty{}, nil }); !errors.Is(err, server.ErrConfig) {
 		t.Errorf("narrowable tool with its own within: %v", err)
 	}
+	type OwnUpper struct {
+		Within string `json:"WITHIN"`
+	}
+	if err := server.AddTool(f.srv, server.Tool{Name: "own_upper", Narrowable: true}, func(context.Context, *guardedsql.DB, OwnUpper) (empty, error) { return empty{}, nil }); !errors.Is(err, server.ErrConfig) {
+		t.Errorf("narrowable tool with its own WITHIN: %v", err)
+	}
+	// Without Narrowable, "within" is an ordinary input name.
+	if err := server.AddTool(f.srv, server.Tool{Name: "own_plain"}, func(context.Context, *guardedsql.DB, Own) (empty, error) { return empty{}, nil }); err != nil {
+		t.Errorf("plain tool with an input named within: %v", err)
+	}
 	type seen struct {
 		Keys   []string `json:"keys"`
 		Grants []string `json:"grants"`
