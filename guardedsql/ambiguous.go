@@ -53,9 +53,9 @@ func secondRow(rows *Rows) bool {
 // switched off (guardfault.Ambiguous, tests only).
 func expectOneOff() bool { return guardfault.Off(guardfault.Ambiguous) }
 
-// zero sets every pointer in dest back to its zero value, so that a Scan
+// zeroDest sets every pointer in dest back to its zero value, so that a Scan
 // failing with ErrAmbiguous leaves no row's values behind.
-func zero(dest ...any) {
+func zeroDest(dest ...any) {
 	for _, d := range dest {
 		if v := reflect.ValueOf(d); v.Kind() == reflect.Pointer && !v.IsNil() {
 			v.Elem().SetZero()

@@ -88,7 +88,7 @@ func (r *Row) Scan(dest ...any) error {
 		return err
 	}
 	if secondRow(r.rows) {
-		zero(dest...)
+		zeroDest(dest...)
 		return ErrAmbiguous
 	}
 	return r.rows.Close()
