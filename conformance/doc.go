@@ -160,6 +160,15 @@
 //	   nothing (INTERSECT and EXCEPT skipped on a server that lacks them).
 //	43 CTE bodies: a table read only through a CTE, through a CTE read by a second CTE, and
 //	   through a derived table returns exactly the oracle's keys.
+//	45 Ambiguous matches: with two root grants A and B and, per tenant-bound table, one
+//	   predicate naming a row of each (what an id shared by two companies names on composite
+//	   keys), QueryRow fails with guardedsql.ErrAmbiguous and scans nothing, ExpectOne UPDATE and
+//	   DELETE fail with it and change neither row (also inside Tx, which carries on); as A
+//	   alone QueryRow reads A's row and the update affects one row.
+//	46 Narrowing never widens: every tenant (and a union of two root grants), narrowed with
+//	   scope.Scope.Narrow to each of its grants, reads exactly the oracle's rows of that grant
+//	   on every table; narrowed to any other grant of the seed (another tenant, an ancestor, a
+//	   made-up id) it gets scope.ErrNotGranted and a zero scope, with which nothing is sent.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -204,7 +213,9 @@
 // of grants along the whole group path (P21 catches it), the binding of
 // roles per grant (P22), and each check that closes a modelling gap
 // (guardfault.Disable: nullable composite keys, path keys, the catalog
-// comparison, collations, typed values; properties 25–29). Removing the
+// comparison, collations, typed values; properties 25–29), the ambiguity
+// check of one-row statements (P45) and the check that a narrowing names
+// one of the scope's own grants (P46). Removing the
 // collation check changes nothing on MySQL/MariaDB (the guard compares text
 // level ids as binary strings there), so P28 is not required to fail on it.
 // It also returns engine errors untranslated, and on PostgreSQL disables a
@@ -223,6 +234,8 @@
 //	graph against the live catalog (catalog)         27
 //	byte-exact collations (collation)                28 (not MySQL/MariaDB: nothing to catch)
 //	values typed by their column (typed)             29
+//	ambiguous matches fail (ambiguous)               45
+//	narrowing only to own grants (narrow_check)      46
 //	engine errors untranslated (raw-errors)          36 38
 //	guard of later set branches (set_branch)         42 (not PostgreSQL: RLS still confines)
 //	guard of CTE bodies (cte_body)                   43 (not PostgreSQL: RLS still confines)

@@ -301,6 +301,8 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.Typed), disable(guardfault.Typed), []int{29}},
 		{string(guardfault.SetBranch), disable(guardfault.SetBranch), []int{42}},
 		{string(guardfault.CTEBody), disable(guardfault.CTEBody), []int{43}},
+		{string(guardfault.Ambiguous), disable(guardfault.Ambiguous), []int{45}},
+		{string(guardfault.NarrowCheck), disable(guardfault.NarrowCheck), []int{46}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {

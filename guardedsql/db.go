@@ -246,7 +246,8 @@ func (db *DB) Query(ctx context.Context, q builder.Query) (*Rows, error) {
 }
 
 // QueryRow runs a SELECT expected to return at most one row; Row.Scan
-// reports ErrNotFound when none is in scope.
+// reports ErrNotFound when none is in scope, and ErrAmbiguous when more
+// than one is (see ErrAmbiguous).
 func (db *DB) QueryRow(ctx context.Context, q builder.Query) *Row {
 	rows, err := db.Query(ctx, q)
 	return &Row{rows: rows, err: err}
@@ -259,7 +260,7 @@ func (db *DB) QueryRow(ctx context.Context, q builder.Query) *Row {
 // referenced tenant row) is not in scope fails with ErrNotFound, a root row
 // outside the scope with ErrOutOfScope. Updates and deletes touch only
 // rows in scope; with ExpectOne they fail with ErrNotFound or
-// ErrTooManyRows and change nothing unless exactly one row matched.
+// ErrAmbiguous and change nothing unless exactly one row matched.
 func (db *DB) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 	p, sc, ds, err := db.plan(ctx, m)
 	if err != nil {
@@ -316,8 +317,10 @@ func runSteps(ctx context.Context, q dialect.Querier, p guard.Plan) (Result, err
 			switch {
 			case r.RowsAffected == 0:
 				return Result{}, fmt.Errorf("%w (%s)", st.Fail, p.Kind)
-			case r.RowsAffected > 1:
-				return Result{}, fmt.Errorf("%w: %d rows (%s)", ErrTooManyRows, r.RowsAffected, p.Kind)
+			case r.RowsAffected > 1 && !expectOneOff():
+				// Invariant: an ExpectOne step that matched several rows
+				// is undone by the caller (its plan is Atomic).
+				return Result{}, ambiguousWrite(p.Kind)
 			}
 		}
 		out.RowsAffected += r.RowsAffected

@@ -61,6 +61,19 @@
 // with ErrNotFound and changes nothing, and an insert under a parent of
 // another tenant fails with ErrNotFound.
 //
+// Ambiguity is visible: a statement meant for one row that matches several
+// rows in scope fails with ErrAmbiguous rather than picking one. An
+// ExpectOne update or delete then changes nothing (it runs in a
+// transaction, or a savepoint inside Tx, that is rolled back), and
+// QueryRow's Row.Scan, One and CollectOne read no value. This is what a
+// caller holding several grants meets on composite keys, where ids repeat
+// across tenants ("campaign 2" of companies 1 and 4); package server turns
+// it into a client-visible tool error and lets a Narrowable tool's caller
+// narrow the call to one grant. The check does not depend on the number of
+// grants, so a tool that picks "the first row" fails in its own tests
+// rather than only for callers with several grants; a tool that wants the
+// first of several says so with OrderBy and Limit(1).
+//
 // # Engines
 //
 // SQLite (modernc.org/sqlite, pure Go) is the embedded default: Open

@@ -21,9 +21,22 @@ var (
 	// nothing, and by inserts whose parent row is not in scope.
 	ErrNotFound = guard.ErrNotFound
 
-	// ErrTooManyRows: an ExpectOne update or delete matched several rows;
-	// it was rolled back.
-	ErrTooManyRows = errors.New("guardedsql: more than one row matched")
+	// ErrAmbiguous: a statement meant for one row matched more than one
+	// in scope, so the caller's call was ambiguous: an ExpectOne update or
+	// delete (which then changed nothing: it ran in a transaction, or a
+	// savepoint inside Tx, that was rolled back), a QueryRow (whose
+	// Row.Scan then reads no value), One or CollectOne. With composite keys
+	// ids repeat across tenants, so a caller with several grants meets it
+	// when a tool looks a row up by the id part alone; the call is narrowed
+	// to one grant with the server's Tool.Narrowable selector, or the tool
+	// names the row completely. Its message carries no value, count or
+	// tenant.
+	ErrAmbiguous = errAmbiguous
+
+	// ErrTooManyRows is ErrAmbiguous, under its older name.
+	//
+	// Deprecated: use ErrAmbiguous.
+	ErrTooManyRows = errAmbiguous
 
 	// ErrOutOfScope: an insert into a table with no scope parent (a root
 	// such as chains) whose level columns match no grant.

@@ -23,7 +23,11 @@ import (
 var ErrNoJSONTable = errors.New("guardedsql: the MySQL server lacks JSON_TABLE (needs MySQL 8.0.4+ or MariaDB 10.6+)")
 
 // NewMySQL guards a MySQL or MariaDB database opened by the caller with
-// github.com/go-sql-driver/mysql. Close leaves db open.
+// github.com/go-sql-driver/mysql. Close leaves db open. Open db with
+// clientFoundRows=true (MySQLConfig does): without it an ExpectOne update
+// does not count a matched row that already holds the new value, so it can
+// report ErrNotFound for an own row, and miss that it matched two
+// (ErrAmbiguous).
 //
 // MySQL has no row-level security: the guard's predicates are the
 // boundary. The scope's typed grant document is bound as a parameter and
@@ -121,14 +125,24 @@ func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Opti
 // Parameters are go-sql-driver's (tls=..., and server variables); unix
 // sockets use the first form with unix(/path/to.sock). parseTime defaults
 // to true, so DATE and DATETIME columns scan into time.Time as they do on
-// the other engines; an explicit parseTime=false is kept.
+// the other engines; an explicit parseTime=false is kept. clientFoundRows
+// defaults to true, so that an UPDATE reports the rows it matched, as the
+// other engines do, which ExpectOne's checks (ErrNotFound, ErrAmbiguous)
+// rely on; a *sql.DB given to NewMySQL should be opened with it too.
 func MySQLConfig(dsn string) (*mysql.Config, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
-	if _, q, _ := strings.Cut(dsn, "?"); !hasParam(q, "parseTime") {
+	_, q, _ := strings.Cut(dsn, "?")
+	if !hasParam(q, "parseTime") {
 		cfg.ParseTime = true
+	}
+	// ExpectOne counts the rows an UPDATE matched: without found rows a
+	// row that already holds the value is not counted, and an update
+	// matching two rows (ErrAmbiguous) could pass for one.
+	if !hasParam(q, "clientFoundRows") {
+		cfg.ClientFoundRows = true
 	}
 	return cfg, nil
 }

@@ -70,8 +70,9 @@ type Row struct {
 	err  error
 }
 
-// Scan copies the first row into dest and closes the result. With no row
-// in scope it returns an error matching both ErrNotFound and sql.ErrNoRows.
+// Scan copies the row into dest and closes the result. With no row in
+// scope it returns an error matching both ErrNotFound and sql.ErrNoRows;
+// with more than one, ErrAmbiguous, and dest is left zeroed.
 func (r *Row) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
@@ -85,6 +86,10 @@ func (r *Row) Scan(dest ...any) error {
 	}
 	if err := r.rows.Scan(dest...); err != nil {
 		return err
+	}
+	if secondRow(r.rows) {
+		zeroDest(dest...)
+		return ErrAmbiguous
 	}
 	return r.rows.Close()
 }
@@ -109,8 +114,9 @@ func CollectRows[T any](rows *Rows, fn RowFunc[T]) ([]T, error) {
 	return out, rows.Close()
 }
 
-// CollectOne returns fn of the first row and closes rows; with no row it
-// returns an error matching ErrNotFound and sql.ErrNoRows.
+// CollectOne returns fn of the row and closes rows; with no row it
+// returns an error matching ErrNotFound and sql.ErrNoRows, and with more
+// than one ErrAmbiguous (and the zero T).
 func CollectOne[T any](rows *Rows, fn RowFunc[T]) (T, error) {
 	defer rows.Close()
 	var zero T
@@ -124,6 +130,9 @@ func CollectOne[T any](rows *Rows, fn RowFunc[T]) (T, error) {
 	if err != nil {
 		return zero, err
 	}
+	if secondRow(rows) {
+		return zero, ErrAmbiguous
+	}
 	return v, rows.Close()
 }
 
@@ -136,7 +145,8 @@ func All[T any](ctx context.Context, db Querier, q builder.Query, fn RowFunc[T])
 	return CollectRows(rows, fn)
 }
 
-// One runs q on db and returns fn of the first row, or ErrNotFound.
+// One runs q on db and returns fn of its row: ErrNotFound with none,
+// ErrAmbiguous with more than one.
 func One[T any](ctx context.Context, db Querier, q builder.Query, fn RowFunc[T]) (T, error) {
 	rows, err := db.Query(ctx, q)
 	if err != nil {

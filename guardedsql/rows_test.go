@@ -61,8 +61,12 @@ func TestRowHelpers(t *testing.T) {
 		t.Fatalf("%v %v", numbers, err)
 	}
 
-	// One and CollectOne: first row, or not found.
-	first, err := guardedsql.One(ctx, h.db, q, guardedsql.RowToStruct[room])
+	// One and CollectOne: the only row, not found, or ambiguous.
+	if _, err := guardedsql.One(ctx, h.db, q, guardedsql.RowToStruct[room]); !errors.Is(err, guardedsql.ErrAmbiguous) {
+		t.Fatalf("One of several rows: %v", err)
+	}
+	q1 := builder.Must(builder.Select(r.Col("id"), r.Col("number"), r.Col("rate")).From(r).OrderBy(r.Col("id").Asc()).Limit(1).Build())
+	first, err := guardedsql.One(ctx, h.db, q1, guardedsql.RowToStruct[room])
 	if err != nil || first != want[0] {
 		t.Fatalf("One: %v %v", first, err)
 	}

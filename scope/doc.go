@@ -32,6 +32,14 @@
 // choice, so a role given for one tenant never reveals another's data.
 // GrantRoles reports the roles of one grant.
 //
+// A scope only ever narrows. Scope.Narrow and Scope.NarrowPath return the
+// scope of one of its own grants (with that grant's roles), refusing any
+// other selector with ErrNotGranted; package server uses NarrowPath for
+// the "within" selector of a Narrowable tool, so that a caller holding
+// several grants can name the one a call is about. Neither can add a grant,
+// and a narrowed scope reaches a tool only through the context the server
+// builds.
+//
 // Unit tests of tool code that need a scope use package scope/scopetest,
 // which refuses to work outside a test binary.
 package scope

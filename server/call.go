@@ -64,12 +64,12 @@ func typedCall[In, Out any](h ToolHandler[In, Out]) callFunc {
 // wrap is the one path of a tool call: scope, input validation, the flow
 // check of a sink, the handler under a deadline, redaction of whatever
 // leaves, the flow label of the result, and the audit record.
-func (s *Server) wrap(tool string, in *jsonschema.Resolved, ft *flow.Tool, call callFunc) mcp.ToolHandler {
+func (s *Server) wrap(tool string, narrowable bool, in *jsonschema.Resolved, ft *flow.Tool, call callFunc) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		start := s.opts.Now()
-		a := auditRecord{tool: tool, callID: newCorrelationID()}
+		a := auditRecord{tool: tool, callID: newCorrelationID(), narrowable: narrowable}
 		ctx, span := s.opts.Telemetry.startCall(ctx, tool)
 		sc, denyErr := s.scopeOf(ctx, req)
 		a.scope = sc
@@ -109,6 +109,12 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	if err != nil {
 		a.outcome = OutcomeInvalid
 		return toolError(red.String("invalid arguments: " + err.Error())), nil
+	}
+	if a.narrowable {
+		var refused *mcp.CallToolResult
+		if sc, args, refused = s.narrow(a, sc, args); refused != nil {
+			return refused, nil
+		}
 	}
 	ctx = mint.NewContext(ctx, sc)
 	var fc *flow.Call
@@ -176,6 +182,8 @@ func (s *Server) handlerError(ctx context.Context, a *auditRecord, red *redact.S
 	case errors.Is(err, guardedsql.ErrNotFound):
 		a.outcome = OutcomeNotFound
 		return toolError("not found"), nil
+	case errors.Is(err, guardedsql.ErrAmbiguous):
+		return ambiguous(a), nil
 	// The database's refusals, as guardedsql typed them: the words only,
 	// never the engine's text (it can quote another tenant's values).
 	case errors.Is(err, guardedsql.ErrConflict):
@@ -360,6 +368,10 @@ type auditRecord struct {
 	flow     string // flow decision note (declassification, owner)
 	witness  string // flow denial witness, redacted JSON
 	consent  string // the user's answer to a declassification request
+	// narrowable: the tool takes NarrowProperty; within: the grant the
+	// call was narrowed to (narrow.go).
+	narrowable bool
+	within     string
 }
 
 // audit writes the call's one audit record. Subject and grant ids pass
@@ -392,6 +404,9 @@ func (s *Server) audit(ctx context.Context, a *auditRecord) {
 	}
 	if a.consent != "" {
 		attrs = append(attrs, slog.String("consent", a.consent))
+	}
+	if a.within != "" {
+		attrs = append(attrs, slog.String("within", lr.String(a.within)))
 	}
 	msg := "tool call"
 	if a.method != "" {

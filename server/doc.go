@@ -24,13 +24,44 @@
 //     bound it fails, never a Go type nor the value sent; the 400
 //     responses of the HTTP endpoint likewise echo nothing of the request;
 //   - guardedsql.ErrNotFound (which is also what a cross-tenant id yields)
-//     becomes the tool error "not found"; errors made with InvalidInput
+//     becomes the tool error "not found", guardedsql.ErrAmbiguous the
+//     tool error "ambiguous: …" (see "Callers with several grants"); errors made with InvalidInput
 //     reach the caller redacted; a missing or unusable scope becomes a
 //     JSON-RPC error with a structured witness (DenyError); anything else
 //     is logged and answered with a generic error and a correlation id;
 //   - one audit record per call goes to the audit logger: time, subject,
 //     grants, tool, outcome, rows, duration and redaction counts, never a
 //     token or a value that was redacted.
+//
+// # Callers with several grants
+//
+// A caller may hold several grants (companies 1 and 4), and with composite
+// keys such as (company_id, id) the ids repeat across tenants, so "campaign
+// 2" can name a row of each. A statement meant for one row that matches
+// several fails with guardedsql.ErrAmbiguous (an ExpectOne update or
+// delete changes nothing; QueryRow and One read nothing), which the caller
+// reads as the tool error "ambiguous: more than one row matched" (outcome
+// OutcomeAmbiguous), never as an internal error nor as one of the rows.
+//
+// Tool.Narrowable is the one sanctioned way to let the caller say which:
+// the tool's input gains the optional string property NarrowProperty
+// ("within"), one of the caller's grants written as scope.Grant.String
+// writes it ("company:4", "chain:initech/hotel:acme-paris"). Before the
+// handler runs the server compares it with the grants of the call's
+// verified token (scope.Scope.NarrowPath), removes it from the arguments
+// (the handler never sees it) and runs the handler under the scope of that
+// one grant; the ambiguity error of a Narrowable tool says how to narrow.
+// The selector can only narrow: it is matched against the token's own
+// grants and never parsed into a new one, so a grant the token lacks —
+// another tenant, one that does not exist, an ancestor or a hierarchy
+// level above a grant, a malformed path — is refused before anything
+// reaches the database with one and the same tool error, `not found:
+// "within" names none of your grants`, which tells nothing about the
+// tenant it named. The tenant-free rule is unchanged: a tool input naming
+// a scope key is still refused, and a Narrowable tool may not have a
+// "within" of its own. Authorization (Tool.Require) and redaction keep
+// using the whole token's scope (the most restrictive roles). The audit
+// record of a narrowed call names the grant ("within").
 //
 // The rest of the MCP surface goes the same way. [AddResource] and
 // [AddResourceTemplate] (URIs such as "hotel://bookings/{id}") and [AddPrompt]

@@ -238,6 +238,14 @@ type Tool struct {
 	// whether it is a sink (see package flow). A sink cannot be registered
 	// on a server without Options.Flow: its calls could not be checked.
 	Flow flow.Decl
+	// Narrowable lets the caller narrow a call to one of the grants of its
+	// token: the input gains the optional property NarrowProperty
+	// ("within"), a grant written "level:id" ("company:4"), which the
+	// server checks against the verified token before the handler runs
+	// and removes from the arguments; the handler's context then carries
+	// the scope of that one grant. A selector naming none of the caller's
+	// grants is refused like a missing row. See the package documentation.
+	Narrowable bool
 }
 
 // ToolHandler is a tool's code. ctx carries the caller's scope (see
@@ -267,6 +275,11 @@ func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 	}
 	if err := checkTenantFree(t.Name, in, s.forbidden); err != nil {
 		return err
+	}
+	if t.Narrowable {
+		if err := addNarrowProperty(t.Name, in); err != nil {
+			return err
+		}
 	}
 	inResolved, err := in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 	if err != nil {
@@ -305,7 +318,7 @@ func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 				registerErr = fmt.Errorf("%w: tool %q: %v", ErrConfig, t.Name, r)
 			}
 		}()
-		s.mcp.AddTool(tool, s.wrap(t.Name, inResolved, ft, typedCall(h)))
+		s.mcp.AddTool(tool, s.wrap(t.Name, t.Narrowable, inResolved, ft, typedCall(h)))
 	}()
 	if registerErr != nil {
 		return registerErr

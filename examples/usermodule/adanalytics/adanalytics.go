@@ -119,6 +119,10 @@ func Register(s *server.Server) error {
 		server.AddTool(s, server.Tool{Name: "list_campaigns", Description: "The company's campaigns with their budgets.", Annotations: ro}, ListCampaigns),
 		server.AddTool(s, server.Tool{Name: "campaign_clicks", Description: "The clicks on the ads of one campaign.", Annotations: ro}, CampaignClicks),
 		server.AddTool(s, server.Tool{Name: "find_contact", Description: "Contacts whose e-mail equals, or whose name starts with, the query.", Annotations: ro}, FindContact),
+		// Narrowable: a caller with several companies names the one a
+		// campaign id is about with "within" (campaigns.go).
+		server.AddTool(s, server.Tool{Name: "get_campaign", Description: "One campaign by id.", Annotations: ro, Narrowable: true}, GetCampaign),
+		server.AddTool(s, server.Tool{Name: "update_campaign", Description: "Rename a campaign and set its budget.", Narrowable: true}, UpdateCampaign),
 	} {
 		if err != nil {
 			return err

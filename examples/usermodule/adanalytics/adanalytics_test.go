@@ -151,9 +151,11 @@ func canaries(d *conformance.Dataset) []conformance.Canary {
 
 // calls read everything the tools show, and aim at every company's
 // canary e-mail and at campaign ids that exist in every company.
-func calls(d *conformance.Dataset, _ conformance.Tenant) []conformance.ToolCall {
+func calls(d *conformance.Dataset, tn conformance.Tenant) []conformance.ToolCall {
 	out := []conformance.ToolCall{
 		{Tool: "list_campaigns", Args: map[string]any{}},
+		{Tool: "get_campaign", Args: map[string]any{"id": 1}},
+		{Tool: "get_campaign", Args: map[string]any{"id": 2}},
 		{Tool: "campaign_clicks", Args: map[string]any{"campaign_id": 1}},
 		{Tool: "campaign_clicks", Args: map[string]any{"campaign_id": 2}},
 		{Tool: "find_contact", Args: map[string]any{"query": "Canary"}},
@@ -162,6 +164,14 @@ func calls(d *conformance.Dataset, _ conformance.Tenant) []conformance.ToolCall 
 		if isCanary(r) {
 			out = append(out, conformance.ToolCall{Tool: "find_contact", Args: map[string]any{"query": r["email"]}})
 		}
+	}
+	// Narrowed to each of the tenant's own grants, and aimed at every
+	// company's grant (refused unless it is the tenant's own).
+	for _, g := range tn.Grants {
+		out = append(out, conformance.ToolCall{Tool: "get_campaign", Args: map[string]any{"id": 1, "within": g.String()}})
+	}
+	for _, r := range d.Tables["companies"] {
+		out = append(out, conformance.ToolCall{Tool: "get_campaign", Args: map[string]any{"id": 2, "within": fmt.Sprintf("%s:%v", adanalytics.LevelCompany, r["id"])}})
 	}
 	return out
 }
