@@ -12,6 +12,13 @@ import (
 // rows returned and on side effects; after every property the runner also
 // compares the whole scratch database with the seed (no property may
 // leave a change behind).
+// register adds properties kept in other files (by their init functions)
+// and keeps the table in id order whatever order the files initialise in.
+func register(ps ...*property) {
+	properties = append(properties, ps...)
+	slices.SortStableFunc(properties, func(a, b *property) int { return a.id - b.id })
+}
+
 var properties = []*property{
 	{id: 1, name: "scoped_read", title: "Scoped read returns only own rows", criterion: "keys = oracle set, every tenant x table", fn: propScopedRead},
 	{id: 2, name: "cross_tenant_id", title: "Cross-tenant id in WHERE finds nothing", criterion: "0 rows; QueryRow ErrNotFound; IN list = own only", fn: propCrossTenantID},

@@ -14,11 +14,10 @@ import (
 
 // Properties of callers with several grants (issue 15).
 func init() {
-	properties = append(properties,
+	register(
 		&property{id: 45, name: "ambiguous_match", title: "Ambiguous matches fail visibly and change nothing", criterion: "2 grants, 2 rows: QueryRow/ExpectOne ErrAmbiguous, db = seed; 1 grant: its row", fn: propAmbiguous},
 		&property{id: 46, name: "narrow_never_widens", title: "A narrowing selector never widens", criterion: "own grant: oracle of that grant; any other: ErrNotGranted, no statement", fn: propNarrow},
 	)
-	slices.SortStableFunc(properties, func(a, b *property) int { return a.id - b.id })
 }
 
 // P45: a scope with two root grants A and B, and for every tenant-bound

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	properties = append(properties,
+	register(
 		&property{id: 42, name: "union_branches", title: "Every branch of a set operation is confined",
 			criterion: "UNION ALL = own keys twice; UNION, INTERSECT = oracle; EXCEPT of own = empty", fn: propSetBranches},
 		&property{id: 43, name: "cte_bodies", title: "CTE bodies and derived tables are confined",
