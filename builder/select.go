@@ -195,11 +195,13 @@ func (b SelectBuilder) Build() (Query, error) {
 	if s.Having, err = conj(b.having); err != nil {
 		return Query{}, err
 	}
+	v.win = true
 	for _, it := range s.Items {
 		if err := v.expr(it.X, true); err != nil {
 			return Query{}, err
 		}
 	}
+	v.win = false
 	if s.Where != nil {
 		if err := v.pred(s.Where, false); err != nil {
 			return Query{}, err
@@ -212,6 +214,9 @@ func (b SelectBuilder) Build() (Query, error) {
 		if err := v.expr(g.x, false); err != nil {
 			return Query{}, err
 		}
+		if err := groupable(s, g.x); err != nil {
+			return Query{}, err
+		}
 		s.GroupBy = append(s.GroupBy, g.x)
 	}
 	if s.Having != nil {
@@ -219,6 +224,7 @@ func (b SelectBuilder) Build() (Query, error) {
 			return Query{}, err
 		}
 	}
+	v.win = true
 	for _, o := range b.orderBy {
 		if o.err != nil {
 			return Query{}, o.err
@@ -228,6 +234,7 @@ func (b SelectBuilder) Build() (Query, error) {
 		}
 		s.OrderBy = append(s.OrderBy, o.o)
 	}
+	v.win = false
 	if err := v.finish(); err != nil {
 		return Query{}, err
 	}
@@ -260,6 +267,7 @@ type scopeCheck struct {
 	refs    []*sqlast.Ref          // whole tree, declaration order
 	outer   []*sqlast.Ref
 	subs    map[*sqlast.Select]bool
+	win     bool // window functions allowed here (select list, ORDER BY)
 }
 
 func newScopeCheck() *scopeCheck {
@@ -320,10 +328,13 @@ func (v *scopeCheck) expr(e sqlast.Expr, aggOK bool) error {
 			return invalid("aggregate %s not allowed in WHERE or ON (use Having)", x.Fn)
 		}
 		if x.Arg != nil {
+			win := v.win
+			v.win = false // no window function inside an aggregate
+			defer func() { v.win = win }()
 			return v.expr(x.Arg, false)
 		}
 	default:
-		return invalid("unknown expression %T", e)
+		return v.scalar(e, aggOK)
 	}
 	return nil
 }
