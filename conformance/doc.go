@@ -155,6 +155,10 @@
 //	38 Unique oracle: a child table's single-column primary key (shared by all tenants) is listed
 //	   by DB.UniqueOracles, and an insert under an own parent that reuses another tenant's key
 //	   fails with ErrConflict carrying none of that row's values.
+//	43 Window partitions: for every table with a single integer key, ROW_NUMBER and a running SUM
+//	   ordered by key, COUNT(*) OVER (), RANK and COUNT(*) partitioned by the scope-parent column,
+//	   and a scalar subquery counting the table equal the oracle over the tenant's rows: a foreign
+//	   row would shift a row number, a rank, a running sum or a count.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -199,7 +203,8 @@
 // of grants along the whole group path (P21 catches it), the binding of
 // roles per grant (P22), and each check that closes a modelling gap
 // (guardfault.Disable: nullable composite keys, path keys, the catalog
-// comparison, collations, typed values; properties 25–29). Removing the
+// comparison, collations, typed values; properties 25–29), and the guard
+// of statements holding a window function or a scalar subquery (P43). Removing the
 // collation check changes nothing on MySQL/MariaDB (the guard compares text
 // level ids as binary strings there), so P28 is not required to fail on it.
 // It also returns engine errors untranslated, and on PostgreSQL disables a
@@ -218,6 +223,7 @@
 //	graph against the live catalog (catalog)         27
 //	byte-exact collations (collation)                28 (not MySQL/MariaDB: nothing to catch)
 //	values typed by their column (typed)             29
+//	guard of windowed statements (windows)           43 (not PostgreSQL: RLS still confines)
 //	engine errors untranslated (raw-errors)          36 38
 //	PostgreSQL: a table's row-level security off     16 17 35 37
 //	PostgreSQL: verifying function ignores the MAC   17 35

@@ -130,6 +130,7 @@ type renderer struct {
 	n         int
 	seen      map[*sqlast.Ref]bool
 	usedScope bool
+	windowed  bool // a window function or scalar subquery was rendered (scalar.go)
 }
 
 // fb accumulates SQL text and its arguments in textual order.
@@ -243,7 +244,7 @@ func (r *renderer) render(tm term, colOf func(sqlast.Anchor) string) dialect.Fra
 // scope parent chain reaches a column that does; for a grant confined to
 // ancestors, every level it names holds the grant's id at once.
 func (r *renderer) readGuard(t *sqlast.Table, alias string) dialect.Frag {
-	if guardfault.Dropped(t.Name) || r.opt.EngineEnforcesReads {
+	if guardfault.Dropped(t.Name) || r.opt.EngineEnforcesReads || r.exprFault() {
 		return fragTrue
 	}
 	own, path, deep := r.activeTerms(t)

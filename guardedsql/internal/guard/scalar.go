@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -94,8 +95,10 @@ func (r *renderer) scalarInto(f *fb, e sqlast.Expr) error {
 	case *sqlast.JSONPath:
 		return r.jsonInto(f, x)
 	case *sqlast.Window:
+		r.windowed = true
 		return r.windowInto(f, x)
 	case *sqlast.ScalarSub:
+		r.windowed = true
 		sub, err := r.subquery(x.Sub)
 		if err != nil {
 			return err
@@ -451,4 +454,12 @@ func (r *renderer) setExpr(t *sqlast.Table, a sqlast.Assign) (any, error) {
 		return nil, fmt.Errorf("%w: UPDATE of %s: SET reads another table", ErrRefused, t.Name)
 	}
 	return f.done(), nil
+}
+
+// exprFault reports whether the test-only fault guardfault.Windows is on
+// and this statement has a window function or a scalar subquery: then the
+// guard drops its read predicates, so that the conformance mutation check
+// can show that the window property notices.
+func (r *renderer) exprFault() bool {
+	return r.windowed && guardfault.Off(guardfault.Windows)
 }
