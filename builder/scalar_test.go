@@ -112,8 +112,8 @@ func TestScalarRefusals(t *testing.T) {
 			_, err := builder.Select(s.Col("hits").Add(1), builder.CountAll()).From(s).GroupBy(s.Col("hits").Add(1)).Build()
 			return err
 		}, builder.ErrInvalid},
-		"scalar query of two columns": {sel(s, builder.ScalarQuery(builder.Must(builder.Select(r.Col("id"), r.Col("number")).From(r).Build()))), builder.ErrInvalid},
-		"scalar query zero":           {sel(s, builder.ScalarQuery(builder.Query{})), builder.ErrInvalid},
+		"scalar query of two columns":      {sel(s, builder.ScalarQuery(builder.Must(builder.Select(r.Col("id"), r.Col("number")).From(r).Build()))), builder.ErrInvalid},
+		"scalar query zero":                {sel(s, builder.ScalarQuery(builder.Query{})), builder.ErrInvalid},
 		"set expr on level-path fk column": {upd(s, "hotel_id", s.Col("hotel_id").Add(1)), builder.ErrScopeColumn},
 		"set expr on level column": {func() error {
 			h := sch.Table("hotels")
