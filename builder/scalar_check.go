@@ -152,3 +152,20 @@ func groupable(s *sqlast.Select, g sqlast.Expr) error {
 	}
 	return invalid("GROUP BY an expression with bound values must group by a select item: pass the same Expr to Select and GroupBy")
 }
+
+// isItem reports whether x is one of s's select items itself (the same
+// node) and one of the newer expressions, which the guard renders in ORDER
+// BY by position: a scalar subquery item can then order the rows without
+// being rendered, and guarded, twice.
+func isItem(s *sqlast.Select, x sqlast.Expr) bool {
+	switch x.(type) {
+	case *sqlast.Col, *sqlast.Agg:
+		return false
+	}
+	for _, it := range s.Items {
+		if it.X == x {
+			return true
+		}
+	}
+	return false
+}

@@ -229,8 +229,10 @@ func (b SelectBuilder) Build() (Query, error) {
 		if o.err != nil {
 			return Query{}, o.err
 		}
-		if err := v.expr(o.o.X, true); err != nil {
-			return Query{}, err
+		if !isItem(s, o.o.X) { // an item was checked as one; the guard names it by position
+			if err := v.expr(o.o.X, true); err != nil {
+				return Query{}, err
+			}
 		}
 		s.OrderBy = append(s.OrderBy, o.o)
 	}

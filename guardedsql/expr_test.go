@@ -253,8 +253,9 @@ func TestExprGroupAndScalarSubquery(t *testing.T) {
 			From(r).GroupBy(band).OrderBy(band.Asc()).Build())
 		sameNumber := builder.Must(builder.Select(builder.CountAll()).From(r2).Where(r2.Col("number").EqCol(r.Col("number"))).Build())
 		top := builder.Must(builder.Select(builder.Max(r3.Col("rate"))).From(r3).Build())
-		subq := builder.Must(builder.Select(r.Col("id"), builder.ScalarQuery(sameNumber).As("same"), builder.ScalarQuery(top).As("top")).
-			From(r).OrderBy(r.Col("id").Asc()).Build())
+		same := builder.ScalarQuery(sameNumber)
+		subq := builder.Must(builder.Select(r.Col("id"), same.As("same"), builder.ScalarQuery(top).As("top")).
+			From(r).OrderBy(same.Desc(), r.Col("id").Asc()).Build())
 		h.forEachDB(t, func(t *testing.T, db *guardedsql.DB) {
 			for _, sc := range exprScopes {
 				t.Run(sc.name, func(t *testing.T) {
@@ -288,6 +289,7 @@ func TestExprGroupAndScalarSubquery(t *testing.T) {
 						}
 						want = append(want, []string{num(x.ID), num(same), num(top)})
 					}
+					slices.SortStableFunc(want, func(a, b []string) int { x, _ := strconv.Atoi(a[1]); y, _ := strconv.Atoi(b[1]); return y - x })
 					diffCells(t, cells(t, ctx, db, subq), want)
 				})
 			}
