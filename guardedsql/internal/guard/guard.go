@@ -130,7 +130,8 @@ type renderer struct {
 	n         int
 	seen      map[*sqlast.Ref]bool
 	usedScope bool
-	windowed  bool // a window function or scalar subquery was rendered (scalar.go)
+	windowed  bool        // a window function or scalar subquery was rendered (scalar.go)
+	from      *sqlast.Ref // FROM of the SELECT being rendered (scalar.go)
 }
 
 // fb accumulates SQL text and its arguments in textual order.
@@ -743,6 +744,7 @@ func (r *renderer) pathJoin(ref *sqlast.Ref) ([]dialect.Frag, dialect.Frag) {
 // squirrel once per clause: every squirrel builder call copies its
 // persistent map, so one call per clause keeps rendering cheap.
 func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
+	defer r.enterSelect(s)()
 	sb := sq.Select()
 	if s.Distinct {
 		sb = sb.Distinct()

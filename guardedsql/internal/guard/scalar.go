@@ -357,6 +357,17 @@ func (r *renderer) windowInto(f *fb, x *sqlast.Window) error {
 		return fmt.Errorf("%w: window function %q", ErrInvalid, x.Fn)
 	}
 	f.s(" OVER (")
+	if len(x.PartitionBy) == 0 && len(x.OrderBy) == 0 && r.d.Name() == "mysql" && r.from != nil && len(r.from.Table.PK) > 0 {
+		// MariaDB (10.11) mixes up the sorts of a statement's windows when
+		// one of them is the whole result (OVER (), or a constant
+		// partition such as PARTITION BY NULL) and two others differ:
+		// ROW_NUMBER() OVER (ORDER BY id) then numbers rows by (p, id)
+		// beside RANK() OVER (PARTITION BY p ORDER BY id), a COUNT(*) OVER
+		// (PARTITION BY num) counts 1. One partition keyed by an
+		// expression the optimizer does not fold (the key of FROM is
+		// never NULL) avoids it.
+		f.s("PARTITION BY ", r.col(r.from.Alias, r.from.Table.PK[0]), " IS NULL")
+	}
 	if len(x.PartitionBy) > 0 {
 		f.s("PARTITION BY ")
 		for i, p := range x.PartitionBy {
@@ -462,4 +473,12 @@ func (r *renderer) setExpr(t *sqlast.Table, a sqlast.Assign) (any, error) {
 // can show that the window property notices.
 func (r *renderer) exprFault() bool {
 	return r.windowed && guardfault.Off(guardfault.Windows)
+}
+
+// enterSelect records s as the SELECT being rendered, until the returned
+// function restores the enclosing one.
+func (r *renderer) enterSelect(s *sqlast.Select) func() {
+	prev := r.from
+	r.from = s.From
+	return func() { r.from = prev }
 }
