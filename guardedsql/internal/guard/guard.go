@@ -373,6 +373,9 @@ func (r *renderer) eqs(a string, acs []string, b string, bcs []string) string {
 
 // expr renders e with its bound values, in textual order.
 func (r *renderer) expr(e sqlast.Expr) (dialect.Frag, error) {
+	if c, ok := e.(*sqlast.Col); ok { // the common case, without a builder
+		return dialect.Frag{SQL: r.col(c.Ref.Alias, c.Name)}, nil
+	}
 	var f fb
 	if err := r.exprInto(&f, e); err != nil {
 		return dialect.Frag{}, err
