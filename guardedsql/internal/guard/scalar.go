@@ -196,6 +196,20 @@ func (r *renderer) funcInto(f *fb, c *sqlast.Call) error {
 		}
 		return r.callInto(f, "LENGTH", c.Args...)
 	case "round":
+		if eng != "sqlite" {
+			// PostgreSQL and MariaDB round a double's halves to even;
+			// exact decimals round them away from zero, as SQLite does.
+			dec, dbl := "numeric", "double precision"
+			if eng == "mysql" {
+				dec, dbl = "DECIMAL(65,30)", "DOUBLE"
+			}
+			f.s("CAST(ROUND(CAST(")
+			if err := r.exprInto(f, c.Args[0]); err != nil {
+				return err
+			}
+			f.s(" AS ", dec, ")) AS ", dbl, ")")
+			return nil
+		}
 		f.s("ROUND(CAST(")
 		if err := r.exprInto(f, c.Args[0]); err != nil {
 			return err
@@ -229,6 +243,9 @@ func (r *renderer) funcInto(f *fb, c *sqlast.Call) error {
 		}
 		return nil
 	case "date_trunc":
+		if c.Part != "year" && c.Part != "month" && c.Part != "day" {
+			return fmt.Errorf("%w: date truncation to %q", ErrInvalid, c.Part)
+		}
 		switch eng {
 		case "sqlite":
 			mod := map[string]string{"year": ", 'start of year'", "month": ", 'start of month'", "day": ""}[c.Part]
@@ -238,9 +255,6 @@ func (r *renderer) funcInto(f *fb, c *sqlast.Call) error {
 			}
 			f.s(mod, ")")
 		case "postgres":
-			if !datePart[c.Part] {
-				return fmt.Errorf("%w: date part %q", ErrInvalid, c.Part)
-			}
 			f.s("CAST(date_trunc('", c.Part, "', ")
 			if err := r.exprInto(f, c.Args[0]); err != nil {
 				return err
