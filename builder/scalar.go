@@ -500,7 +500,8 @@ func Abs(e Expr) Expr {
 	return x
 }
 
-// Round is e rounded to the nearest integer, as a real number.
+// Round is e rounded to the nearest integer, halves away from zero on
+// every engine, as a real number.
 func Round(e Expr) Expr { return call(fnRound, "", []any{e}) }
 
 // Extract is the part (year, month, day, hour, minute) of the date or
