@@ -139,4 +139,5 @@ func ExampleProperties() {
 	// P36_engine_errors           No engine error text reaches a client
 	// P37_policy_drift            Policy drift is caught while serving
 	// P38_unique_oracle           A unique key shared by tenants is reported and reveals no value
+	// P43_window_partitions       Window functions and scalar subqueries count own rows only
 }
