@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
@@ -283,4 +284,110 @@ func TestFuzzExprSeeds(t *testing.T) {
 			t.Errorf("with the %s predicate dropped the fuzz oracle saw nothing", table)
 		}
 	}
+}
+
+// fuzzScopeCols are the columns SetExpr refuses (level and scope-path
+// foreign-key columns); the generator mostly avoids them.
+var fuzzScopeCols = map[string]bool{"chain_id": true, "hotel_id": true, "room_id": true, "booking_id": true}
+
+// genSetExpr generates an UPDATE assigning expressions over the target's
+// own columns (arithmetic, CASE, COALESCE, casts, functions), sometimes to
+// a scope column (which Build must refuse).
+func genSetExpr(data []byte, sch *builder.Schema) (builder.Mutation, error) {
+	q := &qgen{g: &fgen{data: data}, sch: sch}
+	g := q.g
+	tables := fuzzTables[:6]
+	table := tables[g.n(len(tables))]
+	target := fref{sch.Table(table), table}
+	cols := fuzzCols[table]
+	ub := builder.UpdateTable(target.t)
+	set := map[string]bool{}
+	for k := 1 + g.n(2); k > 0; k-- {
+		c := cols[1+g.n(len(cols)-1)]
+		if fuzzScopeCols[c] && g.n(4) != 0 || set[c] {
+			continue
+		}
+		set[c] = true
+		ub = ub.SetExpr(c, q.scalar([]fref{target}, 1, false))
+	}
+	ub = ub.Where(target.t.Col("id").In(q.valueFor("id"), q.valueFor("id"), q.valueFor("id")))
+	if g.flip() {
+		ub = ub.Where(q.pred([]fref{target}, 1))
+	}
+	if g.flip() {
+		ub = ub.ExpectOne()
+	}
+	return ub.Build()
+}
+
+func (fx *writeFixture) checkSetExpr(t testing.TB, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	h := fx.h
+	grants := writeScopes[int(data[0])%len(writeScopes)]
+	ctx := grantCtx(grants...)
+	m, err := genSetExpr(data[1:], h.sch)
+	if err != nil {
+		if !errors.Is(err, builder.ErrInvalid) {
+			return fmt.Errorf("Build: %w", err)
+		}
+		return nil
+	}
+	if err := checkGuardText(h, ctx, m, grants); err != nil {
+		return err
+	}
+	res, err := h.db.Exec(ctx, m)
+	if errors.Is(err, guardedsql.ErrInternal) || errors.Is(err, guardedsql.ErrInvalid) || errors.Is(err, guardedsql.ErrRefused) {
+		return fmt.Errorf("Exec: %w", err)
+	}
+	if err == nil && res.RowsAffected > 0 {
+		fx.ok++
+	}
+	if after := foreignRows(t, h, "acme"); after != fx.before {
+		text, args, _ := h.db.Render(ctx, m)
+		return fmt.Errorf("scope %v changed another tenant's rows (err %v)\n%s\n%v", grants, err, text, args)
+	}
+	return nil
+}
+
+// FuzzGuardSetExpr is FuzzGuardWrite for UPDATE ... SET col = <expr>: under
+// scopes of chain acme's family no row of another tenant ever changes.
+func FuzzGuardSetExpr(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	fx := newWriteFixture(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := fx.checkSetExpr(t, data); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestSetExprFuzzSeeds runs the seeds (some must change rows) and shows the
+// canary notices the rooms predicate dropped.
+func TestSetExprFuzzSeeds(t *testing.T) {
+	fx := newWriteFixture(t)
+	for _, s := range fuzzSeeds() {
+		if err := fx.checkSetExpr(t, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fx.ok < 3 {
+		t.Fatalf("only %d seed updates changed anything; the fuzz is vacuous", fx.ok)
+	}
+	fx = newWriteFixture(t)
+	restore := guardfault.DropPredicate("rooms")
+	defer restore()
+	for _, s := range fuzzSeeds() {
+		for k := range writeScopes {
+			d := slices.Clone(s)
+			d[0] = byte(k)
+			if fx.checkSetExpr(t, d) != nil {
+				return
+			}
+		}
+	}
+	t.Error("with the rooms predicate dropped the SetExpr fuzz saw nothing")
 }
