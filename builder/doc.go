@@ -83,6 +83,35 @@
 // position, not a permission: it carries values only, and a cursor forged
 // from another tenant's row moves the page within the caller's own rows.
 //
+// # Expressions
+//
+// Beyond columns and aggregates, an Expr can be a bound value (Val),
+// arithmetic (Expr.Add, Sub, Mul, Div with a number or a numeric Expr),
+// Case().When(p, then).Else(v), Coalesce, NullIf, a Cast to a declared
+// type (AsText, AsInteger, AsReal, AsDate), a built-in function (Lower,
+// Upper, Length, Abs, Round, Extract, DateTrunc) or one registered in the
+// schema (SchemaDef.Functions, called with Schema.Func), a JSON path read
+// (JSONText, JSONNumber: keys are identifiers, spelled literally and
+// checked twice), a window function (RowNumber, Rank, DenseRank, or an
+// aggregate's Over, with Window().PartitionBy(...).OrderBy(...)) and a
+// scalar subquery (ScalarQuery). They are usable in the select list,
+// WHERE and HAVING comparisons, GROUP BY and ORDER BY; window functions
+// only in the select list and ORDER BY. Expressions are typed where the
+// schema says (Expr.Kind): arithmetic on a text column, a CASE mixing text
+// and numbers, a function argument of the wrong kind are refused at Build
+// (ErrType), as are an unknown function (ErrUnknownFunc) and a JSON key
+// that is not an identifier. Each engine gets its own spelling from the
+// guard (CAST(x AS CHAR) on MariaDB, CAST(x AS text) on PostgreSQL...); a
+// registered function missing on the engine fails at render, naming both.
+// Every table referenced inside an expression (a scalar subquery, an
+// EXISTS in a CASE) is a reference of the statement, listed by Tables and
+// confined by the guard like any other.
+//
+// UpdateBuilder.SetExpr assigns an expression over the target's own
+// columns, computed by the engine: SET hits = hits + ? loses no increment
+// under concurrency. It is refused on scope columns (ErrScopeColumn),
+// whose new values the guard must check as bound values.
+//
 // Builders ([SelectBuilder] and friends) are immutable values: each method
 // returns a modified copy, so a base query can be shared and extended.
 // Errors travel with the values and surface at Build.

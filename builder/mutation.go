@@ -220,6 +220,15 @@ func (b UpdateBuilder) Build() (Update, error) {
 	s := &sqlast.Update{Ref: ref, ExpectOne: b.one}
 	var cols []string
 	for _, a := range b.set {
+		if se, ok := a.v.(setExpr); ok {
+			x, err := se.assign(ref, a.col)
+			if err != nil {
+				return Update{}, err
+			}
+			cols = append(cols, a.col)
+			s.Set = append(s.Set, sqlast.Assign{Col: a.col, X: x})
+			continue
+		}
 		v, err := bindValue(a.v)
 		if err != nil {
 			return Update{}, err

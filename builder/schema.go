@@ -88,6 +88,9 @@ type TableDef struct {
 type SchemaDef struct {
 	Levels []Level
 	Tables []TableDef
+	// Functions registers scalar functions beyond the built-ins (see
+	// FuncDef and Schema.Func).
+	Functions []FuncDef
 }
 
 // Schema is a validated schema graph. It is immutable and safe for
@@ -260,6 +263,9 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 		if len(t.Anchors) == 0 {
 			return nil, schemaErr("tenant-bound table %q has no path to a scope level (declare level columns, a Parent, or Global)", t.Name)
 		}
+	}
+	if err := registerFuncs(g, def.Functions); err != nil {
+		return nil, err
 	}
 	return &Schema{g: g}, nil
 }

@@ -197,11 +197,13 @@ func (b SelectBuilder) Build() (Query, error) {
 	if s.Having, err = conj(b.having); err != nil {
 		return Query{}, err
 	}
+	v.win = true
 	for _, it := range s.Items {
 		if err := v.expr(it.X, true); err != nil {
 			return Query{}, err
 		}
 	}
+	v.win = false
 	if s.Where != nil {
 		if err := v.pred(s.Where, false); err != nil {
 			return Query{}, err
@@ -214,6 +216,9 @@ func (b SelectBuilder) Build() (Query, error) {
 		if err := v.expr(g.x, false); err != nil {
 			return Query{}, err
 		}
+		if err := groupable(s, g.x); err != nil {
+			return Query{}, err
+		}
 		s.GroupBy = append(s.GroupBy, g.x)
 	}
 	if s.Having != nil {
@@ -221,15 +226,19 @@ func (b SelectBuilder) Build() (Query, error) {
 			return Query{}, err
 		}
 	}
+	v.win = true
 	for _, o := range b.orderBy {
 		if o.err != nil {
 			return Query{}, o.err
 		}
-		if err := v.expr(o.o.X, true); err != nil {
-			return Query{}, err
+		if !isItem(s, o.o.X) { // an item was checked as one; the guard names it by position
+			if err := v.expr(o.o.X, true); err != nil {
+				return Query{}, err
+			}
 		}
 		s.OrderBy = append(s.OrderBy, o.o)
 	}
+	v.win = false
 	if err := b.buildExtras(s, v); err != nil {
 		return Query{}, err
 	}
@@ -265,6 +274,7 @@ type scopeCheck struct {
 	refs    []*sqlast.Ref          // whole tree, declaration order
 	outer   []*sqlast.Ref
 	subs    map[*sqlast.Select]bool
+	win     bool // window functions allowed here (select list, ORDER BY)
 }
 
 func newScopeCheck() *scopeCheck {
@@ -328,10 +338,13 @@ func (v *scopeCheck) expr(e sqlast.Expr, aggOK bool) error {
 			return invalid("aggregate %s not allowed in WHERE or ON (use Having)", x.Fn)
 		}
 		if x.Arg != nil {
+			win := v.win
+			v.win = false // no window function inside an aggregate
+			defer func() { v.win = win }()
 			return v.expr(x.Arg, false)
 		}
 	default:
-		return invalid("unknown expression %T", e)
+		return v.scalar(e, aggOK)
 	}
 	return nil
 }

@@ -160,6 +160,10 @@
 //	   nothing (INTERSECT and EXCEPT skipped on a server that lacks them).
 //	43 CTE bodies: a table read only through a CTE, through a CTE read by a second CTE, and
 //	   through a derived table returns exactly the oracle's keys.
+//	44 Window partitions: for every table with a single integer key, ROW_NUMBER and a running SUM
+//	   ordered by key, COUNT(*) OVER (), RANK and COUNT(*) partitioned by the scope-parent column,
+//	   and a scalar subquery counting the table equal the oracle over the tenant's rows: a foreign
+//	   row would shift a row number, a rank, a running sum or a count.
 //	45 Ambiguous matches: with two root grants A and B and, per tenant-bound table, one
 //	   predicate naming a row of each (what an id shared by two companies names on composite
 //	   keys), QueryRow fails with guardedsql.ErrAmbiguous and scans nothing, ExpectOne UPDATE and
@@ -213,7 +217,8 @@
 // of grants along the whole group path (P21 catches it), the binding of
 // roles per grant (P22), and each check that closes a modelling gap
 // (guardfault.Disable: nullable composite keys, path keys, the catalog
-// comparison, collations, typed values; properties 25–29), the ambiguity
+// comparison, collations, typed values; properties 25–29), the guard of
+// statements holding a window function or a scalar subquery (P44), the ambiguity
 // check of one-row statements (P45) and the check that a narrowing names
 // one of the scope's own grants (P46). Removing the
 // collation check changes nothing on MySQL/MariaDB (the guard compares text
@@ -236,6 +241,7 @@
 //	values typed by their column (typed)             29
 //	ambiguous matches fail (ambiguous)               45
 //	narrowing only to own grants (narrow_check)      46
+//	guard of windowed statements (windows)           44 (not PostgreSQL: RLS still confines)
 //	engine errors untranslated (raw-errors)          36 38
 //	guard of later set branches (set_branch)         42 (not PostgreSQL: RLS still confines)
 //	guard of CTE bodies (cte_body)                   43 (not PostgreSQL: RLS still confines)

@@ -141,6 +141,7 @@ func ExampleProperties() {
 	// P38_unique_oracle           A unique key shared by tenants is reported and reveals no value
 	// P42_union_branches          Every branch of a set operation is confined
 	// P43_cte_bodies              CTE bodies and derived tables are confined
+	// P44_window_partitions       Window functions and scalar subqueries count own rows only
 	// P45_ambiguous_match         Ambiguous matches fail visibly and change nothing
 	// P46_narrow_never_widens     A narrowing selector never widens
 }

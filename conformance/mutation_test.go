@@ -303,13 +303,14 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.CTEBody), disable(guardfault.CTEBody), []int{43}},
 		{string(guardfault.Ambiguous), disable(guardfault.Ambiguous), []int{45}},
 		{string(guardfault.NarrowCheck), disable(guardfault.NarrowCheck), []int{46}},
+		{string(guardfault.Windows), disable(guardfault.Windows), []int{44}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
 			must = nil
 		}
-		if (gf.kind == string(guardfault.SetBranch) || gf.kind == string(guardfault.CTEBody)) && r.engine == Postgres {
-			must = nil // row-level security still confines the branch or body
+		if (gf.kind == string(guardfault.SetBranch) || gf.kind == string(guardfault.CTEBody) || gf.kind == string(guardfault.Windows)) && r.engine == Postgres {
+			must = nil // row-level security still confines the branch, body or window
 		}
 		restore := gf.inject()
 		var caught []int

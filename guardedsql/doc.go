@@ -55,6 +55,15 @@
 // read-modify-write waits for the first to commit (a pool passed to
 // NewSQLite should set _txlock=immediate for the same effect).
 //
+// Expressions (builder's arithmetic, CASE, casts, functions, JSON paths,
+// window functions, scalar subqueries) are rendered in each engine's
+// spelling, values always bound; a subquery inside one is guarded like any
+// other, and a window function therefore ranks, numbers and sums only rows
+// in scope. An UPDATE's SET expression (builder.UpdateBuilder.SetExpr)
+// reads only the target's own row and never assigns a scope column. A
+// function the schema registers for other engines fails with
+// ErrUnsupported, naming the engine and the function.
+//
 // A row of another tenant behaves exactly like a row that does not exist:
 // it is never returned, a QueryRow finds nothing ([ErrNotFound], which also
 // matches sql.ErrNoRows), an ExpectOne update or delete aimed at it fails

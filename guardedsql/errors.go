@@ -62,6 +62,12 @@ var (
 	// ErrInternal: the guard could not account for every table reference
 	// of a statement. It indicates a bug; nothing was sent.
 	ErrInternal = guard.ErrInternal
+
+	// ErrUnsupported: the statement uses something the database engine
+	// does not have, such as a function the schema registers for other
+	// engines only. The error names the engine and the feature; nothing
+	// was sent.
+	ErrUnsupported = guard.ErrUnsupported
 )
 
 // noRow is what Row.Scan returns when no row in scope matched.

@@ -78,6 +78,10 @@ const (
 	Collation Fix = "collation"
 	// Typed: bound values are converted to their column's type.
 	Typed Fix = "typed"
+	// Windows: the read predicates of a statement holding a window
+	// function or a scalar subquery (issue 15). Switching it off drops
+	// them, which the window property (P44) must notice.
+	Windows Fix = "windows"
 )
 
 var (

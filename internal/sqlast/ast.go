@@ -24,7 +24,8 @@ type Ref struct {
 	CTE     *CTE
 }
 
-// Expr is a scalar expression: *Col or *Agg.
+// Expr is a scalar expression: *Col, *Agg, or one of the nodes of
+// scalar.go.
 type Expr interface{ isExpr() }
 
 // Col is a column of a table reference.
@@ -204,10 +205,12 @@ type Insert struct {
 	Refs []*Ref
 }
 
-// Assign is one SET clause.
+// Assign is one SET clause: Col = V, or Col = X when X is not nil (an
+// expression over the target's own columns, see builder's SetExpr).
 type Assign struct {
 	Col string
 	V   Value
+	X   Expr
 }
 
 // Update updates the rows of Ref.Table matching Where.

@@ -37,6 +37,8 @@ type Schema struct {
 	Levels []*Level          // declaration order
 	Tables map[string]*Table // by name
 	Names  []string          // table names, sorted
+	// Funcs are the scalar functions registered at schema build, by name.
+	Funcs map[string]*Func
 }
 
 // Level returns the level called name, or nil.

@@ -91,6 +91,7 @@ func Register(s *server.Server) error {
 			}),
 		server.AddTool(s, server.Tool{Name: "find_guest", Description: "Guests whose name starts with, or whose e-mail equals, the query.", Annotations: ro}, FindGuest),
 		server.AddTool(s, server.Tool{Name: "revenue_report", Description: "Revenue and booking counts per hotel for a date range (cancelled bookings excluded; managers only).", Annotations: ro, Require: Manager}, RevenueReport),
+		registerReports(s), // tools_reports.go
 	}
 	for _, err := range regs {
 		if err != nil {

@@ -134,6 +134,8 @@ type renderer struct {
 	seen      map[*sqlast.Ref]bool
 	usedScope bool
 	ctes      []*sqlast.CTE // declared so far (compound.go)
+	windowed  bool          // a window function or scalar subquery was rendered (scalar.go)
+	from      *sqlast.Ref   // FROM of the SELECT being rendered (scalar.go)
 }
 
 // fb accumulates SQL text and its arguments in textual order.
@@ -247,7 +249,7 @@ func (r *renderer) render(tm term, colOf func(sqlast.Anchor) string) dialect.Fra
 // scope parent chain reaches a column that does; for a grant confined to
 // ancestors, every level it names holds the grant's id at once.
 func (r *renderer) readGuard(t *sqlast.Table, alias string) dialect.Frag {
-	if guardfault.Dropped(t.Name) || r.opt.EngineEnforcesReads {
+	if guardfault.Dropped(t.Name) || r.opt.EngineEnforcesReads || r.exprFault() {
 		return fragTrue
 	}
 	own, path, deep := r.activeTerms(t)
@@ -373,25 +375,39 @@ func (r *renderer) eqs(a string, acs []string, b string, bcs []string) string {
 	return strings.Join(parts, " AND ")
 }
 
-func (r *renderer) expr(e sqlast.Expr) (string, error) {
+// expr renders e with its bound values, in textual order.
+func (r *renderer) expr(e sqlast.Expr) (dialect.Frag, error) {
+	if c, ok := e.(*sqlast.Col); ok { // the common case, without a builder
+		return dialect.Frag{SQL: r.col(c.Ref.Alias, c.Name)}, nil
+	}
+	var f fb
+	if err := r.exprInto(&f, e); err != nil {
+		return dialect.Frag{}, err
+	}
+	return f.done(), nil
+}
+
+func (r *renderer) exprInto(f *fb, e sqlast.Expr) error {
 	switch x := e.(type) {
 	case *sqlast.Col:
-		return r.col(x.Ref.Alias, x.Name), nil
+		f.s(r.col(x.Ref.Alias, x.Name))
+		return nil
 	case *sqlast.Agg:
-		arg := "*"
-		if x.Arg != nil {
-			a, err := r.expr(x.Arg)
-			if err != nil {
-				return "", err
-			}
-			arg = a
+		f.s(string(x.Fn), "(")
+		if x.Arg == nil {
+			f.s("*")
+		} else {
 			if x.Distinct {
-				arg = "DISTINCT " + arg
+				f.s("DISTINCT ")
+			}
+			if err := r.exprInto(f, x.Arg); err != nil {
+				return err
 			}
 		}
-		return string(x.Fn) + "(" + arg + ")", nil
+		f.s(")")
+		return nil
 	}
-	return "", fmt.Errorf("%w: expression %T", ErrInvalid, e)
+	return r.scalarInto(f, e) // scalar.go
 }
 
 func checkValue(v sqlast.Value) error {
@@ -424,14 +440,16 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 			return err
 		}
 		if x.V.V == nil && (x.Op == sqlast.Eq || x.Op == sqlast.Ne) {
+			f.frag(e)
 			if x.Op == sqlast.Eq {
-				f.s(e, " IS NULL")
+				f.s(" IS NULL")
 			} else {
-				f.s(e, " IS NOT NULL")
+				f.s(" IS NOT NULL")
 			}
 			return nil
 		}
-		f.s(e, " ", string(x.Op), " ")
+		f.frag(e)
+		f.s(" ", string(x.Op), " ")
 		f.arg(x.V.V)
 	case *sqlast.CmpExpr:
 		a, err := r.expr(x.X)
@@ -442,7 +460,9 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		if err != nil {
 			return err
 		}
-		f.s(a, " ", string(x.Op), " ", b)
+		f.frag(a)
+		f.s(" ", string(x.Op), " ")
+		f.frag(b)
 	case *sqlast.Between:
 		e, err := r.expr(x.X)
 		if err != nil {
@@ -451,7 +471,8 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		if err := errors.Join(checkValue(x.Lo), checkValue(x.Hi)); err != nil {
 			return err
 		}
-		f.s(e, " BETWEEN ")
+		f.frag(e)
+		f.s(" BETWEEN ")
 		f.arg(x.Lo.V)
 		f.s(" AND ")
 		f.arg(x.Hi.V)
@@ -468,7 +489,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 			}
 			return nil
 		}
-		f.s(e)
+		f.frag(e)
 		if x.Not {
 			f.s(" NOT")
 		}
@@ -492,7 +513,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		if err != nil {
 			return err
 		}
-		f.s(e)
+		f.frag(e)
 		if x.Not {
 			f.s(" NOT")
 		}
@@ -515,7 +536,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		if err != nil {
 			return err
 		}
-		f.s(e)
+		f.frag(e)
 		if x.Not {
 			f.s(" NOT")
 		}
@@ -527,10 +548,11 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		if err != nil {
 			return err
 		}
+		f.frag(e)
 		if x.Not {
-			f.s(e, " IS NOT NULL")
+			f.s(" IS NOT NULL")
 		} else {
-			f.s(e, " IS NULL")
+			f.s(" IS NULL")
 		}
 	case *sqlast.And:
 		return r.conj(f, x.Ps, " AND ", fragTrue)
@@ -729,25 +751,24 @@ func (r *renderer) pathJoin(ref *sqlast.Ref) ([]dialect.Frag, dialect.Frag) {
 // squirrel once per clause: every squirrel builder call copies its
 // persistent map, so one call per clause keeps rendering cheap.
 func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
+	defer r.enterSelect(s)()
 	sb := sq.Select()
 	if s.Distinct {
 		sb = sb.Distinct()
 	}
-	var cols strings.Builder
+	var cols fb
 	for i, it := range s.Items {
-		e, err := r.expr(it.X)
-		if err != nil {
+		if i > 0 {
+			cols.s(", ")
+		}
+		if err := r.exprInto(&cols, it.X); err != nil {
 			return sb, err
 		}
-		if i > 0 {
-			cols.WriteString(", ")
-		}
-		cols.WriteString(e)
 		if it.As != "" {
-			cols.WriteString(" AS " + r.q(it.As))
+			cols.s(" AS " + r.q(it.As))
 		}
 	}
-	sb = sb.Column(dialect.Frag{SQL: cols.String()})
+	sb = sb.Column(cols.done())
 	if s.From == nil {
 		return sb, fmt.Errorf("%w: SELECT without FROM", ErrInvalid)
 	}
@@ -849,7 +870,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 	if len(s.GroupBy) > 0 {
 		gs := make([]string, len(s.GroupBy))
 		for i, e := range s.GroupBy {
-			if gs[i], err = r.expr(e); err != nil {
+			if gs[i], err = r.groupTerm(s, e); err != nil { // scalar.go
 				return sb, err
 			}
 		}
@@ -863,21 +884,19 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 		sb = sb.Having(paren(h))
 	}
 	if len(s.OrderBy) > 0 {
-		var ob strings.Builder
+		var ob fb
 		for i, o := range s.OrderBy {
-			e, err := r.expr(o.X)
-			if err != nil {
+			if i > 0 {
+				ob.s(", ")
+			}
+			if err := r.orderTerm(&ob, s, o.X); err != nil { // scalar.go
 				return sb, err
 			}
-			if i > 0 {
-				ob.WriteString(", ")
-			}
-			ob.WriteString(e)
 			if o.Desc {
-				ob.WriteString(" DESC")
+				ob.s(" DESC")
 			}
 		}
-		sb = sb.OrderByClause(dialect.Frag{SQL: ob.String()})
+		sb = sb.OrderByClause(ob.done())
 	}
 	if s.Limit >= 0 {
 		sb = sb.Limit(uint64(s.Limit))
@@ -1162,6 +1181,14 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	vals := make(map[string]sqlast.Value, len(s.Set))
 	ub := sq.Update(r.q(t.Name))
 	for _, a := range s.Set {
+		if a.X != nil {
+			x, err := r.setExpr(t, a) // scalar.go
+			if err != nil {
+				return Plan{}, err
+			}
+			ub = ub.Set(r.q(a.Col), x)
+			continue
+		}
 		if err := checkValue(a.V); err != nil {
 			return Plan{}, err
 		}
