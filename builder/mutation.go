@@ -90,6 +90,8 @@ type InsertBuilder struct {
 	t    TableRef
 	cols []string
 	rows [][]any
+	ret  []string      // Returning (returning.go)
+	on   *conflictSpec // OnConflict (upsert.go)
 }
 
 // InsertInto starts an INSERT into t, which must not be aliased.
@@ -166,6 +168,9 @@ func (b InsertBuilder) Build() (Insert, error) {
 		}
 		s.Rows = append(s.Rows, vals)
 	}
+	if err := b.buildWrites(s); err != nil {
+		return Insert{}, err
+	}
 	return Insert{s: s}, nil
 }
 
@@ -175,6 +180,7 @@ type UpdateBuilder struct {
 	set   []setSpec
 	where []Pred
 	one   bool
+	ret   []string // Returning (returning.go)
 }
 
 type setSpec struct {
@@ -235,6 +241,9 @@ func (b UpdateBuilder) Build() (Update, error) {
 	if s.Where, s.Refs, err = mutationWhere(ref, b.where, "UPDATE"); err != nil {
 		return Update{}, err
 	}
+	if s.Returning, err = returningCols(ref.Table, b.ret, "UPDATE"); err != nil {
+		return Update{}, err
+	}
 	return Update{s: s}, nil
 }
 
@@ -243,6 +252,7 @@ type DeleteBuilder struct {
 	t     TableRef
 	where []Pred
 	one   bool
+	ret   []string // Returning (returning.go)
 }
 
 // DeleteFrom starts a DELETE from t, which must not be aliased.
@@ -265,6 +275,9 @@ func (b DeleteBuilder) Build() (Delete, error) {
 	}
 	s := &sqlast.Delete{Ref: ref, ExpectOne: b.one}
 	if s.Where, s.Refs, err = mutationWhere(ref, b.where, "DELETE"); err != nil {
+		return Delete{}, err
+	}
+	if s.Returning, err = returningCols(ref.Table, b.ret, "DELETE"); err != nil {
 		return Delete{}, err
 	}
 	return Delete{s: s}, nil

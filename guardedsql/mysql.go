@@ -56,7 +56,7 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
 	}
 	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.mariaDB = maria })
-	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs}, sch, opts)
+	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs, MariaDB: maria}, sch, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -193,6 +193,10 @@ type Insert struct {
 	Cols []string
 	Rows [][]Value
 	Refs []*Ref
+	// Returning lists the columns the statement returns (RETURNING).
+	Returning []string
+	// Upsert is the ON CONFLICT clause; nil for none (writes.go).
+	Upsert *Upsert
 }
 
 // Assign is one SET clause.
@@ -208,6 +212,7 @@ type Update struct {
 	Where     Pred
 	ExpectOne bool
 	Refs      []*Ref
+	Returning []string // columns returned (RETURNING)
 }
 
 // Delete deletes the rows of Ref.Table matching Where.
@@ -216,6 +221,7 @@ type Delete struct {
 	Where     Pred
 	ExpectOne bool
 	Refs      []*Ref
+	Returning []string // columns returned (RETURNING)
 }
 
 func (*Select) isStmt() {}
