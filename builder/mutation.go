@@ -92,6 +92,7 @@ type InsertBuilder struct {
 	rows [][]any
 	ret  []string      // Returning (returning.go)
 	on   *conflictSpec // OnConflict (upsert.go)
+	src  *Query        // Select (upsert.go)
 }
 
 // InsertInto starts an INSERT into t, which must not be aliased.
@@ -149,7 +150,7 @@ func (b InsertBuilder) Build() (Insert, error) {
 	if err := checkCols(ref.Table, b.cols); err != nil {
 		return Insert{}, err
 	}
-	if len(b.rows) == 0 {
+	if len(b.rows) == 0 && b.src == nil {
 		return Insert{}, invalid("INSERT into %s without Values", ref.Table.Name)
 	}
 	s := &sqlast.Insert{Ref: ref, Cols: slices.Clone(b.cols), Refs: []*sqlast.Ref{ref}}

@@ -49,10 +49,37 @@ func (c ConflictBuilder) DoUpdate(cols ...string) InsertBuilder {
 	return c.b
 }
 
-// buildWrites validates Returning and OnConflict into s.
+// Select makes the INSERT take its rows from q (INSERT ... SELECT), one
+// column of q per column of Columns, instead of Values.
+//
+// q is guarded like any query: it reads only rows in the caller's scope.
+// Every row it produces is then checked exactly like a row given to
+// Values (its tenant foreign keys must reference rows in scope, its level
+// columns hold granted ids), and a single row failing the checks fails the
+// whole statement (ErrNotFound or ErrOutOfScope), inserting nothing. The
+// rows pass through guardedsql, in one transaction: meant for the tens or
+// thousands of rows a tool copies, not bulk loads.
+func (b InsertBuilder) Select(q Query) InsertBuilder {
+	b.src = &q
+	return b
+}
+
+// buildWrites validates Returning, OnConflict and Select into s.
 func (b InsertBuilder) buildWrites(s *sqlast.Insert) error {
 	t := s.Ref.Table
 	var err error
+	if b.src != nil {
+		switch {
+		case b.src.s == nil:
+			return invalid("INSERT into %s: Select of a zero Query (use Build)", t.Name)
+		case len(b.rows) > 0:
+			return invalid("INSERT into %s: both Values and Select", t.Name)
+		case len(b.src.s.Items) != len(s.Cols):
+			return invalid("INSERT into %s: Select produces %d columns for %d Columns", t.Name, len(b.src.s.Items), len(s.Cols))
+		}
+		s.Source = b.src.s
+		s.Refs = append(s.Refs, b.src.s.Refs...)
+	}
 	if s.Returning, err = returningCols(t, b.ret, "INSERT"); err != nil {
 		return err
 	}

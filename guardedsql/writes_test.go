@@ -30,6 +30,8 @@ var adsDDL = []string{
 	`CREATE TABLE ads (company_id INT_T NOT NULL, id INT_T NOT NULL, campaign_id INT_T NOT NULL, name KEY_T NOT NULL,
 	   PRIMARY KEY (company_id, id), FOREIGN KEY (company_id, campaign_id) REFERENCES campaigns(company_id, id))`,
 	`CREATE TABLE coupons (code KEY_T PRIMARY KEY, company_id INT_T NOT NULL REFERENCES companies(id), uses INT_T NOT NULL)`,
+	`CREATE TABLE archive (company_id INT_T NOT NULL REFERENCES companies(id), id INT_T NOT NULL, name KEY_T NOT NULL, budget INT_T NOT NULL,
+	   PRIMARY KEY (company_id, id))`,
 	`INSERT INTO companies VALUES (1, 'one'), (2, 'two'), (3, 'three')`,
 	`INSERT INTO campaigns VALUES (1, 1, 'c1-1', 100), (2, 2, 'c2-2', 200), (1, 3, 'c1-3', 300), (2, 4, 'c2-4', 400), (1, 7, 'c1-7', 700), (2, 7, 'c2-7', 7000)`,
 	`INSERT INTO ads VALUES (1, 1, 1, 'a1-1'), (2, 2, 2, 'a2-2'), (1, 3, 3, 'a1-3'), (2, 4, 4, 'a2-4'), (1, 7, 7, 'a1-7'), (2, 7, 7, 'a2-7')`,
@@ -45,6 +47,9 @@ var adsDef = builder.SchemaDef{
 			Levels:      map[string]string{"company_id": "company"}},
 		{Name: "ads", Columns: []string{"company_id", "id", "campaign_id", "name"}, PrimaryKey: []string{"company_id", "id"},
 			ForeignKeys: []builder.ForeignKey{{Columns: []string{"company_id", "campaign_id"}, RefTable: "campaigns", RefColumns: []string{"company_id", "id"}}},
+			Levels:      map[string]string{"company_id": "company"}},
+		{Name: "archive", Columns: []string{"company_id", "id", "name", "budget"}, PrimaryKey: []string{"company_id", "id"},
+			ForeignKeys: []builder.ForeignKey{{Columns: []string{"company_id"}, RefTable: "companies"}},
 			Levels:      map[string]string{"company_id": "company"}},
 		{Name: "coupons", Columns: []string{"code", "company_id", "uses"}, PrimaryKey: []string{"code"},
 			ForeignKeys: []builder.ForeignKey{{Columns: []string{"company_id"}, RefTable: "companies"}},
@@ -407,4 +412,63 @@ func TestWritesNoScope(t *testing.T) {
 	if _, err := db.ExecReturning(context.Background(), upd); !errors.Is(err, guardedsql.ErrNoScope) {
 		t.Fatalf("no scope: %v", err)
 	}
+}
+
+func TestInsertSelect(t *testing.T) {
+	forEachWritesEngine(t, func(t *testing.T, s *scratch, sch *builder.Schema, db *guardedsql.DB) {
+		cmp, arc := sch.Table("campaigns"), sch.Table("archive")
+		one := grantCtx(companyG(1))
+		// Copy every campaign visible to company 1, and aim at company 2's
+		// ids too: only company 1's rows are copied.
+		q := mustQuery(t, builder.Select(cmp.Col("company_id"), cmp.Col("id"), cmp.Col("name"), cmp.Col("budget")).From(cmp).
+			Where(cmp.Col("id").In(2, 4, 7)))
+		ins, err := builder.InsertInto(arc).Columns("company_id", "id", "name", "budget").Select(q).Returning("company_id", "id").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.ExecReturning(one, ins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type key struct{ CompanyID, ID int64 }
+		got, err := guardedsql.CollectRows(rows, guardedsql.RowToStruct[key])
+		slices.SortFunc(got, func(a, b key) int { return int(a.ID - b.ID) })
+		if err != nil || !slices.Equal(got, []key{{1, 7}}) {
+			t.Fatalf("copied %v (%v), want company 1's campaign 7", got, err)
+		}
+		if n := s.count(`SELECT COUNT(*) FROM archive WHERE company_id <> 1 OR budget <> 700`); n != 0 {
+			t.Fatalf("%d foreign or altered rows copied", n)
+		}
+		// The produced rows are checked like inserted rows: a SELECT that
+		// turns its own data into company 2's key (budget 2 as the
+		// company) fails whole, inserting nothing.
+		for _, id := range []int64{1, 3} {
+			upd, _ := builder.UpdateTable(cmp).Set("budget", id).Where(cmp.Col("id").Eq(id)).ExpectOne().Build()
+			if _, err := db.Exec(one, upd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := s.count(`SELECT COUNT(*) FROM archive`)
+		q2 := mustQuery(t, builder.Select(cmp.Col("budget"), cmp.Col("id"), cmp.Col("name"), cmp.Col("budget")).From(cmp).
+			Where(cmp.Col("id").In(3, 5)))
+		// (budget 1 for campaign 1 is company 1: allowed; add it to the
+		// batch with the foreign one.)
+		q3 := mustQuery(t, builder.Select(cmp.Col("budget"), cmp.Col("id"), cmp.Col("name"), cmp.Col("budget")).From(cmp).
+			Where(cmp.Col("id").In(1, 3)))
+		for _, src := range []builder.Query{q2, q3} {
+			bad, err := builder.InsertInto(arc).Columns("company_id", "id", "name", "budget").Select(src).Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(one, bad); !errors.Is(err, guardedsql.ErrNotFound) && !errors.Is(err, guardedsql.ErrOutOfScope) {
+				t.Fatalf("INSERT ... SELECT producing a company 2 row: %v, want ErrNotFound/ErrOutOfScope", err)
+			}
+		}
+		if n := s.count(`SELECT COUNT(*) FROM archive`); n != before {
+			t.Fatalf("refused INSERT ... SELECT left %d rows, want %d", n, before)
+		}
+		if n := s.count(`SELECT COUNT(*) FROM archive WHERE company_id = 2 OR id <> 7`); n != 0 {
+			t.Fatal("a row of a refused INSERT ... SELECT was inserted")
+		}
+	})
 }

@@ -197,6 +197,9 @@ type Insert struct {
 	Returning []string
 	// Upsert is the ON CONFLICT clause; nil for none (writes.go).
 	Upsert *Upsert
+	// Source, when set, produces the rows instead of Rows (INSERT ...
+	// SELECT); its references are in Refs after Ref.
+	Source *Select
 }
 
 // Assign is one SET clause.

@@ -1074,7 +1074,7 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 	if t.Global {
 		return Plan{}, fmt.Errorf("%w: INSERT into %s", ErrReadOnly, t.Name)
 	}
-	if s.Upsert != nil || s.Returning != nil {
+	if s.Upsert != nil || s.Returning != nil || s.Source != nil {
 		return r.insertWrites(s)
 	}
 	cols := make([]string, len(s.Cols))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	sq "github.com/Masterminds/squirrel"
 
@@ -190,6 +191,9 @@ type insertRow struct {
 }
 
 func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
+	if s.Source != nil {
+		return r.insertSelect(s)
+	}
 	t := s.Ref.Table
 	up := s.Upsert
 	style := r.upsertStyle()
@@ -371,6 +375,83 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 		return out, nil
 	}
 	return p, nil
+}
+
+// insertSelect renders INSERT ... SELECT as a checked two-step plan: the
+// guarded SELECT runs first in the transaction, then its rows are inserted
+// exactly as rows given to Values would be, each with its own checks.
+//
+// Invariant: a produced row reaches the table only through the same
+// per-row checks as a literal row; one row failing them fails the whole
+// statement and the transaction is rolled back.
+func (r *renderer) insertSelect(s *sqlast.Insert) (Plan, error) {
+	sp, err := r.selectPlan(s.Source)
+	if err != nil {
+		return Plan{}, err
+	}
+	q := dialect.Frag{SQL: sp.Steps[0].SQL, Args: sp.Steps[0].Args}
+	t := s.Ref.Table
+	p := Plan{Kind: Insert, Atomic: true, Returns: s.Returning, Steps: sp.Steps}
+	p.Run = func(ctx context.Context, env Env) (Output, error) {
+		got, err := queryRows(ctx, env.Q, q)
+		if err != nil {
+			return Output{}, err
+		}
+		if len(got) == 0 {
+			return Output{}, nil
+		}
+		ins := &sqlast.Insert{Ref: s.Ref, Cols: s.Cols, Returning: s.Returning, Upsert: s.Upsert, Refs: []*sqlast.Ref{s.Ref}}
+		if ins.Returning == nil {
+			ins.Returning = []string{} // keep the writes path without RETURNING
+		}
+		for _, row := range got {
+			vals := make([]sqlast.Value, len(row))
+			for i, v := range row {
+				nv, ok := producedValue(t, s.Cols[i], v)
+				if !ok {
+					return Output{}, fmt.Errorf("%w: INSERT into %s ... SELECT produced a %T for column %s", ErrInvalid, t.Name, v, s.Cols[i])
+				}
+				vals[i] = sqlast.Value{V: nv}
+			}
+			ins.Rows = append(ins.Rows, vals)
+		}
+		r2 := &renderer{d: r.d, sc: r.sc, seen: map[*sqlast.Ref]bool{s.Ref: true}, opt: r.opt}
+		p2, err := r2.insertWrites(ins)
+		if err != nil {
+			return Output{}, err
+		}
+		return p2.Run(ctx, env)
+	}
+	return p, nil
+}
+
+// producedValue normalises a value a SELECT produced to a bind value of
+// the column's kind.
+func producedValue(t *sqlast.Table, col string, v any) (any, bool) {
+	switch x := v.(type) {
+	case nil, bool, int64, float64, string, time.Time:
+	case []byte:
+		v = append([]byte(nil), x...)
+	case int32:
+		v = int64(x)
+	case int16:
+		v = int64(x)
+	case int8:
+		v = int64(x)
+	case int:
+		v = int64(x)
+	case float32:
+		v = float64(x)
+	default:
+		return nil, false
+	}
+	if v == nil {
+		return nil, true
+	}
+	if k := t.ColumnKind(col); k != 0 {
+		return sqlast.ConvertValue(k, v)
+	}
+	return v, true
 }
 
 // runInsert runs one row's INSERT, reading it back where the engine has no
