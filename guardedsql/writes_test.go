@@ -272,7 +272,9 @@ func TestUpsertForeignConflict(t *testing.T) {
 			}
 			return m
 		}
-		twoRow := func() int { return s.count(`SELECT COUNT(*) FROM coupons WHERE code = 'TWO' AND company_id = 2 AND uses = 20`) }
+		twoRow := func() int {
+			return s.count(`SELECT COUNT(*) FROM coupons WHERE code = 'TWO' AND company_id = 2 AND uses = 20`)
+		}
 
 		// In scope: a conflict updates and returns the row; no conflict
 		// inserts it.
