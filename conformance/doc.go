@@ -155,6 +155,10 @@
 //	38 Unique oracle: a child table's single-column primary key (shared by all tenants) is listed
 //	   by DB.UniqueOracles, and an insert under an own parent that reuses another tenant's key
 //	   fails with ErrConflict carrying none of that row's values.
+//	45 Upsert on a foreign conflict: on the same kind of table, an upsert under an own parent whose
+//	   key is another tenant's row's fails with ErrNotFound, the very error of an upsert under a
+//	   foreign parent, and changes nothing; DO NOTHING on that key affects 0 rows, as on an own
+//	   key; the upsert of an own key (rolled back) updates the row and returns its new value.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -219,6 +223,7 @@
 //	byte-exact collations (collation)                28 (not MySQL/MariaDB: nothing to catch)
 //	values typed by their column (typed)             29
 //	engine errors untranslated (raw-errors)          36 38
+//	conflict row of an upsert in scope (upsert-conflict) 45 (not PostgreSQL: RLS still filters)
 //	PostgreSQL: a table's row-level security off     16 17 35 37
 //	PostgreSQL: verifying function ignores the MAC   17 35
 //	PostgreSQL: re-check off (no-recheck)            37

@@ -139,4 +139,5 @@ func ExampleProperties() {
 	// P36_engine_errors           No engine error text reaches a client
 	// P37_policy_drift            Policy drift is caught while serving
 	// P38_unique_oracle           A unique key shared by tenants is reported and reveals no value
+	// P45_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
 }
