@@ -352,31 +352,8 @@ func CreateBooking(ctx context.Context, db *guardedsql.DB, in CreateBookingIn) (
 		if clashes > 0 {
 			return server.InvalidInput("room %d is not free from %s to %s", in.RoomID, in.CheckIn, in.CheckOut)
 		}
-		out.TotalCents = rate * nights
-		ins, err := builder.InsertInto(bookingsT).
-			Columns("room_id", "guest_id", "check_in", "check_out", "status", "total_cents", "created_at").
-			Values(in.RoomID, in.GuestID, in.CheckIn, in.CheckOut, "confirmed", out.TotalCents, time.Now().UTC().Format(time.DateTime)).Build()
-		if err != nil {
-			return err
-		}
-		res, err := tx.Exec(ctx, ins)
-		if err != nil {
-			return err
-		}
-		out.ID = res.LastInsertID
-		if out.ID == 0 {
-			// PostgreSQL reports no last insert id: read the row back, in
-			// the same transaction (and so under the same scope).
-			b := bookingsT.As("b")
-			q, err := builder.Select(builder.Max(b.Col("id"))).From(b).Where(
-				b.Col("room_id").Eq(in.RoomID), b.Col("guest_id").Eq(in.GuestID),
-				b.Col("check_in").Eq(in.CheckIn), b.Col("check_out").Eq(in.CheckOut), b.Col("status").Eq("confirmed")).Build()
-			if err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, q).Scan(&out.ID)
-		}
-		return nil
+		out, err = insertBooking(ctx, tx, in, rate*nights) // writes.go: INSERT ... RETURNING
+		return err
 	})
 	return out, err
 }
