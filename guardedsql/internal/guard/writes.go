@@ -409,7 +409,7 @@ func (r *renderer) insertSelect(s *sqlast.Insert) (Plan, error) {
 			for i, v := range row {
 				nv, ok := producedValue(t, s.Cols[i], v)
 				if !ok {
-					return Output{}, fmt.Errorf("%w: INSERT into %s ... SELECT produced a %T for column %s", ErrInvalid, t.Name, v, s.Cols[i])
+					return Output{}, fmt.Errorf("%w: INSERT into %s ... SELECT produced a %T for column %s, not a value of its kind", ErrRefused, t.Name, v, s.Cols[i])
 				}
 				vals[i] = sqlast.Value{V: nv}
 			}
