@@ -59,19 +59,27 @@ var adsDef = builder.SchemaDef{
 
 func companyG(id int64) scope.Grant { return scope.Grant{Level: "company", ID: fmt.Sprint(id)} }
 
-// forEachWritesEngine runs fn per engine, and on MariaDB a second time
-// with the MySQL 8 fallbacks.
+// forEachWritesEngine runs fn per engine, on MariaDB a second time with
+// the MySQL 8 fallbacks, and on PostgreSQL a second time RLS-only (the
+// policies the only read boundary).
 func forEachWritesEngine(t *testing.T, fn func(t *testing.T, s *scratch, sch *builder.Schema, db *guardedsql.DB)) {
 	forEachEngine(t, func(t *testing.T, e engine) {
 		modes := []string{"native"}
-		if e.name == "mysql" {
+		switch e.name {
+		case "mysql":
 			modes = append(modes, "fallback")
+		case "postgres":
+			modes = append(modes, "rls-only")
 		}
 		for _, mode := range modes {
 			t.Run(mode, func(t *testing.T) {
 				s := newScratch(t, e, adsDDL)
 				sch := builder.MustSchema(adsDef)
-				db, err := s.open(sch)
+				var opts []guardedsql.Option
+				if mode == "rls-only" {
+					opts = append(opts, guardedsql.WithRLSOnly())
+				}
+				db, err := s.open(sch, opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
