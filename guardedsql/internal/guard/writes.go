@@ -613,7 +613,7 @@ func (r *renderer) readBack(t *sqlast.Table, s *sqlast.Insert, vals map[string]s
 		cols, v := key, kv
 		if cols == nil {
 			if len(t.PK) != 1 || lastID == 0 {
-				return dialect.Frag{}, fmt.Errorf("%w: INSERT into %s reported no key to read the row back", ErrInternal, t.Name)
+				return dialect.Frag{}, fmt.Errorf("%w: INSERT into %s ... RETURNING on %s: the engine reported no insert id to read the row back by; insert the key", ErrRefused, t.Name, r.d.Name())
 			}
 			cols, v = t.PK, []any{lastID}
 		}
