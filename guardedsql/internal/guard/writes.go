@@ -184,7 +184,6 @@ type insertRow struct {
 	check  dialect.Frag // SELECT 1 WHERE value checks
 	fail   error
 	native bool                                     // ins returns the Returns columns itself
-	vals   []any                                    // the row's values, in Cols order
 	lock   dialect.Frag                             // MySQL upsert: SELECT conflictGuard FROM t WHERE target = ... FOR UPDATE
 	update dialect.Frag                             // MySQL upsert: UPDATE of the in-scope conflicting row
 	back   func(lastID int64) (dialect.Frag, error) // reads the written row back (fallback RETURNING)
@@ -214,13 +213,11 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 	for _, row := range s.Rows {
 		r.usedScope = false
 		vals := make(map[string]sqlast.Value, len(row))
-		args := make([]any, len(row))
 		for i, v := range row {
 			if err := checkValue(v); err != nil {
 				return Plan{}, err
 			}
 			vals[s.Cols[i]] = v
-			args[i] = v.V
 		}
 		checks, viaFK, err := r.writeChecks(t, vals, true)
 		if err != nil {
@@ -229,7 +226,7 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 		if len(checks) == 0 {
 			return Plan{}, fmt.Errorf("%w: no scope check for INSERT into %s", ErrInternal, t.Name)
 		}
-		ir := insertRow{fail: ErrOutOfScope, vals: args}
+		ir := insertRow{fail: ErrOutOfScope}
 		if viaFK || t.Parent != nil || up != nil {
 			ir.fail = ErrNotFound
 		}
