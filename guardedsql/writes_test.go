@@ -409,18 +409,35 @@ func TestMultiRowInsertForeignParent(t *testing.T) {
 	})
 }
 
-// TestWritesNoScope: without a scope nothing is sent.
+// TestWritesNoScope: without a scope nothing is sent, whatever the write.
 func TestWritesNoScope(t *testing.T) {
 	sch := builder.MustSchema(adsDef)
 	s := newScratch(t, engineSQLite, adsDDL)
-	db, err := s.open(sch)
+	sent := 0
+	db, err := s.open(sch, guardedsql.WithObserver(func(context.Context, guardedsql.Statement) { sent++ }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmp := sch.Table("campaigns")
+	sent = 0
+	cmp, cp := sch.Table("campaigns"), sch.Table("coupons")
 	upd, _ := builder.UpdateTable(cmp).Set("budget", 1).Where(cmp.Col("id").Eq(1)).Returning("id").Build()
-	if _, err := db.ExecReturning(context.Background(), upd); !errors.Is(err, guardedsql.ErrNoScope) {
-		t.Fatalf("no scope: %v", err)
+	ups, _ := builder.InsertInto(cp).Columns("code", "company_id", "uses").Values("ONE", 1, 1).OnConflict("code").DoUpdate("uses").Build()
+	sel := mustQuery(t, builder.Select(cmp.Col("company_id"), cmp.Col("id"), cmp.Col("name"), cmp.Col("budget")).From(cmp))
+	cpy, _ := builder.InsertInto(sch.Table("archive")).Columns("company_id", "id", "name", "budget").Select(sel).Build()
+	for _, m := range []builder.Mutation{upd, ups, cpy} {
+		if _, err := db.ExecReturning(context.Background(), m); !errors.Is(err, guardedsql.ErrNoScope) {
+			t.Errorf("ExecReturning without scope: %v", err)
+		}
+		if _, err := db.Exec(context.Background(), m); !errors.Is(err, guardedsql.ErrNoScope) {
+			t.Errorf("Exec without scope: %v", err)
+		}
+	}
+	if sent != 0 {
+		t.Fatalf("%d statements sent without a scope", sent)
+	}
+	// Control: with a scope the observer sees the upsert's statements.
+	if _, err := db.Exec(grantCtx(companyG(1)), ups); err != nil || sent == 0 {
+		t.Fatalf("scoped upsert: %v, %d statements seen", err, sent)
 	}
 }
 
