@@ -57,9 +57,10 @@
 //	                                                               them, rows read back by key
 //	DELETE RETURNING native             native                     native                   rows read and locked,
 //	                                                                                        then deleted by key
-//	upsert           ON CONFLICT DO     ON CONFLICT DO NOTHING,    conflicting row locked, tested against the
-//	                 UPDATE ... WHERE   then a guarded UPDATE      scope, then INSERT or UPDATE or ErrNotFound
-//	                 <row in scope>
+//	upsert           ON CONFLICT DO     ON CONFLICT DO NOTHING,    ON DUPLICATE KEY UPDATE with a no-op (inserts,
+//	                 UPDATE ... WHERE   then a guarded UPDATE      or locks the conflicting row unchanged), then
+//	                 <row in scope>                                the row tested against the scope: UPDATE or
+//	                                                               ErrNotFound
 //	INSERT...SELECT  guarded SELECT, then its rows inserted as literal rows with their per-row checks
 //
 // An upsert whose conflict lands on another tenant's row changes nothing

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/builder"
@@ -496,6 +497,47 @@ func TestInsertSelect(t *testing.T) {
 		}
 		if n := s.count(`SELECT COUNT(*) FROM archive WHERE company_id = 2 OR id <> 7`); n != 0 {
 			t.Fatal("a row of a refused INSERT ... SELECT was inserted")
+		}
+	})
+}
+
+// TestUpsertConcurrent: two callers upserting the same fresh keys at once
+// both succeed on every engine (no duplicate-key or deadlock error from the
+// checked plans), and the row ends with one of their values.
+func TestUpsertConcurrent(t *testing.T) {
+	forEachWritesEngine(t, func(t *testing.T, s *scratch, sch *builder.Schema, db *guardedsql.DB) {
+		cp := sch.Table("coupons")
+		one := grantCtx(companyG(1))
+		const n = 30
+		errs := make(chan error, 2*n)
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range n {
+					code := fmt.Sprintf("K%d", i)
+					if i%2 == 1 {
+						code = "ONE" // an existing row, upserted by both at once
+					}
+					m, err := builder.InsertInto(cp).Columns("code", "company_id", "uses").Values(code, 1, int64(w)).
+						OnConflict("code").DoUpdate("uses").Build()
+					if err == nil {
+						_, err = db.Exec(one, m)
+					}
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("concurrent upsert: %v", err)
+			}
+		}
+		if got := s.count(`SELECT COUNT(*) FROM coupons WHERE (code LIKE 'K%' OR code = 'ONE') AND company_id = 1 AND uses IN (0, 1)`); got != (n+1)/2+1 {
+			t.Fatalf("%d upserted coupons, want %d", got, (n+1)/2+1)
 		}
 	})
 }

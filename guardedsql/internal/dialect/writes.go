@@ -14,9 +14,11 @@ type ReturningWriter interface {
 type UpsertStyle int
 
 const (
-	// UpsertLocked: lock the conflicting row (SELECT ... FOR UPDATE)
-	// reading whether it is in scope, then insert, update it or fail:
-	// MySQL, whose ON DUPLICATE KEY UPDATE has no WHERE. The default.
+	// UpsertLocked: INSERT ... ON DUPLICATE KEY UPDATE with a no-op
+	// assignment (inserts the row, or locks the conflicting one
+	// exclusively without changing it), then read under that lock whether
+	// the row is in scope, and update it or fail: MySQL, whose ON
+	// DUPLICATE KEY UPDATE has no WHERE. The default.
 	UpsertLocked UpsertStyle = iota
 	// UpsertWhere: one INSERT ... ON CONFLICT (target) DO UPDATE SET ...
 	// WHERE <conflicting row in scope> (SQLite).

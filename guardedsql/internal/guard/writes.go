@@ -277,6 +277,12 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 		if up != nil && style == dialect.UpsertThenUpdate {
 			ib = ib.Suffix("ON CONFLICT (" + strings.Join(quoteAll(r, up.Target), ", ") + ") DO NOTHING")
 		}
+		if up != nil && style == dialect.UpsertLocked {
+			// A no-op on a conflict: it locks the conflicting row (an
+			// exclusive record lock, no gap lock) without changing it.
+			c := r.col(t.Name, up.Target[0])
+			ib = ib.Suffix("ON DUPLICATE KEY UPDATE " + c + " = " + c)
+		}
 		if retNative && len(s.Returning) > 0 {
 			ib = ib.Suffix("RETURNING " + strings.Join(quoteAll(r, s.Returning), ", "))
 			ir.native = true
@@ -494,9 +500,13 @@ func readBackInto(ctx context.Context, env Env, ir insertRow, lastID int64, out 
 }
 
 // runUpsertFallback runs one row of an upsert where the engine's conflict
-// clause cannot test the conflicting row: check the values, lock the
-// conflicting row (if any) reading whether it is in scope, then insert,
-// update it, or fail.
+// clause cannot test the conflicting row (MySQL): check the values, then
+// INSERT ... ON DUPLICATE KEY UPDATE with a no-op assignment, which either
+// inserts the row or locks the conflicting one (exclusively, so that two
+// callers upserting the same key queue instead of deadlocking), then read
+// under that lock whether the row with the target key is in scope, and
+// update it or fail. For a row just inserted the update rewrites the
+// values it was inserted with.
 func runUpsertFallback(ctx context.Context, env Env, ir insertRow, nothing bool, out *Output) error {
 	ok, err := queryAny(ctx, env.Q, ir.check)
 	if err != nil {
@@ -505,36 +515,41 @@ func runUpsertFallback(ctx context.Context, env Env, ir insertRow, nothing bool,
 	if !ok {
 		return fmt.Errorf("%w (insert)", ir.fail)
 	}
+	res, err := env.Q.Exec(ctx, ir.ins.SQL, ir.ins.Args...)
+	if err != nil {
+		return err
+	}
+	inserted := res.RowsAffected == 1
 	got, err := queryRows(ctx, env.Q, ir.lock)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(got) == 0:
-		// No conflicting row: the row is inserted (the INSERT re-checks
-		// its values).
-		ir.native = false
-		n, err := runInsert(ctx, env, ir, out)
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("%w (insert)", ir.fail)
-		}
-		return nil
+		// ON DUPLICATE KEY fired on another unique key than the target.
+		return fmt.Errorf("%w: the row conflicts on another unique key than the upsert's target", ErrRefused)
 	case len(got) > 1:
 		return fmt.Errorf("%w: conflict target matched %d rows", ErrInternal, len(got))
 	case nothing:
+		if inserted {
+			out.RowsAffected++
+			out.LastInsertID = res.LastInsertID
+			if ir.back != nil {
+				return readBackInto(ctx, env, ir, res.LastInsertID, out)
+			}
+		}
 		return nil // a conflict, in scope or not: nothing happens
 	case !truthy(got[0][0]):
 		// Invariant: a conflicting row outside the scope is left
-		// untouched and reported like a missing row.
+		// untouched (the no-op assignment changes nothing) and reported
+		// like a missing row.
 		return fmt.Errorf("%w (insert)", ir.fail)
 	}
 	if _, err := env.Q.Exec(ctx, ir.update.SQL, ir.update.Args...); err != nil {
 		return err
 	}
 	out.RowsAffected++
+	out.LastInsertID = res.LastInsertID
 	if ir.back != nil {
 		return readBackInto(ctx, env, ir, 0, out)
 	}
