@@ -41,7 +41,7 @@ func ExampleKeyset() {
 	ks := builder.Keyset{Keys: []builder.Order{b.Col("check_in").Desc(), b.Col("id").Asc()}}
 	base := builder.Select(b.Col("id"), b.Col("check_in")).From(b)
 	first := builder.Must(ks.Page(base, "", 50).Build()) // the first page
-	next, err := ks.Cursor("2025-03-01", 1234)            // from the last row of a page
+	next, err := ks.Cursor("2025-03-01", 1234)           // from the last row of a page
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -112,6 +112,22 @@
 // under concurrency. It is refused on scope columns (ErrScopeColumn),
 // whose new values the guard must check as bound values.
 //
+// # Writes
+//
+// InsertBuilder.Values may be called repeatedly: a multi-row insert, all
+// rows or none. InsertBuilder.Select takes the rows from a guarded Query
+// (INSERT ... SELECT), each checked like a row given to Values.
+// Returning(cols...) on InsertBuilder, UpdateBuilder and DeleteBuilder makes
+// the statement return the listed columns of the rows it wrote (read with
+// guardedsql's DB.ExecReturning; Returns reports the list), which is how a
+// caller learns a composite or generated key. OnConflict(cols...) turns an
+// insert into an upsert: DoNothing, or DoUpdate(cols...) setting the listed
+// columns to the values the insert proposed. Build refuses a Returning
+// column the table does not have, a conflict target that is not exactly
+// the primary key or a declared unique key, a DoUpdate of a level column
+// or a tenant foreign key (an upsert never moves a row between tenants),
+// and a Select whose column count differs from Columns.
+//
 // Builders ([SelectBuilder] and friends) are immutable values: each method
 // returns a modified copy, so a base query can be shared and extended.
 // Errors travel with the values and surface at Build.

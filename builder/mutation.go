@@ -90,6 +90,9 @@ type InsertBuilder struct {
 	t    TableRef
 	cols []string
 	rows [][]any
+	ret  []string      // Returning (returning.go)
+	on   *conflictSpec // OnConflict (upsert.go)
+	src  *Query        // Select (upsert.go)
 }
 
 // InsertInto starts an INSERT into t, which must not be aliased.
@@ -150,7 +153,7 @@ func (b InsertBuilder) Build() (Insert, error) {
 	if err := checkCols(ref.Table, b.cols); err != nil {
 		return Insert{}, err
 	}
-	if len(b.rows) == 0 {
+	if len(b.rows) == 0 && b.src == nil {
 		return Insert{}, invalid("INSERT into %s without Values", ref.Table.Name)
 	}
 	s := &sqlast.Insert{Ref: ref, Cols: slices.Clone(b.cols), Refs: []*sqlast.Ref{ref}}
@@ -169,6 +172,9 @@ func (b InsertBuilder) Build() (Insert, error) {
 		}
 		s.Rows = append(s.Rows, vals)
 	}
+	if err := b.buildWrites(s); err != nil {
+		return Insert{}, err
+	}
 	return Insert{s: s}, nil
 }
 
@@ -178,6 +184,7 @@ type UpdateBuilder struct {
 	set   []setSpec
 	where []Pred
 	one   bool
+	ret   []string // Returning (returning.go)
 }
 
 type setSpec struct {
@@ -247,6 +254,9 @@ func (b UpdateBuilder) Build() (Update, error) {
 	if s.Where, s.Refs, err = mutationWhere(ref, b.where, "UPDATE"); err != nil {
 		return Update{}, err
 	}
+	if s.Returning, err = returningCols(ref.Table, b.ret, "UPDATE"); err != nil {
+		return Update{}, err
+	}
 	return Update{s: s}, nil
 }
 
@@ -255,6 +265,7 @@ type DeleteBuilder struct {
 	t     TableRef
 	where []Pred
 	one   bool
+	ret   []string // Returning (returning.go)
 }
 
 // DeleteFrom starts a DELETE from t, which must not be aliased.
@@ -277,6 +288,9 @@ func (b DeleteBuilder) Build() (Delete, error) {
 	}
 	s := &sqlast.Delete{Ref: ref, ExpectOne: b.one}
 	if s.Where, s.Refs, err = mutationWhere(ref, b.where, "DELETE"); err != nil {
+		return Delete{}, err
+	}
+	if s.Returning, err = returningCols(ref.Table, b.ret, "DELETE"); err != nil {
 		return Delete{}, err
 	}
 	return Delete{s: s}, nil

@@ -173,6 +173,10 @@
 //	   scope.Scope.Narrow to each of its grants, reads exactly the oracle's rows of that grant
 //	   on every table; narrowed to any other grant of the seed (another tenant, an ancestor, a
 //	   made-up id) it gets scope.ErrNotGranted and a zero scope, with which nothing is sent.
+//	47 Upsert on a foreign conflict: on the same kind of table, an upsert under an own parent whose
+//	   key is another tenant's row's fails with ErrNotFound, the very error of an upsert under a
+//	   foreign parent, and changes nothing; DO NOTHING on that key affects 0 rows, as on an own
+//	   key; the upsert of an own key (rolled back) updates the row and returns its new value.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -245,6 +249,7 @@
 //	engine errors untranslated (raw-errors)          36 38
 //	guard of later set branches (set_branch)         42 (not PostgreSQL: RLS still confines)
 //	guard of CTE bodies (cte_body)                   43 (not PostgreSQL: RLS still confines)
+//	conflict row of an upsert in scope (upsert-conflict) 47 (not PostgreSQL: RLS still filters)
 //	PostgreSQL: a table's row-level security off     16 17 35 37
 //	PostgreSQL: verifying function ignores the MAC   17 35
 //	PostgreSQL: re-check off (no-recheck)            37

@@ -144,4 +144,5 @@ func ExampleProperties() {
 	// P44_window_partitions       Window functions and scalar subqueries count own rows only
 	// P45_ambiguous_match         Ambiguous matches fail visibly and change nothing
 	// P46_narrow_never_widens     A narrowing selector never widens
+	// P47_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
 }

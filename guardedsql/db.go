@@ -266,6 +266,9 @@ func (db *DB) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if p.Run != nil {
+		return db.execWrites(ctx, p, sc, ds) // returning.go
+	}
 	if !p.Atomic && !db.d.NeedsTx() {
 		return runSteps(ctx, db.pool, p)
 	}
@@ -454,6 +457,10 @@ func (tx *Tx) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 	p, err := tx.plan(ctx, m)
 	if err != nil {
 		return Result{}, err
+	}
+	if p.Run != nil {
+		out, err := tx.savepoint(ctx, p) // returning.go
+		return Result{RowsAffected: out.RowsAffected, LastInsertID: out.LastInsertID}, err
 	}
 	if !p.Atomic {
 		return runSteps(ctx, tx.tx, p)

@@ -83,6 +83,43 @@
 // rather than only for callers with several grants; a tool that wants the
 // first of several says so with OrderBy and Limit(1).
 //
+// # RETURNING, upserts, INSERT ... SELECT
+//
+// DB.ExecReturning (and Tx.ExecReturning) runs a write built with Returning
+// and returns the rows it wrote, held in memory after the write committed:
+// only rows in scope are ever written, so only they come back. Upserts
+// (builder's OnConflict) and INSERT ... SELECT run through Exec or
+// ExecReturning. How each engine does it, always in one transaction:
+//
+//	                 SQLite             PostgreSQL                 MariaDB 10.5+            MySQL 8
+//	INSERT RETURNING native             native                     native                   row read back by key
+//	UPDATE RETURNING native             native                     keys locked (FOR UPDATE), UPDATE confined to
+//	                                                               them, rows read back by key
+//	DELETE RETURNING native             native                     native                   rows read and locked,
+//	                                                                                        then deleted by key
+//	upsert           ON CONFLICT DO     ON CONFLICT DO NOTHING,    ON DUPLICATE KEY UPDATE with a no-op (inserts,
+//	                 UPDATE ... WHERE   then a guarded UPDATE      or locks the conflicting row unchanged), then
+//	                 <row in scope>                                the row tested against the scope: UPDATE or
+//	                                                               ErrNotFound
+//	INSERT...SELECT  guarded SELECT, then its rows inserted as literal rows with their per-row checks
+//
+// An upsert whose conflict lands on another tenant's row changes nothing
+// and fails with ErrNotFound, the very error (and text) of an upsert whose
+// parent row is not in scope: the caller cannot tell the two apart. DO
+// NOTHING affects no row on a conflict, with the caller's row or another
+// tenant's alike (the existence of a key shared by all tenants is the
+// unique-key oracle of DB.UniqueOracles). On PostgreSQL a single ON
+// CONFLICT DO UPDATE cannot be used: with forced row-level security it
+// raises an error for a conflicting row the policy hides before evaluating
+// its WHERE. On the MySQL fallbacks, UPDATE ... RETURNING refuses to change
+// the primary key (ErrRefused), and an INSERT ... RETURNING needs the key
+// among the inserted columns or a one-column key with an insert id.
+//
+// INSERT ... SELECT fails whole (ErrNotFound or ErrOutOfScope) if one
+// produced row fails its checks, and a produced value that is not of its
+// column's kind is ErrRefused. Its rows pass through the process: it is
+// meant for the rows a tool copies, not bulk loads.
+//
 // # Engines
 //
 // SQLite (modernc.org/sqlite, pure Go) is the embedded default: Open

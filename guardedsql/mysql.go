@@ -63,7 +63,7 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 	if !probeIntersect(ctx, db) {
 		opts = append(opts, func(c *config) { c.guard.NoIntersectExcept = true })
 	}
-	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs}, sch, opts)
+	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs, MariaDB: maria}, sch, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -203,6 +203,13 @@ type Insert struct {
 	Cols []string
 	Rows [][]Value
 	Refs []*Ref
+	// Returning lists the columns the statement returns (RETURNING).
+	Returning []string
+	// Upsert is the ON CONFLICT clause; nil for none (writes.go).
+	Upsert *Upsert
+	// Source, when set, produces the rows instead of Rows (INSERT ...
+	// SELECT); its references are in Refs after Ref.
+	Source *Select
 }
 
 // Assign is one SET clause: Col = V, or Col = X when X is not nil (an
@@ -220,6 +227,7 @@ type Update struct {
 	Where     Pred
 	ExpectOne bool
 	Refs      []*Ref
+	Returning []string // columns returned (RETURNING)
 }
 
 // Delete deletes the rows of Ref.Table matching Where.
@@ -228,6 +236,7 @@ type Delete struct {
 	Where     Pred
 	ExpectOne bool
 	Refs      []*Ref
+	Returning []string // columns returned (RETURNING)
 }
 
 func (*Select) isStmt() {}

@@ -355,31 +355,8 @@ func CreateBooking(ctx context.Context, db *guardedsql.DB, in CreateBookingIn) (
 		if clashes > 0 {
 			return server.InvalidInput("room %d is not free from %s to %s", in.RoomID, in.CheckIn, in.CheckOut)
 		}
-		out.TotalCents = rate * nights
-		ins, err := builder.InsertInto(bookingsT.Ref()).
-			Columns("room_id", "guest_id", "check_in", "check_out", "status", "total_cents", "created_at").
-			Values(in.RoomID, in.GuestID, in.CheckIn, in.CheckOut, "confirmed", out.TotalCents, time.Now().UTC().Format(time.DateTime)).Build()
-		if err != nil {
-			return err
-		}
-		res, err := tx.Exec(ctx, ins)
-		if err != nil {
-			return err
-		}
-		out.ID = res.LastInsertID
-		if out.ID == 0 {
-			// PostgreSQL reports no last insert id: read the row back, in
-			// the same transaction (and so under the same scope).
-			b := bookingsT.As("b")
-			q, err := builder.Select(builder.Max(b.ID())).From(b.Ref()).Where(
-				b.RoomID().Eq(in.RoomID), b.GuestID().Eq(in.GuestID),
-				b.CheckIn().Eq(in.CheckIn), b.CheckOut().Eq(in.CheckOut), b.Status().Eq("confirmed")).Build()
-			if err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, q).Scan(&out.ID)
-		}
-		return nil
+		out, err = insertBooking(ctx, tx, in, rate*nights) // writes.go: INSERT ... RETURNING
+		return err
 	})
 	return out, err
 }

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -68,6 +69,12 @@ type Plan struct {
 	// Atomic: the steps (or the single step's row-count expectation) need a
 	// transaction, or a savepoint inside one, so that a failure undoes them.
 	Atomic bool
+	// Returns and Run: a write with RETURNING or an upsert (writes.go).
+	// Run, when set, executes the plan in place of Steps (which then only
+	// show its statements); Returns names the columns of the rows it
+	// returns.
+	Returns []string
+	Run     func(ctx context.Context, env Env) (Output, error)
 }
 
 // Options tune rendering.
@@ -1121,6 +1128,9 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 	if t.Global {
 		return Plan{}, fmt.Errorf("%w: INSERT into %s", ErrReadOnly, t.Name)
 	}
+	if s.Upsert != nil || s.Returning != nil || s.Source != nil {
+		return r.insertWrites(s)
+	}
 	cols := make([]string, len(s.Cols))
 	for i, c := range s.Cols {
 		cols[i] = r.q(c)
@@ -1215,6 +1225,9 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	for _, c := range checks {
 		ub = ub.Where(c)
 	}
+	if s.Returning != nil {
+		return r.updateReturning(s, ub, w, g, checks)
+	}
 	if pre, ok := r.prelude(); ok {
 		ub = ub.PrefixExpr(pre)
 	}
@@ -1247,6 +1260,9 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 		return Plan{}, err
 	}
 	db := sq.Delete(r.q(t.Name)).Where(paren(w)).Where(g)
+	if s.Returning != nil {
+		return r.deleteReturning(s, db, w, g)
+	}
 	if pre, ok := r.prelude(); ok {
 		db = db.PrefixExpr(pre)
 	}

@@ -95,6 +95,9 @@ type Dialect struct {
 	// JSON_TABLE column must share for the optimizer to look the ids up
 	// in the columns' indexes (see LevelCharsets).
 	Charsets map[string]string
+	// MariaDB is set for a MariaDB server, which takes INSERT and DELETE
+	// ... RETURNING (writes.go).
+	MariaDB bool
 }
 
 var _ dialect.Dialect = Dialect{}
