@@ -94,7 +94,7 @@ func campFixture(t *testing.T) (*fixture, *sql.DB, *atomic.Int64) {
 		calls.Add(1)
 		u := builder.Must(builder.UpdateTable(camp).Set("budget", in.Budget).Where(camp.Col("id").Eq(in.ID)).ExpectOne().Build())
 		_, err := db.Exec(ctx, u)
-		return campaign{ID: in.ID, Budget: in.Budget}, err
+		return campaign(in), err
 	}
 	for _, err := range []error{
 		server.AddTool(f.srv, server.Tool{Name: "get_campaign", Narrowable: true}, get),
