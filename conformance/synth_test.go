@@ -26,9 +26,9 @@ func TestSyntheticGraph(t *testing.T) {
 // controls of properties 9 and 10 must respect. It has one level (11, 12
 // and 21 skip) and no single-column key for property 38's unique-oracle
 // fixture to copy (38 skips, saying so), nor a key shared by tenants that
-// an upsert could conflict on (45 skips).
+// an upsert could conflict on (47 skips).
 func TestSyntheticCompositeGraph(t *testing.T) {
-	runSyntheticGraph(t, "adanalytics.json", 11, 12, 21, 38, 45)
+	runSyntheticGraph(t, "adanalytics.json", 11, 12, 21, 38, 47)
 }
 
 // runSyntheticGraph runs the table on a graph in testdata with synthetic

@@ -57,3 +57,52 @@ func TestLostUpdateSetExpr(t *testing.T) {
 		}
 	})
 }
+
+// TestSetExprReturning: SET hits = hits + ? with RETURNING gives the value
+// the engine computed, on every engine and on MariaDB also through the
+// MySQL fallback (locked keys, UPDATE, read back), which once sent the
+// expression's column a NULL instead; another tenant's counter returns no
+// row and keeps its value.
+func TestSetExprReturning(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		modes := []string{"native"}
+		if e.name == "mysql" {
+			modes = append(modes, "fallback")
+		}
+		for _, mode := range modes {
+			t.Run(mode, func(t *testing.T) {
+				s, sch, db := newCounters(t, e)
+				if mode == "fallback" && !guardedsql.MySQLFallbackForTest(db) {
+					t.Skip("not a MariaDB server")
+				}
+				c := sch.Table("counters")
+				add := func(id int64, n int) builder.Update {
+					return builder.Must(builder.UpdateTable(c).SetExpr("hits", c.Col("hits").Add(n)).
+						Where(c.Col("id").Eq(id)).Returning("hits").Build())
+				}
+				ctx := grantCtx(scope.Grant{Level: "tenant", ID: "a"})
+				rows, err := db.ExecReturning(ctx, add(3, 7))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := guardedsql.CollectRows(rows, guardedsql.Scalar[int64])
+				if err != nil || len(got) != 1 || got[0] != 307 {
+					t.Fatalf("RETURNING hits = %v (%v), want [307]", got, err)
+				}
+				if v := s.count(`SELECT hits FROM counters WHERE id = 3`); v != 307 {
+					t.Fatalf("stored hits = %d, want 307", v)
+				}
+				rows, err = db.ExecReturning(ctx, add(4, 7))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := guardedsql.CollectRows(rows, guardedsql.Scalar[int64]); err != nil || len(got) != 0 {
+					t.Fatalf("another tenant's counter returned %v (%v)", got, err)
+				}
+				if v := s.count(`SELECT hits FROM counters WHERE id = 4`); v != 400 {
+					t.Fatalf("another tenant's counter = %d, want 400", v)
+				}
+			})
+		}
+	})
+}

@@ -2,6 +2,8 @@ package guard
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -187,7 +189,15 @@ type insertRow struct {
 	lock   dialect.Frag                             // MySQL upsert: SELECT conflictGuard FROM t WHERE target = ... FOR UPDATE
 	update dialect.Frag                             // MySQL upsert: UPDATE of the in-scope conflicting row
 	back   func(lastID int64) (dialect.Frag, error) // reads the written row back (fallback RETURNING)
+	// dupMark: MySQL upsert: a nonce the no-op ON DUPLICATE KEY UPDATE
+	// assigns to the session variable dupVar, so that a conflict can be told
+	// from an insert when both report one affected row (a connection with
+	// CLIENT_FOUND_ROWS counts the unchanged conflicting row).
+	dupMark int64
 }
+
+// dupVar is the session variable of insertRow.dupMark.
+const dupVar = "@tenantmcp_upsert_dup"
 
 func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 	if s.Source != nil {
@@ -281,7 +291,10 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			// A no-op on a conflict: it locks the conflicting row (an
 			// exclusive record lock, no gap lock) without changing it.
 			c := r.col(t.Name, up.Target[0])
-			ib = ib.Suffix("ON DUPLICATE KEY UPDATE " + c + " = " + c)
+			ir.dupMark = newDupMark()
+			// (The assignment is the IF's condition itself: MariaDB folds
+			// away a condition such as (@v := ?) IS NULL unevaluated.)
+			ib = ib.Suffix("ON DUPLICATE KEY UPDATE "+c+" = IF("+dupVar+" := ?, "+c+", "+c+")", ir.dupMark)
 		}
 		if retNative && len(s.Returning) > 0 {
 			ib = ib.Suffix("RETURNING " + strings.Join(quoteAll(r, s.Returning), ", "))
@@ -520,6 +533,17 @@ func runUpsertFallback(ctx context.Context, env Env, ir insertRow, nothing bool,
 		return err
 	}
 	inserted := res.RowsAffected == 1
+	if inserted && ir.dupMark != 0 {
+		// One affected row is an insert, or, with CLIENT_FOUND_ROWS, the
+		// conflicting row found and left unchanged: the latter set the mark.
+		mark, err := queryRows(ctx, env.Q, dialect.Frag{SQL: "SELECT " + dupVar})
+		if err != nil {
+			return err
+		}
+		if len(mark) == 1 && len(mark[0]) == 1 && markIs(mark[0][0], ir.dupMark) {
+			inserted = false
+		}
+	}
 	got, err := queryRows(ctx, env.Q, ir.lock)
 	if err != nil {
 		return err
@@ -682,6 +706,14 @@ func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g d
 			set.s(", ")
 		}
 		set.s(r.q(a.Col), " = ")
+		if a.X != nil {
+			// SetExpr: checked by setExpr when updatePlan rendered the
+			// statement (not a scope column, reads the target's row only).
+			if err := r.exprInto(&set, a.X); err != nil {
+				return Plan{}, err
+			}
+			continue
+		}
 		set.arg(a.V.V)
 	}
 	setF := set.done()
@@ -855,6 +887,29 @@ func queryRows(ctx context.Context, q dialect.Querier, f dialect.Frag) ([][]any,
 func queryAny(ctx context.Context, q dialect.Querier, f dialect.Frag) (bool, error) {
 	got, err := queryRows(ctx, q, f)
 	return len(got) > 0, err
+}
+
+// newDupMark returns a fresh non-zero nonce for insertRow.dupMark (an
+// integer: a string would be converted to a number as the IF's condition,
+// with a warning): a mark left in the session by an earlier statement
+// equals it with probability 2^-62.
+func newDupMark() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return int64(binary.BigEndian.Uint64(b[:])>>2) | 1
+}
+
+// markIs reports whether v, the session variable as the driver returns it,
+// is the nonce m.
+func markIs(v any, m int64) bool {
+	switch x := v.(type) {
+	case int64:
+		return x == m
+	case []byte:
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		return err == nil && n == m
+	}
+	return false
 }
 
 // truthy reads a boolean the engine returned as a column: MySQL sends 0/1
