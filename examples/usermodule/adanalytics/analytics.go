@@ -127,9 +127,12 @@ type ClickPage struct {
 // position only: the page query is guarded like any other, so a cursor
 // taken from another company's listing (or forged) moves the position
 // within the caller's own clicks and shows nothing else.
-var clickPages = builder.Keyset{Keys: []builder.Order{
-	clicksT.As("k").Col("company_id").Asc(), clicksT.As("k").Col("id").Asc(),
-}}
+// Its keys are columns of pagedClicks, the reference the page query reads
+// clicks through (a column belongs to one reference of a table).
+var (
+	pagedClicks = clicksT.As("k")
+	clickPages  = builder.Keyset{Keys: []builder.Order{pagedClicks.Col("company_id").Asc(), pagedClicks.Col("id").Asc()}}
+)
 
 // ListClicks pages through the caller's clicks (with their ads' names) in
 // the order of their key, with an opaque keyset cursor: unlike an offset,
@@ -142,7 +145,7 @@ func ListClicks(ctx context.Context, db *guardedsql.DB, in ListClicksIn) (ClickP
 	case n < 1 || n > 100:
 		return ClickPage{}, server.InvalidInput("limit must be between 1 and 100")
 	}
-	a, k := adsT.As("a"), clicksT.As("k")
+	a, k := adsT.As("a"), pagedClicks
 	base := builder.Select(k.Col("company_id"), k.Col("id"), a.Col("id"), a.Col("name"), k.Col("user_email"), k.Col("cost_cents")).
 		From(k).
 		Join(a, builder.And(a.Col("company_id").EqCol(k.Col("company_id")), a.Col("id").EqCol(k.Col("ad_id"))))

@@ -43,7 +43,7 @@ func Generate(n int, tag string) Data {
 					click++
 					add("clicks", map[string]any{"company_id": c, "id": click, "ad_id": ad,
 						"user_email": fmt.Sprintf("visitor%d@example.org", click), "cost_cents": 100*c + click,
-						"user_data": fmt.Sprintf(`{"country": %q, "is_mobile": %t}`, countries[(c+click)%3], (c*click)%3 != 0)})
+						"user_data": fmt.Sprintf(`{"country": %q, "is_mobile": %t}`, countries[(c*click)%3], (c+click)%3 != 0)})
 				}
 			}
 		}
