@@ -346,8 +346,12 @@ func TestAddBudgetNoLostIncrement(t *testing.T) {
 			wg.Go(func() {
 				for range calls {
 					res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add_budget", Arguments: map[string]any{"id": 2, "added_cents": 1}})
-					if err != nil || res.IsError {
-						t.Errorf("add_budget: %v %+v", err, res)
+					if err != nil {
+						t.Errorf("add_budget: %v", err)
+						return
+					}
+					if res.IsError {
+						t.Errorf("add_budget: tool error %q", res.Content[0].(*mcp.TextContent).Text)
 						return
 					}
 					raw, _ := json.Marshal(res.StructuredContent)

@@ -97,29 +97,28 @@ type AddBudgetIn struct {
 // budget_cents + ?, computed by the engine, so concurrent calls lose no
 // increment (a read-modify-write in Go would). ExpectOne makes a campaign
 // id several of the caller's companies have "ambiguous" (the tool is
-// Narrowable); RETURNING gives the new budget, from the same statement.
+// Narrowable). The new budget is read back in the same transaction, so it
+// is the one this call produced.
+//
+// (Not UPDATE ... RETURNING: on MariaDB and MySQL guardedsql emulates it
+// by key, and that path currently assigns NULL instead of a SetExpr
+// expression; see the CHANGELOG.)
 func AddBudget(ctx context.Context, db *guardedsql.DB, in AddBudgetIn) (Campaign, error) {
 	c := campaignsT
 	up, err := builder.UpdateTable(c).SetExpr("budget_cents", c.Col("budget_cents").Add(in.AddedCents)).
-		Where(c.Col("id").Eq(in.ID)).ExpectOne().Returning("id", "name", "budget_cents").Build()
+		Where(c.Col("id").Eq(in.ID)).ExpectOne().Build()
 	if err != nil {
 		return Campaign{}, err
 	}
-	rows, err := db.ExecReturning(ctx, up)
-	if err != nil {
-		return Campaign{}, err
-	}
-	out, err := guardedsql.CollectRows(rows, func(rs *guardedsql.Rows) (Campaign, error) {
-		var x Campaign
-		return x, rs.Scan(&x.ID, &x.Name, &x.BudgetCents)
+	var out Campaign
+	err = db.Tx(ctx, func(tx *guardedsql.Tx) error {
+		if _, err := tx.Exec(ctx, up); err != nil {
+			return err
+		}
+		out, err = getCampaign(ctx, tx, in.ID)
+		return err
 	})
-	if err != nil {
-		return Campaign{}, err
-	}
-	if len(out) != 1 {
-		return Campaign{}, guardedsql.ErrNotFound
-	}
-	return out[0], nil
+	return out, err
 }
 
 // UpsertContactIn is the input of upsert_contact.
