@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -59,7 +60,7 @@ func serveEngine(t *testing.T, dsn string, n int) served {
 		if err := adanalytics.CreateTables(ctx, owner, adanalytics.Engine(engine)); err != nil {
 			t.Fatal(err)
 		}
-		if err := adanalytics.Insert(ctx, owner, adanalytics.Engine(engine), adanalytics.Generate(n, "g")); err != nil {
+		if err := adanalytics.Insert(ctx, owner, adanalytics.Engine(engine), interleaved(adanalytics.Generate(n, "g"))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,6 +114,22 @@ func serveEngine(t *testing.T, dsn string, n int) served {
 		}
 	})
 	return served{endpoint: endpoint, is: is, owner: owner, engine: engine}
+}
+
+// interleaved orders every table's rows by id, then company: company 1's
+// row 1, company 2's row 1, …, company 1's row 2, … — so that the rows of
+// the companies alternate in storage as well as repeat ids.
+func interleaved(d adanalytics.Data) adanalytics.Data {
+	for _, rows := range d {
+		sort.SliceStable(rows, func(i, j int) bool {
+			a, b := rows[i], rows[j]
+			if a["id"].(int64) != b["id"].(int64) {
+				return a["id"].(int64) < b["id"].(int64)
+			}
+			return fmt.Sprint(a["company_id"]) < fmt.Sprint(b["company_id"])
+		})
+	}
+	return d
 }
 
 func randomName(t *testing.T) string {
