@@ -51,7 +51,7 @@ func SchemaDef() builder.SchemaDef {
 				ForeignKeys: []builder.ForeignKey{{Columns: []string{"company_id"}, RefTable: "companies"}}, Parent: "company_id"},
 			{Name: "ads", Columns: []string{"company_id", "id", "campaign_id", "name", "target_url"}, PrimaryKey: key,
 				ForeignKeys: byCompany("campaign"), Parent: "campaign_id"},
-			{Name: "clicks", Columns: []string{"company_id", "id", "ad_id", "user_email", "cost_cents"}, PrimaryKey: key,
+			{Name: "clicks", Columns: []string{"company_id", "id", "ad_id", "user_email", "cost_cents", "user_data"}, PrimaryKey: key,
 				ForeignKeys: byCompany("ad"), Parent: "ad_id"},
 		},
 	}
@@ -66,10 +66,18 @@ type Engine string
 
 // CreateTables creates the tables, with their composite keys and
 // per-company unique constraints, as the database owner.
+//
+// clicks.user_data is the click's JSON document ({"country": "fr",
+// "is_mobile": true}), as in Citus's tutorial: JSONB on PostgreSQL, JSON
+// on MariaDB/MySQL (LONGTEXT checked by JSON_VALID on MariaDB) and TEXT on
+// SQLite. The tools read it only through builder.JSONText.
 func CreateTables(ctx context.Context, db *sql.DB, engine Engine) error {
-	text := "TEXT"
-	if engine == "mysql" {
-		text = "VARCHAR(191)" // indexable under utf8mb4
+	text, json := "TEXT", "TEXT"
+	switch engine {
+	case "mysql":
+		text, json = "VARCHAR(191)", "JSON" // VARCHAR(191): indexable under utf8mb4
+	case "postgres":
+		json = "JSONB"
 	}
 	for _, ddl := range []string{
 		`CREATE TABLE companies (id BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL)`,
@@ -84,7 +92,7 @@ func CreateTables(ctx context.Context, db *sql.DB, engine Engine) error {
 			PRIMARY KEY (company_id, id),
 			FOREIGN KEY (company_id, campaign_id) REFERENCES campaigns (company_id, id))`,
 		`CREATE TABLE clicks (company_id BIGINT NOT NULL, id BIGINT NOT NULL, ad_id BIGINT NOT NULL,
-			user_email TEXT NOT NULL, cost_cents BIGINT NOT NULL,
+			user_email TEXT NOT NULL, cost_cents BIGINT NOT NULL, user_data JSONDOC NOT NULL,
 			PRIMARY KEY (company_id, id),
 			FOREIGN KEY (company_id, ad_id) REFERENCES ads (company_id, id))`,
 	} {
@@ -92,7 +100,8 @@ func CreateTables(ctx context.Context, db *sql.DB, engine Engine) error {
 			// MySQL ignores a column-level REFERENCES: spell it out.
 			ddl = strings.Replace(ddl, "company_id BIGINT NOT NULL REFERENCES companies (id),", "company_id BIGINT NOT NULL, FOREIGN KEY (company_id) REFERENCES companies (id),", 1)
 		}
-		if _, err := db.ExecContext(ctx, strings.ReplaceAll(ddl, "TEXT", text)); err != nil {
+		ddl = strings.ReplaceAll(strings.ReplaceAll(ddl, "TEXT", text), "JSONDOC", json)
+		if _, err := db.ExecContext(ctx, ddl); err != nil {
 			return fmt.Errorf("adanalytics: creating tables: %w", err)
 		}
 	}
@@ -123,6 +132,14 @@ func Register(s *server.Server) error {
 		// campaign id is about with "within" (campaigns.go).
 		server.AddTool(s, server.Tool{Name: "get_campaign", Description: "One campaign by id.", Annotations: ro, Narrowable: true}, GetCampaign),
 		server.AddTool(s, server.Tool{Name: "update_campaign", Description: "Rename a campaign and set its budget.", Narrowable: true}, UpdateCampaign),
+		// The tutorial's analytics (analytics.go) and the writes that
+		// return composite keys, count atomically and upsert (writes.go).
+		server.AddTool(s, server.Tool{Name: "clicks_by_device", Description: "Clicks and their cost by device (user_data's is_mobile).", Annotations: ro}, ClicksByDevice),
+		server.AddTool(s, server.Tool{Name: "campaign_ranking", Description: "Every ad ranked within its campaign by clicks, then cost.", Annotations: ro}, CampaignRanking),
+		server.AddTool(s, server.Tool{Name: "list_clicks", Description: "The company's clicks, a page at a time (pass next_cursor back).", Annotations: ro}, ListClicks),
+		server.AddTool(s, server.Tool{Name: "create_ad", Description: "Add an ad to a campaign; returns its key.", Narrowable: true}, CreateAd),
+		server.AddTool(s, server.Tool{Name: "add_budget", Description: "Add cents to a campaign's budget, atomically.", Narrowable: true}, AddBudget),
+		server.AddTool(s, server.Tool{Name: "upsert_contact", Description: "Create a contact, or rename the one with this e-mail.", Narrowable: true}, UpsertContact),
 	} {
 		if err != nil {
 			return err

@@ -60,6 +60,9 @@ func TestConformance(t *testing.T) {
 				DSN:    dsn,
 				Graph:  adanalytics.SchemaDef(),
 				Schema: adanalytics.Schema,
+				// The write properties assign a plain column: not
+				// user_data, whose JSON type refuses arbitrary text.
+				Mutable: map[string]string{"clicks": "cost_cents"},
 				Seed: func(ctx context.Context, db *sql.DB, engine conformance.Engine) (*conformance.Dataset, error) {
 					data := adanalytics.Generate(3, tag)
 					if err := adanalytics.CreateTables(ctx, db, adanalytics.Engine(engine)); err != nil {
@@ -159,6 +162,9 @@ func calls(d *conformance.Dataset, tn conformance.Tenant) []conformance.ToolCall
 		{Tool: "campaign_clicks", Args: map[string]any{"campaign_id": 1}},
 		{Tool: "campaign_clicks", Args: map[string]any{"campaign_id": 2}},
 		{Tool: "find_contact", Args: map[string]any{"query": "Canary"}},
+		{Tool: "clicks_by_device", Args: map[string]any{}},
+		{Tool: "campaign_ranking", Args: map[string]any{}},
+		{Tool: "list_clicks", Args: map[string]any{"limit": 100}},
 	}
 	for _, r := range d.Tables["contacts"] {
 		if isCanary(r) {

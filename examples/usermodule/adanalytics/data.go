@@ -11,11 +11,17 @@ import (
 type Data map[string][]map[string]any
 
 // Generate makes demo data for companies 1…n: in every company two
-// campaigns, two ads per campaign, two clicks per ad and three contacts,
+// campaigns, two ads per campaign, one to three clicks per ad (1 + (company
+// + ad) % 3, so that ads rank differently in every company) and three
+// contacts,
 // with ids restarting at 1 in every company and campaign names, ad names
 // and most e-mails repeating across companies (unique within each, as the
 // constraints demand). Each company's first contact is marked with tag
 // ("Canary <tag> <company>"), a name and e-mail found in no other company.
+// A click's cost is 100*company + its id, and its user_data is the JSON
+// document {"country": …, "is_mobile": …} (spelt as PostgreSQL's jsonb
+// prints it, so that every engine stores the same text), with a mix of
+// mobile and desktop clicks that differs between companies.
 func Generate(n int, tag string) Data {
 	d := Data{}
 	add := func(t string, r map[string]any) { d[t] = append(d[t], r) }
@@ -33,16 +39,19 @@ func Generate(n int, tag string) Data {
 				ad++
 				add("ads", map[string]any{"company_id": c, "id": ad, "campaign_id": campID,
 					"name": fmt.Sprintf("Ad %d", ad), "target_url": fmt.Sprintf("https://example.com/%d", ad)})
-				for range 2 {
+				for range 1 + (c+ad)%3 {
 					click++
 					add("clicks", map[string]any{"company_id": c, "id": click, "ad_id": ad,
-						"user_email": fmt.Sprintf("visitor%d@example.org", click), "cost_cents": 100*c + click})
+						"user_email": fmt.Sprintf("visitor%d@example.org", click), "cost_cents": 100*c + click,
+						"user_data": fmt.Sprintf(`{"country": %q, "is_mobile": %t}`, countries[(c*click)%3], (c+click)%3 != 0)})
 				}
 			}
 		}
 	}
 	return d
 }
+
+var countries = [...]string{"de", "fr", "us"}
 
 // Insert writes d into the tables CreateTables made, parents first.
 func Insert(ctx context.Context, db *sql.DB, engine Engine, d Data) error {
