@@ -99,10 +99,6 @@ type AddBudgetIn struct {
 // id several of the caller's companies have "ambiguous" (the tool is
 // Narrowable). The new budget is read back in the same transaction, so it
 // is the one this call produced.
-//
-// (Not UPDATE ... RETURNING: on MariaDB and MySQL guardedsql emulates it
-// by key, and that path currently assigns NULL instead of a SetExpr
-// expression; see the CHANGELOG.)
 func AddBudget(ctx context.Context, db *guardedsql.DB, in AddBudgetIn) (Campaign, error) {
 	c := campaignsT
 	up, err := builder.UpdateTable(c).SetExpr("budget_cents", c.Col("budget_cents").Add(in.AddedCents)).
