@@ -118,7 +118,7 @@ func (sum *Summary) plot() *image.RGBA {
 	g := plotGeometry{x0: 2*margin + labelChars*charW, xMax: sum.axisMax()}
 	lo, hi := sum.loadRange()
 
-	drawText(img, margin, 6, fmt.Sprintf("tenantmcp cost × (library / hand-written), min–max over %d runs", len(sum.Runs)), colText)
+	drawText(img, margin, 6, fmt.Sprintf("tenantmcp cost × (library / hand-written), min–max over %s", sum.runsPerRow()), colText)
 	drawText(img, margin, 6+lineH, "bar: min–max  dot: median  red: goal  dark line: 1.0", colText)
 
 	top, bottom := header, header+len(sum.Series)*lineH

@@ -77,6 +77,22 @@ func summarize(runs []*Report) *Summary {
 	return sum
 }
 
+// runsPerRow says how many runs measured each row: "3 runs", or
+// "2–3 runs per row" when rows from different invocations are combined.
+func (sum *Summary) runsPerRow() string {
+	lo, hi := math.MaxInt, 0
+	for _, s := range sum.Series {
+		lo, hi = min(lo, len(s.Costs)), max(hi, len(s.Costs))
+	}
+	switch {
+	case hi == 0:
+		return "no runs"
+	case lo == hi:
+		return fmt.Sprintf("%d runs", hi)
+	}
+	return fmt.Sprintf("%d–%d runs per row", lo, hi)
+}
+
 // loadRange is the lowest and highest 1-minute load average seen at the
 // start or end of any run.
 func (sum *Summary) loadRange() (lo, hi float64) {
@@ -109,7 +125,7 @@ func span(vs []float64, unit string) string {
 // writeMarkdown prints the summary table: per row, the range of the cost
 // over the runs and of the two medians.
 func (sum *Summary) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "## Summary of %d runs\n\n", len(sum.Runs))
+	fmt.Fprintf(w, "## Summary of %d runs (%s)\n\n", len(sum.Runs), sum.runsPerRow())
 	fmt.Fprintln(w, "Cost × min–max (median) over the runs that measured the row; Baseline and Candidate are the ranges of the runs' medians.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| Figure | Case | Baseline | Candidate | Cost × min–max | median | Runs |")
