@@ -7,6 +7,9 @@
 //	go run ./bench -scale 5             # five times longer runs
 //	go run ./bench -smoke               # a fraction of a second per figure (CI)
 //	go run ./bench -json bench.json     # also write the results as JSON
+//	go run ./bench -repeat 3 -png docs/perf.png  # three runs, each row's range, a plot
+//	go run ./bench -figures P2 -p2-sizes 10k,100k,1M  # P2 on three dataset sizes
+//	go run ./bench -replot a.json,b.json -png p.png  # summarise earlier runs' JSON
 //
 // Every figure alternates baseline and candidate in rounds (the order
 // rotates each round) and compares medians, so both see the same machine
