@@ -56,15 +56,16 @@ func shortLabel(s Series) string {
 	c := strings.NewReplacer(
 		"tools/call list_bookings, ", "",
 		"hotel server with / without egress guard, ", "egress guard, ",
-		" (1 chain, first 50 of a month)", " first 50",
-		" (1 chain, a quarter, aggregate)", " revenue",
-		"bookings by date", "by date",
-		"revenue by hotel revenue", "revenue by hotel",
+		"bookings by date (1 chain, first 50 of a month)", "first 50 of a month",
+		"revenue by hotel (1 chain, a quarter, aggregate)", "revenue per hotel",
+		"PostgreSQL (RLS)", "PostgreSQL",
+		"MariaDB (JSON_TABLE)", "MariaDB",
+		"MySQL (JSON_TABLE)", "MySQL",
 		"serializer, 50-row list_bookings page (tagged struct)", "redact 50-row page, tagged struct",
 		"serializer, the same page as map[string]any", "redact the page as a map",
 		"guard path of one tool call (SQLite, 50 rows)", "guard path of one call, SQLite",
 	).Replace(s.Case)
-	l := s.Figure + " " + c
+	l := s.Figure + " " + strings.TrimSuffix(c, " bookings")
 	if r := []rune(l); len(r) > labelChars {
 		l = string(r[:labelChars-2]) + ".."
 	}

@@ -166,3 +166,23 @@ func TestParseP2Sizes(t *testing.T) {
 }
 
 func rgbOf(c color.RGBA) [3]uint8 { return [3]uint8{c.R, c.G, c.B} }
+
+// Labels stay within the label column and keep what tells rows apart.
+func TestShortLabel(t *testing.T) {
+	for _, c := range []struct {
+		s    Series
+		want string
+	}{
+		{Series{Figure: "P2", Case: "PostgreSQL (RLS), bookings by date (1 chain, first 50 of a month), 100k bookings"}, "P2 PostgreSQL, first 50 of a month, 100k"},
+		{Series{Figure: "P2", Case: "MariaDB (JSON_TABLE), revenue by hotel (1 chain, a quarter, aggregate)"}, "P2 MariaDB, revenue per hotel"},
+		{Series{Figure: "P5", Case: "tools/call list_bookings, SQLite, 128 clients"}, "P5 SQLite, 128 clients"},
+	} {
+		if got := shortLabel(c.s); got != c.want {
+			t.Errorf("shortLabel(%q) = %q, want %q", c.s.Case, got, c.want)
+		}
+	}
+	long := shortLabel(Series{Figure: "P9", Case: strings.Repeat("x", 200)})
+	if n := len([]rune(long)); n != labelChars || !strings.HasSuffix(long, "..") {
+		t.Errorf("a long case gave a %d-rune label %q", n, long)
+	}
+}
