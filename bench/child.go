@@ -152,6 +152,11 @@ func serveHotel(ctx context.Context, spec childSpec) (childHello, func(), error)
 		RLSKey:      key,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		AuditLogger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		// Every client of every round opens its own session as the one
+		// demo subject, so the default cap on a subject's open sessions
+		// (server.DefaultSessionsPerSubject) would refuse the bench's
+		// later rounds with 429: the bench measures calls, not that cap.
+		Limits: hotel.Limits{MaxSessionsPerSubject: -1},
 	})
 	if err != nil {
 		return childHello{}, nil, err

@@ -7,6 +7,9 @@
 //	go run ./bench -scale 5             # five times longer runs
 //	go run ./bench -smoke               # a fraction of a second per figure (CI)
 //	go run ./bench -json bench.json     # also write the results as JSON
+//	go run ./bench -repeat 3 -png docs/perf.png  # three runs, each row's range, a plot
+//	go run ./bench -figures P2 -p2-sizes 10k,100k,1M  # P2 on three dataset sizes
+//	go run ./bench -replot a.json,b.json -png p.png  # summarise earlier runs' JSON
 //
 // Every figure alternates baseline and candidate in rounds (the order
 // rotates each round) and compares medians, so both see the same machine
@@ -53,6 +56,10 @@ type config struct {
 	clients  []int
 	bare     string
 	verbose  bool
+	repeat   int      // runs of the selected figures (-repeat)
+	pngPath  string   // plot of the summary (-png)
+	replot   []string // JSON files to summarise instead of measuring (-replot)
+	p2Sizes  []p2Size // P2 dataset sizes (-p2-sizes)
 }
 
 // env is what the figures share: the configuration, the log and lazily
@@ -62,6 +69,7 @@ type env struct {
 	log   *log.Logger
 	hotel *hotelSQLite
 	notes []string
+	p2cur p2Size // the P2 dataset being measured
 }
 
 func (e *env) hotelDB(ctx context.Context) (*hotelSQLite, error) {
@@ -119,6 +127,10 @@ func run() int {
 	clients := flag.String("clients", "1,32", "P5/P4 client concurrencies")
 	flag.StringVar(&cfg.bare, "bare", "raw", "P5 baseline tool: raw (a plain go-sdk ToolHandler) or typed (mcp.AddTool, whose output the go-sdk validates against the inferred schema)")
 	flag.BoolVar(&cfg.verbose, "v", false, "log progress to stderr")
+	flag.IntVar(&cfg.repeat, "repeat", 1, "run the selected figures this many times and end with a summary of each row's range")
+	flag.StringVar(&cfg.pngPath, "png", "", "write a plot of the cost ratios (min–max over the runs, median, goal) to this PNG file")
+	replot := flag.String("replot", "", "comma-separated JSON files of earlier runs (-json): print their summary (and -png) without measuring")
+	p2Sizes := flag.String("p2-sizes", "1M", "P2 dataset sizes in bookings, among "+p2SizeNames()+" (chains grow with the size; each chain keeps 1,000 bookings)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -151,6 +163,19 @@ func run() int {
 	if cfg.smoke {
 		cfg.scale = 0.02
 	}
+	if cfg.repeat < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -repeat must be at least 1")
+		return 2
+	}
+	var err error
+	if cfg.p2Sizes, err = parseP2Sizes(*p2Sizes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	if *replot != "" {
+		cfg.replot = strings.Split(*replot, ",")
+		return replotMain(cfg)
+	}
 	if cfg.p2DB == "" {
 		cfg.p2DB = "tenantmcp_bench"
 		if cfg.smoke {
@@ -160,6 +185,25 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var runs []*Report
+	code := 0
+	for i := range cfg.repeat {
+		if cfg.repeat > 1 {
+			fmt.Printf("# Run %d of %d\n\n", i+1, cfg.repeat)
+		}
+		rep, c := runOnce(ctx, cfg)
+		runs = append(runs, rep)
+		code = max(code, c)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return max(code, finish(cfg, runs))
+}
+
+// runOnce runs the selected figures once, prints their table and returns
+// the report and whether a figure failed (1) or not (0).
+func runOnce(ctx context.Context, cfg config) (*Report, int) {
 	e := &env{cfg: cfg, log: log.New(io.Discard, "", 0)}
 	if cfg.verbose {
 		e.log = log.New(os.Stderr, "bench: ", log.Ltime)
@@ -206,13 +250,7 @@ func run() int {
 			code = 1
 		}
 	}
-	if cfg.jsonPath != "" {
-		if err := rep.writeJSON(cfg.jsonPath); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			code = 1
-		}
-	}
-	return code
+	return rep, code
 }
 
 func envFirst(names ...string) string {

@@ -161,7 +161,7 @@ func (e *env) p2Size() benchdata.Size {
 	if e.cfg.smoke {
 		return smokeSize
 	}
-	return benchdata.Default
+	return e.p2cur.size
 }
 
 // ensureDataset loads the dataset (unless bench_meta says it is there) and
@@ -173,17 +173,17 @@ func (e *env) ensureDataset(ctx context.Context, db *sql.DB, engine benchdata.En
 		return err
 	}
 	if gen {
-		e.note("P2 %s: the dataset (%s) was generated into database %s this run, in %.0f s; later runs reuse it.", label, e.p2Size(), e.cfg.p2DB, time.Since(start).Seconds())
+		e.note("P2 %s: the dataset (%s) was generated into database %s this run, in %.0f s; later runs reuse it.", label, e.p2Size(), e.p2DB(), time.Since(start).Seconds())
 	}
 	return nil
 }
 
 func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
-	pw, err := pgEnsureDatabase(ctx, e.cfg.pgDSN, e.cfg.p2DB, false)
+	pw, err := pgEnsureDatabase(ctx, e.cfg.pgDSN, e.p2DB(), false)
 	if err != nil {
 		return nil, err
 	}
-	admin, acfg, err := pgConnect(ctx, e.cfg.pgDSN, e.cfg.p2DB)
+	admin, acfg, err := pgConnect(ctx, e.cfg.pgDSN, e.p2DB())
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 }
 
 func mysqlP2(ctx context.Context, e *env) (*p2Target, error) {
-	db, err := mysqlOpen(ctx, e.cfg.myDSN, e.cfg.p2DB, true)
+	db, err := mysqlOpen(ctx, e.cfg.myDSN, e.p2DB(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +282,16 @@ func mysqlP2(ctx context.Context, e *env) (*p2Target, error) {
 
 func runP2(ctx context.Context, e *env) []Row {
 	var out []Row
+	for _, sz := range e.p2Sizes() {
+		e.p2cur = sz
+		out = append(out, runP2Size(ctx, e)...)
+	}
+	return out
+}
+
+// runP2Size measures every engine and shape on the dataset e.p2cur.
+func runP2Size(ctx context.Context, e *env) []Row {
+	var out []Row
 	engines := []struct {
 		name, dsn, env string
 		open           func(context.Context, *env) (*p2Target, error)
@@ -292,7 +302,7 @@ func runP2(ctx context.Context, e *env) []Row {
 	for _, eng := range engines {
 		rows := make([]Row, len(p2Shapes))
 		for i, sh := range p2Shapes {
-			rows[i] = Row{Figure: "P2", Case: eng.name + ", " + sh.name, Unit: unitMicros}
+			rows[i] = Row{Figure: "P2", Case: eng.name + ", " + sh.name + e.p2CaseSuffix(), Unit: unitMicros}
 		}
 		if eng.dsn == "" {
 			out = append(out, skipAll(rows, "no DSN: set "+eng.env+" to an admin connection")...)
@@ -305,7 +315,7 @@ func runP2(ctx context.Context, e *env) []Row {
 			continue
 		}
 		for i, sh := range p2Shapes {
-			rows[i].Case = t.label + ", " + sh.name
+			rows[i].Case = t.label + ", " + sh.name + e.p2CaseSuffix()
 			rows[i].Baseline = "the expert's SQL with `h.chain_id " + t.in + "` on the same server (PostgreSQL: as the superuser, so no RLS; MySQL: the same pool)"
 			rows[i].Candidate = "guardedsql on the builder query: tenant predicates added by the guard" + map[bool]string{true: ", RLS policies in force for the application role, one transaction with set_config per statement", false: ", scope expanded with JSON_TABLE"}[strings.HasPrefix(t.label, "PostgreSQL")]
 			rows[i].Note = fmt.Sprintf("%s bookings", groupThousands(t.size.Bookings()))
