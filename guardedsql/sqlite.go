@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
 // openers maps a DSN scheme (the text before "://") to the function
@@ -195,6 +194,9 @@ func sqliteName(dsn string, busy time.Duration) (name string, memory bool, err e
 	}
 	if name == "" {
 		return "", false, fmt.Errorf("guardedsql: empty SQLite path in DSN")
+	}
+	if !driver.SQLiteEngine {
+		return "", false, noEngine("SQLite", "sqlite")
 	}
 	memory = strings.HasPrefix(name, ":memory:") || strings.Contains(name, "mode=memory")
 	path, query, _ := strings.Cut(name, "?")
