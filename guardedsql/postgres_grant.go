@@ -20,10 +20,10 @@ import (
 // REFERENCES or TRIGGER, and never touches tables outside the graph, so a
 // table the application must not read (such as a key table) stays out of
 // reach. Run them as the tables' owner or a superuser, after the tables
-// exist; [GrantApp] does.
+// exist; guardedsql/postgres.GrantApp does.
 //
 // The role itself is the deployment's to create, with LOGIN and a
-// password, and NOSUPERUSER NOBYPASSRLS: [CheckRLS] refuses to serve as
+// password, and NOSUPERUSER NOBYPASSRLS: guardedsql/postgres.CheckRLS refuses to serve as
 // anything else.
 func AppGrantDDL(sch *builder.Schema, role string) ([]string, error) {
 	if sch == nil || len(sch.TableNames()) == 0 {
