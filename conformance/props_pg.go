@@ -312,11 +312,11 @@ func pgWhere(cols []string, row Row, first int) (string, []any) {
 	return strings.Join(parts, " AND "), args
 }
 
-// P17: the start-up check (postgres.CheckRLS, run by NewPostgres)
+// P17: the start-up check (postgres.CheckRLS, run by postgres.New)
 // passes for the app role with the policies in force, and refuses, with
 // the specific error, a superuser connection, a BYPASSRLS role, a table
 // whose policy was dropped, a table whose row-level security is not
-// forced, and an extra permissive policy; NewPostgres opens no DB then.
+// forced, and an extra permissive policy; postgres.New opens no DB then.
 func propStartupCheck(p *pt, r *runner) {
 	ctx := p.ctx
 	check := func(pool *pgxpool.Pool, want error, what string) {
@@ -330,7 +330,7 @@ func propStartupCheck(p *pt, r *runner) {
 		if want != nil {
 			if db, err := postgres.New(ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err == nil {
 				db.Close()
-				p.Errorf("%s: NewPostgres opened a DB; want it refused", what)
+				p.Errorf("%s: postgres.New opened a DB; want it refused", what)
 			}
 		}
 	}

@@ -25,7 +25,7 @@ type rlsChecker interface {
 }
 
 // Check reports whether the database is reachable and, on PostgreSQL,
-// whether the row-level security that NewPostgres verified at start-up is
+// whether the row-level security that postgres.New verified at start-up is
 // still in force for the connected role (CheckRLS again: a migration may
 // have dropped a policy or altered the role since). It is meant for
 // readiness probes. An unreachable database yields an error wrapping

@@ -12,7 +12,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
-// Errors of the PostgreSQL start-up check (CheckRLS, NewPostgres, Open).
+// Errors of the PostgreSQL start-up check (guardedsql/postgres.CheckRLS and New, Open).
 // Each names one reason the row-level security policies would not confine
 // the connected role; all of them also match ErrRLSUnsafe.
 var (

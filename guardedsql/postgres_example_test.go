@@ -19,7 +19,7 @@ import (
 // On PostgreSQL two roles take part. The tables' owner installs the
 // row-level security policies generated from the schema graph (once, as a
 // migration would); the server connects as an application role that is
-// neither superuser nor BYPASSRLS and does not own the tables. NewPostgres
+// neither superuser nor BYPASSRLS and does not own the tables. postgres.New
 // checks exactly that, and refuses to start otherwise.
 func Example_newPostgres() {
 	ctx := context.Background()

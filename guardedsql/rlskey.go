@@ -78,7 +78,7 @@ func (k RLSKey) GoString() string { return k.String() }
 // LogValue shows the key's id only.
 func (k RLSKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
-// ErrRLSNoKey: NewPostgres or Open without WithRLSKey. The policies admit
+// ErrRLSNoKey: postgres.New or Open without WithRLSKey. The policies admit
 // only a signed scope, so an unsigned DB would see nothing. It matches
 // ErrRLSUnsafe.
 var ErrRLSNoKey = fmt.Errorf("%w: no scope-signing key (pass guardedsql.WithRLSKey)", ErrRLSUnsafe)
