@@ -2,6 +2,7 @@ package guardedsql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tenantmcp/tenantmcp/builder"
@@ -58,7 +59,11 @@ func openPostgresPool(ctx context.Context, dsn string, maxConns int) (dialect.Po
 		return nil, noEngine("PostgreSQL", "postgres")
 	}
 	p, err := driver.PostgresEngine.Open(ctx, dsn, maxConns)
-	if err != nil {
+	var bad *driver.DSNError
+	switch {
+	case errors.As(err, &bad):
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: PostgreSQL DSN %s: %w", RedactDSN(dsn), bad.Err), dsn)
+	case err != nil:
 		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
 	}
 	return p, nil

@@ -26,9 +26,18 @@ import (
 // PostgresDriver is what the pgx driver package provides.
 type PostgresDriver struct {
 	// Open opens a pool for a postgres:// or postgresql:// DSN, owned by
-	// the result (Close closes it); maxConns > 0 caps its size.
+	// the result (Close closes it); maxConns > 0 caps its size. A DSN it
+	// cannot parse is a *DSNError.
 	Open func(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error)
 }
+
+// DSNError is returned by PostgresDriver.Open for a DSN it cannot parse
+// (as opposed to a server it cannot reach). Its text may quote the DSN:
+// guardedsql redacts it.
+type DSNError struct{ Err error }
+
+func (e *DSNError) Error() string { return e.Err.Error() }
+func (e *DSNError) Unwrap() error { return e.Err }
 
 // MySQLDriver is what the MySQL driver package provides.
 type MySQLDriver struct {

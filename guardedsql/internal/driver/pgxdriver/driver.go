@@ -30,7 +30,7 @@ func init() {
 func open(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, &DSNError{Err: err}
+		return nil, &driver.DSNError{Err: err}
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = int32(min(maxConns, 1<<20))
@@ -41,12 +41,6 @@ func open(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error) {
 	}
 	return NewPool(pool, true), nil
 }
-
-// DSNError marks an error of parsing the DSN (not of connecting).
-type DSNError struct{ Err error }
-
-func (e *DSNError) Error() string { return e.Err.Error() }
-func (e *DSNError) Unwrap() error { return e.Err }
 
 func asPgError(err error) (*postgres.PgError, bool) {
 	var pe *pgconn.PgError
