@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
 )
 
 // appRole is the PostgreSQL application role of the bench: neither
@@ -159,7 +160,7 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	if !strings.HasPrefix(dsn, "mysql://") {
 		dsn = "mysql://" + dsn // go-sql-driver's own form
 	}
-	return guardedsql.MySQLConfig(dsn)
+	return gmysql.Config(dsn)
 }
 
 // serverVersions reports the versions of the configured servers, or a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/benchdata"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -215,7 +216,7 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := guardedsql.ApplyRLS(ctx, admin, t.sch, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, admin, t.sch, guardedsql.WithRLSKey(key)); err != nil {
 		return nil, err
 	}
 	ucfg := acfg.Copy()
@@ -223,7 +224,7 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if app, _, err = pgOpen(ctx, ucfg); err != nil {
 		return nil, err
 	}
-	if t.guarded, err = guardedsql.NewPostgres(ctx, app, t.sch, guardedsql.WithRLSKey(key)); err != nil {
+	if t.guarded, err = postgres.New(ctx, app, t.sch, guardedsql.WithRLSKey(key)); err != nil {
 		return nil, err
 	}
 	// The expert runs as the admin (a superuser: no row-level security)

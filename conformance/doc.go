@@ -51,7 +51,7 @@
 //     CREATEROLE) since it seeds the tables and reads them whole; a login
 //     role tm_conf_app_<random>, NOSUPERUSER NOBYPASSRLS, with DML rights
 //     only, as which the guard connects; row-level security is installed
-//     as the owner with guardedsql.ApplyRLS. Property 17 briefly creates a
+//     as the owner with guardedsql/postgres.ApplyRLS. Property 17 briefly creates a
 //     BYPASSRLS role as well, and tampers with (then re-applies) the
 //     policies of the scratch database.
 //   - MySQL/MariaDB: a database tm_conf_<random> and a user
@@ -106,9 +106,9 @@
 //	   a tenant's scope, signed for the transaction with the scratch key (guardedsql.SignScope),
 //	   set in a transaction reads exactly the oracle's rows and cannot update
 //	   foreign rows or insert under foreign parents; after COMMIT the scope is gone.
-//	17 Start-up check (PostgreSQL): guardedsql.CheckRLS passes for the app role and refuses, with
+//	17 Start-up check (PostgreSQL): guardedsql/postgres.CheckRLS passes for the app role and refuses, with
 //	   the specific error, a superuser, a BYPASSRLS role, a dropped policy, unforced and disabled
-//	   row-level security and an extra permissive policy; NewPostgres opens nothing then.
+//	   row-level security and an extra permissive policy; postgres.New opens nothing then.
 //	18 Coverage: every tenant-bound table was queried by some property of the repetition and
 //	   holds rows of at least two tenants. It runs last in every repetition.
 //	19 Tool inputs (needs Target.Tools): the tools register on a real server.Server, no listed

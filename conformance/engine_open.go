@@ -12,11 +12,12 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // prepareEngine finishes the scratch database after Seed: on PostgreSQL it
 // grants the app role its DML rights and installs row-level security as
-// the owner (guardedsql.ApplyRLS); on MySQL the app user's rights were
+// the owner (postgres.ApplyRLS); on MySQL the app user's rights were
 // granted on the whole database already.
 func prepareEngine(ctx context.Context, s *scratch, sch *builder.Schema) error {
 	if s.engine != Postgres {
@@ -37,7 +38,7 @@ func prepareEngine(ctx context.Context, s *scratch, sch *builder.Schema) error {
 		}
 		s.rlsKey = k
 	}
-	if err := guardedsql.ApplyRLS(ctx, conn, sch, guardedsql.WithRLSKey(s.rlsKey)); err != nil {
+	if err := postgres.ApplyRLS(ctx, conn, sch, guardedsql.WithRLSKey(s.rlsKey)); err != nil {
 		return fmt.Errorf("conformance: installing row-level security as the owner: %w", err)
 	}
 	return nil
@@ -51,7 +52,7 @@ func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts ...
 		if err != nil {
 			return nil, nil, err
 		}
-		db, err := guardedsql.NewPostgres(ctx, pool, sch, append([]guardedsql.Option{guardedsql.WithRLSKey(s.rlsKey)}, opts...)...)
+		db, err := postgres.New(ctx, pool, sch, append([]guardedsql.Option{guardedsql.WithRLSKey(s.rlsKey)}, opts...)...)
 		if err != nil {
 			pool.Close()
 			return nil, nil, err

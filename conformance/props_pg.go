@@ -12,11 +12,12 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
 // pgSetting is the transaction-local setting the PostgreSQL policies read,
-// as documented by guardedsql.NewPostgres.
+// as documented by postgres.New.
 const pgSetting = "tenantmcp.scope"
 
 const pgOnly = "PostgreSQL only: the other engines have no row-level security or session context; their isolation rests on the guard's predicates, which the other properties test"
@@ -76,7 +77,7 @@ func propPooledContext(p *pt, r *runner) {
 		p.Fatalf("pool of one connection: %v", err)
 	}
 	defer pool.Close()
-	db, err := guardedsql.NewPostgres(p.ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey))
+	db, err := postgres.New(p.ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey))
 	if err != nil {
 		p.Fatalf("guard on a one-connection pool: %v", err)
 	}
@@ -311,15 +312,15 @@ func pgWhere(cols []string, row Row, first int) (string, []any) {
 	return strings.Join(parts, " AND "), args
 }
 
-// P17: the start-up check (guardedsql.CheckRLS, run by NewPostgres)
+// P17: the start-up check (postgres.CheckRLS, run by postgres.New)
 // passes for the app role with the policies in force, and refuses, with
 // the specific error, a superuser connection, a BYPASSRLS role, a table
 // whose policy was dropped, a table whose row-level security is not
-// forced, and an extra permissive policy; NewPostgres opens no DB then.
+// forced, and an extra permissive policy; postgres.New opens no DB then.
 func propStartupCheck(p *pt, r *runner) {
 	ctx := p.ctx
 	check := func(pool *pgxpool.Pool, want error, what string) {
-		err := guardedsql.CheckRLS(ctx, pool, r.sch)
+		err := postgres.CheckRLS(ctx, pool, r.sch)
 		switch {
 		case want == nil && err != nil:
 			p.Errorf("%s: CheckRLS = %v, want nil", what, err)
@@ -327,9 +328,9 @@ func propStartupCheck(p *pt, r *runner) {
 			p.Errorf("%s: CheckRLS = %v, want %v (and ErrRLSUnsafe)", what, err, want)
 		}
 		if want != nil {
-			if db, err := guardedsql.NewPostgres(ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err == nil {
+			if db, err := postgres.New(ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err == nil {
 				db.Close()
-				p.Errorf("%s: NewPostgres opened a DB; want it refused", what)
+				p.Errorf("%s: postgres.New opened a DB; want it refused", what)
 			}
 		}
 	}
@@ -390,7 +391,7 @@ func propStartupCheck(p *pt, r *runner) {
 	// Tampered policies: each change is undone by re-applying the DDL.
 	name := r.g.bound[p.rng.IntN(len(r.g.bound))]
 	reapply := func() {
-		if err := guardedsql.ApplyRLS(context.Background(), owner, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err != nil {
+		if err := postgres.ApplyRLS(context.Background(), owner, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err != nil {
 			p.Fatalf("re-applying row-level security: %v", err)
 		}
 	}

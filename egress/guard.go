@@ -126,6 +126,9 @@ type Guard struct {
 
 // Active reports whether the guard is enforcing.
 func (g *Guard) Active() bool {
+	if g == nil { // readiness may ask before, or without, Install
+		return false
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.err == nil

@@ -9,10 +9,10 @@ import (
 )
 
 // ErrOptionIgnored is returned (wrapping [ErrInvalid]) by the PostgreSQL
-// administration functions — [RLSDDL], [ApplyRLS], [CheckRLS],
-// [AddRLSKey], [RemoveRLSKey] and [SignScope] — when given an [Option]
+// administration functions — [RLSDDL], guardedsql/postgres.ApplyRLS and CheckRLS,
+// postgres.AddRLSKey and RemoveRLSKey, and [SignScope] — when given an [Option]
 // that has no effect there. They take the same Option type as [Open] and
-// [NewPostgres] so that [WithRLSNamespace] and [WithRLSKey] can be shared,
+// guardedsql/postgres.New so that [WithRLSNamespace] and [WithRLSKey] can be shared,
 // but only those two mean anything to them: an observer ([WithObserver]),
 // a logger ([WithLogger]), a timeout or a pool setting would be silently
 // ignored (no statement of ApplyRLS would reach the observer a caller

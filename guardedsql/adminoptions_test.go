@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // TestAdminOptionsRefused: the PostgreSQL administration functions refuse
@@ -28,11 +29,11 @@ func TestAdminOptionsRefused(t *testing.T) {
 	calls := map[string]func(...guardedsql.Option) error{
 		"RLSDDL": func(o ...guardedsql.Option) error { _, err := guardedsql.RLSDDL(sch, o...); return err },
 		"ApplyRLS": func(o ...guardedsql.Option) error {
-			return guardedsql.ApplyRLS(ctx, nil, sch, o...)
+			return postgres.ApplyRLS(ctx, nil, sch, o...)
 		},
-		"CheckRLS":     func(o ...guardedsql.Option) error { return guardedsql.CheckRLS(ctx, nil, sch, o...) },
-		"AddRLSKey":    func(o ...guardedsql.Option) error { return guardedsql.AddRLSKey(ctx, nil, key, o...) },
-		"RemoveRLSKey": func(o ...guardedsql.Option) error { return guardedsql.RemoveRLSKey(ctx, nil, "k1", o...) },
+		"CheckRLS":     func(o ...guardedsql.Option) error { return postgres.CheckRLS(ctx, nil, sch, o...) },
+		"AddRLSKey":    func(o ...guardedsql.Option) error { return postgres.AddRLSKey(ctx, nil, key, o...) },
+		"RemoveRLSKey": func(o ...guardedsql.Option) error { return postgres.RemoveRLSKey(ctx, nil, "k1", o...) },
 		"SignScope":    func(o ...guardedsql.Option) error { _, err := guardedsql.SignScope(key, "n", "{}", o...); return err },
 	}
 	refused := []struct {

@@ -84,7 +84,7 @@ func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 
 //     collation on PostgreSQL; MySQL compares level ids as binary strings
 //     anyway).
 //
-// Open, NewSQLite, NewPostgres and NewMySQL run it and refuse to start on
+// Open, NewSQLite, postgres.New and NewMySQL run it and refuse to start on
 // an error, logging the report's unlisted tables as a warning (WithLogger).
 // The conformance suite runs it as a property.
 func CheckCatalog(ctx context.Context, db *DB) (CatalogReport, error) {

@@ -122,8 +122,23 @@
 //
 // # Engines
 //
-// SQLite (modernc.org/sqlite, pure Go) is the embedded default: Open
-// ("sqlite:/path/file.db") or [NewSQLite] for a *sql.DB you opened; the
+// Package guardedsql links no database driver. Each engine is a package of
+// its own that links its driver and, imported (a blank import is enough),
+// makes [Open] and [Introspect] accept its DSNs, as database/sql drivers
+// do: guardedsql/sqlite, guardedsql/postgres and guardedsql/mysql. A
+// program links only the engines it imports; a DSN of an engine it does
+// not import fails with [ErrNoEngine], which names the package to import.
+// What takes a driver's value lives in the engine package
+// (guardedsql/postgres.New for a *pgxpool.Pool, its CheckRLS, ApplyRLS,
+// AddRLSKey, RemoveRLSKey and GrantApp; guardedsql/mysql.Config);
+// what needs no driver stays here ([RLSDDL], [AppGrantDDL], [RLSKey],
+// [SignScope], the options and the errors).
+//
+//	import _ "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
+//	db, err := guardedsql.Open(ctx, "postgres://app@db/prod", sch, guardedsql.WithRLSKey(key))
+//
+// SQLite (modernc.org/sqlite, pure Go; package guardedsql/sqlite) is the
+// embedded engine: Open ("sqlite:/path/file.db") or [NewSQLite] for a *sql.DB you opened; the
 // document is expanded with json_each. Open puts a file database in WAL
 // mode and gives it one writer connection (every write and transaction
 // queues for it) beside a pool of query-only readers, with a busy timeout
@@ -131,12 +146,13 @@
 // never fail with SQLITE_BUSY. A *sql.DB given to NewSQLite is used as it
 // is. SQLite serves one process: run replicas on PostgreSQL.
 //
-// PostgreSQL (github.com/jackc/pgx/v5): Open("postgres://...") or
-// [NewPostgres] for a pgxpool.Pool, with [WithRLSKey]. Row-level security is a
+// PostgreSQL (github.com/jackc/pgx/v5; package guardedsql/postgres):
+// Open("postgres://...") or guardedsql/postgres.New for a pgxpool.Pool,
+// with [WithRLSKey]. Row-level security is a
 // second, independent boundary: [RLSDDL] generates, from the schema graph,
 // ENABLE and FORCE ROW LEVEL SECURITY and one policy per tenant-bound
 // table that follows the foreign-key path like the guard does, and
-// [ApplyRLS] installs them as the tables' owner (these administration
+// guardedsql/postgres.ApplyRLS installs them as the tables' owner (these administration
 // functions take only [WithRLSNamespace] and [WithRLSKey], and refuse an
 // option they would ignore with [ErrOptionIgnored]). Every guarded statement
 // runs in a transaction that first sets the scope document as the
@@ -154,12 +170,13 @@
 // application role cannot choose. Raw SQL as the application role, with
 // no setting, an unsigned one, or a signed value replayed from another
 // transaction or connection, sees no row. Keys are [RLSKey] values
-// ([NewRLSKey], [AddRLSKey], [RemoveRLSKey]): every installed key verifies, so a
+// ([NewRLSKey], guardedsql/postgres.AddRLSKey and RemoveRLSKey): every installed key verifies, so a
 // key rotates without downtime (add the new one, move the servers to it,
 // remove the old one). A single statement costs two round trips (BEGIN
 // with the nonce; the signed setting, the statement and COMMIT).
 //
-// The start-up check ([CheckRLS], run by [NewPostgres] and [Open]) refuses a
+// The start-up check (guardedsql/postgres.CheckRLS, run by
+// guardedsql/postgres.New and [Open]) refuses a
 // superuser, a BYPASSRLS role, an owner of tables that are not FORCE'd,
 // tables whose row-level security or policies are missing, altered or
 // outdated, a verifying function or key table that is missing, altered or
@@ -176,8 +193,9 @@
 // array parameters and never read the setting, are added as well unless
 // [WithRLSOnly] is given.
 //
-// MySQL and MariaDB (github.com/go-sql-driver/mysql): Open("mysql://...",
-// see [MySQLConfig]) or [NewMySQL]. There is no row-level security, so the
+// MySQL and MariaDB (github.com/go-sql-driver/mysql; package
+// guardedsql/mysql): Open("mysql://...", see guardedsql/mysql.Config) or
+// [NewMySQL] (guardedsql/mysql.New). There is no row-level security, so the
 // guard's predicates are the boundary; the document is bound as a
 // parameter and expanded with JSON_TABLE where the foreign-key path meets
 // the level columns (MariaDB 10.6+, MySQL 8.0.4+).
@@ -232,7 +250,7 @@
 //     foreign key that includes it is fully non-NULL in the written row
 //     (a composite key with a NULL part is not checked by the engine,
 //     MATCH SIMPLE); on PostgreSQL the policies' WITH CHECK does the same.
-//   - At Open, NewSQLite, NewPostgres and NewMySQL, on every engine, the
+//   - At Open, NewSQLite, postgres.New and NewMySQL, on every engine, the
 //     graph is compared with the live catalog as the connected role sees
 //     it (CheckCatalog, errors matching ErrCatalog): a global table with a
 //     foreign key into a tenant-bound table or a level-named column is

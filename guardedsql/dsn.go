@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
 // redactedSecret replaces every secret RedactDSN finds.
@@ -63,10 +63,11 @@ func dsnSecrets(dsn string) []string {
 			add(dec)
 		}
 	}
-	// go-sql-driver's DSN, parsed by the driver itself.
-	if rest, ok := strings.CutPrefix(dsn, "mysql://"); ok {
-		if cfg, err := mysql.ParseDSN(rest); err == nil {
-			add(cfg.Passwd)
+	// A driver's own DSN (go-sql-driver's), parsed by the linked driver
+	// itself; without it the fallback below still finds user:secret@.
+	for _, f := range driver.DSNSecrets {
+		for _, s := range f(dsn) {
+			add(s)
 		}
 	}
 	// URL userinfo.

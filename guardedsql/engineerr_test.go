@@ -13,6 +13,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
 )
 
 // engineTexts are fragments of engine messages that must not reach tool
@@ -107,7 +108,7 @@ func TestMariaDBEngineErrorsCarryNoForeignValue(t *testing.T) {
 	if err := h.raw.QueryRowContext(ctx, `SELECT DATABASE()`).Scan(&dbName); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := guardedsql.MySQLConfig(engineMySQL.dsn(t))
+	admin, err := gmysql.Config(engineMySQL.dsn(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,28 @@ package guardedsql
 
 import (
 	"context"
-	"database/sql"
+	"errors"
 	"fmt"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
-// The live engines register their DSN schemes with Open and Introspect.
+// ErrNoEngine: the DSN names an engine whose package the program does not
+// import, so its driver is not linked. Import the engine package —
+// guardedsql/sqlite, guardedsql/postgres or guardedsql/mysql — for Open to
+// accept its DSNs (a blank import is enough). It wraps [ErrInvalid].
+var ErrNoEngine = fmt.Errorf("%w: database engine not linked", ErrInvalid)
+
+// noEngine is ErrNoEngine naming the engine and the package to import.
+func noEngine(name, pkg string) error {
+	return fmt.Errorf("%w: %s DSN needs the engine package: import _ \"github.com/tenantmcp/tenantmcp/guardedsql/%s\"", ErrNoEngine, name, pkg)
+}
+
+// The live engines' DSN schemes for Open and Introspect. Their drivers are
+// linked only by the engine packages (see package internal/driver); a
+// scheme whose driver is not linked fails with ErrNoEngine.
 func init() {
 	for _, scheme := range []string{"postgres", "postgresql"} {
 		openers[scheme] = openPostgres
@@ -19,27 +31,58 @@ func init() {
 	}
 	openers["mysql"] = openMySQL
 	introspectors["mysql"] = introspectMySQLDSN
+	driver.Postgres = driver.PostgresAPI{
+		New: func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) (any, error) {
+			return newPostgres(ctx, p, sch, opts.([]Option))
+		},
+		CheckRLS: func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) error {
+			return checkRLS(ctx, p, sch, opts.([]Option))
+		},
+		Introspect: introspectPostgres,
+		ApplyRLS: func(ctx context.Context, owner driver.Begin, sch *builder.Schema, opts any) error {
+			return applyRLS(ctx, owner, sch, opts.([]Option))
+		},
+		AddRLSKey: func(ctx context.Context, owner driver.Begin, k any, opts any) error {
+			return addRLSKey(ctx, owner, k.(RLSKey), opts.([]Option))
+		},
+		RemoveRLSKey: func(ctx context.Context, owner driver.Begin, id string, opts any) error {
+			return removeRLSKey(ctx, owner, id, opts.([]Option))
+		},
+		GrantApp: grantApp,
+	}
+}
+
+// openPostgresPool opens an owned pool for a PostgreSQL DSN through the
+// linked pgx driver.
+func openPostgresPool(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error) {
+	if driver.PostgresEngine == nil {
+		return nil, noEngine("PostgreSQL", "postgres")
+	}
+	p, err := driver.PostgresEngine.Open(ctx, dsn, maxConns)
+	var bad *driver.DSNError
+	switch {
+	case errors.As(err, &bad):
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: PostgreSQL DSN %s: %w", RedactDSN(dsn), bad.Err), dsn)
+	case err != nil:
+		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
+	}
+	return p, nil
 }
 
 func introspectPostgresDSN(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Schema, error) {
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
-	}
-	defer pool.Close()
-	return IntrospectPostgres(ctx, pool, t)
-}
-
-func introspectMySQLDSN(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Schema, error) {
-	cfg, err := MySQLConfig(dsn)
+	pool, err := openPostgresPool(ctx, dsn, 0)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := mysql.NewConnector(cfg)
+	defer pool.Close()
+	return introspectPostgres(ctx, pool, t)
+}
+
+func introspectMySQLDSN(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Schema, error) {
+	db, err := openMySQLDB(dsn)
 	if err != nil {
-		return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err), dsn)
+		return nil, err
 	}
-	db := sql.OpenDB(conn)
 	defer db.Close()
 	return IntrospectMySQL(ctx, db, t)
 }

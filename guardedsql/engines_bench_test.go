@@ -35,6 +35,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/benchdata"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -372,14 +374,14 @@ func postgresBench(b *testing.B, dsn string) *benchTarget {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := guardedsql.ApplyRLS(ctx, admin, sch, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, admin, sch, guardedsql.WithRLSKey(key)); err != nil {
 		b.Fatal(err)
 	}
 	ucfg := acfg.Copy()
 	ucfg.ConnConfig.User, ucfg.ConnConfig.Password = "tenantmcp_bench_app", appPW
 	app := pgConnect(b, ucfg)
 	b.Cleanup(app.Close)
-	db, err := guardedsql.NewPostgres(ctx, app, sch, guardedsql.WithRLSKey(key))
+	db, err := postgres.New(ctx, app, sch, guardedsql.WithRLSKey(key))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -451,7 +453,7 @@ func postgresBench(b *testing.B, dsn string) *benchTarget {
 // once, kept) with the dataset, guarded through the admin connection.
 func mysqlBench(b *testing.B, dsn string) *benchTarget {
 	ctx := context.Background()
-	cfg, err := guardedsql.MySQLConfig(dsn)
+	cfg, err := gmysql.Config(dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -543,7 +545,7 @@ func mysqlBench(b *testing.B, dsn string) *benchTarget {
 // postgresBenchVariants returns guarded DBs in further configurations to
 // compare with the default one.
 func postgresBenchVariants(b *testing.B, ctx context.Context, app *pgxpool.Pool, sch *builder.Schema, key guardedsql.RLSKey) map[string]*guardedsql.DB {
-	rlsOnly, err := guardedsql.NewPostgres(ctx, app, sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(key))
+	rlsOnly, err := postgres.New(ctx, app, sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(key))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -554,7 +556,7 @@ func postgresBenchVariants(b *testing.B, ctx context.Context, app *pgxpool.Pool,
 		"guarded-recheck-1h":  {guardedsql.WithRLSRecheck(time.Hour)},
 		"rls-only-recheck-1h": {guardedsql.WithRLSOnly(), guardedsql.WithRLSRecheck(time.Hour)},
 	} {
-		db, err := guardedsql.NewPostgres(ctx, app, sch, append(opts, guardedsql.WithRLSKey(key))...)
+		db, err := postgres.New(ctx, app, sch, append(opts, guardedsql.WithRLSKey(key))...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -39,6 +39,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -316,11 +318,11 @@ func newPostgresHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Opt
 	h := provisionPostgres(t, dsn, m)
 	ctx := context.Background()
 	sch := h.sch
-	if err := guardedsql.ApplyRLS(ctx, h.owner, sch, guardedsql.WithRLSKey(h.key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, sch, guardedsql.WithRLSKey(h.key)); err != nil {
 		t.Fatal(err)
 	}
 	h.app = pgConnect(t, h.appCfg)
-	db, err := guardedsql.NewPostgres(ctx, h.app, sch, append([]guardedsql.Option{guardedsql.WithRLSKey(h.key)}, opts...)...)
+	db, err := postgres.New(ctx, h.app, sch, append([]guardedsql.Option{guardedsql.WithRLSKey(h.key)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +423,7 @@ func provisionPostgres(t testing.TB, dsn string, m *model) *pgHotel {
 func newMySQLHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Option) *hotelDB {
 	t.Helper()
 	ctx := context.Background()
-	adminCfg, err := guardedsql.MySQLConfig(dsn)
+	adminCfg, err := gmysql.Config(dsn)
 	if err != nil {
 		t.Fatalf("%s: %v", envMySQL, err)
 	}
@@ -594,10 +596,10 @@ func TestIntrospectLive(t *testing.T) {
 		case "postgres":
 			ph := newPostgresHotel(t, e.dsn(t), seedModel(3, 3, 4, 2))
 			h = ph.hotelDB
-			if sch, err = guardedsql.IntrospectPostgres(ctx, ph.app, hotelTenancy); err != nil {
+			if sch, err = postgres.Introspect(ctx, ph.app, hotelTenancy); err != nil {
 				t.Fatal(err)
 			}
-			db, err = guardedsql.NewPostgres(ctx, ph.app, sch, guardedsql.WithRLSKey(ph.key))
+			db, err = postgres.New(ctx, ph.app, sch, guardedsql.WithRLSKey(ph.key))
 		case "mysql":
 			h = e.newHotel(t)
 			if sch, err = guardedsql.IntrospectMySQL(ctx, h.raw, hotelTenancy); err != nil {

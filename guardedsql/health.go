@@ -7,12 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	gdriver "github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -28,7 +25,7 @@ type rlsChecker interface {
 }
 
 // Check reports whether the database is reachable and, on PostgreSQL,
-// whether the row-level security that NewPostgres verified at start-up is
+// whether the row-level security that postgres.New verified at start-up is
 // still in force for the connected role (CheckRLS again: a migration may
 // have dropped a policy or altered the role since). It is meant for
 // readiness probes. An unreachable database yields an error wrapping
@@ -69,32 +66,14 @@ func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, driver.ErrBadConn) {
 		return true
 	}
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch {
-		case strings.HasPrefix(pgErr.Code, "08"): // connection exception
-			return true
-		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
-			return true
-		case pgErr.Code == "53300": // too many connections
+	// The linked drivers' own errors (pgconn, go-sql-driver/mysql).
+	for _, f := range gdriver.Unavailable {
+		if f(err) {
 			return true
 		}
-		return false
-	}
-	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) {
-		switch myErr.Number {
-		case 1040, 1053, 1203: // too many connections, server shutdown, user connection limit
-			return true
-		}
-		return false
 	}
 	// The caller's own deadline or cancellation is not an outage (and
 	// context.DeadlineExceeded would otherwise pass for a net.Error).

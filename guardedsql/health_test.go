@@ -15,6 +15,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/cutproxy"
 )
 
@@ -34,7 +36,7 @@ func TestCheckSQLite(t *testing.T) {
 func TestPostgresCheckThroughOutage(t *testing.T) {
 	h := provisionPostgres(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
 	ctx := context.Background()
-	if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
 		t.Fatal(err)
 	}
 	target := net.JoinHostPort(h.appCfg.ConnConfig.Host, strconv.Itoa(int(h.appCfg.ConnConfig.Port)))
@@ -50,7 +52,7 @@ func TestPostgresCheckThroughOutage(t *testing.T) {
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	pool := pgConnect(t, cfg)
 	t.Cleanup(pool.Close)
-	db, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestPostgresCheckThroughOutage(t *testing.T) {
 func TestMySQLCheckThroughOutage(t *testing.T) {
 	dsn := engineMySQL.dsn(t)
 	ctx := context.Background()
-	adminCfg, err := guardedsql.MySQLConfig(dsn)
+	adminCfg, err := gmysql.Config(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

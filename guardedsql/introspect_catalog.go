@@ -2,12 +2,7 @@ package guardedsql
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"strings"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
@@ -32,22 +27,17 @@ func introspectCatalog(ctx context.Context, dsn string) ([]builder.TableDef, err
 	scheme, _, _ := strings.Cut(dsn, "://")
 	switch scheme {
 	case "postgres", "postgresql":
-		pool, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			return nil, fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err)
-		}
-		defer pool.Close()
-		return postgres.Dialect{}.Introspect(ctx, postgres.NewPool(pool, false))
-	case "mysql":
-		cfg, err := MySQLConfig(dsn)
+		pool, err := openPostgresPool(ctx, dsn, 0)
 		if err != nil {
 			return nil, err
 		}
-		conn, err := mysql.NewConnector(cfg)
+		defer pool.Close()
+		return postgres.Dialect{}.Introspect(ctx, pool)
+	case "mysql":
+		db, err := openMySQLDB(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err)
+			return nil, err
 		}
-		db := sql.OpenDB(conn)
 		defer db.Close()
 		return mysqldialect.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
 	}

@@ -9,10 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
 // ErrBusy: no database connection became free within the wait bound set
@@ -82,13 +80,10 @@ func IsTimeout(err error) bool {
 	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
 		return true
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "57014" || pe.Code == "55P03"
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1969 || me.Number == 1205 || me.Number == 3024
+	for _, f := range driver.Timeout { // the linked drivers' errors
+		if f(err) {
+			return true
+		}
 	}
 	return false
 }

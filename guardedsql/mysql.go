@@ -5,15 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"strings"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -23,8 +19,9 @@ import (
 var ErrNoJSONTable = errors.New("guardedsql: the MySQL server lacks JSON_TABLE (needs MySQL 8.0.4+ or MariaDB 10.6+)")
 
 // NewMySQL guards a MySQL or MariaDB database opened by the caller with
-// github.com/go-sql-driver/mysql. Close leaves db open. Open db with
-// clientFoundRows=true (MySQLConfig does): without it an ExpectOne update
+// github.com/go-sql-driver/mysql (package guardedsql/mysql's New is the
+// same). Close leaves db open. Open db with clientFoundRows=true
+// (guardedsql/mysql.Config does): without it an ExpectOne update
 // does not count a matched row that already holds the new value, so it can
 // report ErrNotFound for an own row, and miss that it matched two
 // (ErrAmbiguous).
@@ -73,12 +70,19 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 	return gdb, nil
 }
 
+// serverError reads a MySQL server error through the linked driver.
+func serverError(err error) (mysqldialect.ServerError, bool) {
+	if mysqldialect.AsServerError == nil {
+		return mysqldialect.ServerError{}, false
+	}
+	return mysqldialect.AsServerError(err)
+}
+
 func probeJSONTable(ctx context.Context, db *sql.DB) error {
 	var n int
 	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM JSON_TABLE(?, '$[*]' COLUMNS (`id` BIGINT PATH '$')) AS `_tms`", "[1,2]").Scan(&n)
 	if err != nil {
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1064 || me.Number == 1305) { // syntax error, unknown function
+		if me, ok := serverError(err); ok && (me.Number == 1064 || me.Number == 1305) { // syntax error, unknown function
 			return fmt.Errorf("%w: %v", ErrNoJSONTable, err)
 		}
 		return fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
@@ -89,18 +93,23 @@ func probeJSONTable(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// openMySQL opens a mysql:// DSN (see MySQLConfig) with
-// github.com/go-sql-driver/mysql.
+// openMySQLDB returns an unpinged *sql.DB for a mysql:// DSN through the
+// linked driver (package guardedsql/mysql: Config).
+func openMySQLDB(dsn string) (*sql.DB, error) {
+	if driver.MySQLEngine == nil {
+		return nil, noEngine("MySQL", "mysql")
+	}
+	db, err := driver.MySQLEngine.Open(dsn)
+	return db, RedactDSNError(err, dsn)
+}
+
+// openMySQL opens a mysql:// DSN (see package guardedsql/mysql's Config)
+// with github.com/go-sql-driver/mysql.
 func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error) {
-	cfg, err := MySQLConfig(dsn)
+	sqlDB, err := openMySQLDB(dsn)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err), dsn)
-	}
-	sqlDB := sql.OpenDB(conn)
 	if n := configOf(opts).maxConns; n > 0 {
 		sqlDB.SetMaxOpenConns(n)
 	}
@@ -114,92 +123,6 @@ func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Opti
 		return nil, err
 	}
 	return db, nil
-}
-
-// MySQLConfig translates a mysql:// DSN into a go-sql-driver configuration.
-// Two forms are accepted:
-//
-//	mysql://user:pass@tcp(host:3306)/dbname?param=value   go-sql-driver's own DSN after the scheme
-//	mysql://user:pass@host:3306/dbname?param=value        URL form (percent-encoded user and password)
-//
-// Parameters are go-sql-driver's (tls=..., and server variables); unix
-// sockets use the first form with unix(/path/to.sock). parseTime defaults
-// to true, so DATE and DATETIME columns scan into time.Time as they do on
-// the other engines; an explicit parseTime=false is kept. clientFoundRows
-// defaults to true, so that an UPDATE reports the rows it matched, as the
-// other engines do, which ExpectOne's checks (ErrNotFound, ErrAmbiguous)
-// rely on; a *sql.DB given to NewMySQL should be opened with it too.
-func MySQLConfig(dsn string) (*mysql.Config, error) {
-	cfg, err := mysqlConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	_, q, _ := strings.Cut(dsn, "?")
-	if !hasParam(q, "parseTime") {
-		cfg.ParseTime = true
-	}
-	// ExpectOne counts the rows an UPDATE matched: without found rows a
-	// row that already holds the value is not counted, and an update
-	// matching two rows (ErrAmbiguous) could pass for one.
-	if !hasParam(q, "clientFoundRows") {
-		cfg.ClientFoundRows = true
-	}
-	return cfg, nil
-}
-
-// hasParam reports whether the raw query string names the parameter.
-func hasParam(rawQuery, name string) bool {
-	for _, kv := range strings.Split(rawQuery, "&") {
-		if k, _, _ := strings.Cut(kv, "="); k == name {
-			return true
-		}
-	}
-	return false
-}
-
-func mysqlConfig(dsn string) (*mysql.Config, error) {
-	rest, ok := strings.CutPrefix(dsn, "mysql://")
-	if !ok {
-		return nil, fmt.Errorf("guardedsql: MySQL DSN must start with mysql://")
-	}
-	slash := strings.LastIndexByte(strings.SplitN(rest, "?", 2)[0], '/')
-	if slash < 0 {
-		return nil, fmt.Errorf("guardedsql: MySQL DSN %s names no database", RedactDSN(dsn))
-	}
-	if head := rest[:slash]; strings.Contains(head, "(") && strings.HasSuffix(head, ")") {
-		cfg, err := mysql.ParseDSN(rest)
-		if err != nil {
-			return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err), dsn)
-		}
-		return cfg, nil
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), redactURLError(err)), dsn)
-	}
-	host := u.Host
-	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), "3306")
-	}
-	cfg, err := mysql.ParseDSN("tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/") + "?" + u.RawQuery)
-	if err != nil {
-		return nil, RedactDSNError(fmt.Errorf("guardedsql: MySQL DSN %s: %w", RedactDSN(dsn), err), dsn)
-	}
-	if u.User != nil {
-		cfg.User = u.User.Username()
-		cfg.Passwd, _ = u.User.Password()
-	}
-	return cfg, nil
-}
-
-// redactURLError drops the URL (which may hold a password) from a
-// url.Parse error.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // IntrospectMySQL reads the tables, columns, primary keys and foreign keys

@@ -24,11 +24,11 @@ func WithRLSOnly() Option { return func(c *config) { c.rlsOnly = true } }
 // "tenantmcp.scope", policies "tenantmcp_scope", "tenantmcp_scope_doc()",
 // "tenantmcp_scope_keys") to ns, a lower-case identifier. Pass the same
 // option to RLSDDL, ApplyRLS, CheckRLS, AddRLSKey, RemoveRLSKey,
-// SignScope and NewPostgres (or Open).
+// SignScope and postgres.New (or Open).
 func WithRLSNamespace(ns string) Option { return func(c *config) { c.rlsNamespace = ns } }
 
 // WithRLSKey makes a PostgreSQL DB sign the scope setting with k (see
-// RLSKey). NewPostgres and Open require it; ApplyRLS given it also
+// RLSKey). postgres.New and Open require it; ApplyRLS given it also
 // installs the key (as AddRLSKey does).
 func WithRLSKey(k RLSKey) Option { return func(c *config) { c.rlsKey = &k } }
 

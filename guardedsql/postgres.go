@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
-// Errors of the PostgreSQL start-up check (CheckRLS, NewPostgres, Open).
+// Errors of the PostgreSQL start-up check (guardedsql/postgres.CheckRLS and New, Open).
 // Each names one reason the row-level security policies would not confine
 // the connected role; all of them also match ErrRLSUnsafe.
 var (
@@ -53,29 +51,20 @@ var (
 	ErrRLSKeyUnknown = postgres.ErrRLSKeyUnknown
 )
 
-// NewPostgres guards a PostgreSQL pool connected as the application role.
-// Close leaves pool open. WithRLSKey is required (ErrRLSNoKey otherwise).
+// newPostgres guards a PostgreSQL pool connected as the application role
+// (package guardedsql/postgres: New). WithRLSKey is required (ErrRLSNoKey
+// otherwise).
 //
 // Every guarded statement runs in its own transaction (DB.Tx: one for the
 // whole function) that first sets the scope document, signed with the key
 // for that transaction, as the transaction-local setting
 // "tenantmcp.scope" (set_config(..., true)), which the row-level security
 // policies of RLSDDL read through their verifying function. Before
-// returning, NewPostgres runs CheckRLS and fails closed, with an error
-// matching ErrRLSUnsafe, if those policies would not confine the
-// connected role or the key is not installed: connect as a role that is
-// neither superuser nor BYPASSRLS nor a member of the tables' owner, after
-// the owner has applied RLSDDL and added the key (ApplyRLS with
-// WithRLSKey). The check runs again on every new pooled connection and
-// periodically (WithRLSRecheck); while it fails, statements fail closed.
-//
-// The guard adds its own predicates as well, binding the granted ids as
-// typed array parameters, so a mistake in either layer alone leaks
-// nothing.
-func NewPostgres(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...Option) (*DB, error) {
-	return newPostgres(ctx, postgres.NewPool(pool, false), sch, opts)
-}
-
+// returning, it runs the check of CheckRLS and fails closed, with an
+// error matching ErrRLSUnsafe, if those policies would not confine the
+// connected role or the key is not installed. The check runs again on
+// every new pooled connection and periodically (WithRLSRecheck); while it
+// fails, statements fail closed.
 func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts []Option) (*DB, error) {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
@@ -112,18 +101,11 @@ func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts 
 
 // openPostgres opens a pool for a postgres:// or postgresql:// DSN.
 func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	pool, err := openPostgresPool(ctx, dsn, configOf(opts).maxConns)
 	if err != nil {
-		return nil, RedactDSNError(fmt.Errorf("guardedsql: PostgreSQL DSN %s: %w", RedactDSN(dsn), err), dsn)
+		return nil, err
 	}
-	if n := configOf(opts).maxConns; n > 0 {
-		cfg.MaxConns = int32(min(n, 1<<20))
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
-	}
-	db, err := newPostgres(ctx, postgres.NewPool(pool, true), sch, opts)
+	db, err := newPostgres(ctx, pool, sch, opts)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -164,26 +146,15 @@ func rlsDDL(fn string, sch *builder.Schema, opts []Option, withKey bool) ([]stri
 	return d.RLSDDL(g), nil
 }
 
-// TxBeginner is what ApplyRLS needs: *pgxpool.Pool, *pgx.Conn and pgx.Tx
-// (which nests as a savepoint) all qualify.
-type TxBeginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
-// ApplyRLS runs RLSDDL(sch) in one transaction on owner, which must be
-// connected as the tables' owner (or a superuser): migrations are the
-// application's choice, this is the ready-made one. On any error nothing
-// is changed. With WithRLSKey it also installs that key (as AddRLSKey).
-// Seed or migrate data as that owner before applying: with FORCE ROW
-// LEVEL SECURITY the owner, too, sees only rows of a signed scope
-// (SignScope). Its options are [WithRLSNamespace] and [WithRLSKey]; any
-// other (an observer, a logger) is refused with [ErrOptionIgnored].
-func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts ...Option) error {
+// applyRLS runs RLSDDL(sch) in one transaction begun by owner, which
+// must be connected as the tables' owner (or a superuser); package
+// guardedsql/postgres: ApplyRLS.
+func applyRLS(ctx context.Context, owner driver.Begin, sch *builder.Schema, opts []Option) error {
 	stmts, err := rlsDDL("ApplyRLS", sch, opts, true)
 	if err != nil {
 		return err
 	}
-	tx, err := owner.Begin(ctx)
+	tx, err := owner(ctx)
 	if err != nil {
 		return err
 	}
@@ -207,16 +178,8 @@ func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts .
 	return tx.Commit(ctx)
 }
 
-// CheckRLS reads back from the catalogs, on pool (connected as the
-// application role), whether the row-level security of RLSDDL(sch),
-// signed context included, is in force for that role (and, with
-// WithRLSKey, that a scope signed with that key verifies), and returns an
-// error matching ErrRLSUnsafe and one of the specific ErrRLS errors if
-// not. NewPostgres and Open run it at
-// start-up; call it again after migrations if you like. Its options are
-// [WithRLSNamespace] and [WithRLSKey]; any other is refused with
-// [ErrOptionIgnored].
-func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...Option) error {
+// checkRLS is package guardedsql/postgres's CheckRLS on p.
+func checkRLS(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts []Option) error {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return fmt.Errorf("%w: nil or zero schema", ErrInvalid)
@@ -225,14 +188,12 @@ func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts
 	if err != nil {
 		return err
 	}
-	return d.Check(ctx, postgres.NewPool(pool, false), g)
+	return d.Check(ctx, p, g)
 }
 
-// IntrospectPostgres reads the tables, columns, primary keys and foreign
-// keys of the pool's current schema from information_schema and builds a
-// Schema with tenancy t applied.
-func IntrospectPostgres(ctx context.Context, pool *pgxpool.Pool, t builder.Tenancy) (*builder.Schema, error) {
-	cat, err := postgres.Dialect{}.Introspect(ctx, postgres.NewPool(pool, false))
+// introspectPostgres is package guardedsql/postgres's Introspect on p.
+func introspectPostgres(ctx context.Context, p dialect.Pool, t builder.Tenancy) (*builder.Schema, error) {
+	cat, err := postgres.Dialect{}.Introspect(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/scope/scopetest"
 )
@@ -18,9 +19,9 @@ import (
 // On PostgreSQL two roles take part. The tables' owner installs the
 // row-level security policies generated from the schema graph (once, as a
 // migration would); the server connects as an application role that is
-// neither superuser nor BYPASSRLS and does not own the tables. NewPostgres
+// neither superuser nor BYPASSRLS and does not own the tables. postgres.New
 // checks exactly that, and refuses to start otherwise.
-func ExampleNewPostgres() {
+func Example_newPostgres() {
 	ctx := context.Background()
 	sch := builder.MustSchema(hotelDef)
 
@@ -37,7 +38,7 @@ func ExampleNewPostgres() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := guardedsql.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(key)); err != nil {
 		log.Fatal(err)
 	}
 	owner.Close()
@@ -48,7 +49,7 @@ func ExampleNewPostgres() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	db, err := guardedsql.NewPostgres(ctx, app, sch, guardedsql.WithRLSKey(key))
+	db, err := postgres.New(ctx, app, sch, guardedsql.WithRLSKey(key))
 	if errors.Is(err, guardedsql.ErrRLSUnsafe) {
 		log.Fatalf("refusing to serve: %v", err) // e.g. connected as a superuser
 	}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
 // AppGrantDDL returns the statements that give role — the PostgreSQL
@@ -20,10 +20,10 @@ import (
 // REFERENCES or TRIGGER, and never touches tables outside the graph, so a
 // table the application must not read (such as a key table) stays out of
 // reach. Run them as the tables' owner or a superuser, after the tables
-// exist; [GrantApp] does.
+// exist; guardedsql/postgres.GrantApp does.
 //
 // The role itself is the deployment's to create, with LOGIN and a
-// password, and NOSUPERUSER NOBYPASSRLS: [CheckRLS] refuses to serve as
+// password, and NOSUPERUSER NOBYPASSRLS: guardedsql/postgres.CheckRLS refuses to serve as
 // anything else.
 func AppGrantDDL(sch *builder.Schema, role string) ([]string, error) {
 	if sch == nil || len(sch.TableNames()) == 0 {
@@ -32,12 +32,12 @@ func AppGrantDDL(sch *builder.Schema, role string) ([]string, error) {
 	if role == "" || len(role) > 63 || strings.EqualFold(role, "public") || strings.ContainsRune(role, 0) {
 		return nil, fmt.Errorf("%w: application role name must be 1-63 bytes, not PUBLIC", ErrInvalid)
 	}
-	r := pgx.Identifier{role}.Sanitize()
+	r := quoteIdent(role)
 	tables := sch.TableNames()
 	quoted := make([]string, len(tables))
 	literals := make([]string, len(tables))
 	for i, t := range tables {
-		quoted[i] = pgx.Identifier{t}.Sanitize()
+		quoted[i] = quoteIdent(t)
 		literals[i] = "'" + strings.ReplaceAll(quoted[i], "'", "''") + "'"
 	}
 	list := "ARRAY[" + strings.Join(literals, ", ") + "]::regclass[]"
@@ -59,31 +59,30 @@ END $grant$`,
 	}, nil
 }
 
-// GrantApp runs [AppGrantDDL] in one transaction on admin, connected as
-// the tables' owner or a superuser. It first refuses a role that does not
-// exist or that would bypass row-level security (a superuser or BYPASSRLS
-// role), with [ErrRLSSuperuser] or [ErrRLSBypassRLS]. On any error nothing
-// is granted.
-func GrantApp(ctx context.Context, admin TxBeginner, sch *builder.Schema, role string) error {
+// grantApp runs [AppGrantDDL] in one transaction begun by admin (package
+// guardedsql/postgres: GrantApp). It first refuses a role that does not
+// exist or that would bypass row-level security, with [ErrRLSSuperuser]
+// or [ErrRLSBypassRLS]. On any error nothing is granted.
+func grantApp(ctx context.Context, admin driver.Begin, sch *builder.Schema, role string) error {
 	stmts, err := AppGrantDDL(sch, role)
 	if err != nil {
 		return err
 	}
-	tx, err := admin.Begin(ctx)
+	tx, err := admin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx) // a no-op after Commit
 	var super, bypass bool
-	switch err := tx.QueryRow(ctx, `SELECT rolsuper, rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = $1`, role).Scan(&super, &bypass); {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("%w: application role %s does not exist; create it (LOGIN NOSUPERUSER NOBYPASSRLS) first", ErrInvalid, pgx.Identifier{role}.Sanitize())
+	switch err := queryRow(ctx, tx, `SELECT rolsuper, rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = $1`, []any{role}, &super, &bypass); {
+	case errors.Is(err, errNoRow):
+		return fmt.Errorf("%w: application role %s does not exist; create it (LOGIN NOSUPERUSER NOBYPASSRLS) first", ErrInvalid, quoteIdent(role))
 	case err != nil:
 		return fmt.Errorf("guardedsql: reading role attributes: %w", err)
 	case super:
-		return fmt.Errorf("%w: refusing to grant to %s", ErrRLSSuperuser, pgx.Identifier{role}.Sanitize())
+		return fmt.Errorf("%w: refusing to grant to %s", ErrRLSSuperuser, quoteIdent(role))
 	case bypass:
-		return fmt.Errorf("%w: refusing to grant to %s", ErrRLSBypassRLS, pgx.Identifier{role}.Sanitize())
+		return fmt.Errorf("%w: refusing to grant to %s", ErrRLSBypassRLS, quoteIdent(role))
 	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {
@@ -91,6 +90,35 @@ func GrantApp(ctx context.Context, admin TxBeginner, sch *builder.Schema, role s
 		}
 	}
 	return tx.Commit(ctx)
+}
+
+// quoteIdent quotes s as one PostgreSQL identifier (as pgx.Identifier's
+// Sanitize does: double quotes doubled, NUL bytes dropped), so a role or
+// table name is never read as SQL.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, "\x00", ""), `"`, `""`) + `"`
+}
+
+// errNoRow: queryRow found no row.
+var errNoRow = errors.New("guardedsql: no row")
+
+// queryRow scans the first row of q into dest, or returns errNoRow.
+func queryRow(ctx context.Context, q dialect.Querier, sql string, args []any, dest ...any) error {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return errNoRow
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Close()
 }
 
 // quoteLiteral quotes s as an SQL string literal.

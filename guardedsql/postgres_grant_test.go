@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 func TestAppGrantDDLRefusesBadInput(t *testing.T) {
@@ -75,16 +76,16 @@ func TestGrantApp(t *testing.T) {
 	}
 	sch := builder.MustSchema(hotelDef)
 
-	if err := guardedsql.GrantApp(ctx, admin, sch, bypass); !errors.Is(err, guardedsql.ErrRLSBypassRLS) {
+	if err := postgres.GrantApp(ctx, admin, sch, bypass); !errors.Is(err, guardedsql.ErrRLSBypassRLS) {
 		t.Errorf("BYPASSRLS role: %v, want ErrRLSBypassRLS", err)
 	}
-	if err := guardedsql.GrantApp(ctx, admin, sch, adminCfg.ConnConfig.User); !errors.Is(err, guardedsql.ErrRLSSuperuser) {
+	if err := postgres.GrantApp(ctx, admin, sch, adminCfg.ConnConfig.User); !errors.Is(err, guardedsql.ErrRLSSuperuser) {
 		t.Errorf("superuser: %v, want ErrRLSSuperuser", err)
 	}
-	if err := guardedsql.GrantApp(ctx, admin, sch, "tm_no_such_role_"+id); !errors.Is(err, guardedsql.ErrInvalid) {
+	if err := postgres.GrantApp(ctx, admin, sch, "tm_no_such_role_"+id); !errors.Is(err, guardedsql.ErrInvalid) {
 		t.Errorf("missing role: %v, want ErrInvalid", err)
 	}
-	if err := guardedsql.GrantApp(ctx, admin, sch, app); err != nil {
+	if err := postgres.GrantApp(ctx, admin, sch, app); err != nil {
 		t.Fatalf("GrantApp: %v", err)
 	}
 

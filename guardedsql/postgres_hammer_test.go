@@ -12,6 +12,8 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver/pgxdriver"
+	gpostgres "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -31,11 +33,11 @@ func TestPostgresPooledHammer(t *testing.T) {
 	cfg.ConnConfig.Tracer = nil
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	rlsOnly, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(h.key))
+	rlsOnly, err := gpostgres.New(ctx, pool, h.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(h.key))
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
+	both, err := gpostgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func TestPostgresHammerCanFail(t *testing.T) {
 	cfg.ConnConfig.Tracer = nil
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	db, err := guardedsql.NewForTest(postgres.NewPool(pool, false), leakyDialect{postgres.Dialect{RLSOnly: true}}, h.sch, nil)
+	db, err := guardedsql.NewForTest(pgxdriver.NewPool(pool, false), leakyDialect{postgres.Dialect{RLSOnly: true}}, h.sch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

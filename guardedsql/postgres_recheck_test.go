@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -31,7 +32,7 @@ func TestPostgresPolicyDriftCaughtWhileServing(t *testing.T) {
 	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 2, 2, 2), guardedsql.WithRLSOnly(),
 		guardedsql.WithRLSRecheck(interval), guardedsql.WithLogger(logger))
 	ctx := context.Background()
-	both, err := guardedsql.NewPostgres(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithRLSRecheck(interval), guardedsql.WithLogger(logger))
+	both, err := postgres.New(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithRLSRecheck(interval), guardedsql.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestPostgresPolicyDriftCaughtWhileServing(t *testing.T) {
 	altered := time.Now() // the ALTER has committed
 	time.Sleep(3 * interval)
 	reapplying := time.Now()
-	if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
 		t.Fatal(err)
 	}
 	reapplied := time.Now()
@@ -141,7 +142,7 @@ func TestPostgresNewConnectionChecked(t *testing.T) {
 	cfg.MaxConns = 1
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	db, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithRLSOnly(), guardedsql.WithRLSRecheck(time.Hour))
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithRLSOnly(), guardedsql.WithRLSRecheck(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // countIn counts a table's rows in tx as the policies let it see them.
@@ -169,10 +170,10 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := guardedsql.AddRLSKey(ctx, h.owner, k2); err != nil {
+	if err := postgres.AddRLSKey(ctx, h.owner, k2); err != nil {
 		t.Fatal(err)
 	}
-	db2, err := guardedsql.NewPostgres(ctx, h.app, h.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(k2))
+	db2, err := postgres.New(ctx, h.app, h.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(k2))
 	if err != nil {
 		t.Fatalf("new key: %v", err)
 	}
@@ -181,7 +182,7 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 			t.Fatalf("%s key during rotation: %d %v, want %d", name, n, err, before)
 		}
 	}
-	if err := guardedsql.RemoveRLSKey(ctx, h.owner, h.key.ID); err != nil {
+	if err := postgres.RemoveRLSKey(ctx, h.owner, h.key.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := count(db2); err != nil || n != before {
@@ -190,10 +191,10 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 	if n, err := count(h.db); err != nil || n != 0 {
 		t.Fatalf("removed key still admits rows: %d %v", n, err)
 	}
-	if _, err := guardedsql.NewPostgres(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key)); !errors.Is(err, guardedsql.ErrRLSKeyUnknown) || !errors.Is(err, guardedsql.ErrRLSUnsafe) {
+	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key)); !errors.Is(err, guardedsql.ErrRLSKeyUnknown) || !errors.Is(err, guardedsql.ErrRLSUnsafe) {
 		t.Fatalf("start-up with the removed key: %v", err)
 	}
-	if _, err := guardedsql.NewPostgres(ctx, h.app, h.sch); !errors.Is(err, guardedsql.ErrRLSNoKey) {
+	if _, err := postgres.New(ctx, h.app, h.sch); !errors.Is(err, guardedsql.ErrRLSNoKey) {
 		t.Fatalf("start-up without a key: %v", err)
 	}
 }
@@ -232,7 +233,7 @@ func TestPostgresUniqueOracles(t *testing.T) {
 		}
 	}
 	logs := &bytes.Buffer{}
-	db, err := guardedsql.NewPostgres(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	db, err := postgres.New(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

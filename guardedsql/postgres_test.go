@@ -13,6 +13,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/scope/scopetest"
@@ -143,7 +144,7 @@ func TestPostgresRawSQLWithoutContext(t *testing.T) {
 	one.MaxConns = 1
 	pool := pgConnect(t, one)
 	defer pool.Close()
-	db, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
 	ctx := context.Background()
 	try := func(pool *pgxpool.Pool) error {
-		_, err := guardedsql.NewPostgres(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
+		_, err := postgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
 		return err
 	}
 	owner := func(sql string) {
@@ -197,7 +198,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 	}
 	reapply := func() {
 		t.Helper()
-		if err := guardedsql.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
+		if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
 			t.Fatal(err)
 		}
 		if err := try(h.app); err != nil {

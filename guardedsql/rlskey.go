@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
 // RLSKey is a PostgreSQL scope-signing key: an id (1-64 letters, digits,
@@ -77,16 +78,14 @@ func (k RLSKey) GoString() string { return k.String() }
 // LogValue shows the key's id only.
 func (k RLSKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
-// ErrRLSNoKey: NewPostgres or Open without WithRLSKey. The policies admit
+// ErrRLSNoKey: postgres.New or Open without WithRLSKey. The policies admit
 // only a signed scope, so an unsigned DB would see nothing. It matches
 // ErrRLSUnsafe.
 var ErrRLSNoKey = fmt.Errorf("%w: no scope-signing key (pass guardedsql.WithRLSKey)", ErrRLSUnsafe)
 
-// AddRLSKey installs k in the key table of the signed scope context, on
-// owner connected as the tables' owner, after ApplyRLS (or RLSDDL) has
-// created it. Re-adding an id replaces its secret. Pass the namespace
-// option given to RLSDDL, if any.
-func AddRLSKey(ctx context.Context, owner TxBeginner, k RLSKey, opts ...Option) error {
+// addRLSKey installs k in the key table (package guardedsql/postgres:
+// AddRLSKey).
+func addRLSKey(ctx context.Context, owner driver.Begin, k RLSKey, opts []Option) error {
 	d, err := adminDialect("AddRLSKey", opts, false)
 	if err != nil {
 		return err
@@ -100,10 +99,9 @@ func AddRLSKey(ctx context.Context, owner TxBeginner, k RLSKey, opts ...Option) 
 	})
 }
 
-// RemoveRLSKey deletes the key with the given id from the key table;
-// contexts signed with it no longer verify (their statements see no rows).
-// Its only option is [WithRLSNamespace] (see [ErrOptionIgnored]).
-func RemoveRLSKey(ctx context.Context, owner TxBeginner, id string, opts ...Option) error {
+// removeRLSKey deletes the key with the given id from the key table
+// (package guardedsql/postgres: RemoveRLSKey).
+func removeRLSKey(ctx context.Context, owner driver.Begin, id string, opts []Option) error {
 	d, err := adminDialect("RemoveRLSKey", opts, false)
 	if err != nil {
 		return err
@@ -115,8 +113,8 @@ func RemoveRLSKey(ctx context.Context, owner TxBeginner, id string, opts ...Opti
 
 // inOwnerTx runs fn in one transaction on owner. Statement errors are
 // reported without their arguments (a key's secret).
-func inOwnerTx(ctx context.Context, owner TxBeginner, fn func(exec func(string, ...any) error) error) error {
-	tx, err := owner.Begin(ctx)
+func inOwnerTx(ctx context.Context, owner driver.Begin, fn func(exec func(string, ...any) error) error) error {
+	tx, err := owner(ctx)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // scratch is a fresh, empty database on one engine for tests that need
@@ -151,17 +153,17 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			return n
 		},
 		open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
-			if err := guardedsql.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(scratchKey)); err != nil {
+			if err := postgres.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(scratchKey)); err != nil {
 				return nil, err
 			}
 			opts = append([]guardedsql.Option{guardedsql.WithRLSKey(scratchKey)}, opts...)
 			if _, err := owner.Exec(ctx, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+appRole); err != nil {
 				return nil, err
 			}
-			return guardedsql.NewPostgres(ctx, app, sch, opts...)
+			return postgres.New(ctx, app, sch, opts...)
 		},
 		introspect: func(ten builder.Tenancy) (*builder.Schema, error) {
-			return guardedsql.IntrospectPostgres(ctx, owner, ten)
+			return postgres.Introspect(ctx, owner, ten)
 		},
 		appExec: func(doc, q string, args ...any) error {
 			tx, err := app.Begin(ctx)
@@ -189,7 +191,7 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 
 func newScratchMySQL(t testing.TB, e engine) *scratch {
 	ctx := context.Background()
-	adminCfg, err := guardedsql.MySQLConfig(e.dsn(t))
+	adminCfg, err := gmysql.Config(e.dsn(t))
 	if err != nil {
 		t.Fatal(err)
 	}

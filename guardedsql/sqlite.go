@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
 // openers maps a DSN scheme (the text before "://") to the function
@@ -28,7 +27,7 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 //	file:/path/to/file.db?...    SQLite URI, passed to the driver
 //	sqlite::memory:              private in-memory SQLite (one connection)
 //	postgres://user:pass@host:5432/db?sslmode=...   PostgreSQL (pgxpool; postgresql:// too)
-//	mysql://user:pass@tcp(host:3306)/db?param=...    MySQL / MariaDB (see MySQLConfig)
+//	mysql://user:pass@tcp(host:3306)/db?param=...    MySQL / MariaDB (see guardedsql/mysql.Config)
 //	mysql://user:pass@host:3306/db?param=...         the same, URL form
 //
 // SQLite databases are opened with foreign keys enforced, a 5 s busy
@@ -37,10 +36,15 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 // mode (unless the DSN sets journal_mode), with one writer connection for
 // every write and transaction beside a pool of query-only readers, so that
 // concurrent calls never fail with SQLITE_BUSY.
-// PostgreSQL is opened as NewPostgres does, start-up check of row-level
+// PostgreSQL is opened as postgres.New does, start-up check of row-level
 // security included: connect as the application role, not the tables'
 // owner or a superuser. MySQL is opened as NewMySQL does. Close closes the
 // database.
+//
+// Each engine's DSNs are accepted only when its package is imported
+// (guardedsql/sqlite, guardedsql/postgres, guardedsql/mysql; a blank
+// import is enough); otherwise Open fails with [ErrNoEngine], naming the
+// package, and opens nothing.
 func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) (*DB, error) {
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
 		if open := openers[scheme]; open != nil {
@@ -195,6 +199,9 @@ func sqliteName(dsn string, busy time.Duration) (name string, memory bool, err e
 	}
 	if name == "" {
 		return "", false, fmt.Errorf("guardedsql: empty SQLite path in DSN")
+	}
+	if !driver.SQLiteEngine {
+		return "", false, noEngine("SQLite", "sqlite")
 	}
 	memory = strings.HasPrefix(name, ":memory:") || strings.Contains(name, "mode=memory")
 	path, query, _ := strings.Cut(name, "?")

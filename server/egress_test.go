@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 // egressChild is the guarded process: it installs a deny-all guard (which
 // moves the whole process into a cgroup, hence a child), builds a server,
-// drains denials with AuditEgress, makes one forbidden connection and
+// drains denials with egress.Guard.Audit, makes one forbidden connection and
 // prints the audit log.
 func egressChild() int {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,7 +70,7 @@ func egressChild() int {
 		return 1
 	}
 	drained := make(chan struct{})
-	go func() { srv.AuditEgress(ctx, g); close(drained) }()
+	go func() { g.Audit(ctx, srv.AuditLogger()); close(drained) }()
 	_, err = net.DialTimeout("tcp", "127.0.0.1:9", time.Second)
 	fmt.Println("DIAL:", errors.Is(err, syscall.EPERM))
 	time.Sleep(500 * time.Millisecond)
@@ -80,10 +80,10 @@ func egressChild() int {
 	return 0
 }
 
-// TestAuditEgressRecordsDenials runs egressChild and checks that the denied
+// TestEgressAuditRecordsDenials runs egressChild and checks that the denied
 // connection reached the audit log with its hook and destination, followed
 // by the summary record.
-func TestAuditEgressRecordsDenials(t *testing.T) {
+func TestEgressAuditRecordsDenials(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skipf("the egress guard needs root (running as uid %d)", os.Geteuid())
 	}

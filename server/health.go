@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/egress"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
@@ -42,8 +41,9 @@ type HealthOptions struct {
 	// RequireEgress makes readiness depend on Egress being installed and
 	// active: set it when the deployment asked for the egress guard.
 	RequireEgress bool
-	// Egress is the installed guard (egress.Install), if any.
-	Egress *egress.Guard
+	// Egress is the installed guard (egress.Install returns an
+	// *egress.Guard), if any.
+	Egress EgressGuard
 	// Checks are further readiness checks; each must return within ctx.
 	Checks []ReadinessCheck
 	// Timeout bounds one round of checks; zero means DefaultReadyTimeout.
@@ -52,6 +52,13 @@ type HealthOptions struct {
 	// cost the database one round trip; zero means DefaultReadyCache,
 	// negative means no reuse.
 	CacheFor time.Duration
+}
+
+// EgressGuard is what readiness reads of the egress guard; *egress.Guard
+// implements it (a nil one is inactive). Package server does not import
+// package egress, so that a server without the guard does not link eBPF.
+type EgressGuard interface {
+	Active() bool
 }
 
 // ReadinessCheck is one named readiness check of the application.

@@ -24,6 +24,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/cutproxy"
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/server"
@@ -177,7 +178,7 @@ func pgNotes(t *testing.T) (app *pgxpool.Config, owner *pgxpool.Pool) {
 		`CREATE TABLE notes (id BIGINT PRIMARY KEY, org_id TEXT NOT NULL, body TEXT NOT NULL)`,
 		`INSERT INTO notes VALUES (1, 'north', 'n1'), (2, 'south', 's1'), (3, 'north', 'n2'), (4, 'south', 's2')`,
 		`GRANT SELECT, INSERT, UPDATE, DELETE ON notes TO `+appRole)
-	if err := guardedsql.ApplyRLS(ctx, owner, testSchema, guardedsql.WithRLSKey(notesKey)); err != nil {
+	if err := postgres.ApplyRLS(ctx, owner, testSchema, guardedsql.WithRLSKey(notesKey)); err != nil {
 		t.Fatal(err)
 	}
 	return cfgFor(appRole), owner
@@ -207,7 +208,7 @@ func TestReadinessThroughPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	db, err := guardedsql.NewPostgres(ctx, pool, testSchema, guardedsql.WithRLSKey(notesKey))
+	db, err := postgres.New(ctx, pool, testSchema, guardedsql.WithRLSKey(notesKey))
 	if err != nil {
 		t.Fatal(err)
 	}

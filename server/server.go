@@ -332,6 +332,11 @@ func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 // does not offer. Tools must still be added with AddTool.
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
+// AuditLogger returns the audit log of Options.AuditLogger (slog.Default
+// if that was nil), for records that belong beside the tool calls', such
+// as the egress guard's denials (egress.Guard.Audit).
+func (s *Server) AuditLogger() *slog.Logger { return s.opts.AuditLogger }
+
 func newCorrelationID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])

@@ -182,7 +182,7 @@ func run() error {
 	app.HTTP.Health.RequireEgress = *egressOn && !*egressBestEffort
 	app.HTTP.Health.Egress = guard
 	if guard != nil {
-		go app.Server.AuditEgress(ctx, guard)
+		go guard.Audit(ctx, app.Server.AuditLogger())
 		if guard.Active() {
 			fmt.Fprintf(os.Stderr, "egress guard active (cgroup %s): allowed %v\n", guard.Cgroup(), guard.Policy().Allow)
 		}

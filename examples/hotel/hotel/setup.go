@@ -14,6 +14,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -67,7 +69,7 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql
 	if err := Create(ctx, db, Postgres, d); err != nil {
 		return err
 	}
-	if err := guardedsql.ApplyRLS(ctx, pool, Schema, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, pool, Schema, guardedsql.WithRLSKey(key)); err != nil {
 		return err
 	}
 	// The flow taints of every replica (kept across demo resets: a reset
@@ -85,14 +87,14 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql
 		}
 	}
 	// Exactly the graph's tables and their sequences, and the taint table.
-	if err := guardedsql.GrantApp(ctx, pool, Schema, appRole); err != nil {
+	if err := postgres.GrantApp(ctx, pool, Schema, appRole); err != nil {
 		return err
 	}
 	return pgtaint.Grant(ctx, pool, pgtaint.Options{}, appRole)
 }
 
 func setupMySQL(ctx context.Context, adminDSN string, d *Data) error {
-	cfg, err := guardedsql.MySQLConfig(adminDSN)
+	cfg, err := gmysql.Config(adminDSN)
 	if err != nil {
 		return err
 	}

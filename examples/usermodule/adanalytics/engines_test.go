@@ -24,6 +24,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/claims/claimstest"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -188,10 +189,10 @@ func servePostgres(t *testing.T, dsn, sfx string, seed func(*sql.DB)) (*sql.DB, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := guardedsql.GrantApp(ctx, conn, adanalytics.Schema, sfx); err != nil {
+	if err := postgres.GrantApp(ctx, conn, adanalytics.Schema, sfx); err != nil {
 		t.Fatal(err)
 	}
-	if err := guardedsql.ApplyRLS(ctx, conn, adanalytics.Schema, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, conn, adanalytics.Schema, guardedsql.WithRLSKey(key)); err != nil {
 		t.Fatal(err)
 	}
 	app := *u
@@ -201,7 +202,7 @@ func servePostgres(t *testing.T, dsn, sfx string, seed func(*sql.DB)) (*sql.DB, 
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	db, err := guardedsql.NewPostgres(ctx, pool, adanalytics.Schema, guardedsql.WithRLSKey(key))
+	db, err := postgres.New(ctx, pool, adanalytics.Schema, guardedsql.WithRLSKey(key))
 	if err != nil {
 		t.Fatal(err)
 	}

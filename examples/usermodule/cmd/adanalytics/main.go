@@ -89,7 +89,7 @@ func run() error {
 }
 
 // seed creates the tables and four demo companies in a new SQLite file
-// (the "sqlite" driver is the one guardedsql registers).
+// (the "sqlite" driver is the one guardedsql/sqlite registers).
 func seed(ctx context.Context, path string) error {
 	owner, err := sql.Open("sqlite", path)
 	if err != nil {

@@ -2,11 +2,8 @@ package mysql
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"strconv"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 )
@@ -31,16 +28,33 @@ var (
 	checkName = regexp.MustCompile("(?:CONSTRAINT `([A-Za-z0-9_$]+)` failed|Check constraint '([A-Za-z0-9_$]+)' is violated)")
 )
 
-// Classify implements dialect.ErrorClassifier for *mysql.MySQLError, by
-// error number.
+// ServerError is the part of a server error (go-sql-driver's
+// *mysql.MySQLError) that Classify reads. This package does not import the
+// driver: the driver package (internal/driver/mysqldriver) sets
+// AsServerError when it is linked.
+type ServerError struct {
+	Number uint16
+	// Message is the server's message; Text the error's whole text.
+	Message, Text string
+}
+
+// AsServerError finds a server error in err's chain; nil until the
+// driver package registers it.
+var AsServerError func(err error) (ServerError, bool)
+
+// Classify implements dialect.ErrorClassifier for *mysql.MySQLError (read
+// through AsServerError), by error number.
 func (Dialect) Classify(err error) (dialect.EngineError, bool) {
-	var me *mysql.MySQLError
-	if !errors.As(err, &me) {
+	if AsServerError == nil {
+		return dialect.EngineError{}, false
+	}
+	me, ok := AsServerError(err)
+	if !ok {
 		return dialect.EngineError{}, false
 	}
 	e := dialect.EngineError{
 		Code:    strconv.Itoa(int(me.Number)),
-		Message: me.Error(),
+		Message: me.Text,
 	}
 	switch me.Number {
 	case 1062, 1586: // ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME

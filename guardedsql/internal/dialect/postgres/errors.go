@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 )
@@ -17,13 +14,28 @@ var _ dialect.ErrorClassifier = Dialect{}
 // "Key (a, b)=(...)", stopping before the values.
 var keyColumns = regexp.MustCompile(`^Key \(([A-Za-z0-9_, "]+)\)=\(`)
 
-// Classify implements dialect.ErrorClassifier for *pgconn.PgError, by
-// SQLSTATE. Names come from the error's structured fields (and, for a
+// PgError is the part of a server error (pgconn.PgError) that Classify
+// reads. This package does not import the driver: the driver package
+// (internal/driver/pgxdriver) sets AsPgError when it is linked.
+type PgError struct {
+	Code, Severity, Message, Detail       string
+	TableName, ConstraintName, ColumnName string
+}
+
+// AsPgError finds a server error in err's chain; nil until the pgx
+// driver package registers it (then no pgx error can exist either).
+var AsPgError func(err error) (*PgError, bool)
+
+// Classify implements dialect.ErrorClassifier for *pgconn.PgError (read
+// through AsPgError), by SQLSTATE. Names come from the error's structured fields (and, for a
 // unique violation, the column list that precedes the values in its
 // detail), never from its message.
 func (Dialect) Classify(err error) (dialect.EngineError, bool) {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+	if AsPgError == nil {
+		return dialect.EngineError{}, false
+	}
+	pe, ok := AsPgError(err)
+	if !ok {
 		return dialect.EngineError{}, false
 	}
 	e := dialect.EngineError{

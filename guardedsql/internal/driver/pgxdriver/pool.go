@@ -1,4 +1,4 @@
-package postgres
+package pgxdriver
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
 )
 
 // NewPool adapts a pgxpool.Pool to dialect.Pool. Close closes p only if
@@ -57,17 +58,7 @@ func (p *pool) acquireWait(ctx context.Context) (*pgxpool.Conn, error) {
 // emptied, and every connection is vetted again on its next use.
 const maxSeen = 4096
 
-// NewConnChecker is implemented by NewPool's pools.
-type NewConnChecker interface {
-	// SetNewConnCheck makes fn vet every pooled connection before its
-	// first use through this pool: fn gets a dialect.Pool bound to that
-	// one connection, and an error from it fails the call that acquired
-	// the connection (which is returned to the pool unused and vetted
-	// again next time). Call it before the pool is used.
-	SetNewConnCheck(fn func(ctx context.Context, conn dialect.Pool) error)
-}
-
-var _ NewConnChecker = (*pool)(nil)
+var _ postgres.NewConnChecker = (*pool)(nil)
 
 func (p *pool) SetNewConnCheck(fn func(ctx context.Context, conn dialect.Pool) error) {
 	p.onNew = fn
@@ -230,7 +221,7 @@ func (t *Tx) begin(ctx context.Context) error {
 	for _, s := range t.pending {
 		b.Queue(s.sql, s.args...)
 	}
-	b.Queue(NonceSQL)
+	b.Queue(postgres.NonceSQL)
 	n := len(t.pending)
 	t.pending = nil
 	t.begun = true

@@ -1,0 +1,6 @@
+package main
+
+// It creates an SQLite database.
+import (
+	_ "github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
+)

@@ -1,0 +1,118 @@
+// Package pgxdriver links github.com/jackc/pgx/v5 into guardedsql: the
+// pool adapter (NewPool), and, in init, the PostgreSQL entry of the
+// driver registry (opening DSNs, reading pgconn errors). Only the public
+// package guardedsql/postgres and guardedsql's own tests import it.
+package pgxdriver
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
+)
+
+func init() {
+	driver.PostgresEngine = &driver.PostgresDriver{Open: open}
+	postgres.AsPgError = asPgError
+	driver.Unavailable = append(driver.Unavailable, unavailable)
+	driver.Timeout = append(driver.Timeout, timeout)
+}
+
+// open opens an owned pool for dsn. Its errors may quote the DSN: the
+// caller redacts them.
+func open(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, &driver.DSNError{Err: err}
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = int32(min(maxConns, 1<<20))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewPool(pool, true), nil
+}
+
+func asPgError(err error) (*postgres.PgError, bool) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return nil, false
+	}
+	return &postgres.PgError{
+		Code: pe.Code, Severity: pe.Severity, Message: pe.Message, Detail: pe.Detail,
+		TableName: pe.TableName, ConstraintName: pe.ConstraintName, ColumnName: pe.ColumnName,
+	}, true
+}
+
+func unavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"): // connection exception
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		}
+	}
+	return false
+}
+
+func timeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "57014" || pe.Code == "55P03") // query_canceled (statement_timeout), lock_not_available
+}
+
+// Beginner is what the administration functions take: *pgxpool.Pool,
+// *pgx.Conn and pgx.Tx (which nests as a savepoint) all qualify.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// BeginOn adapts b for the registry's driver-free administration code.
+func BeginOn(b Beginner) driver.Begin {
+	return func(ctx context.Context) (dialect.Tx, error) {
+		tx, err := b.Begin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &plainTx{tx: tx}, nil
+	}
+}
+
+// plainTx adapts a pgx.Tx (an ordinary transaction, statements sent as
+// they come) to dialect.Tx.
+type plainTx struct{ tx pgx.Tx }
+
+func (t *plainTx) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
+	r, err := t.tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &rows{r: r}, nil
+}
+
+func (t *plainTx) Exec(ctx context.Context, sql string, args ...any) (dialect.Result, error) {
+	tag, err := t.tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return dialect.Result{}, err
+	}
+	return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+func (t *plainTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t *plainTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
