@@ -657,6 +657,39 @@ func (r *renderer) readBack(t *sqlast.Table, s *sqlast.Insert, vals map[string]s
 	}
 }
 
+// sqBuilder is what nativeReturning needs of squirrel's UPDATE and DELETE
+// builders.
+type sqBuilder[B any] interface {
+	Suffix(sql string, args ...any) B
+	PrefixExpr(e sq.Sqlizer) B
+	PlaceholderFormat(f sq.PlaceholderFormat) B
+	ToSql() (string, []any, error)
+}
+
+// nativeReturning finishes p as one guarded UPDATE or DELETE ... RETURNING
+// what, run as a query whose rows are the written rows (all in scope: the
+// statement carries the guard), with p.Kind's ExpectOne rule.
+func nativeReturning[B sqBuilder[B]](r *renderer, b B, what string, p Plan, expectOne bool) (Plan, error) {
+	b = b.Suffix("RETURNING " + what)
+	if pre, ok := r.prelude(); ok {
+		b = b.PrefixExpr(pre)
+	}
+	text, args, err := b.PlaceholderFormat(r.d.Placeholders()).ToSql()
+	if err != nil {
+		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	q := dialect.Frag{SQL: text, Args: args}
+	p.Steps = []Step{{SQL: text, Args: args, Fail: ErrNotFound, Returning: true}}
+	p.Run = func(ctx context.Context, env Env) (Output, error) {
+		got, err := queryRows(ctx, env.Q, q)
+		if err != nil {
+			return Output{}, err
+		}
+		return expectRows(env, expectOne, p.Kind.String(), Output{RowsAffected: int64(len(got)), Rows: got})
+	}
+	return p, nil
+}
+
 // updateReturning renders an UPDATE ... RETURNING: natively, or as the
 // locked fallback (keys of the rows in scope, the UPDATE confined to them,
 // the rows read back by those keys).
@@ -665,24 +698,7 @@ func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g d
 	what := strings.Join(quoteAll(r, s.Returning), ", ")
 	p := Plan{Kind: Update, Atomic: true, Returns: s.Returning}
 	if r.returningOn("update") {
-		ub = ub.Suffix("RETURNING " + what)
-		if pre, ok := r.prelude(); ok {
-			ub = ub.PrefixExpr(pre)
-		}
-		text, args, err := ub.PlaceholderFormat(r.d.Placeholders()).ToSql()
-		if err != nil {
-			return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
-		}
-		q := dialect.Frag{SQL: text, Args: args}
-		p.Steps = []Step{{SQL: text, Args: args, Fail: ErrNotFound, Returning: true}}
-		p.Run = func(ctx context.Context, env Env) (Output, error) {
-			got, err := queryRows(ctx, env.Q, q)
-			if err != nil {
-				return Output{}, err
-			}
-			return expectRows(env, s.ExpectOne, "update", Output{RowsAffected: int64(len(got)), Rows: got})
-		}
-		return p, nil
+		return nativeReturning(r, ub, what, p, s.ExpectOne)
 	}
 	if len(t.PK) == 0 {
 		return Plan{}, fmt.Errorf("%w: UPDATE of %s ... RETURNING on %s needs a primary key (the engine has no UPDATE ... RETURNING)", ErrRefused, t.Name, r.d.Name())
@@ -777,24 +793,7 @@ func (r *renderer) deleteReturning(s *sqlast.Delete, db sq.DeleteBuilder, w, g d
 	what := strings.Join(quoteAll(r, s.Returning), ", ")
 	p := Plan{Kind: Delete, Atomic: true, Returns: s.Returning}
 	if r.returningOn("delete") {
-		db = db.Suffix("RETURNING " + what)
-		if pre, ok := r.prelude(); ok {
-			db = db.PrefixExpr(pre)
-		}
-		text, args, err := db.PlaceholderFormat(r.d.Placeholders()).ToSql()
-		if err != nil {
-			return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
-		}
-		q := dialect.Frag{SQL: text, Args: args}
-		p.Steps = []Step{{SQL: text, Args: args, Fail: ErrNotFound, Returning: true}}
-		p.Run = func(ctx context.Context, env Env) (Output, error) {
-			got, err := queryRows(ctx, env.Q, q)
-			if err != nil {
-				return Output{}, err
-			}
-			return expectRows(env, s.ExpectOne, "delete", Output{RowsAffected: int64(len(got)), Rows: got})
-		}
-		return p, nil
+		return nativeReturning(r, db, what, p, s.ExpectOne)
 	}
 	if len(t.PK) == 0 {
 		return Plan{}, fmt.Errorf("%w: DELETE from %s ... RETURNING on %s needs a primary key (the engine has no DELETE ... RETURNING)", ErrRefused, t.Name, r.d.Name())
