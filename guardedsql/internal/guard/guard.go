@@ -1122,6 +1122,30 @@ func and(fs []dialect.Frag) dialect.Frag {
 	return f.done()
 }
 
+// insertRowChecks types one inserted row's values by column and renders
+// its write checks. Invariant: an inserted row always has at least one
+// scope check (its parent, a tenant foreign key, a level column, or the
+// row itself for a root); none is an internal error, never an unchecked
+// insert.
+func (r *renderer) insertRowChecks(t *sqlast.Table, cols []string, row []sqlast.Value) (map[string]sqlast.Value, []dialect.Frag, bool, error) {
+	r.usedScope = false
+	vals := make(map[string]sqlast.Value, len(row))
+	for i, v := range row {
+		if err := checkValue(v); err != nil {
+			return nil, nil, false, err
+		}
+		vals[cols[i]] = v
+	}
+	checks, viaFK, err := r.writeChecks(t, vals, true)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if len(checks) == 0 {
+		return nil, nil, false, fmt.Errorf("%w: no scope check for INSERT into %s", ErrInternal, t.Name)
+	}
+	return vals, checks, viaFK, nil
+}
+
 func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 	t := s.Ref.Table
 	r.seen[s.Ref] = true
@@ -1137,20 +1161,9 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 	}
 	p := Plan{Kind: Insert, Atomic: len(s.Rows) > 1}
 	for _, row := range s.Rows {
-		r.usedScope = false
-		vals := make(map[string]sqlast.Value, len(row))
-		for i, v := range row {
-			if err := checkValue(v); err != nil {
-				return Plan{}, err
-			}
-			vals[s.Cols[i]] = v
-		}
-		checks, viaFK, err := r.writeChecks(t, vals, true)
+		_, checks, viaFK, err := r.insertRowChecks(t, s.Cols, row)
 		if err != nil {
 			return Plan{}, err
-		}
-		if len(checks) == 0 {
-			return Plan{}, fmt.Errorf("%w: no scope check for INSERT into %s", ErrInternal, t.Name)
 		}
 		sel := sq.Select()
 		for _, v := range row {

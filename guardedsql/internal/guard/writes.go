@@ -221,20 +221,9 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 	p := Plan{Kind: Insert, Atomic: true, Returns: s.Returning}
 	var rows []insertRow
 	for _, row := range s.Rows {
-		r.usedScope = false
-		vals := make(map[string]sqlast.Value, len(row))
-		for i, v := range row {
-			if err := checkValue(v); err != nil {
-				return Plan{}, err
-			}
-			vals[s.Cols[i]] = v
-		}
-		checks, viaFK, err := r.writeChecks(t, vals, true)
+		vals, checks, viaFK, err := r.insertRowChecks(t, s.Cols, row)
 		if err != nil {
 			return Plan{}, err
-		}
-		if len(checks) == 0 {
-			return Plan{}, fmt.Errorf("%w: no scope check for INSERT into %s", ErrInternal, t.Name)
 		}
 		ir := insertRow{fail: ErrOutOfScope}
 		if viaFK || t.Parent != nil || up != nil {
