@@ -27,4 +27,12 @@
 // After rendering, the set of references the guard visited is compared
 // with the set the builder recorded when it sealed the statement; any
 // difference is ErrInternal and nothing is sent.
+//
+// Files, by concern: guard.go (Render, the plan types and the renderer's
+// core), predicates.go (the read guard of one reference, expressions and
+// predicates), select.go (reference modes, path joins and the SELECT
+// clauses), mutate.go (write checks and the INSERT, UPDATE and DELETE
+// plans), scalar.go (expressions beyond columns and aggregates), compound.go
+// (derived tables, CTEs, set operations, locking reads) and writes.go
+// (RETURNING, upserts, multi-row inserts and INSERT ... SELECT).
 package guard

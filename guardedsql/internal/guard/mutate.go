@@ -1,0 +1,339 @@
+package guard
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	sq "github.com/Masterminds/squirrel"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// Writes: the checks that keep an INSERT or UPDATE's new values in scope,
+// and the plans of INSERT, UPDATE and DELETE.
+
+// valueInScope is true when the bound value v is a granted id at lvl: a
+// plain grant's. A grant confined to ancestors never makes a bare value of
+// one of its levels grantable (it holds only together with the others), so
+// writing such a value needs a plain grant.
+func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) dialect.Frag {
+	if !r.sc.Has(lvl) {
+		return fragFalse
+	}
+	nv, ok := dialect.LevelValue(lvl, v.V)
+	if !ok {
+		return fragFalse
+	}
+	return r.inScope(dialect.Frag{SQL: "?", Args: []any{nv}}, lvl)
+}
+
+// parentCheck is true when the row of fk.To keyed by vals is in scope.
+//
+// Invariant: each key value is bound as the kind of the referenced column
+// (or, if the schema does not know it, of the referencing one), so the
+// engine compares like with like and never converts the stored keys (MySQL
+// would match '7eleven' for 7, or fail quoting a stored key); a value that
+// cannot be of that kind references no row.
+func (r *renderer) parentCheck(fk *sqlast.FK, vals map[string]sqlast.Value) dialect.Frag {
+	args := make([]any, len(fk.RefCols))
+	for i, c := range fk.RefCols {
+		v := vals[fk.Cols[i]].V
+		kind := fk.To.ColumnKind(c)
+		if kind == 0 {
+			kind = fk.From.ColumnKind(fk.Cols[i])
+		}
+		if kind != 0 && !guardfault.Off(guardfault.Typed) {
+			nv, ok := sqlast.ConvertValue(kind, v)
+			if !ok {
+				return fragFalse
+			}
+			v = nv
+		}
+		args[i] = v
+	}
+	a := r.newAlias()
+	var f fb
+	f.s("EXISTS (SELECT 1 FROM ", r.q(fk.To.Name), " AS ", r.q(a), " WHERE ")
+	for i, c := range fk.RefCols {
+		f.s(r.col(a, c), " = ")
+		f.arg(args[i])
+		f.s(" AND ")
+	}
+	f.frag(r.readGuard(fk.To, a))
+	f.s(")")
+	return f.done()
+}
+
+// writeChecks returns the conditions a written row must meet, given the
+// values assigned (all columns for INSERT, the SET columns for UPDATE),
+// and whether any of them follows a foreign key. insert selects the
+// INSERT-only rules (unset scope parent refused, the row itself in scope).
+func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, insert bool) ([]dialect.Frag, bool, error) {
+	var checks []dialect.Frag
+	viaFK := false
+	for _, fk := range t.TenantFKs() {
+		n := 0
+		hasNull := false
+		for _, c := range fk.Cols {
+			if v, ok := vals[c]; ok {
+				n++
+				hasNull = hasNull || v.V == nil
+			}
+		}
+		switch {
+		case n == 0 && insert && fk == t.Parent:
+			return nil, false, fmt.Errorf("%w: INSERT into %s must set %s, its scope parent", ErrRefused, t.Name, strings.Join(fk.Cols, ", "))
+		case n == 0:
+			continue
+		case n < len(fk.Cols):
+			return nil, false, fmt.Errorf("%w: %s sets part of the foreign key %s(%s)", ErrRefused, t.Name, t.Name, strings.Join(fk.Cols, ", "))
+		case hasNull && fk == t.Parent:
+			checks = append(checks, fragFalse) // an orphan is in no scope
+		case hasNull:
+			// A NULL reference points at no tenant.
+		default:
+			checks = append(checks, r.parentCheck(fk, vals))
+			viaFK = true
+		}
+	}
+	for _, lc := range t.LevelCols {
+		// Invariant: a level column's own check is skipped only when a
+		// tenant foreign key including it is fully non-NULL in the written
+		// row, so the referenced row (checked above) vouches for its value.
+		// With one part NULL the engine checks nothing (MATCH SIMPLE) and
+		// neither does the parent check, so the value is checked here.
+		if coveredByFK(t, lc.Col, vals) || guardfault.Off(guardfault.NullableFK) && t.FKCovering(lc.Col) != nil {
+			continue // the referenced row's guard covers it, hierarchy included
+		}
+		if insert && lc.Col == t.Identity {
+			continue // the new row's own id: covered by the in-scope rule below
+		}
+		v, ok := vals[lc.Col]
+		switch {
+		case !ok:
+		case v.V == nil && !insert:
+			checks = append(checks, fragFalse)
+		case v.V == nil:
+		default:
+			checks = append(checks, r.valueInScope(lc.Level, v))
+		}
+	}
+	if insert && t.Parent == nil {
+		var f fb
+		n := 0
+		for _, lc := range t.LevelCols {
+			v, ok := vals[lc.Col]
+			if !ok || v.V == nil {
+				continue
+			}
+			if n > 0 {
+				f.s(" OR ")
+			}
+			f.frag(r.valueInScope(lc.Level, v))
+			n++
+		}
+		if n == 0 {
+			checks = append(checks, fragFalse)
+		} else {
+			checks = append(checks, paren(f.done()))
+		}
+	}
+	return checks, viaFK, nil
+}
+
+// coveredByFK reports whether column c of t is part of a tenant foreign key
+// whose columns the written row sets, all of them non-NULL: only then does
+// the parent check vouch for c's value.
+func coveredByFK(t *sqlast.Table, c string, vals map[string]sqlast.Value) bool {
+	for _, fk := range t.TenantFKs() {
+		if !slices.Contains(fk.Cols, c) {
+			continue
+		}
+		if !slices.ContainsFunc(fk.Cols, func(fc string) bool { v, ok := vals[fc]; return !ok || v.V == nil }) {
+			return true
+		}
+	}
+	return false
+}
+
+func and(fs []dialect.Frag) dialect.Frag {
+	var f fb
+	for i, x := range fs {
+		if i > 0 {
+			f.s(" AND ")
+		}
+		f.frag(x)
+	}
+	return f.done()
+}
+
+// insertRowChecks types one inserted row's values by column and renders
+// its write checks. Invariant: an inserted row always has at least one
+// scope check (its parent, a tenant foreign key, a level column, or the
+// row itself for a root); none is an internal error, never an unchecked
+// insert.
+func (r *renderer) insertRowChecks(t *sqlast.Table, cols []string, row []sqlast.Value) (map[string]sqlast.Value, []dialect.Frag, bool, error) {
+	r.usedScope = false
+	vals := make(map[string]sqlast.Value, len(row))
+	for i, v := range row {
+		if err := checkValue(v); err != nil {
+			return nil, nil, false, err
+		}
+		vals[cols[i]] = v
+	}
+	checks, viaFK, err := r.writeChecks(t, vals, true)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if len(checks) == 0 {
+		return nil, nil, false, fmt.Errorf("%w: no scope check for INSERT into %s", ErrInternal, t.Name)
+	}
+	return vals, checks, viaFK, nil
+}
+
+func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
+	t := s.Ref.Table
+	r.seen[s.Ref] = true
+	if t.Global {
+		return Plan{}, fmt.Errorf("%w: INSERT into %s", ErrReadOnly, t.Name)
+	}
+	if s.Upsert != nil || s.Returning != nil || s.Source != nil {
+		return r.insertWrites(s)
+	}
+	cols := make([]string, len(s.Cols))
+	for i, c := range s.Cols {
+		cols[i] = r.q(c)
+	}
+	p := Plan{Kind: Insert, Atomic: len(s.Rows) > 1}
+	for _, row := range s.Rows {
+		_, checks, viaFK, err := r.insertRowChecks(t, s.Cols, row)
+		if err != nil {
+			return Plan{}, err
+		}
+		sel := sq.Select()
+		for _, v := range row {
+			sel = sel.Column(dialect.Frag{SQL: "?", Args: []any{v.V}})
+		}
+		if dual := r.d.DualTable(); dual != "" {
+			sel = sel.From(dual)
+		}
+		sel = sel.Where(and(checks))
+		ib := sq.Insert(r.q(t.Name)).Columns(cols...).Select(sel)
+		if pre, ok := r.prelude(); ok {
+			ib = ib.PrefixExpr(pre)
+		}
+		returning := false
+		if rt, ok := r.d.(dialect.Returner); ok && rt.Returning() && len(t.PK) == 1 {
+			ib = ib.Suffix("RETURNING " + r.q(t.PK[0]))
+			returning = true
+		}
+		text, args, err := ib.PlaceholderFormat(r.d.Placeholders()).ToSql()
+		if err != nil {
+			return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
+		}
+		fail := ErrOutOfScope
+		if viaFK || t.Parent != nil {
+			fail = ErrNotFound
+		}
+		p.Steps = append(p.Steps, Step{SQL: text, Args: args, Expect: ExpectOne, Fail: fail, Returning: returning})
+	}
+	return p, nil
+}
+
+func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
+	t := s.Ref.Table
+	if t.Global {
+		r.seen[s.Ref] = true
+		return Plan{}, fmt.Errorf("%w: UPDATE of %s", ErrReadOnly, t.Name)
+	}
+	vals := make(map[string]sqlast.Value, len(s.Set))
+	ub := sq.Update(r.q(t.Name))
+	for _, a := range s.Set {
+		if a.X != nil {
+			x, err := r.setExpr(t, a) // scalar.go
+			if err != nil {
+				return Plan{}, err
+			}
+			ub = ub.Set(r.q(a.Col), x)
+			continue
+		}
+		if err := checkValue(a.V); err != nil {
+			return Plan{}, err
+		}
+		vals[a.Col] = a.V
+		ub = ub.Set(r.q(a.Col), a.V.V)
+	}
+	if s.Where == nil {
+		return Plan{}, fmt.Errorf("%w: UPDATE without WHERE", ErrInvalid)
+	}
+	w, err := r.pred(s.Where)
+	if err != nil {
+		return Plan{}, err
+	}
+	ub = ub.Where(paren(w))
+	g, err := r.guardRef(s.Ref)
+	if err != nil {
+		return Plan{}, err
+	}
+	ub = ub.Where(g)
+	checks, _, err := r.writeChecks(t, vals, false)
+	if err != nil {
+		return Plan{}, err
+	}
+	for _, c := range checks {
+		ub = ub.Where(c)
+	}
+	if s.Returning != nil {
+		return r.updateReturning(s, ub, w, g, checks)
+	}
+	if pre, ok := r.prelude(); ok {
+		ub = ub.PrefixExpr(pre)
+	}
+	text, args, err := ub.PlaceholderFormat(r.d.Placeholders()).ToSql()
+	if err != nil {
+		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	st := Step{SQL: text, Args: args, Fail: ErrNotFound}
+	if s.ExpectOne {
+		st.Expect = ExpectOne
+	}
+	return Plan{Kind: Update, Steps: []Step{st}, Atomic: s.ExpectOne}, nil
+}
+
+func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
+	t := s.Ref.Table
+	if t.Global {
+		r.seen[s.Ref] = true
+		return Plan{}, fmt.Errorf("%w: DELETE from %s", ErrReadOnly, t.Name)
+	}
+	if s.Where == nil {
+		return Plan{}, fmt.Errorf("%w: DELETE without WHERE", ErrInvalid)
+	}
+	w, err := r.pred(s.Where)
+	if err != nil {
+		return Plan{}, err
+	}
+	g, err := r.guardRef(s.Ref)
+	if err != nil {
+		return Plan{}, err
+	}
+	db := sq.Delete(r.q(t.Name)).Where(paren(w)).Where(g)
+	if s.Returning != nil {
+		return r.deleteReturning(s, db, w, g)
+	}
+	if pre, ok := r.prelude(); ok {
+		db = db.PrefixExpr(pre)
+	}
+	text, args, err := db.PlaceholderFormat(r.d.Placeholders()).ToSql()
+	if err != nil {
+		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	st := Step{SQL: text, Args: args, Fail: ErrNotFound}
+	if s.ExpectOne {
+		st.Expect = ExpectOne
+	}
+	return Plan{Kind: Delete, Steps: []Step{st}, Atomic: s.ExpectOne}, nil
+}
