@@ -321,34 +321,7 @@ func genSetExpr(data []byte, sch *builder.Schema) (builder.Mutation, error) {
 }
 
 func (fx *writeFixture) checkSetExpr(t testing.TB, data []byte) error {
-	if len(data) == 0 {
-		return nil
-	}
-	h := fx.h
-	grants := writeScopes[int(data[0])%len(writeScopes)]
-	ctx := grantCtx(grants...)
-	m, err := genSetExpr(data[1:], h.sch)
-	if err != nil {
-		if !errors.Is(err, builder.ErrInvalid) {
-			return fmt.Errorf("Build: %w", err)
-		}
-		return nil
-	}
-	if err := checkGuardText(h, ctx, m, grants); err != nil {
-		return err
-	}
-	res, err := h.db.Exec(ctx, m)
-	if errors.Is(err, guardedsql.ErrInternal) || errors.Is(err, guardedsql.ErrInvalid) || errors.Is(err, guardedsql.ErrRefused) {
-		return fmt.Errorf("Exec: %w", err)
-	}
-	if err == nil && res.RowsAffected > 0 {
-		fx.ok++
-	}
-	if after := foreignRows(t, h, "acme"); after != fx.before {
-		text, args, _ := h.db.Render(ctx, m)
-		return fmt.Errorf("scope %v changed another tenant's rows (err %v)\n%s\n%v", grants, err, text, args)
-	}
-	return nil
+	return fx.checkWith(t, data, genSetExpr, guardedsql.ErrInternal, guardedsql.ErrInvalid, guardedsql.ErrRefused)
 }
 
 // FuzzGuardSetExpr is FuzzGuardWrite for UPDATE ... SET col = <expr>: under
