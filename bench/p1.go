@@ -50,7 +50,7 @@ func newGuardPath(ctx context.Context, h *hotelSQLite) (*guardPath, error) {
 	if gp.token, err = is.Mint(devissuer.Token{Subject: benchSubject, Groups: []string{benchGroup}, Roles: []string{benchRole}, TTL: 2 * time.Hour}); err != nil {
 		return nil, err
 	}
-	if gp.db, err = guardedsql.Open(ctx, h.guardedDSN(), hotel.Schema); err != nil {
+	if gp.db, err = guardedsql.Open(ctx, h.guardedDSN(), hotel.Schema, guardedsql.Options{}); err != nil {
 		return nil, err
 	}
 	if gp.red, err = redact.New(hotel.Redaction); err != nil {

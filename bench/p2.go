@@ -216,7 +216,7 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := postgres.ApplyRLS(ctx, admin, t.sch, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, admin, t.sch, guardedsql.RLSKeyOptions{Key: key}); err != nil {
 		return nil, err
 	}
 	ucfg := acfg.Copy()
@@ -224,7 +224,7 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if app, _, err = pgOpen(ctx, ucfg); err != nil {
 		return nil, err
 	}
-	if t.guarded, err = postgres.New(ctx, app, t.sch, guardedsql.WithRLSKey(key)); err != nil {
+	if t.guarded, err = postgres.New(ctx, app, t.sch, guardedsql.Options{RLSKey: key}); err != nil {
 		return nil, err
 	}
 	// The expert runs as the admin (a superuser: no row-level security)
@@ -266,7 +266,7 @@ func mysqlP2(ctx context.Context, e *env) (*p2Target, error) {
 		return nil, err
 	}
 	t.sch = builder.MustSchema(benchdata.SchemaDef())
-	if t.guarded, err = guardedsql.NewMySQL(ctx, db, t.sch); err != nil {
+	if t.guarded, err = guardedsql.NewMySQL(ctx, db, t.sch, guardedsql.Options{}); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -95,7 +95,7 @@
 //	12 Siblings: two lower-level ids under one upper id read none of each other's rows and cannot
 //	   update or delete them.
 //	13 Missing scope: no scope, or the zero Scope, gives ErrNoScope for Query, QueryRow, Exec and
-//	   Tx, and the statement observer (guardedsql.WithObserver) sees zero statements; a grant at an
+//	   Tx, and the statement observer (guardedsql.Options.Observer) sees zero statements; a grant at an
 //	   undeclared level reads nothing.
 //	14 Concurrency: 8 goroutines × 40 operations over random tenants and tables: every read equals
 //	   the oracle, every foreign update is ErrNotFound; zero foreign rows.

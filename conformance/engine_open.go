@@ -38,21 +38,22 @@ func prepareEngine(ctx context.Context, s *scratch, sch *builder.Schema) error {
 		}
 		s.rlsKey = k
 	}
-	if err := postgres.ApplyRLS(ctx, conn, sch, guardedsql.WithRLSKey(s.rlsKey)); err != nil {
+	if err := postgres.ApplyRLS(ctx, conn, sch, guardedsql.RLSKeyOptions{Key: s.rlsKey}); err != nil {
 		return fmt.Errorf("conformance: installing row-level security as the owner: %w", err)
 	}
 	return nil
 }
 
 // openGuarded opens the guard on the scratch database as the app role.
-func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, func() error, error) {
+func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, func() error, error) {
 	switch s.engine {
 	case Postgres:
 		pool, err := s.appPool(ctx, 0)
 		if err != nil {
 			return nil, nil, err
 		}
-		db, err := postgres.New(ctx, pool, sch, append([]guardedsql.Option{guardedsql.WithRLSKey(s.rlsKey)}, opts...)...)
+		opts.RLSKey = s.rlsKey
+		db, err := postgres.New(ctx, pool, sch, opts)
 		if err != nil {
 			pool.Close()
 			return nil, nil, err
@@ -67,14 +68,14 @@ func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts ...
 		if err != nil {
 			return nil, nil, err
 		}
-		db, err := guardedsql.NewMySQL(ctx, raw, sch, opts...)
+		db, err := guardedsql.NewMySQL(ctx, raw, sch, opts)
 		if err != nil {
 			raw.Close()
 			return nil, nil, err
 		}
 		return db, func() error { err := db.Close(); raw.Close(); return err }, nil
 	}
-	db, err := guardedsql.Open(ctx, s.guardedDSN, sch, opts...)
+	db, err := guardedsql.Open(ctx, s.guardedDSN, sch, opts)
 	if err != nil {
 		return nil, nil, err
 	}

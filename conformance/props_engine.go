@@ -22,7 +22,7 @@ func (r *runner) signedScope(p *pt, tx pgx.Tx, doc string) string {
 	if err := tx.QueryRow(p.ctx, guardedsql.ScopeNonceSQL).Scan(&nonce); err != nil {
 		p.Fatalf("transaction nonce: %v", err)
 	}
-	v, err := guardedsql.SignScope(r.sc.rlsKey, nonce, doc)
+	v, err := guardedsql.SignScope(r.sc.rlsKey, nonce, doc, guardedsql.RLSOptions{})
 	if err != nil {
 		p.Fatalf("signing the scope: %v", err)
 	}
@@ -248,8 +248,10 @@ func propUniqueOracle(p *pt, r *runner) {
 func propPolicyDrift(p *pt, r *runner) {
 	const interval = 150 * time.Millisecond
 	logs := &logbuf.Buffer{}
-	db, closeDB, err := r.sc.openGuarded(p.ctx, r.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSRecheck(interval),
-		guardedsql.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	db, closeDB, err := r.sc.openGuarded(p.ctx, r.sch, guardedsql.Options{
+		RLSOnly: true, RLSRecheck: interval,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
 	if err != nil {
 		p.Fatalf("opening an RLS-only DB: %v", err)
 	}

@@ -73,7 +73,7 @@ func (f *gapFixture) open(sch *builder.Schema) (*guardedsql.DB, error) {
 	if err := prepareEngine(f.p.ctx, f.r.sc, sch); err != nil {
 		f.p.Fatalf("fixture: %v", err)
 	}
-	db, closeDB, err := f.r.sc.openGuarded(f.p.ctx, sch)
+	db, closeDB, err := f.r.sc.openGuarded(f.p.ctx, sch, guardedsql.Options{})
 	if err == nil {
 		f.closes = append(f.closes, closeDB)
 	}

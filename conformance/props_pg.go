@@ -77,7 +77,7 @@ func propPooledContext(p *pt, r *runner) {
 		p.Fatalf("pool of one connection: %v", err)
 	}
 	defer pool.Close()
-	db, err := postgres.New(p.ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey))
+	db, err := postgres.New(p.ctx, pool, r.sch, guardedsql.Options{RLSKey: r.sc.rlsKey})
 	if err != nil {
 		p.Fatalf("guard on a one-connection pool: %v", err)
 	}
@@ -320,7 +320,7 @@ func pgWhere(cols []string, row Row, first int) (string, []any) {
 func propStartupCheck(p *pt, r *runner) {
 	ctx := p.ctx
 	check := func(pool *pgxpool.Pool, want error, what string) {
-		err := postgres.CheckRLS(ctx, pool, r.sch)
+		err := postgres.CheckRLS(ctx, pool, r.sch, guardedsql.RLSKeyOptions{})
 		switch {
 		case want == nil && err != nil:
 			p.Errorf("%s: CheckRLS = %v, want nil", what, err)
@@ -328,7 +328,7 @@ func propStartupCheck(p *pt, r *runner) {
 			p.Errorf("%s: CheckRLS = %v, want %v (and ErrRLSUnsafe)", what, err, want)
 		}
 		if want != nil {
-			if db, err := postgres.New(ctx, pool, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err == nil {
+			if db, err := postgres.New(ctx, pool, r.sch, guardedsql.Options{RLSKey: r.sc.rlsKey}); err == nil {
 				db.Close()
 				p.Errorf("%s: postgres.New opened a DB; want it refused", what)
 			}
@@ -391,7 +391,7 @@ func propStartupCheck(p *pt, r *runner) {
 	// Tampered policies: each change is undone by re-applying the DDL.
 	name := r.g.bound[p.rng.IntN(len(r.g.bound))]
 	reapply := func() {
-		if err := postgres.ApplyRLS(context.Background(), owner, r.sch, guardedsql.WithRLSKey(r.sc.rlsKey)); err != nil {
+		if err := postgres.ApplyRLS(context.Background(), owner, r.sch, guardedsql.RLSKeyOptions{Key: r.sc.rlsKey}); err != nil {
 			p.Fatalf("re-applying row-level security: %v", err)
 		}
 	}

@@ -292,11 +292,11 @@ func (r *runner) setup(ctx context.Context) error {
 		}
 	}
 	r.mutable = r.chooseMutable()
-	db, closeDB, err := sc.openGuarded(ctx, r.sch, guardedsql.WithObserver(func(ctx context.Context, s guardedsql.Statement) {
+	db, closeDB, err := sc.openGuarded(ctx, r.sch, guardedsql.Options{Observer: func(ctx context.Context, s guardedsql.Statement) {
 		if fn := r.observer.Load(); fn != nil {
 			(*fn)(ctx, s)
 		}
-	}))
+	}})
 	if err != nil {
 		return fail(fmt.Errorf("conformance: opening the guarded database as the app role: %w", err))
 	}

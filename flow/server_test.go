@@ -93,7 +93,7 @@ func newWorldStore(t testing.TB, policy string, st flow.Store) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", notesSchema)
+	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", notesSchema, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

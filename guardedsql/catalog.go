@@ -85,7 +85,7 @@ func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 
 //     anyway).
 //
 // Open, NewSQLite, postgres.New and NewMySQL run it and refuse to start on
-// an error, logging the report's unlisted tables as a warning (WithLogger).
+// an error, logging the report's unlisted tables as a warning (Options.Logger).
 // The conformance suite runs it as a property.
 func CheckCatalog(ctx context.Context, db *DB) (CatalogReport, error) {
 	return checkCatalog(ctx, db.base, db.d, db.g)

@@ -23,7 +23,8 @@ type DB struct {
 	sch  *builder.Schema
 	g    *sqlast.Schema
 	opt  guard.Options
-	// logger is WithLogger's, for start-up warnings; nil without.
+	// logger is Options.Logger (slog.Default() if nil), for start-up
+	// warnings.
 	logger *slog.Logger
 	// base is pool without the observer: start-up checks are not
 	// statements of a request.
@@ -66,48 +67,10 @@ type Statement struct {
 	Args []any
 }
 
-// Option configures a DB.
-type Option func(*config)
-
-type config struct {
-	observers []func(context.Context, Statement)
-	logger    *slog.Logger
-	guard     guard.Options
-	// PostgreSQL only (see WithRLSOnly, WithRLSNamespace).
-	rlsOnly      bool
-	rlsNamespace string
-	// Limits (limits.go).
-	wait        dialect.Wait
-	stmtTimeout time.Duration
-	lockTimeout time.Duration
-	mariaDB     bool // set by newMySQL: the server takes SET STATEMENT
-	maxConns    int  // pools Open creates
-	rlsKey      *RLSKey
-	rlsRecheck  time.Duration
-}
-
-// WithObserver calls fn, synchronously, for every statement and every
-// transaction-control call sent to the database, just before it is sent.
-// Nothing reaches the database without passing fn, which lets a test prove
-// that a call without scope sent nothing.
-func WithObserver(fn func(ctx context.Context, s Statement)) Option {
-	return func(c *config) { c.observers = append(c.observers, fn) }
-}
-
-// WithLogger logs every statement at debug level: kind, SQL text, number
-// of arguments, duration and error. Argument values are never logged.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.logger = l }
-}
-
-func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts []Option) (*DB, error) {
+func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, c config) (*DB, error) {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
-	}
-	var c config
-	for _, o := range opts {
-		o(&c)
 	}
 	base := pool
 	pool, err := applyLimits(pool, d, &c)
@@ -115,15 +78,15 @@ func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts []Opt
 		return nil, err
 	}
 	if ec, ok := d.(dialect.ErrorClassifier); ok {
-		pool = &errorPool{Pool: pool, t: &engineErrors{c: ec, g: g, log: c.logger}}
+		pool = &errorPool{Pool: pool, t: &engineErrors{c: ec, g: g, log: c.Logger}}
 	}
-	if len(c.observers) > 0 || c.logger != nil {
+	if c.Observer != nil || c.LogStatements {
 		pool = &observedPool{Pool: pool, c: &c}
 	}
 	// Only a dialect whose engine enforces the reads itself may drop them.
 	re, ok := d.(dialect.ReadEnforcer)
 	c.guard.EngineEnforcesReads = ok && re.EngineEnforcesReads()
-	return &DB{pool: pool, d: d, sch: sch, g: g, opt: c.guard, logger: c.logger, base: base}, nil
+	return &DB{pool: pool, d: d, sch: sch, g: g, opt: c.guard, logger: c.Logger, base: base}, nil
 }
 
 // Schema returns the schema the DB guards with.
@@ -147,7 +110,7 @@ func (db *DB) plan(ctx context.Context, st builder.Statement) (guard.Plan, scope
 }
 
 // gate fails closed while the engine's row-level security is not verified
-// (PostgreSQL; see WithRLSRecheck).
+// (PostgreSQL; see Options.RLSRecheck).
 func (db *DB) gate(ctx context.Context) error {
 	if db.rls == nil {
 		return nil
@@ -482,23 +445,22 @@ func (tx *Tx) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 	return res, nil
 }
 
-// observedPool reports every call to the observers and the logger.
+// observedPool reports every call to the observer and the statement log.
 type observedPool struct {
 	dialect.Pool
 	c *config
 }
 
 func (c *config) report(ctx context.Context, kind, text string, args []any) func(error) {
-	st := Statement{Kind: kind, SQL: text, Args: args}
-	for _, fn := range c.observers {
-		fn(ctx, st)
+	if c.Observer != nil {
+		c.Observer(ctx, Statement{Kind: kind, SQL: text, Args: args})
 	}
-	if c.logger == nil {
+	if !c.LogStatements {
 		return func(error) {}
 	}
 	start := time.Now()
 	return func(err error) {
-		c.logger.LogAttrs(ctx, slog.LevelDebug, "guardedsql statement",
+		c.Logger.LogAttrs(ctx, slog.LevelDebug, "guardedsql statement",
 			slog.String("kind", kind), slog.String("sql", text), slog.Int("args", len(args)),
 			slog.Duration("dur", time.Since(start)), slog.Any("err", err))
 	}

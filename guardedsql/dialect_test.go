@@ -44,7 +44,7 @@ func TestDialectVariants(t *testing.T) {
 	}
 	for name, d := range variants {
 		t.Run(name, func(t *testing.T) {
-			db, err := guardedsql.NewForTest(dialect.StdPool(h.raw, false), d, h.sch, []guardedsql.Option{guardedsql.WithPredicatesOnlyForTest()})
+			db, err := guardedsql.NewPredicatesOnlyForTest(dialect.StdPool(h.raw, false), d, h.sch, guardedsql.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestDialectVariants(t *testing.T) {
 	// Every statement of the session dialect ran inside a transaction
 	// that began with the session call.
 	h.rec.reset()
-	db, _ := guardedsql.NewForTest(dialect.StdPool(h.raw, false), sess, h.sch, nil)
+	db, _ := guardedsql.NewForTest(dialect.StdPool(h.raw, false), sess, h.sch, guardedsql.Options{})
 	r := h.sch.Table("rooms").As("r")
 	if _, err := guardedsql.All(grantCtx(hotelG(2)), db, builder.Must(builder.Select(r.Col("id")).From(r).Build()), guardedsql.Scalar[int64]); err != nil {
 		t.Fatal(err)

@@ -135,7 +135,7 @@
 // [SignScope], the options and the errors).
 //
 //	import _ "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
-//	db, err := guardedsql.Open(ctx, "postgres://app@db/prod", sch, guardedsql.WithRLSKey(key))
+//	db, err := guardedsql.Open(ctx, "postgres://app@db/prod", sch, guardedsql.Options{RLSKey: key})
 //
 // SQLite (modernc.org/sqlite, pure Go; package guardedsql/sqlite) is the
 // embedded engine: Open ("sqlite:/path/file.db") or [NewSQLite] for a *sql.DB you opened; the
@@ -148,13 +148,13 @@
 //
 // PostgreSQL (github.com/jackc/pgx/v5; package guardedsql/postgres):
 // Open("postgres://...") or guardedsql/postgres.New for a pgxpool.Pool,
-// with [WithRLSKey]. Row-level security is a
+// with [Options].RLSKey. Row-level security is a
 // second, independent boundary: [RLSDDL] generates, from the schema graph,
 // ENABLE and FORCE ROW LEVEL SECURITY and one policy per tenant-bound
 // table that follows the foreign-key path like the guard does, and
 // guardedsql/postgres.ApplyRLS installs them as the tables' owner (these administration
-// functions take only [WithRLSNamespace] and [WithRLSKey], and refuse an
-// option they would ignore with [ErrOptionIgnored]). Every guarded statement
+// functions take [RLSOptions] or [RLSKeyOptions], which hold only the
+// namespace and key they use). Every guarded statement
 // runs in a transaction that first sets the scope document as the
 // transaction-local setting "tenantmcp.scope" (never a session-level SET:
 // a pooled connection never carries one request's scope into the next).
@@ -187,11 +187,11 @@
 // unreachable database (worth a retry) from every other failure. The
 // check also runs on every new pooled
 // connection before its first statement and every 30 seconds
-// ([WithRLSRecheck]): while it fails, guarded statements fail closed with
+// (Options.RLSRecheck): while it fails, guarded statements fail closed with
 // its error, naming the table, and each failure and the recovery are
 // logged. The guard's own predicates, which bind the granted ids as typed
 // array parameters and never read the setting, are added as well unless
-// [WithRLSOnly] is given.
+// Options.RLSOnly is set.
 //
 // MySQL and MariaDB (github.com/go-sql-driver/mysql; package
 // guardedsql/mysql): Open("mysql://...", see guardedsql/mysql.Config) or
@@ -200,18 +200,31 @@
 // parameter and expanded with JSON_TABLE where the foreign-key path meets
 // the level columns (MariaDB 10.6+, MySQL 8.0.4+).
 //
-// Limits: [WithPoolWait] bounds the wait for a pooled connection (then
-// [ErrBusy], retryable, nothing sent); [WithStatementTimeout] and
-// [WithLockTimeout] bound each statement in the database, set in the same
+// Limits: Options.PoolWait bounds the wait for a pooled connection (then
+// [ErrBusy], retryable, nothing sent); Options.StatementTimeout and
+// LockTimeout bound each statement in the database, set in the same
 // transaction as the scope so that they never outlive it (PostgreSQL
 // transaction-local settings, MariaDB SET STATEMENT, a context deadline on
-// SQLite); [IsTimeout] recognises the error they raise. [WithMaxConns] sizes
+// SQLite); [IsTimeout] recognises the error they raise. Options.MaxConns sizes
 // the pool [Open] creates.
 //
 // The dialect seam is documented in internal/dialect.
 //
-// For tests, [WithObserver] sees every statement before it is sent, and
+// For tests, Options.Observer sees every statement before it is sent, and
 // [DB.Render] shows the guarded SQL for a statement without running it.
+//
+// # Configuration
+//
+// Every constructor ([Open], [NewSQLite], [NewMySQL], the engine packages'
+// New) takes an [Options] by value. The zero Options is a working default
+// (PostgreSQL needs Options.RLSKey); the zero value of each field is its
+// documented default, a nil hook is no hook, and a nil Logger is
+// slog.Default(). A negative duration or size is refused with an error
+// matching [ErrInvalid] that names the field. The PostgreSQL
+// administration functions take the smaller [RLSOptions] and
+// [RLSKeyOptions], holding only the namespace and key they use, so that
+// nothing they would ignore can be passed to them. The rule for the whole
+// module is in docs/design.md ("Configuration").
 //
 // # Engine errors
 //
@@ -224,7 +237,7 @@
 // (a referenced row does not exist, like a row of another tenant) or
 // [ErrEngine], naming the table, constraint and columns as the schema
 // declares them and the engine's code, never a value. The engine's text
-// goes to the operational log only ([WithLogger]), with quoted literals
+// goes to the operational log only (Options.Logger), with quoted literals
 // removed and the rest passed through package redact. Errors built from a
 // DSN never carry its password ([RedactDSN], [RedactDSNError]).
 //
@@ -268,7 +281,7 @@
 //     matched a second time as binary strings, so a case-insensitive
 //     collation is harmless there). Tables the graph leaves out that look
 //     tenant-bound, and graph tables or columns the database lacks, are
-//     reported (CatalogReport, and a warning to WithLogger), not refused.
+//     reported (CatalogReport, and a warning to Options.Logger), not refused.
 //   - At every statement: every table reference of every statement kind
 //     carries the predicate; grants within ancestors hold along the whole
 //     path, in the guard and in the PostgreSQL policies alike (a grant
@@ -276,7 +289,7 @@
 //     reaches nothing).
 //   - On PostgreSQL, CheckRLS checks the installed row-level security and
 //     the signed context's function and key table, at start-up, on every
-//     new pooled connection and every 30 seconds (WithRLSRecheck).
+//     new pooled connection and every 30 seconds (Options.RLSRecheck).
 //
 // Still trusted, not checked:
 //

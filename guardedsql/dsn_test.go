@@ -74,7 +74,7 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 		"host=127.0.0.1 port=1 password=S3cretPW dbname=x",
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := guardedsql.Open(ctx, dsn, sch)
+		_, err := guardedsql.Open(ctx, dsn, sch, guardedsql.Options{})
 		_, ierr := guardedsql.Introspect(ctx, dsn, builder.Tenancy{})
 		cancel()
 		for _, e := range []error{err, ierr} {

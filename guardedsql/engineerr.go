@@ -22,7 +22,7 @@ import (
 // becomes an *EngineError matching one of these, naming the table,
 // constraint and columns as the schema declares them and the engine's
 // error code, never a value. The engine's text goes to the operational log
-// only (WithLogger), with quoted literals removed and what is left passed
+// only (Options.Logger), with quoted literals removed and what is left passed
 // through package redact.
 var (
 	// ErrConflict: a unique or primary-key constraint refused the row. A

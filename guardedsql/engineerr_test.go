@@ -133,7 +133,10 @@ func TestMariaDBEngineErrorsCarryNoForeignValue(t *testing.T) {
 			raw := sql.OpenDB(conn)
 			defer raw.Close()
 			logs := &bytes.Buffer{}
-			db, err := guardedsql.NewMySQL(ctx, raw, h.sch, guardedsql.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+			db, err := guardedsql.NewMySQL(ctx, raw, h.sch, guardedsql.Options{
+				Logger:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				LogStatements: true, // the statement log, too, must not carry a value
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,9 +194,9 @@ func TestUniqueOraclesReported(t *testing.T) {
 		var err error
 		switch e.name {
 		case "sqlite":
-			db, err = guardedsql.NewSQLite(ctx, h.raw, h.sch, guardedsql.WithLogger(logger))
+			db, err = guardedsql.NewSQLite(ctx, h.raw, h.sch, guardedsql.Options{Logger: logger})
 		case "mysql":
-			db, err = guardedsql.NewMySQL(ctx, h.raw, h.sch, guardedsql.WithLogger(logger))
+			db, err = guardedsql.NewMySQL(ctx, h.raw, h.sch, guardedsql.Options{Logger: logger})
 		case "postgres":
 			t.Skip("covered by TestPostgresUniqueOracles (needs the app role)")
 		}

@@ -33,20 +33,24 @@ func init() {
 	introspectors["mysql"] = introspectMySQLDSN
 	driver.Postgres = driver.PostgresAPI{
 		New: func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) (any, error) {
-			return newPostgres(ctx, p, sch, opts.([]Option))
+			c, err := newConfig(opts.(Options))
+			if err != nil {
+				return nil, err
+			}
+			return newPostgres(ctx, p, sch, c)
 		},
 		CheckRLS: func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) error {
-			return checkRLS(ctx, p, sch, opts.([]Option))
+			return checkRLS(ctx, p, sch, opts.(RLSKeyOptions))
 		},
 		Introspect: introspectPostgres,
 		ApplyRLS: func(ctx context.Context, owner driver.Begin, sch *builder.Schema, opts any) error {
-			return applyRLS(ctx, owner, sch, opts.([]Option))
+			return applyRLS(ctx, owner, sch, opts.(RLSKeyOptions))
 		},
 		AddRLSKey: func(ctx context.Context, owner driver.Begin, k any, opts any) error {
-			return addRLSKey(ctx, owner, k.(RLSKey), opts.([]Option))
+			return addRLSKey(ctx, owner, k.(RLSKey), opts.(RLSOptions))
 		},
 		RemoveRLSKey: func(ctx context.Context, owner driver.Begin, id string, opts any) error {
-			return removeRLSKey(ctx, owner, id, opts.([]Option))
+			return removeRLSKey(ctx, owner, id, opts.(RLSOptions))
 		},
 		GrantApp: grantApp,
 	}

@@ -374,14 +374,14 @@ func postgresBench(b *testing.B, dsn string) *benchTarget {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := postgres.ApplyRLS(ctx, admin, sch, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, admin, sch, guardedsql.RLSKeyOptions{Key: key}); err != nil {
 		b.Fatal(err)
 	}
 	ucfg := acfg.Copy()
 	ucfg.ConnConfig.User, ucfg.ConnConfig.Password = "tenantmcp_bench_app", appPW
 	app := pgConnect(b, ucfg)
 	b.Cleanup(app.Close)
-	db, err := postgres.New(ctx, app, sch, guardedsql.WithRLSKey(key))
+	db, err := postgres.New(ctx, app, sch, guardedsql.Options{RLSKey: key})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -479,7 +479,7 @@ func mysqlBench(b *testing.B, dsn string) *benchTarget {
 		b.Fatal(err)
 	}
 	sch := builder.MustSchema(benchdata.SchemaDef())
-	db, err := guardedsql.NewMySQL(ctx, sqlDB, sch)
+	db, err := guardedsql.NewMySQL(ctx, sqlDB, sch, guardedsql.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -545,18 +545,19 @@ func mysqlBench(b *testing.B, dsn string) *benchTarget {
 // postgresBenchVariants returns guarded DBs in further configurations to
 // compare with the default one.
 func postgresBenchVariants(b *testing.B, ctx context.Context, app *pgxpool.Pool, sch *builder.Schema, key guardedsql.RLSKey) map[string]*guardedsql.DB {
-	rlsOnly, err := postgres.New(ctx, app, sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(key))
+	rlsOnly, err := postgres.New(ctx, app, sch, guardedsql.Options{RLSOnly: true, RLSKey: key})
 	if err != nil {
 		b.Fatal(err)
 	}
 	out := map[string]*guardedsql.DB{"rls-only": rlsOnly}
 	// The cost of the periodic row-level security re-check: the default
 	// (30 s) against one that never comes due during the run.
-	for name, opts := range map[string][]guardedsql.Option{
-		"guarded-recheck-1h":  {guardedsql.WithRLSRecheck(time.Hour)},
-		"rls-only-recheck-1h": {guardedsql.WithRLSOnly(), guardedsql.WithRLSRecheck(time.Hour)},
+	for name, opts := range map[string]guardedsql.Options{
+		"guarded-recheck-1h":  {RLSRecheck: time.Hour},
+		"rls-only-recheck-1h": {RLSOnly: true, RLSRecheck: time.Hour},
 	} {
-		db, err := postgres.New(ctx, app, sch, append(opts, guardedsql.WithRLSKey(key))...)
+		opts.RLSKey = key
+		db, err := postgres.New(ctx, app, sch, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -92,14 +92,26 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, e engine)) {
 	}
 }
 
+// options is the one Options a test helper was given (at most one), or the
+// zero Options.
+func options(opts []guardedsql.Options) guardedsql.Options {
+	switch len(opts) {
+	case 0:
+		return guardedsql.Options{}
+	case 1:
+		return opts[0]
+	}
+	panic("test helper given more than one guardedsql.Options")
+}
+
 // newHotel provisions the default-sized hotel database on e.
-func (e engine) newHotel(t testing.TB, opts ...guardedsql.Option) *hotelDB {
+func (e engine) newHotel(t testing.TB, opts ...guardedsql.Options) *hotelDB {
 	return e.newHotelSized(t, 3, 3, 4, 2, opts...)
 }
 
 // newHotelSized provisions a fresh hotel database on e, seeded from
 // seedModel with these sizes, and returns the guarded DB over it.
-func (e engine) newHotelSized(t testing.TB, chains, hotelsPer, roomsPer, bookingsPer int, opts ...guardedsql.Option) *hotelDB {
+func (e engine) newHotelSized(t testing.TB, chains, hotelsPer, roomsPer, bookingsPer int, opts ...guardedsql.Options) *hotelDB {
 	t.Helper()
 	switch e.name {
 	case "postgres":
@@ -313,16 +325,18 @@ func pgConnect(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 // newPostgresHotel provisions a schema, roles, tables, data and row-level
 // security in the admin DSN's database, and guards a pool connected as the
 // application role. opts go to NewPostgres.
-func newPostgresHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Option) *pgHotel {
+func newPostgresHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Options) *pgHotel {
 	t.Helper()
 	h := provisionPostgres(t, dsn, m)
 	ctx := context.Background()
 	sch := h.sch
-	if err := postgres.ApplyRLS(ctx, h.owner, sch, guardedsql.WithRLSKey(h.key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, sch, guardedsql.RLSKeyOptions{Key: h.key}); err != nil {
 		t.Fatal(err)
 	}
 	h.app = pgConnect(t, h.appCfg)
-	db, err := postgres.New(ctx, h.app, sch, append([]guardedsql.Option{guardedsql.WithRLSKey(h.key)}, opts...)...)
+	o := options(opts)
+	o.RLSKey = h.key
+	db, err := postgres.New(ctx, h.app, sch, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +434,7 @@ func provisionPostgres(t testing.TB, dsn string, m *model) *pgHotel {
 
 // newMySQLHotel provisions a database and an application user, creates and
 // seeds the tables as the admin, and guards a connection as the user.
-func newMySQLHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Option) *hotelDB {
+func newMySQLHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Options) *hotelDB {
 	t.Helper()
 	ctx := context.Background()
 	adminCfg, err := gmysql.Config(dsn)
@@ -479,7 +493,7 @@ func newMySQLHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Option
 	app := sql.OpenDB(recConnector{inner: uconn, rec: rec})
 	t.Cleanup(func() { app.Close() })
 	sch := builder.MustSchema(hotelDef)
-	db, err := guardedsql.NewMySQL(ctx, app, sch, opts...)
+	db, err := guardedsql.NewMySQL(ctx, app, sch, options(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,13 +613,13 @@ func TestIntrospectLive(t *testing.T) {
 			if sch, err = postgres.Introspect(ctx, ph.app, hotelTenancy); err != nil {
 				t.Fatal(err)
 			}
-			db, err = postgres.New(ctx, ph.app, sch, guardedsql.WithRLSKey(ph.key))
+			db, err = postgres.New(ctx, ph.app, sch, guardedsql.Options{RLSKey: ph.key})
 		case "mysql":
 			h = e.newHotel(t)
 			if sch, err = guardedsql.IntrospectMySQL(ctx, h.raw, hotelTenancy); err != nil {
 				t.Fatal(err)
 			}
-			db, err = guardedsql.NewMySQL(ctx, h.raw, sch)
+			db, err = guardedsql.NewMySQL(ctx, h.raw, sch, guardedsql.Options{})
 		}
 		if err != nil {
 			t.Fatal(err)

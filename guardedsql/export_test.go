@@ -2,6 +2,11 @@ package guardedsql
 
 import (
 	"context"
+	"database/sql"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
@@ -15,18 +20,33 @@ func ScopeZeroContextForTest(ctx context.Context) context.Context {
 	return mint.NewContext(ctx, scope.Scope{})
 }
 
-// NewForTest guards pool with an arbitrary dialect.
-var NewForTest = newDB
+// NewForTest guards pool with an arbitrary dialect. opts is not validated
+// and Logger stays nil (nothing is logged).
+func NewForTest(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
+	return newDB(pool, d, sch, config{Options: opts})
+}
+
+// NewPredicatesOnlyForTest is NewForTest without the join-aware rewrites.
+func NewPredicatesOnlyForTest(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
+	return newDB(pool, d, sch, config{Options: opts, guard: guard.Options{PredicatesOnly: true}})
+}
+
+// NewSQLitePredicatesOnlyForTest is NewSQLite without the join-aware
+// rewrites: the plain predicates the rewrites are compared against. It is
+// a test-only knob, so it is not a field of Options.
+func NewSQLitePredicatesOnlyForTest(ctx context.Context, db *sql.DB, sch *builder.Schema, opts Options) (*DB, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.guard.PredicatesOnly = true
+	return newSQLite(ctx, db, sch, c)
+}
 
 // SchemaLevelsForTest exposes the graph's levels.
 func SchemaLevelsForTest(sch any) []*sqlast.Level {
 	g, _ := sqlast.SchemaOf(sch)
 	return g.Levels
-}
-
-// WithPredicatesOnlyForTest disables the join-aware rewrites.
-func WithPredicatesOnlyForTest() Option {
-	return func(c *config) { c.guard.PredicatesOnly = true }
 }
 
 // SignedScopeForTest returns the setting value that makes doc verify in

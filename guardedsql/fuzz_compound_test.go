@@ -174,7 +174,7 @@ func (fx *readFixture) checkCompound(data []byte) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("the generator is not deterministic: %w", err)
 	}
-	plain, err := guardedsql.NewSQLite(ctx, fx.h.raw, fx.h.sch, guardedsql.WithPredicatesOnlyForTest())
+	plain, err := guardedsql.NewSQLitePredicatesOnlyForTest(ctx, fx.h.raw, fx.h.sch, guardedsql.Options{})
 	if err != nil {
 		return false, err
 	}

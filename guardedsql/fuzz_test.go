@@ -353,7 +353,7 @@ func activeLevels(grants []scope.Grant) map[string]bool {
 // rewrites themselves are checked by the differential oracle.
 func checkGuardText(h *hotelDB, ctx context.Context, st builder.Statement, grants []scope.Grant) error {
 	active := activeLevels(grants)
-	plain, err := guardedsql.NewSQLite(context.Background(), h.raw, h.sch, guardedsql.WithPredicatesOnlyForTest())
+	plain, err := guardedsql.NewSQLitePredicatesOnlyForTest(context.Background(), h.raw, h.sch, guardedsql.Options{})
 	if err != nil {
 		return err
 	}
@@ -435,7 +435,7 @@ func filteredDB(t testing.TB, m *model, grants []scope.Grant) (*guardedsql.DB, *
 	sch := builder.MustSchema(def)
 	// Deliberately at odds with the catalog (tables that are tenant-bound
 	// declared global, foreign keys off), so without the start-up check.
-	db, err := guardedsql.NewForTest(dialect.StdPool(raw, false), sqlitedialect.Dialect{}, sch, nil)
+	db, err := guardedsql.NewForTest(dialect.StdPool(raw, false), sqlitedialect.Dialect{}, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func (o *observed) kinds() []string {
 func TestNoScopeSendsNothing(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine) {
 		obs := &observed{}
-		h := e.newHotelSized(t, 3, 3, 4, 2, guardedsql.WithObserver(obs.fn))
+		h := e.newHotelSized(t, 3, 3, 4, 2, guardedsql.Options{Observer: obs.fn})
 		b := h.sch.Table("bookings").As("b")
 		q := builder.Must(builder.Select(b.Col("id")).From(b).Build())
 		bk := h.sch.Table("bookings")
@@ -124,7 +124,7 @@ func scopeCtxZero() context.Context {
 
 func TestObserverKinds(t *testing.T) {
 	obs := &observed{}
-	h := newHotelSized(t, 3, 3, 4, 2, guardedsql.WithObserver(obs.fn))
+	h := newHotelSized(t, 3, 3, 4, 2, guardedsql.Options{Observer: obs.fn})
 	ctx := grantCtx(chainG("acme"))
 	rm := h.sch.Table("rooms")
 	ins := builder.Must(builder.InsertInto(rm).Columns("hotel_id", "number", "rate").
@@ -198,7 +198,7 @@ func TestIntrospectSQLite(t *testing.T) {
 	if !slices.Equal(sch.TableNames(), h.sch.TableNames()) {
 		t.Fatalf("tables %v vs %v", sch.TableNames(), h.sch.TableNames())
 	}
-	db, err := guardedsql.NewSQLite(context.Background(), h.raw, sch)
+	db, err := guardedsql.NewSQLite(context.Background(), h.raw, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestOpenDSN(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir() + "/x.db"
 	sch := builder.MustSchema(hotelDef)
-	db, err := guardedsql.Open(ctx, "sqlite:"+path, sch)
+	db, err := guardedsql.Open(ctx, "sqlite:"+path, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestOpenDSN(t *testing.T) {
 	if _, err := db.Query(grantCtx(chainG("acme")), builder.Must(builder.Select(c.Col("id")).From(c).Build())); err == nil || errors.Is(err, guardedsql.ErrInvalid) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := guardedsql.Open(ctx, "oracle://x", sch); err == nil || !strings.Contains(err.Error(), "unsupported DSN scheme") {
+	if _, err := guardedsql.Open(ctx, "oracle://x", sch, guardedsql.Options{}); err == nil || !strings.Contains(err.Error(), "unsupported DSN scheme") {
 		t.Fatalf("unknown scheme: %v", err)
 	}
 	if _, err := guardedsql.Introspect(ctx, "sqlite:"+path, builder.Tenancy{}); err != nil {
@@ -354,17 +354,25 @@ func TestConcurrentScopes(t *testing.T) {
 	})
 }
 
+// TestLogger: Options.LogStatements logs every statement to
+// Options.Logger at debug level, without argument values; without it the
+// same Logger receives no statement.
 func TestLogger(t *testing.T) {
-	var buf strings.Builder
-	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := newHotelSized(t, 2, 1, 1, 1, guardedsql.WithLogger(logger))
-	g := h.sch.Table("guests").As("g")
-	q := builder.Must(builder.Select(g.Col("id")).From(g).Where(g.Col("email").Eq("secret@example.com")).Build())
-	if _, err := guardedsql.All(grantCtx(chainG("acme")), h.db, q, guardedsql.Scalar[int64]); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	if !strings.Contains(out, "kind=select") || !strings.Contains(out, "args=2") || strings.Contains(out, "secret@example.com") || strings.Contains(out, `"acme"`) {
-		t.Fatalf("log: %s", out)
+	for _, on := range []bool{true, false} {
+		var buf strings.Builder
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		h := newHotelSized(t, 2, 1, 1, 1, guardedsql.Options{Logger: logger, LogStatements: on})
+		g := h.sch.Table("guests").As("g")
+		q := builder.Must(builder.Select(g.Col("id")).From(g).Where(g.Col("email").Eq("secret@example.com")).Build())
+		if _, err := guardedsql.All(grantCtx(chainG("acme")), h.db, q, guardedsql.Scalar[int64]); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		if strings.Contains(out, "secret@example.com") || strings.Contains(out, `"acme"`) {
+			t.Fatalf("LogStatements=%v: a value reached the log: %s", on, out)
+		}
+		if logged := strings.Contains(out, "kind=select") && strings.Contains(out, "args=2"); logged != on {
+			t.Fatalf("LogStatements=%v: statement logged = %v: %s", on, logged, out)
+		}
 	}
 }

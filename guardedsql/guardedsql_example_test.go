@@ -36,7 +36,7 @@ func Example() {
 	defer cleanup()
 	ctx := context.Background()
 	sch := builder.MustSchema(hotelDef)
-	db, err := guardedsql.Open(ctx, "sqlite:"+path, sch)
+	db, err := guardedsql.Open(ctx, "sqlite:"+path, sch, guardedsql.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -87,7 +87,7 @@ func ExampleDB_Exec() {
 	defer cleanup()
 	ctx := context.Background()
 	sch := builder.MustSchema(hotelDef)
-	db, _ := guardedsql.Open(ctx, "sqlite:"+path, sch)
+	db, _ := guardedsql.Open(ctx, "sqlite:"+path, sch, guardedsql.Options{})
 	defer db.Close()
 	acme := scopetest.NewContext(ctx, scopetest.New("alice", []scope.Grant{{Level: "chain", ID: "acme"}}))
 
@@ -147,7 +147,7 @@ func ExampleDB_QueryRow() {
 	defer cleanup()
 	ctx := context.Background()
 	sch := builder.MustSchema(hotelDef)
-	db, _ := guardedsql.Open(ctx, "sqlite:"+path, sch)
+	db, _ := guardedsql.Open(ctx, "sqlite:"+path, sch, guardedsql.Options{})
 	defer db.Close()
 	hotel1 := scopetest.NewContext(ctx, scopetest.New("hm", []scope.Grant{{Level: "hotel", ID: "1"}}))
 

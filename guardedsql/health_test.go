@@ -36,7 +36,7 @@ func TestCheckSQLite(t *testing.T) {
 func TestPostgresCheckThroughOutage(t *testing.T) {
 	h := provisionPostgres(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
 	ctx := context.Background()
-	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.RLSKeyOptions{Key: h.key}); err != nil {
 		t.Fatal(err)
 	}
 	target := net.JoinHostPort(h.appCfg.ConnConfig.Host, strconv.Itoa(int(h.appCfg.ConnConfig.Port)))
@@ -52,7 +52,7 @@ func TestPostgresCheckThroughOutage(t *testing.T) {
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	pool := pgConnect(t, cfg)
 	t.Cleanup(pool.Close)
-	db, err := postgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestMySQLCheckThroughOutage(t *testing.T) {
 		}
 	}
 	sch := builder.MustSchema(hotelDef)
-	db, err := guardedsql.NewMySQL(ctx, raw, sch)
+	db, err := guardedsql.NewMySQL(ctx, raw, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

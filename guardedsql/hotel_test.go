@@ -448,7 +448,7 @@ type hotelDB struct {
 
 func newHotel(t testing.TB) *hotelDB { return newHotelSized(t, 3, 3, 4, 2) }
 
-func newHotelSized(t testing.TB, chains, hotelsPer, roomsPer, bookingsPer int, opts ...guardedsql.Option) *hotelDB {
+func newHotelSized(t testing.TB, chains, hotelsPer, roomsPer, bookingsPer int, opts ...guardedsql.Options) *hotelDB {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hotel.db")
@@ -467,11 +467,11 @@ func newHotelSized(t testing.TB, chains, hotelsPer, roomsPer, bookingsPer int, o
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.NewSQLite(context.Background(), raw, sch, opts...)
+	db, err := guardedsql.NewSQLite(context.Background(), raw, sch, options(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := guardedsql.NewSQLite(context.Background(), raw, sch, append(opts, guardedsql.WithPredicatesOnlyForTest())...)
+	plain, err := guardedsql.NewSQLitePredicatesOnlyForTest(context.Background(), raw, sch, options(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

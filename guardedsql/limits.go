@@ -14,58 +14,19 @@ import (
 )
 
 // ErrBusy: no database connection became free within the wait bound set
-// with WithPoolWait, while the caller's own deadline had not passed.
+// with Options.PoolWait, while the caller's own deadline had not passed.
 // Nothing was sent. It is transient: the caller may retry later (package
 // server answers it with a retryable "busy" error).
 var ErrBusy = dialect.ErrBusy
 
-// ErrTimeoutUnsupported: WithStatementTimeout or WithLockTimeout was given
+// ErrTimeoutUnsupported: Options.StatementTimeout or LockTimeout was set
 // for an engine that cannot bound a statement on the server (MySQL 8 has
 // no SET STATEMENT; MariaDB has). Open and NewMySQL refuse to start rather
 // than run unbounded.
 var ErrTimeoutUnsupported = errors.New("guardedsql: statement and lock timeouts need PostgreSQL, MariaDB or SQLite")
 
-// WithPoolWait bounds how long a statement (or a transaction's first
-// statement) waits for a free connection. Past the bound it fails with
-// ErrBusy and sends nothing; make it shorter than the call timeout, so
-// that a saturated pool answers "busy, retry" instead of every queued call
-// running into its deadline. Zero (the default) waits as long as the
-// context allows.
-func WithPoolWait(d time.Duration) Option { return func(c *config) { c.wait.Timeout = d } }
-
-// WithPoolWaitObserver calls fn after every wait for a connection that
-// blocked for more than a millisecond or ended in ErrBusy: how long it
-// waited and whether it gave up. It is the hook for pool-wait metrics; fn
-// must be fast and safe for concurrent use.
-func WithPoolWaitObserver(fn func(ctx context.Context, waited time.Duration, busy bool)) Option {
-	return func(c *config) { c.wait.Observe = fn }
-}
-
-// WithStatementTimeout bounds each statement in the database itself, set
-// in the same transaction as the scope so that it cannot leak to another
-// call on a pooled connection:
-//
-//   - PostgreSQL: statement_timeout, transaction-local (set_config(...,
-//     true), as SET LOCAL), pipelined with the scope setting;
-//   - MariaDB: SET STATEMENT max_statement_time=... FOR each statement
-//     (MySQL 8 lacks SET STATEMENT: ErrTimeoutUnsupported);
-//   - SQLite: a deadline on the statement's context, which the driver
-//     turns into sqlite3_interrupt; it does not cut a lock wait short, so
-//     Open also lowers the busy timeout to it (a DB made with NewSQLite
-//     keeps the busy_timeout its caller set).
-//
-// A statement stopped by it fails with an error IsTimeout reports.
-func WithStatementTimeout(d time.Duration) Option { return func(c *config) { c.stmtTimeout = d } }
-
-// WithLockTimeout bounds how long a statement waits for a row or table
-// lock: lock_timeout on PostgreSQL, innodb_lock_wait_timeout and
-// lock_wait_timeout on MariaDB (whole seconds, rounded up), set like
-// WithStatementTimeout. SQLite has one database lock, bounded by its
-// busy_timeout. Zero leaves the server's default.
-func WithLockTimeout(d time.Duration) Option { return func(c *config) { c.lockTimeout = d } }
-
 // IsTimeout reports whether err is the database stopping a statement at
-// WithStatementTimeout or WithLockTimeout (or a server-side default of the
+// Options.StatementTimeout or LockTimeout (or a server-side default of the
 // same kind): PostgreSQL SQLSTATE 57014 and 55P03, MariaDB errors 1969 and
 // 1205, MySQL 3024, and on SQLite the statement deadline or SQLITE_BUSY
 // (the busy timeout ran out waiting for the database lock).
@@ -92,16 +53,16 @@ func IsTimeout(err error) bool {
 const sqliteBusy = 5
 
 // errStatementDeadline is the cause of a statement context that reached
-// WithStatementTimeout (SQLite).
+// Options.StatementTimeout (SQLite).
 var errStatementDeadline = errors.New("guardedsql: statement timeout")
 
 // applyLimits installs the wait bound on the pool and, where the engine
 // needs help from this side, the statement bounds.
 func applyLimits(pool dialect.Pool, d dialect.Dialect, c *config) (dialect.Pool, error) {
-	if wb, ok := pool.(dialect.WaitBounder); ok && (c.wait.Timeout > 0 || c.wait.Observe != nil) {
-		wb.BoundWait(c.wait)
+	if wb, ok := pool.(dialect.WaitBounder); ok && (c.PoolWait > 0 || c.PoolWaitObserver != nil) {
+		wb.BoundWait(c.wait())
 	}
-	if c.stmtTimeout <= 0 && c.lockTimeout <= 0 {
+	if c.StatementTimeout <= 0 && c.LockTimeout <= 0 {
 		return pool, nil
 	}
 	switch d.Name() {
@@ -111,12 +72,12 @@ func applyLimits(pool dialect.Pool, d dialect.Dialect, c *config) (dialect.Pool,
 		if !c.mariaDB {
 			return nil, fmt.Errorf("%w: the server is MySQL, not MariaDB", ErrTimeoutUnsupported)
 		}
-		return &rewritePool{Pool: pool, rw: mariaDBTimeouts(c.stmtTimeout, c.lockTimeout)}, nil
+		return &rewritePool{Pool: pool, rw: mariaDBTimeouts(c.StatementTimeout, c.LockTimeout)}, nil
 	case "sqlite":
-		if c.stmtTimeout <= 0 {
+		if c.StatementTimeout <= 0 {
 			return pool, nil
 		}
-		return &deadlinePool{Pool: pool, d: c.stmtTimeout}, nil
+		return &deadlinePool{Pool: pool, d: c.StatementTimeout}, nil
 	}
 	return nil, fmt.Errorf("%w: engine %s", ErrTimeoutUnsupported, d.Name())
 }
@@ -254,19 +215,4 @@ func (r *deadlineRows) Close() error {
 	err := r.Rows.Close()
 	r.cancel()
 	return deadlineErr(r.ctx, r.sctx, err)
-}
-
-// WithMaxConns sets the size of the connection pool Open creates for a
-// PostgreSQL or MySQL DSN (pgxpool's MaxConns, database/sql's
-// SetMaxOpenConns). It is ignored by the New* constructors, whose pool the
-// caller sized, and by SQLite. Zero keeps the driver's default (pgxpool:
-// the larger of 4 and the number of CPUs).
-func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
-
-func configOf(opts []Option) config {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
-	return c
 }

@@ -40,15 +40,15 @@ func touchBooking(h *hotelDB, id int64) builder.Mutation {
 // an error IsTimeout recognises; and the bound does not stay on the pooled
 // connection for the next statement.
 func TestLockWaitEndsAtTimeout(t *testing.T) {
-	bounds := map[string][]guardedsql.Option{
-		"lock":      {guardedsql.WithStatementTimeout(5 * time.Second), guardedsql.WithLockTimeout(time.Second)},
-		"statement": {guardedsql.WithStatementTimeout(time.Second)},
+	bounds := map[string]guardedsql.Options{
+		"lock":      {StatementTimeout: 5 * time.Second, LockTimeout: time.Second},
+		"statement": {StatementTimeout: time.Second},
 	}
 	for _, e := range []engine{enginePostgres, engineMySQL} {
 		for name, opts := range bounds {
 			t.Run(e.name+"/"+name, func(t *testing.T) {
 				e.dsn(t)
-				h := e.newHotel(t, opts...)
+				h := e.newHotel(t, opts)
 				b := h.m.bookings[0]
 				chain := h.m.hotelOf(b.Room).Chain
 				release := lockBooking(t, h, b.ID)
@@ -97,15 +97,16 @@ func TestPoolWaitBusy(t *testing.T) {
 	e.dsn(t)
 	var mu sync.Mutex
 	var busySeen int
-	h := newPostgresHotel(t, e.dsn(t), seedModel(3, 3, 4, 2),
-		guardedsql.WithPoolWait(300*time.Millisecond),
-		guardedsql.WithPoolWaitObserver(func(_ context.Context, _ time.Duration, busy bool) {
+	h := newPostgresHotel(t, e.dsn(t), seedModel(3, 3, 4, 2), guardedsql.Options{
+		PoolWait: 300 * time.Millisecond,
+		PoolWaitObserver: func(_ context.Context, _ time.Duration, busy bool) {
 			if busy {
 				mu.Lock()
 				busySeen++
 				mu.Unlock()
 			}
-		}))
+		},
+	})
 	conns := int(h.app.Config().MaxConns)
 	b := h.m.bookings[0]
 	chain := h.m.hotelOf(b.Room).Chain
@@ -170,7 +171,7 @@ func TestSQLiteLockWaitBounded(t *testing.T) {
 	if err := h.raw.QueryRow(`PRAGMA database_list`).Scan(&seq, &name, &path); err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.Open(context.Background(), "sqlite:"+path, h.sch, guardedsql.WithStatementTimeout(300*time.Millisecond))
+	db, err := guardedsql.Open(context.Background(), "sqlite:"+path, h.sch, guardedsql.Options{StatementTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestSQLiteLockWaitBounded(t *testing.T) {
 // taken, reads, writes and transactions fail with ErrBusy after the wait;
 // once it is free they run, and each gives its connection back.
 func TestPoolWaitBusyDatabaseSQL(t *testing.T) {
-	h := newHotelSized(t, 3, 3, 4, 2, guardedsql.WithPoolWait(200*time.Millisecond))
+	h := newHotelSized(t, 3, 3, 4, 2, guardedsql.Options{PoolWait: 200 * time.Millisecond})
 	h.raw.SetMaxOpenConns(1)
 	b := h.m.bookings[0]
 	ctx := grantCtx(chainG(h.m.hotelOf(b.Room).Chain))

@@ -364,7 +364,7 @@ func TestCatalogDrift(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := guardedsql.NewSQLite(context.Background(), raw, driftDef(nil)); !errors.Is(err, guardedsql.ErrFKNotEnforced) ||
+		if _, err := guardedsql.NewSQLite(context.Background(), raw, driftDef(nil), guardedsql.Options{}); !errors.Is(err, guardedsql.ErrFKNotEnforced) ||
 			!strings.Contains(err.Error(), "foreign_keys") {
 			t.Errorf("NewSQLite without foreign keys: err = %v, want ErrFKNotEnforced", err)
 		}

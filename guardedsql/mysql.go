@@ -35,11 +35,15 @@ var ErrNoJSONTable = errors.New("guardedsql: the MySQL server lacks JSON_TABLE (
 // checks once that the server supports JSON_TABLE, and reads the character
 // set and collation of the text level columns so that the expanded ids
 // are compared in the columns' own collation (and can use their indexes).
-func NewMySQL(ctx context.Context, db *sql.DB, sch *builder.Schema, opts ...Option) (*DB, error) {
-	return newMySQL(ctx, db, false, sch, opts)
+func NewMySQL(ctx context.Context, db *sql.DB, sch *builder.Schema, opts Options) (*DB, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newMySQL(ctx, db, false, sch, c)
 }
 
-func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, opts []Option) (*DB, error) {
+func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, c config) (*DB, error) {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
@@ -56,11 +60,11 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 	if err := db.QueryRowContext(ctx, "SELECT VERSION() LIKE '%MariaDB%'").Scan(&maria); err != nil {
 		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
 	}
-	opts = append(opts[:len(opts):len(opts)], func(c *config) { c.mariaDB = maria })
+	c.mariaDB = maria
 	if !probeIntersect(ctx, db) {
-		opts = append(opts, func(c *config) { c.guard.NoIntersectExcept = true })
+		c.guard.NoIntersectExcept = true
 	}
-	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs, MariaDB: maria}, sch, opts)
+	gdb, err := newDB(pool, mysqldialect.Dialect{Charsets: cs, MariaDB: maria}, sch, c)
 	if err != nil {
 		return nil, err
 	}
@@ -105,19 +109,19 @@ func openMySQLDB(dsn string) (*sql.DB, error) {
 
 // openMySQL opens a mysql:// DSN (see package guardedsql/mysql's Config)
 // with github.com/go-sql-driver/mysql.
-func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error) {
+func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, c config) (*DB, error) {
 	sqlDB, err := openMySQLDB(dsn)
 	if err != nil {
 		return nil, err
 	}
-	if n := configOf(opts).maxConns; n > 0 {
-		sqlDB.SetMaxOpenConns(n)
+	if c.MaxConns > 0 {
+		sqlDB.SetMaxOpenConns(c.MaxConns)
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
 		return nil, RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", RedactDSN(dsn), err), dsn)
 	}
-	db, err := newMySQL(ctx, sqlDB, true, sch, opts)
+	db, err := newMySQL(ctx, sqlDB, true, sch, c)
 	if err != nil {
 		sqlDB.Close()
 		return nil, err

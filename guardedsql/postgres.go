@@ -46,14 +46,14 @@ var (
 	// a member of their owner (it could read the key or replace the
 	// function). See RLSKey.
 	ErrRLSSigning = postgres.ErrRLSSigning
-	// ErrRLSKeyUnknown: the key given with WithRLSKey is not installed in
+	// ErrRLSKeyUnknown: the key given in Options.RLSKey is not installed in
 	// the key table (AddRLSKey), so no statement would see a row.
 	ErrRLSKeyUnknown = postgres.ErrRLSKeyUnknown
 )
 
 // newPostgres guards a PostgreSQL pool connected as the application role
-// (package guardedsql/postgres: New). WithRLSKey is required (ErrRLSNoKey
-// otherwise).
+// (package guardedsql/postgres: New). Options.RLSKey is required
+// (ErrRLSNoKey otherwise).
 //
 // Every guarded statement runs in its own transaction (DB.Tx: one for the
 // whole function) that first sets the scope document, signed with the key
@@ -63,32 +63,30 @@ var (
 // returning, it runs the check of CheckRLS and fails closed, with an
 // error matching ErrRLSUnsafe, if those policies would not confine the
 // connected role or the key is not installed. The check runs again on
-// every new pooled connection and periodically (WithRLSRecheck); while it
-// fails, statements fail closed.
-func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts []Option) (*DB, error) {
+// every new pooled connection and periodically (Options.RLSRecheck); while
+// it fails, statements fail closed. c is validated (newConfig).
+func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, c config) (*DB, error) {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
 	}
-	d, err := postgresDialect(opts)
+	d, err := postgresDialect(c.RLSNamespace, c.RLSKey, "Options.RLS")
 	if err != nil {
 		return nil, err
 	}
 	if d.Key == nil {
 		return nil, ErrRLSNoKey
 	}
+	d.RLSOnly = c.RLSOnly
+	d.Timeouts = postgres.Timeouts{Statement: c.StatementTimeout, Lock: c.LockTimeout}
 	if err := d.Check(ctx, p, g); err != nil {
 		return nil, err
-	}
-	var c config
-	for _, o := range opts {
-		o(&c)
 	}
 	m := newRLSMonitor(func(ctx context.Context, q dialect.Querier) error { return d.Check(ctx, q, g) }, p, &c)
 	if nc, ok := p.(postgres.NewConnChecker); ok {
 		nc.SetNewConnCheck(m.connCheck)
 	}
-	db, err := newDB(p, d, sch, opts)
+	db, err := newDB(p, d, sch, c)
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +98,12 @@ func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts 
 }
 
 // openPostgres opens a pool for a postgres:// or postgresql:// DSN.
-func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error) {
-	pool, err := openPostgresPool(ctx, dsn, configOf(opts).maxConns)
+func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, c config) (*DB, error) {
+	pool, err := openPostgresPool(ctx, dsn, c.MaxConns)
 	if err != nil {
 		return nil, err
 	}
-	db, err := newPostgres(ctx, pool, sch, opts)
+	db, err := newPostgres(ctx, pool, sch, c)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -128,20 +126,20 @@ func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, opts []O
 // touched.
 //
 // An empty or missing setting makes every policy admit no rows, never an
-// error and never all rows. Its only option is [WithRLSNamespace]; any
-// other is refused with [ErrOptionIgnored].
-func RLSDDL(sch *builder.Schema, opts ...Option) ([]string, error) {
-	return rlsDDL("RLSDDL", sch, opts, false)
+// error and never all rows. opts.Namespace must be the DB's
+// (Options.RLSNamespace).
+func RLSDDL(sch *builder.Schema, opts RLSOptions) ([]string, error) {
+	d, err := opts.dialect()
+	if err != nil {
+		return nil, err
+	}
+	return rlsDDL(sch, d)
 }
 
-func rlsDDL(fn string, sch *builder.Schema, opts []Option, withKey bool) ([]string, error) {
+func rlsDDL(sch *builder.Schema, d postgres.Dialect) ([]string, error) {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
-	}
-	d, err := adminDialect(fn, opts, withKey)
-	if err != nil {
-		return nil, err
 	}
 	return d.RLSDDL(g), nil
 }
@@ -149,8 +147,12 @@ func rlsDDL(fn string, sch *builder.Schema, opts []Option, withKey bool) ([]stri
 // applyRLS runs RLSDDL(sch) in one transaction begun by owner, which
 // must be connected as the tables' owner (or a superuser); package
 // guardedsql/postgres: ApplyRLS.
-func applyRLS(ctx context.Context, owner driver.Begin, sch *builder.Schema, opts []Option) error {
-	stmts, err := rlsDDL("ApplyRLS", sch, opts, true)
+func applyRLS(ctx context.Context, owner driver.Begin, sch *builder.Schema, opts RLSKeyOptions) error {
+	d, err := opts.dialect()
+	if err != nil {
+		return err
+	}
+	stmts, err := rlsDDL(sch, d)
 	if err != nil {
 		return err
 	}
@@ -163,28 +165,22 @@ func applyRLS(ctx context.Context, owner driver.Begin, sch *builder.Schema, opts
 			return errors.Join(fmt.Errorf("guardedsql: applying row-level security: %w (in %q)", err, s), tx.Rollback(ctx))
 		}
 	}
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.rlsKey != nil {
-		d, _ := postgresDialect(opts) // RLSDDL validated the options
-		pk := postgres.Key{ID: c.rlsKey.ID, Secret: c.rlsKey.secret}
+	if d.Key != nil {
 		// The error names the statement, never its arguments (the secret).
-		if _, err := tx.Exec(ctx, d.AddKeySQL(), pk.AddKeyArgs()...); err != nil {
-			return errors.Join(fmt.Errorf("guardedsql: installing RLS key %q: %w", c.rlsKey.ID, err), tx.Rollback(ctx))
+		if _, err := tx.Exec(ctx, d.AddKeySQL(), d.Key.AddKeyArgs()...); err != nil {
+			return errors.Join(fmt.Errorf("guardedsql: installing RLS key %q: %w", d.Key.ID, err), tx.Rollback(ctx))
 		}
 	}
 	return tx.Commit(ctx)
 }
 
 // checkRLS is package guardedsql/postgres's CheckRLS on p.
-func checkRLS(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts []Option) error {
+func checkRLS(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts RLSKeyOptions) error {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return fmt.Errorf("%w: nil or zero schema", ErrInvalid)
 	}
-	d, err := adminDialect("CheckRLS", opts, true)
+	d, err := opts.dialect()
 	if err != nil {
 		return err
 	}

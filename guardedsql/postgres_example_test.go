@@ -38,7 +38,7 @@ func Example_newPostgres() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := postgres.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, owner, sch, guardedsql.RLSKeyOptions{Key: key}); err != nil {
 		log.Fatal(err)
 	}
 	owner.Close()
@@ -49,7 +49,7 @@ func Example_newPostgres() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	db, err := postgres.New(ctx, app, sch, guardedsql.WithRLSKey(key))
+	db, err := postgres.New(ctx, app, sch, guardedsql.Options{RLSKey: key})
 	if errors.Is(err, guardedsql.ErrRLSUnsafe) {
 		log.Fatalf("refusing to serve: %v", err) // e.g. connected as a superuser
 	}
@@ -86,13 +86,13 @@ func Example_newPostgres() {
 func ExampleOpen_postgres() {
 	ctx := context.Background()
 	sch := builder.MustSchema(hotelDef)
-	db, err := guardedsql.Open(ctx, "postgres://hotel_app:secret@db.internal:5432/hotel?sslmode=verify-full", sch)
+	db, err := guardedsql.Open(ctx, "postgres://hotel_app:secret@db.internal:5432/hotel?sslmode=verify-full", sch, guardedsql.Options{})
 	if err != nil {
 		log.Fatal(err) // e.g. ErrRLSPolicyMissing: the migration did not run
 	}
 	defer db.Close()
 	// MySQL and MariaDB: the guard alone, JSON_TABLE expansion.
-	my, err := guardedsql.Open(ctx, "mysql://hotel_app:secret@tcp(db.internal:3306)/hotel?parseTime=true", sch)
+	my, err := guardedsql.Open(ctx, "mysql://hotel_app:secret@tcp(db.internal:3306)/hotel?parseTime=true", sch, guardedsql.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -33,11 +33,11 @@ func TestPostgresPooledHammer(t *testing.T) {
 	cfg.ConnConfig.Tracer = nil
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	rlsOnly, err := gpostgres.New(ctx, pool, h.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(h.key))
+	rlsOnly, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{RLSOnly: true, RLSKey: h.key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := gpostgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
+	both, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestPostgresHammerCanFail(t *testing.T) {
 	cfg.ConnConfig.Tracer = nil
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	db, err := guardedsql.NewForTest(pgxdriver.NewPool(pool, false), leakyDialect{postgres.Dialect{RLSOnly: true}}, h.sch, nil)
+	db, err := guardedsql.NewForTest(pgxdriver.NewPool(pool, false), leakyDialect{postgres.Dialect{RLSOnly: true}}, h.sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,10 +29,9 @@ func TestPostgresPolicyDriftCaughtWhileServing(t *testing.T) {
 	const interval = 300 * time.Millisecond
 	logs := &logbuf.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 2, 2, 2), guardedsql.WithRLSOnly(),
-		guardedsql.WithRLSRecheck(interval), guardedsql.WithLogger(logger))
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 2, 2, 2), guardedsql.Options{RLSOnly: true, RLSRecheck: interval, Logger: logger})
 	ctx := context.Background()
-	both, err := postgres.New(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithRLSRecheck(interval), guardedsql.WithLogger(logger))
+	both, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key, RLSRecheck: interval, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +75,7 @@ func TestPostgresPolicyDriftCaughtWhileServing(t *testing.T) {
 	altered := time.Now() // the ALTER has committed
 	time.Sleep(3 * interval)
 	reapplying := time.Now()
-	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.RLSKeyOptions{Key: h.key}); err != nil {
 		t.Fatal(err)
 	}
 	reapplied := time.Now()
@@ -142,7 +141,7 @@ func TestPostgresNewConnectionChecked(t *testing.T) {
 	cfg.MaxConns = 1
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	db, err := postgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithRLSOnly(), guardedsql.WithRLSRecheck(time.Hour))
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key, RLSOnly: true, RLSRecheck: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

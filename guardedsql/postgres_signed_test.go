@@ -155,7 +155,7 @@ func TestPostgresSignedContextUnforgeable(t *testing.T) {
 // is removed, a server still on it sees nothing and a new one refuses to
 // start with ErrRLSKeyUnknown, while the new key keeps serving.
 func TestPostgresRLSKeyRotation(t *testing.T) {
-	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 2), guardedsql.WithRLSOnly())
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 2), guardedsql.Options{RLSOnly: true})
 	ctx := context.Background()
 	bk := h.sch.Table("bookings")
 	q := builder.Must(builder.Select(builder.CountAll()).From(bk).Build())
@@ -170,10 +170,10 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := postgres.AddRLSKey(ctx, h.owner, k2); err != nil {
+	if err := postgres.AddRLSKey(ctx, h.owner, k2, guardedsql.RLSOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	db2, err := postgres.New(ctx, h.app, h.sch, guardedsql.WithRLSOnly(), guardedsql.WithRLSKey(k2))
+	db2, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSOnly: true, RLSKey: k2})
 	if err != nil {
 		t.Fatalf("new key: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 			t.Fatalf("%s key during rotation: %d %v, want %d", name, n, err, before)
 		}
 	}
-	if err := postgres.RemoveRLSKey(ctx, h.owner, h.key.ID); err != nil {
+	if err := postgres.RemoveRLSKey(ctx, h.owner, h.key.ID, guardedsql.RLSOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := count(db2); err != nil || n != before {
@@ -191,10 +191,10 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 	if n, err := count(h.db); err != nil || n != 0 {
 		t.Fatalf("removed key still admits rows: %d %v", n, err)
 	}
-	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key)); !errors.Is(err, guardedsql.ErrRLSKeyUnknown) || !errors.Is(err, guardedsql.ErrRLSUnsafe) {
+	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key}); !errors.Is(err, guardedsql.ErrRLSKeyUnknown) || !errors.Is(err, guardedsql.ErrRLSUnsafe) {
 		t.Fatalf("start-up with the removed key: %v", err)
 	}
-	if _, err := postgres.New(ctx, h.app, h.sch); !errors.Is(err, guardedsql.ErrRLSNoKey) {
+	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{}); !errors.Is(err, guardedsql.ErrRLSNoKey) {
 		t.Fatalf("start-up without a key: %v", err)
 	}
 }
@@ -233,7 +233,7 @@ func TestPostgresUniqueOracles(t *testing.T) {
 		}
 	}
 	logs := &bytes.Buffer{}
-	db, err := postgres.New(ctx, h.app, h.sch, guardedsql.WithRLSKey(h.key), guardedsql.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	db, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

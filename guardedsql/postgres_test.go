@@ -144,7 +144,7 @@ func TestPostgresRawSQLWithoutContext(t *testing.T) {
 	one.MaxConns = 1
 	pool := pgConnect(t, one)
 	defer pool.Close()
-	db, err := postgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
 	ctx := context.Background()
 	try := func(pool *pgxpool.Pool) error {
-		_, err := postgres.New(ctx, pool, h.sch, guardedsql.WithRLSKey(h.key))
+		_, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
 		return err
 	}
 	owner := func(sql string) {
@@ -198,7 +198,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 	}
 	reapply := func() {
 		t.Helper()
-		if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.WithRLSKey(h.key)); err != nil {
+		if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.RLSKeyOptions{Key: h.key}); err != nil {
 			t.Fatal(err)
 		}
 		if err := try(h.app); err != nil {
@@ -313,7 +313,7 @@ func extraRolePool(t *testing.T, h *pgHotel, attrs, memberOf string) *pgxpool.Po
 // current_setting with nullif, each hop is an ARRAY InitPlan, every
 // tenant-bound table is enabled and forced, global tables are untouched.
 func TestPostgresRLSDDL(t *testing.T) {
-	stmts, err := guardedsql.RLSDDL(builder.MustSchema(hotelDef))
+	stmts, err := guardedsql.RLSDDL(builder.MustSchema(hotelDef), guardedsql.RLSOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

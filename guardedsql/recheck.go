@@ -14,21 +14,8 @@ import (
 )
 
 // DefaultRLSRecheck is how often a PostgreSQL DB re-reads its row-level
-// security from the catalogs while serving (see WithRLSRecheck).
+// security from the catalogs while serving (see Options.RLSRecheck).
 const DefaultRLSRecheck = 30 * time.Second
-
-// WithRLSRecheck sets how often a PostgreSQL DB re-runs the start-up check
-// (CheckRLS) while serving; every <= 0 means DefaultRLSRecheck. The check
-// also runs on every new pooled connection before its first guarded
-// statement. While a check fails, guarded statements fail closed with its
-// error (matching ErrRLSUnsafe and naming the table or role; a check that
-// could not run at all, say deadlocked with a migration, fails closed with
-// ErrRLSUnsafe too) and send nothing, the check is retried at most every second (or every interval
-// if shorter), and serving resumes when it passes again; each failure and
-// each recovery is logged (WithLogger, or slog.Default()).
-func WithRLSRecheck(every time.Duration) Option {
-	return func(c *config) { c.rlsRecheck = every }
-}
 
 // rlsMonitor keeps the row-level security verified after start-up.
 //
@@ -48,7 +35,7 @@ type rlsMonitor struct {
 }
 
 func newRLSMonitor(check func(context.Context, dialect.Querier) error, pool dialect.Pool, c *config) *rlsMonitor {
-	m := &rlsMonitor{check: check, pool: pool, interval: c.rlsRecheck, log: c.logger, now: time.Now}
+	m := &rlsMonitor{check: check, pool: pool, interval: c.RLSRecheck, log: c.Logger, now: time.Now}
 	if m.interval <= 0 {
 		m.interval = DefaultRLSRecheck
 	}

@@ -21,15 +21,16 @@ import (
 // transaction (the backend's pid and the transaction's start time), so
 // raw SQL as the application role cannot grant itself a scope by setting
 // "tenantmcp.scope", nor replay a value signed for another transaction.
-// The server holds the key (WithRLSKey); the database holds it in a table
+// The server holds the key (Options.RLSKey); the database holds it in a table
 // only the tables' owner can read (AddRLSKey). Keep it as secret as the
 // owner's password.
 //
 // Rotation without downtime: AddRLSKey the new key (every installed key
-// verifies), restart or redeploy the servers with WithRLSKey(new), then
-// RemoveRLSKey the old id.
+// verifies), restart or redeploy the servers with the new key in
+// Options.RLSKey, then RemoveRLSKey the old id.
 //
 // The secret is never printed: String, GoString and LogValue show the id.
+// The zero RLSKey is "no key".
 type RLSKey struct {
 	ID     string
 	secret []byte
@@ -78,15 +79,19 @@ func (k RLSKey) GoString() string { return k.String() }
 // LogValue shows the key's id only.
 func (k RLSKey) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
-// ErrRLSNoKey: postgres.New or Open without WithRLSKey. The policies admit
-// only a signed scope, so an unsigned DB would see nothing. It matches
-// ErrRLSUnsafe.
-var ErrRLSNoKey = fmt.Errorf("%w: no scope-signing key (pass guardedsql.WithRLSKey)", ErrRLSUnsafe)
+// isZero reports the zero RLSKey, which Options and RLSKeyOptions read as
+// "no key". Any other value is validated where it is used.
+func (k RLSKey) isZero() bool { return k.ID == "" && k.secret == nil }
+
+// ErrRLSNoKey: postgres.New or Open without Options.RLSKey. The policies
+// admit only a signed scope, so an unsigned DB would see nothing. It
+// matches ErrRLSUnsafe.
+var ErrRLSNoKey = fmt.Errorf("%w: no scope-signing key (set guardedsql.Options.RLSKey)", ErrRLSUnsafe)
 
 // addRLSKey installs k in the key table (package guardedsql/postgres:
 // AddRLSKey).
-func addRLSKey(ctx context.Context, owner driver.Begin, k RLSKey, opts []Option) error {
-	d, err := adminDialect("AddRLSKey", opts, false)
+func addRLSKey(ctx context.Context, owner driver.Begin, k RLSKey, opts RLSOptions) error {
+	d, err := opts.dialect()
 	if err != nil {
 		return err
 	}
@@ -101,8 +106,8 @@ func addRLSKey(ctx context.Context, owner driver.Begin, k RLSKey, opts []Option)
 
 // removeRLSKey deletes the key with the given id from the key table
 // (package guardedsql/postgres: RemoveRLSKey).
-func removeRLSKey(ctx context.Context, owner driver.Begin, id string, opts []Option) error {
-	d, err := adminDialect("RemoveRLSKey", opts, false)
+func removeRLSKey(ctx context.Context, owner driver.Begin, id string, opts RLSOptions) error {
+	d, err := opts.dialect()
 	if err != nil {
 		return err
 	}
@@ -139,10 +144,9 @@ const ScopeNonceSQL = postgres.NonceSQL
 // ScopeNonceSQL value is nonce. It is what the DB does before every
 // statement; tools that run raw SQL as the application role on purpose
 // (migrations, audits, the conformance suite) use it with the same key.
-// Pass the namespace option given to RLSDDL, if any; it is the only
-// option (see [ErrOptionIgnored]).
-func SignScope(k RLSKey, nonce, doc string, opts ...Option) (string, error) {
-	d, err := adminDialect("SignScope", opts, false)
+// opts.Namespace is the one given to RLSDDL.
+func SignScope(k RLSKey, nonce, doc string, opts RLSOptions) (string, error) {
+	d, err := opts.dialect()
 	if err != nil {
 		return "", err
 	}

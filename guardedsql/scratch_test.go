@@ -31,7 +31,7 @@ type scratch struct {
 	// open guards the database with sch: on PostgreSQL it installs the
 	// row-level security of sch as the owner, grants the application role
 	// and opens the guarded DB as that role (start-up check included).
-	open func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error)
+	open func(sch *builder.Schema, opts ...guardedsql.Options) (*guardedsql.DB, error)
 	// introspect builds a schema from the database's catalog.
 	introspect func(ten builder.Tenancy) (*builder.Schema, error)
 	// appExec (PostgreSQL) runs q as the application role in a transaction
@@ -77,8 +77,8 @@ func newScratch(t testing.TB, e engine, ddl []string) *scratch {
 		s = &scratch{e: e,
 			exec:  func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
 			count: sqlCount(t, raw),
-			open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
-				db, err := guardedsql.Open(ctx, "sqlite:"+path, sch, opts...)
+			open: func(sch *builder.Schema, opts ...guardedsql.Options) (*guardedsql.DB, error) {
+				db, err := guardedsql.Open(ctx, "sqlite:"+path, sch, options(opts))
 				if err == nil {
 					t.Cleanup(func() { db.Close() })
 				}
@@ -152,15 +152,16 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			}
 			return n
 		},
-		open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
-			if err := postgres.ApplyRLS(ctx, owner, sch, guardedsql.WithRLSKey(scratchKey)); err != nil {
+		open: func(sch *builder.Schema, opts ...guardedsql.Options) (*guardedsql.DB, error) {
+			if err := postgres.ApplyRLS(ctx, owner, sch, guardedsql.RLSKeyOptions{Key: scratchKey}); err != nil {
 				return nil, err
 			}
-			opts = append([]guardedsql.Option{guardedsql.WithRLSKey(scratchKey)}, opts...)
+			o := options(opts)
+			o.RLSKey = scratchKey
 			if _, err := owner.Exec(ctx, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+appRole); err != nil {
 				return nil, err
 			}
-			return postgres.New(ctx, app, sch, opts...)
+			return postgres.New(ctx, app, sch, o)
 		},
 		introspect: func(ten builder.Tenancy) (*builder.Schema, error) {
 			return postgres.Introspect(ctx, owner, ten)
@@ -175,7 +176,7 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			if err := tx.QueryRow(ctx, guardedsql.ScopeNonceSQL).Scan(&nonce); err != nil {
 				return err
 			}
-			signed, err := guardedsql.SignScope(scratchKey, nonce, doc)
+			signed, err := guardedsql.SignScope(scratchKey, nonce, doc, guardedsql.RLSOptions{})
 			if err != nil {
 				return err
 			}
@@ -223,8 +224,8 @@ func newScratchMySQL(t testing.TB, e engine) *scratch {
 	return &scratch{e: e,
 		exec:  func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
 		count: sqlCount(t, raw),
-		open: func(sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
-			return guardedsql.NewMySQL(ctx, raw, sch, opts...)
+		open: func(sch *builder.Schema, opts ...guardedsql.Options) (*guardedsql.DB, error) {
+			return guardedsql.NewMySQL(ctx, raw, sch, options(opts))
 		},
 		introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectMySQL(ctx, raw, ten) }}
 }

@@ -18,7 +18,7 @@ import (
 // openers maps a DSN scheme (the text before "://") to the function
 // that opens it; engine files register theirs in init, e.g.
 // openers["postgres"] = openPostgres. SQLite is built in.
-var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Schema, opts []Option) (*DB, error){}
+var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Schema, c config) (*DB, error){}
 
 // Open opens a guarded database from a DSN:
 //
@@ -31,7 +31,7 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 //	mysql://user:pass@host:3306/db?param=...         the same, URL form
 //
 // SQLite databases are opened with foreign keys enforced, a 5 s busy
-// timeout (or WithStatementTimeout's, if shorter) and immediate
+// timeout (or Options.StatementTimeout, if shorter) and immediate
 // transactions unless the DSN sets those itself; a file database in WAL
 // mode (unless the DSN sets journal_mode), with one writer connection for
 // every write and transaction beside a pool of query-only readers, so that
@@ -44,19 +44,24 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 // Each engine's DSNs are accepted only when its package is imported
 // (guardedsql/sqlite, guardedsql/postgres, guardedsql/mysql; a blank
 // import is enough); otherwise Open fails with [ErrNoEngine], naming the
-// package, and opens nothing.
-func Open(ctx context.Context, dsn string, sch *builder.Schema, opts ...Option) (*DB, error) {
-	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
-		if open := openers[scheme]; open != nil {
-			db, err := open(ctx, dsn, sch, opts)
-			return db, RedactDSNError(err, dsn)
-		}
-	}
-	pool, err := openSQLitePool(ctx, dsn, configOf(opts).stmtTimeout)
+// package, and opens nothing. Invalid opts are refused before anything is
+// opened (see [Options]).
+func Open(ctx context.Context, dsn string, sch *builder.Schema, opts Options) (*DB, error) {
+	c, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	db, err := newDB(pool, sqlite.Dialect{}, sch, opts)
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
+		if open := openers[scheme]; open != nil {
+			db, err := open(ctx, dsn, sch, c)
+			return db, RedactDSNError(err, dsn)
+		}
+	}
+	pool, err := openSQLitePool(ctx, dsn, c.StatementTimeout)
+	if err != nil {
+		return nil, err
+	}
+	db, err := newDB(pool, sqlite.Dialect{}, sch, c)
 	if err == nil {
 		err = startupCatalog(ctx, db)
 	}
@@ -119,8 +124,16 @@ func pingSQLite(ctx context.Context, dsn, name string) (*sql.DB, error) {
 // foreign keys enforced (_pragma=foreign_keys(1)): the start-up catalog
 // check (CheckCatalog) refuses a connection without, as it refuses a graph
 // that disagrees with the database.
-func NewSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, opts ...Option) (*DB, error) {
-	g, err := newDB(dialect.StdPool(db, false), sqlite.Dialect{}, sch, opts)
+func NewSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, opts Options) (*DB, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newSQLite(ctx, db, sch, c)
+}
+
+func newSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, c config) (*DB, error) {
+	g, err := newDB(dialect.StdPool(db, false), sqlite.Dialect{}, sch, c)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +178,7 @@ func Introspect(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Sc
 }
 
 // openSQL opens an SQLite DSN; a positive busy bounds lock waits below the
-// default busy timeout (see WithStatementTimeout).
+// default busy timeout (see Options.StatementTimeout).
 func openSQL(ctx context.Context, dsn string, busy time.Duration) (*sql.DB, error) {
 	name, memory, err := sqliteName(dsn, busy)
 	if err != nil {
@@ -214,7 +227,7 @@ func sqliteName(dsn string, busy time.Duration) (name string, memory bool, err e
 		q.Add("_pragma", "foreign_keys(1)")
 	}
 	if !strings.Contains(pragmas, "busy_timeout") && q.Get("_busy_timeout") == "" && q.Get("_timeout") == "" {
-		// The context deadline of WithStatementTimeout does not cut a busy
+		// The context deadline of StatementTimeout does not cut a busy
 		// wait short, so the busy timeout is bounded by it as well.
 		ms := int64(5000)
 		if busy > 0 {

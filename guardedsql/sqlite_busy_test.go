@@ -30,7 +30,7 @@ func TestSQLiteConcurrentWritesNeverBusy(t *testing.T) {
 	}
 	raw.Close()
 	sch := builder.MustSchema(hotelDef)
-	db, err := guardedsql.Open(ctx, "sqlite:"+path, sch)
+	db, err := guardedsql.Open(ctx, "sqlite:"+path, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

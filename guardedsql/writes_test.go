@@ -86,11 +86,7 @@ func forEachWritesEngine(t *testing.T, fn func(t *testing.T, s *scratch, sch *bu
 			t.Run(mode, func(t *testing.T) {
 				s := newScratch(t, e, append(slices.Clone(writesAdsDDL), notesDDLFor[e.name]))
 				sch := builder.MustSchema(writesAdsDef)
-				var opts []guardedsql.Option
-				if mode == "rls-only" {
-					opts = append(opts, guardedsql.WithRLSOnly())
-				}
-				db, err := s.open(sch, opts...)
+				db, err := s.open(sch, guardedsql.Options{RLSOnly: mode == "rls-only"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -460,7 +456,7 @@ func TestWritesNoScope(t *testing.T) {
 	sch := builder.MustSchema(writesAdsDef)
 	s := newScratch(t, engineSQLite, append(slices.Clone(writesAdsDDL), notesDDLFor["sqlite"]))
 	sent := 0
-	db, err := s.open(sch, guardedsql.WithObserver(func(context.Context, guardedsql.Statement) { sent++ }))
+	db, err := s.open(sch, guardedsql.Options{Observer: func(context.Context, guardedsql.Statement) { sent++ }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,7 @@
 // [guardedsql.ErrBusy] (the pool-wait bound) becomes the same error with
 // [RuleDBBusy]. Token buckets live in the process ([NewLocalRates]) or, shared
 // between replicas, in a [RateStore] such as package server/redisrate.
-// [Limits.OnReject] and [guardedsql.WithPoolWaitObserver] are the hooks for
+// [Limits.OnReject] and [guardedsql.Options].PoolWaitObserver are the hooks for
 // rejection and pool-wait metrics.
 //
 // The HTTP layer hands each admitted tools/call a ticket carrying its

@@ -56,7 +56,7 @@ func egressChild() int {
 		fmt.Println("ERROR:", err)
 		return 1
 	}
-	db, err := guardedsql.Open(ctx, "sqlite::memory:", testSchema)
+	db, err := guardedsql.Open(ctx, "sqlite::memory:", testSchema, guardedsql.Options{})
 	if err != nil {
 		fmt.Println("ERROR:", err)
 		return 1

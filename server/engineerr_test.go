@@ -30,7 +30,7 @@ func TestEngineRefusalsReachClientsAsWords(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.Close()
-	db, err := guardedsql.Open(context.Background(), "sqlite:"+path, testSchema)
+	db, err := guardedsql.Open(context.Background(), "sqlite:"+path, testSchema, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

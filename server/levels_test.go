@@ -34,7 +34,7 @@ func levelsServer(t *testing.T, m claims.Mapping, levels []string) (*server.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", twoLevels)
+	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", twoLevels, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ const (
 	RuleSubjectRate        = "limit.subject.rate"
 	RuleSessions           = "limit.sessions"
 	// RuleDBBusy: the database pool had no connection free within
-	// guardedsql.WithPoolWait.
+	// guardedsql.Options.PoolWait.
 	RuleDBBusy = "db.busy"
 	// RuleLimitUnavailable: the shared rate store could not be asked; the
 	// call is refused (limits fail closed).

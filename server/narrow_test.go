@@ -76,7 +76,7 @@ func campFixture(t *testing.T) (*fixture, *sql.DB, *atomic.Int64) {
 			}
 		}
 	}
-	db, err := guardedsql.Open(context.Background(), "sqlite:"+path, campSchema)
+	db, err := guardedsql.Open(context.Background(), "sqlite:"+path, campSchema, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func newFixture(t *testing.T, mutate func(*server.Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", testSchema)
+	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", testSchema, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func exampleServer() *server.Server {
 	if err != nil {
 		panic(err)
 	}
-	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", sch)
+	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", sch, guardedsql.Options{})
 	if err != nil {
 		panic(err)
 	}

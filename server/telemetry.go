@@ -177,7 +177,7 @@ func (t *Telemetry) PoolWait(ctx context.Context, tool string, wait time.Duratio
 type toolKey struct{}
 
 // PoolWaitObserver returns the function to pass to
-// guardedsql.WithPoolWaitObserver so that every wait for a database
+// guardedsql.Options.PoolWaitObserver so that every wait for a database
 // connection is recorded by PoolWait under the waiting call's tool.
 func (t *Telemetry) PoolWaitObserver() func(ctx context.Context, waited time.Duration, busy bool) {
 	return func(ctx context.Context, waited time.Duration, busy bool) {

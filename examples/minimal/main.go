@@ -38,7 +38,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := guardedsql.Open(ctx, os.Getenv("TENANTMCP_DSN"), schema, guardedsql.WithRLSKey(key))
+	db, err := guardedsql.Open(ctx, os.Getenv("TENANTMCP_DSN"), schema, guardedsql.Options{RLSKey: key})
 	if err != nil {
 		return err
 	}

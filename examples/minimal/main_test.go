@@ -83,7 +83,7 @@ func TestOpenUnlinkedEngine(t *testing.T) {
 		"file:" + t.TempDir() + "/y.db":        "guardedsql/sqlite",
 		"mysql://u:secret@tcp(127.0.0.1:1)/db": "guardedsql/mysql",
 	} {
-		db, err := guardedsql.Open(ctx, dsn, schema)
+		db, err := guardedsql.Open(ctx, dsn, schema, guardedsql.Options{})
 		if db != nil || !errors.Is(err, guardedsql.ErrNoEngine) || !errors.Is(err, guardedsql.ErrInvalid) {
 			t.Errorf("Open(%s): DB %v, error %v; want ErrNoEngine", guardedsql.RedactDSN(dsn), db != nil, err)
 			continue

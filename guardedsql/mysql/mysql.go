@@ -21,8 +21,8 @@ import (
 // github.com/go-sql-driver/mysql; it is guardedsql.NewMySQL, whose
 // documentation describes the start-up checks. Close leaves db open. Open
 // db with clientFoundRows=true ([Config] does).
-func New(ctx context.Context, db *sql.DB, sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
-	return guardedsql.NewMySQL(ctx, db, sch, opts...)
+func New(ctx context.Context, db *sql.DB, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, error) {
+	return guardedsql.NewMySQL(ctx, db, sch, opts)
 }
 
 // Config translates a mysql:// DSN into a go-sql-driver configuration.

@@ -9,9 +9,9 @@
 //
 // What needs no driver stays in package guardedsql: the DDL
 // (guardedsql.RLSDDL, guardedsql.AppGrantDDL), the key type and signing
-// (guardedsql.RLSKey, guardedsql.SignScope), the options
-// (guardedsql.WithRLSKey, guardedsql.WithRLSNamespace, ...) and the
-// errors (guardedsql.ErrRLSUnsafe and the specific ErrRLS errors).
+// (guardedsql.RLSKey, guardedsql.SignScope), the options structs
+// (guardedsql.Options, guardedsql.RLSOptions, guardedsql.RLSKeyOptions) and
+// the errors (guardedsql.ErrRLSUnsafe and the specific ErrRLS errors).
 package postgres
 
 import (
@@ -27,8 +27,9 @@ import (
 )
 
 // New guards a PostgreSQL pool connected as the application role. Close
-// leaves pool open. guardedsql.WithRLSKey is required
-// (guardedsql.ErrRLSNoKey otherwise).
+// leaves pool open. opts.RLSKey is required (guardedsql.ErrRLSNoKey
+// otherwise); opts.MaxConns is ignored (the caller sized pool), and the
+// other fields are those of guardedsql.Options.
 //
 // Every guarded statement runs in its own transaction (DB.Tx: one for the
 // whole function) that first sets the scope document, signed with the key
@@ -40,14 +41,14 @@ import (
 // the connected role or the key is not installed: connect as a role that
 // is neither superuser nor BYPASSRLS nor a member of the tables' owner,
 // after the owner has applied the DDL and added the key ([ApplyRLS] with
-// guardedsql.WithRLSKey). The check runs again on every new pooled
-// connection and periodically (guardedsql.WithRLSRecheck); while it
-// fails, statements fail closed.
+// RLSKeyOptions.Key). The check runs again on every new pooled connection
+// and periodically (Options.RLSRecheck); while it fails, statements fail
+// closed.
 //
 // The guard adds its own predicates as well, binding the granted ids as
 // typed array parameters, so a mistake in either layer alone leaks
 // nothing.
-func New(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, error) {
 	db, err := driver.Postgres.New(ctx, pgxdriver.NewPool(pool, false), sch, opts)
 	if err != nil {
 		return nil, err
@@ -58,13 +59,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...g
 // CheckRLS reads back from the catalogs, on pool (connected as the
 // application role), whether the row-level security of
 // guardedsql.RLSDDL(sch), signed context included, is in force for that
-// role (and, with guardedsql.WithRLSKey, that a scope signed with that key
-// verifies), and returns an error matching guardedsql.ErrRLSUnsafe and one
-// of the specific ErrRLS errors if not. [New] and guardedsql.Open run it
-// at start-up; call it again after migrations if you like. Its options
-// are guardedsql.WithRLSNamespace and guardedsql.WithRLSKey; any other is
-// refused with guardedsql.ErrOptionIgnored.
-func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts ...guardedsql.Option) error {
+// role (and, with opts.Key, that a scope signed with that key verifies),
+// and returns an error matching guardedsql.ErrRLSUnsafe and one of the
+// specific ErrRLS errors if not. [New] and guardedsql.Open run it at
+// start-up; call it again after migrations if you like.
+func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts guardedsql.RLSKeyOptions) error {
 	return driver.Postgres.CheckRLS(ctx, pgxdriver.NewPool(pool, false), sch, opts)
 }
 
@@ -84,30 +83,26 @@ type TxBeginner interface {
 // ApplyRLS runs guardedsql.RLSDDL(sch) in one transaction on owner, which
 // must be connected as the tables' owner (or a superuser): migrations are
 // the application's choice, this is the ready-made one. On any error
-// nothing is changed. With guardedsql.WithRLSKey it also installs that key
-// (as [AddRLSKey]). Seed or migrate data as that owner before applying:
-// with FORCE ROW LEVEL SECURITY the owner, too, sees only rows of a signed
-// scope (guardedsql.SignScope). Its options are guardedsql.WithRLSNamespace
-// and guardedsql.WithRLSKey; any other (an observer, a logger) is refused
-// with guardedsql.ErrOptionIgnored.
-func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts ...guardedsql.Option) error {
+// nothing is changed. With opts.Key it also installs that key (as
+// [AddRLSKey]). Seed or migrate data as that owner before applying: with
+// FORCE ROW LEVEL SECURITY the owner, too, sees only rows of a signed
+// scope (guardedsql.SignScope).
+func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts guardedsql.RLSKeyOptions) error {
 	return driver.Postgres.ApplyRLS(ctx, pgxdriver.BeginOn(owner), sch, opts)
 }
 
 // AddRLSKey installs k in the key table of the signed scope context, on
 // owner connected as the tables' owner, after [ApplyRLS] (or
 // guardedsql.RLSDDL) has created it. Re-adding an id replaces its secret.
-// Pass the namespace option given to RLSDDL, if any; it is the only option
-// (see guardedsql.ErrOptionIgnored).
-func AddRLSKey(ctx context.Context, owner TxBeginner, k guardedsql.RLSKey, opts ...guardedsql.Option) error {
+// opts.Namespace is the one given to RLSDDL.
+func AddRLSKey(ctx context.Context, owner TxBeginner, k guardedsql.RLSKey, opts guardedsql.RLSOptions) error {
 	return driver.Postgres.AddRLSKey(ctx, pgxdriver.BeginOn(owner), k, opts)
 }
 
 // RemoveRLSKey deletes the key with the given id from the key table;
 // contexts signed with it no longer verify (their statements see no rows).
-// Its only option is guardedsql.WithRLSNamespace (see
-// guardedsql.ErrOptionIgnored).
-func RemoveRLSKey(ctx context.Context, owner TxBeginner, id string, opts ...guardedsql.Option) error {
+// opts.Namespace is the one given to RLSDDL.
+func RemoveRLSKey(ctx context.Context, owner TxBeginner, id string, opts guardedsql.RLSOptions) error {
 	return driver.Postgres.RemoveRLSKey(ctx, pgxdriver.BeginOn(owner), id, opts)
 }
 

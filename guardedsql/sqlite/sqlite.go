@@ -19,8 +19,8 @@ import (
 // guardedsql.NewSQLite. Close leaves db open. Open it with foreign keys
 // enforced (_pragma=foreign_keys(1)): the start-up catalog check refuses a
 // connection without.
-func New(ctx context.Context, db *sql.DB, sch *builder.Schema, opts ...guardedsql.Option) (*guardedsql.DB, error) {
-	return guardedsql.NewSQLite(ctx, db, sch, opts...)
+func New(ctx context.Context, db *sql.DB, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, error) {
+	return guardedsql.NewSQLite(ctx, db, sch, opts)
 }
 
 // Introspect reads the tables, columns, primary keys and foreign keys of

@@ -48,11 +48,11 @@ func TestNewGuardsCallersDB(t *testing.T) {
 		}
 	}
 	sch := builder.MustSchema(def)
-	byNew, err := sqlite.New(ctx, raw, sch)
+	byNew, err := sqlite.New(ctx, raw, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byOpen, err := guardedsql.Open(ctx, "sqlite:"+path, sch)
+	byOpen, err := guardedsql.Open(ctx, "sqlite:"+path, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

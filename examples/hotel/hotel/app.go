@@ -38,7 +38,7 @@ type Config struct {
 	// understood by guardedsql.Open (sqlite:…, postgres://…, mysql://…),
 	// whose schema and data the caller has already created.
 	DB string
-	// RLSKey signs the PostgreSQL scope context (guardedsql.WithRLSKey);
+	// RLSKey signs the PostgreSQL scope context (guardedsql.Options.RLSKey);
 	// required for postgres:// DSNs, ignored otherwise. SetupDemo
 	// installs it.
 	RLSKey guardedsql.RLSKey
@@ -292,15 +292,12 @@ func (app *App) openDB(ctx context.Context, cfg Config, tel *server.Telemetry) e
 		dsn = "sqlite:" + path
 	}
 	l := cfg.Limits
-	opts := []guardedsql.Option{guardedsql.WithMaxConns(l.PoolSize), guardedsql.WithPoolWait(l.PoolWait),
-		guardedsql.WithStatementTimeout(l.StatementTimeout), guardedsql.WithLockTimeout(l.LockTimeout)}
+	opts := guardedsql.Options{MaxConns: l.PoolSize, PoolWait: l.PoolWait,
+		StatementTimeout: l.StatementTimeout, LockTimeout: l.LockTimeout, RLSKey: cfg.RLSKey}
 	if tel != nil {
-		opts = append(opts, guardedsql.WithPoolWaitObserver(tel.PoolWaitObserver()))
+		opts.PoolWaitObserver = tel.PoolWaitObserver()
 	}
-	if cfg.RLSKey.ID != "" {
-		opts = append(opts, guardedsql.WithRLSKey(cfg.RLSKey))
-	}
-	db, err := guardedsql.Open(ctx, dsn, Schema, opts...)
+	db, err := guardedsql.Open(ctx, dsn, Schema, opts)
 	if err != nil {
 		return fmt.Errorf("hotel: opening %s: %w", guardedsql.RedactDSN(dsn), err)
 	}

@@ -69,7 +69,7 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql
 	if err := Create(ctx, db, Postgres, d); err != nil {
 		return err
 	}
-	if err := postgres.ApplyRLS(ctx, pool, Schema, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, pool, Schema, guardedsql.RLSKeyOptions{Key: key}); err != nil {
 		return err
 	}
 	// The flow taints of every replica (kept across demo resets: a reset

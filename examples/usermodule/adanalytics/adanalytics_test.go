@@ -202,7 +202,7 @@ func TestToolsWithClaimstest(t *testing.T) {
 	if err := adanalytics.Insert(ctx, owner, "sqlite", adanalytics.Generate(3, tag)); err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.Open(ctx, "sqlite:"+path, adanalytics.Schema)
+	db, err := guardedsql.Open(ctx, "sqlite:"+path, adanalytics.Schema, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

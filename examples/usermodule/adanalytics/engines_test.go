@@ -73,7 +73,7 @@ func serveEngine(t *testing.T, dsn string, n int) served {
 		}
 		t.Cleanup(func() { owner.Close() })
 		seed(owner)
-		if db, err = guardedsql.Open(ctx, "sqlite:"+path, adanalytics.Schema); err != nil {
+		if db, err = guardedsql.Open(ctx, "sqlite:"+path, adanalytics.Schema, guardedsql.Options{}); err != nil {
 			t.Fatal(err)
 		}
 	case "postgres":
@@ -192,7 +192,7 @@ func servePostgres(t *testing.T, dsn, sfx string, seed func(*sql.DB)) (*sql.DB, 
 	if err := postgres.GrantApp(ctx, conn, adanalytics.Schema, sfx); err != nil {
 		t.Fatal(err)
 	}
-	if err := postgres.ApplyRLS(ctx, conn, adanalytics.Schema, guardedsql.WithRLSKey(key)); err != nil {
+	if err := postgres.ApplyRLS(ctx, conn, adanalytics.Schema, guardedsql.RLSKeyOptions{Key: key}); err != nil {
 		t.Fatal(err)
 	}
 	app := *u
@@ -202,7 +202,7 @@ func servePostgres(t *testing.T, dsn, sfx string, seed func(*sql.DB)) (*sql.DB, 
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	db, err := postgres.New(ctx, pool, adanalytics.Schema, guardedsql.WithRLSKey(key))
+	db, err := postgres.New(ctx, pool, adanalytics.Schema, guardedsql.Options{RLSKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func serveMySQL(t *testing.T, dsn, sfx string, seed func(*sql.DB)) (*sql.DB, *gu
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close() })
-	db, err := guardedsql.NewMySQL(ctx, raw, adanalytics.Schema)
+	db, err := guardedsql.NewMySQL(ctx, raw, adanalytics.Schema, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func serveCompanies(t *testing.T, n int) (string, *claimstest.Issuer, *sql.DB) {
 	if err := adanalytics.Insert(ctx, owner, "sqlite", adanalytics.Generate(n, "g")); err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.Open(ctx, "sqlite:"+path, adanalytics.Schema)
+	db, err := guardedsql.Open(ctx, "sqlite:"+path, adanalytics.Schema, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

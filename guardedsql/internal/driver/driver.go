@@ -74,7 +74,9 @@ type Begin func(ctx context.Context) (dialect.Tx, error)
 
 // PostgresAPI is guardedsql's driver-free PostgreSQL code that package
 // guardedsql/postgres calls with pgx values. guardedsql sets it in its
-// init; opts is a []guardedsql.Option, and New's result a *guardedsql.DB.
+// init; opts is a guardedsql.Options (New), RLSKeyOptions (CheckRLS,
+// ApplyRLS) or RLSOptions (AddRLSKey, RemoveRLSKey), and New's result a
+// *guardedsql.DB.
 type PostgresAPI struct {
 	New          func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) (any, error)
 	CheckRLS     func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) error

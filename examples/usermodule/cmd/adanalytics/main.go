@@ -62,7 +62,7 @@ func run() error {
 		}
 		*dsn = "sqlite:" + path
 	}
-	db, err := guardedsql.Open(ctx, *dsn, adanalytics.Schema)
+	db, err := guardedsql.Open(ctx, *dsn, adanalytics.Schema, guardedsql.Options{})
 	if err != nil {
 		return err
 	}
