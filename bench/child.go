@@ -97,7 +97,7 @@ func childMain() int {
 			}
 			p.Allow = append(p.Allow, r)
 		}
-		g, err := egress.Install(ctx, p, &egress.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		g, err := egress.Install(ctx, p, egress.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 		if err != nil {
 			hello(childHello{Error: "egress.Install: " + err.Error()})
 			return 1

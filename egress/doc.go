@@ -16,7 +16,7 @@
 //	g, err := egress.Install(ctx, egress.Policy{Allow: []egress.Rule{
 //		egress.AllowAddrPort(dbAddr),   // e.g. 127.0.0.1:5432
 //		egress.AllowAddrPort(jwksAddr), // the identity provider
-//	}}, nil)
+//	}}, egress.Options{})
 //	if err != nil {
 //		log.Fatal(err) // errors.Is(err, egress.ErrNotPermitted) etc.
 //	}

@@ -20,6 +20,10 @@ var (
 	// changed.
 	ErrInvalidPolicy = errors.New("egress: invalid policy")
 
+	// ErrInvalidOptions: a field of Options is out of range (a negative
+	// size). Nothing was changed.
+	ErrInvalidOptions = errors.New("egress: invalid options")
+
 	// ErrNoCgroup2: no cgroup v2 hierarchy is mounted, or the process's
 	// cgroup v2 path cannot be resolved under it.
 	ErrNoCgroup2 = errors.New("egress: no usable cgroup v2 hierarchy")

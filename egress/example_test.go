@@ -25,7 +25,7 @@ func Example() {
 	g, err := egress.Install(ctx, egress.Policy{Allow: []egress.Rule{
 		egress.AllowAddrPort(db),
 		jwks,
-	}}, nil)
+	}}, egress.Options{})
 	switch {
 	case errors.Is(err, egress.ErrNotPermitted), errors.Is(err, egress.ErrNoCgroup2):
 		log.Fatalf("egress guard required but unavailable here: %v", err)
@@ -58,7 +58,7 @@ func Example() {
 
 // Best effort: run unguarded where the guard cannot be installed, and say so.
 func ExampleInstall_bestEffort() {
-	g, err := egress.Install(context.Background(), egress.Policy{}, &egress.Options{BestEffort: true})
+	g, err := egress.Install(context.Background(), egress.Policy{}, egress.Options{BestEffort: true})
 	if err != nil {
 		log.Fatal(err) // only an invalid policy fails in best-effort mode
 	}

@@ -75,9 +75,11 @@ type Stats struct {
 	Dropped, KernelDropped, QueueDropped uint64
 }
 
-// Options tune Install. The zero value (or nil) means: fail closed, log to
-// slog.Default, 256 KiB audit ring buffer, 1024 queued denials, and refuse a
-// process that already holds non-listening IP sockets.
+// Options tune Install, which takes them by value. The zero Options means:
+// fail closed, log to slog.Default, 256 KiB audit ring buffer, 1024 queued
+// denials, and refuse a process that already holds non-listening IP
+// sockets; the zero value of each field is its default, and a negative
+// size is refused (ErrInvalidOptions).
 type Options struct {
 	// BestEffort makes Install return an inactive guard and a nil error,
 	// after logging a warning, when the guard cannot be installed. Leave it
@@ -88,11 +90,12 @@ type Options struct {
 	Logger *slog.Logger
 
 	// AuditBufferSize is the kernel ring buffer size in bytes; it is rounded
-	// up to a power of two of at least one page. Zero means 256 KiB.
+	// up to a power of two of at least one page. Zero means 256 KiB;
+	// negative is refused.
 	AuditBufferSize int
 
 	// DenialQueue is the capacity of the channel returned by Denials. Zero
-	// means 1024.
+	// means 1024; negative is refused.
 	DenialQueue int
 
 	// AllowPreexistingSockets lets Install proceed although the process
@@ -263,23 +266,27 @@ var errClosed = fmt.Errorf("%w: closed", ErrNotActive)
 // ErrInvalidPolicy, ErrNoCgroup2, ErrNotPermitted, ErrLoad (ErrVerifier),
 // ErrAttach, ErrNotEnforcing, ErrPreexistingSockets, ErrAlreadyInstalled or
 // ErrUnsupported — unless opts.BestEffort is set, in which case it logs a
-// warning and returns an inactive Guard with a nil error. An invalid policy is
-// always an error.
-func Install(ctx context.Context, p Policy, opts *Options) (*Guard, error) {
+// warning and returns an inactive Guard with a nil error. An invalid policy
+// (ErrInvalidPolicy) or invalid opts (ErrInvalidOptions) is always an
+// error.
+func Install(ctx context.Context, p Policy, opts Options) (*Guard, error) {
 	rules := slices.Clone(p.Allow)
 	c, err := compile(rules)
 	if err != nil {
 		return nil, err
 	}
+	if opts.AuditBufferSize < 0 || opts.DenialQueue < 0 {
+		return nil, fmt.Errorf("%w: Options.AuditBufferSize and Options.DenialQueue must not be negative (zero is their default)", ErrInvalidOptions)
+	}
 	queue := 1024
-	if opts != nil && opts.DenialQueue > 0 {
+	if opts.DenialQueue > 0 {
 		queue = opts.DenialQueue
 	}
 	g := &Guard{policy: rules, denials: make(chan Denial, queue)}
-	impl, err := install(ctx, c, opts, g.denials)
+	impl, err := install(ctx, c, &opts, g.denials)
 	if err != nil {
 		close(g.denials) // install stopped its reader before returning
-		if opts != nil && opts.BestEffort {
+		if opts.BestEffort {
 			opts.logger().Warn("egress guard not installed; continuing unguarded (best effort)", "err", err)
 			g.err = err
 			return g, nil

@@ -144,7 +144,7 @@ func policyFor(a helperArgs) Policy {
 }
 
 func installFor(a helperArgs, p Policy) (*Guard, error) {
-	return Install(context.Background(), p, &Options{BestEffort: a.BestEffort})
+	return Install(context.Background(), p, Options{BestEffort: a.BestEffort})
 }
 
 // helperProbe reports whether a guard can be installed here at all.
@@ -560,7 +560,7 @@ func helperUpdate(a helperArgs) int {
 // the lost records are counted.
 func helperRingFull(a helperArgs) int {
 	r := result{}
-	g, err := Install(context.Background(), policyFor(a), &Options{AuditBufferSize: 4096, holdAudit: true})
+	g, err := Install(context.Background(), policyFor(a), Options{AuditBufferSize: 4096, holdAudit: true})
 	r.Set("install", err)
 	if err != nil {
 		proptest.Emit(r)

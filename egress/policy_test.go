@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -170,8 +171,22 @@ func TestWithout(t *testing.T) {
 
 func TestInvalidPolicyAlwaysFails(t *testing.T) {
 	// Even best effort does not accept a policy it cannot express.
-	_, err := Install(t.Context(), Policy{Allow: []Rule{{}}}, &Options{BestEffort: true})
+	_, err := Install(t.Context(), Policy{Allow: []Rule{{}}}, Options{BestEffort: true})
 	if !errors.Is(err, ErrInvalidPolicy) {
 		t.Fatalf("Install = %v, want ErrInvalidPolicy", err)
+	}
+}
+
+// TestInvalidOptionsAlwaysFail: a negative size is refused, naming the
+// field, even with BestEffort, before anything is loaded or attached.
+func TestInvalidOptionsAlwaysFail(t *testing.T) {
+	for field, o := range map[string]Options{
+		"Options.AuditBufferSize": {AuditBufferSize: -1, BestEffort: true},
+		"Options.DenialQueue":     {DenialQueue: -1, BestEffort: true},
+	} {
+		g, err := Install(t.Context(), Policy{}, o)
+		if !errors.Is(err, ErrInvalidOptions) || g != nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s negative: Install = %v, %v; want ErrInvalidOptions naming it", field, g, err)
+		}
 	}
 }

@@ -17,7 +17,7 @@
 //		Paths:      append(sandbox.SystemFiles(), sqlite, sandbox.ReadWriteDirs(tmp)),
 //		ConnectTCP: []uint16{5432, 443}, // database, identity provider
 //		BindTCP:    []uint16{8080},      // the listen port
-//	}, nil)
+//	}, sandbox.Options{})
 //	if err != nil {
 //		log.Fatal(err) // errors.Is(err, sandbox.ErrUnsupported) etc.
 //	}

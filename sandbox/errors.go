@@ -26,6 +26,10 @@ var (
 	// turn this error into a warning.
 	ErrInvalidPolicy = errors.New("sandbox: invalid policy")
 
+	// ErrInvalidOptions: a field of Options is out of range (a negative
+	// MinABI). Nothing was changed.
+	ErrInvalidOptions = errors.New("sandbox: invalid options")
+
 	// ErrRestrict: building or enforcing the Landlock ruleset failed
 	// (landlock_create_ruleset, landlock_add_rule or landlock_restrict_self).
 	ErrRestrict = errors.New("sandbox: enforcing the Landlock ruleset failed")

@@ -26,7 +26,7 @@ func Example() {
 		Paths:      append(sandbox.SystemFiles(), db, sandbox.ReadWriteDirs(tmp)),
 		ConnectTCP: []uint16{443}, // the identity provider's JWKS
 		BindTCP:    []uint16{8080},
-	}, nil)
+	}, sandbox.Options{})
 	switch {
 	case errors.Is(err, sandbox.ErrUnsupported), errors.Is(err, sandbox.ErrABITooOld):
 		log.Fatalf("sandbox required but this kernel cannot enforce it: %v", err)

@@ -117,7 +117,7 @@ func runHelper(scenario string) int {
 
 // install installs policyFor(a) and reports it; false means stop.
 func install(a helperArgs, r result) bool {
-	s, err := Install(context.Background(), policyFor(a), &Options{BestEffort: a.BestEffort})
+	s, err := Install(context.Background(), policyFor(a), Options{BestEffort: a.BestEffort})
 	r.Set("install", err)
 	if err != nil {
 		proptest.Emit(r)
@@ -320,7 +320,7 @@ func helperInherit(a helperArgs) int {
 	cat, _ = filepath.EvalSymlinks(cat)
 	p.Paths = append(p.Paths, Executables(a.Self, cat), LibraryDirs())
 	p.Paths = append(p.Paths, SystemFiles()...) // os/exec opens /dev/null
-	s, err := Install(context.Background(), p, nil)
+	s, err := Install(context.Background(), p, Options{})
 	r.Set("install", err)
 	if err != nil {
 		proptest.Emit(r)
@@ -405,7 +405,7 @@ func bindTCP(ap netip.AddrPort) error {
 func helperServe(a helperArgs) int {
 	r := result{}
 	p := policyFor(a)
-	opts := &Options{BestEffort: a.BestEffort}
+	opts := Options{BestEffort: a.BestEffort}
 	switch a.Variant {
 	case "relative":
 		p.Paths = append(p.Paths, ReadOnly("etc"))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -71,5 +72,14 @@ func TestSQLiteDir(t *testing.T) {
 	wd, _ := os.Getwd()
 	if r, _ := SQLiteDir("app.db"); r.Paths[0] != wd {
 		t.Errorf("relative SQLiteDir = %v, want %s", r.Paths, wd)
+	}
+}
+
+// TestInvalidOptionsAlwaysFail: a negative MinABI is refused, naming the
+// field, even with BestEffort, before anything is restricted.
+func TestInvalidOptionsAlwaysFail(t *testing.T) {
+	s, err := Install(t.Context(), Policy{}, Options{MinABI: -1, BestEffort: true})
+	if !errors.Is(err, ErrInvalidOptions) || s != nil || !strings.Contains(err.Error(), "Options.MinABI") {
+		t.Fatalf("Install = %v, %v; want ErrInvalidOptions naming Options.MinABI", s, err)
 	}
 }

@@ -15,8 +15,9 @@ import (
 // not apply.
 const DefaultMinABI = 4
 
-// Options tune Install. The zero value (or nil) means: fail closed, require
-// DefaultMinABI, log to slog.Default.
+// Options tune Install, which takes them by value. The zero Options means:
+// fail closed, require DefaultMinABI, log to slog.Default; the zero value
+// of each field is its default.
 type Options struct {
 	// BestEffort makes Install log a warning and return a Sandbox with a
 	// nil error when the sandbox cannot be installed as asked: with no
@@ -27,7 +28,8 @@ type Options struct {
 	BestEffort bool
 
 	// MinABI is the lowest Landlock ABI accepted; zero means
-	// DefaultMinABI. Set 1 to accept a filesystem-only sandbox.
+	// DefaultMinABI, negative is refused (ErrInvalidOptions). Set 1 to
+	// accept a filesystem-only sandbox.
 	MinABI int
 
 	// Logger receives the start-up line (ABI and enforced rights) and
@@ -139,8 +141,9 @@ var installed atomic.Bool
 // ErrUnsupported, ErrABITooOld, ErrRestrict, ErrNotEnforcing or
 // ErrAlreadyInstalled — unless opts.BestEffort is set, in which case it logs
 // a warning and returns a Sandbox (see Options.BestEffort). An invalid
-// policy is always an error.
-func Install(ctx context.Context, p Policy, opts *Options) (*Sandbox, error) {
+// policy (ErrInvalidPolicy) or invalid opts (ErrInvalidOptions) is always
+// an error.
+func Install(ctx context.Context, p Policy, opts Options) (*Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -148,16 +151,19 @@ func Install(ctx context.Context, p Policy, opts *Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.MinABI < 0 {
+		return nil, fmt.Errorf("%w: Options.MinABI must not be negative (zero is DefaultMinABI)", ErrInvalidOptions)
+	}
 	if !installed.CompareAndSwap(false, true) {
 		return nil, ErrAlreadyInstalled
 	}
 	s := &Sandbox{policy: p}
 	log := opts.logger()
 	abi := detectABI()
-	if opts != nil && opts.kernelABI != 0 {
+	if opts.kernelABI != 0 {
 		abi = min(abi, max(opts.kernelABI, 0))
 	}
-	enforced, err := restrict(p, abi, opts.minABI(), opts != nil && opts.BestEffort)
+	enforced, err := restrict(p, abi, opts.minABI(), opts.BestEffort)
 	if enforced.ABI > 0 && (len(enforced.FS) > 0 || len(enforced.Net) > 0 || len(enforced.Scoped) > 0) {
 		s.active, s.enforced = true, enforced
 	} else {
@@ -166,7 +172,7 @@ func Install(ctx context.Context, p Policy, opts *Options) (*Sandbox, error) {
 	// Fail closed: without BestEffort a Sandbox is returned only when every
 	// right the policy asked for is enforced and the canaries were denied.
 	if err != nil {
-		if opts == nil || !opts.BestEffort {
+		if !opts.BestEffort {
 			return nil, err
 		}
 		log.Warn("sandbox: not installed as asked; continuing (best effort)", "err", err, "enforced", s.enforced)

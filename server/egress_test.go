@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 func egressChild() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	g, err := egress.Install(ctx, egress.Policy{}, &egress.Options{Logger: slog.New(slog.DiscardHandler)})
+	g, err := egress.Install(ctx, egress.Policy{}, egress.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Println("SKIP:", err)
 		return 0

@@ -79,7 +79,7 @@ func installEgress(ctx context.Context, cfg hotel.Config, extra []string, bestEf
 		}
 		p.Allow = append(p.Allow, r)
 	}
-	return egress.Install(ctx, p, &egress.Options{BestEffort: bestEffort, Logger: log})
+	return egress.Install(ctx, p, egress.Options{BestEffort: bestEffort, Logger: log})
 }
 
 // dbHostPort finds host:port in a postgres:// or mysql://…@tcp(host:port)/

@@ -115,7 +115,7 @@ func installSandbox(ctx context.Context, cfg hotel.Config, s sandboxSetup, log *
 	}
 	p.BindTCP = append(p.BindTCP, uint16(lp))
 
-	sb, err := sandbox.Install(ctx, p, &sandbox.Options{BestEffort: s.bestEffort, Logger: log})
+	sb, err := sandbox.Install(ctx, p, sandbox.Options{BestEffort: s.bestEffort, Logger: log})
 	if err != nil {
 		cleanup()
 		os.Remove(tmp)
