@@ -44,7 +44,7 @@ func newGuardPath(ctx context.Context, h *hotelSQLite) (*guardPath, error) {
 		}
 	}()
 	// A static JWKS: the key is in hand, as after the first fetch.
-	if gp.verifier, err = claims.New(claims.Config{Issuer: is.URL, Audience: []string{aud}, JWKS: is.JWKS(), Mapping: hotel.Mapping}); err != nil {
+	if gp.verifier, err = claims.New(claims.Options{Issuer: is.URL, Audience: []string{aud}, JWKS: is.JWKS(), Mapping: hotel.Mapping}); err != nil {
 		return nil, err
 	}
 	if gp.token, err = is.Mint(devissuer.Token{Subject: benchSubject, Groups: []string{benchGroup}, Roles: []string{benchRole}, TTL: 2 * time.Hour}); err != nil {

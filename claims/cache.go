@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultTokenCacheSize is the number of verified tokens a Verifier
-// remembers when Config.TokenCacheSize is zero.
+// remembers when Options.TokenCacheSize is zero.
 const DefaultTokenCacheSize = 1024
 
 // tokenCache remembers the outcome of successful verifications, so that a

@@ -18,7 +18,7 @@ import (
 
 // uncached turns the token cache off, for the oracle verifier every cached
 // result is compared with.
-func uncached(c *claims.Config) { c.TokenCacheSize = -1 }
+func uncached(c *claims.Options) { c.TokenCacheSize = -1 }
 
 type verified struct {
 	sc  scope.Scope
@@ -128,8 +128,8 @@ func (f *fakeClock) install(v *claims.Verifier) { claims.SetClock(v, f.now) }
 func TestTokenCacheRechecksTime(t *testing.T) {
 	k := testKeys(t)
 	const leeway = 30 * time.Second
-	v := staticVerifier(t, func(c *claims.Config) { c.Leeway = leeway })
-	oracle := staticVerifier(t, func(c *claims.Config) { c.Leeway = leeway; c.TokenCacheSize = -1 })
+	v := staticVerifier(t, func(c *claims.Options) { c.Leeway = leeway })
+	oracle := staticVerifier(t, func(c *claims.Options) { c.Leeway = leeway; c.TokenCacheSize = -1 })
 	var clk fakeClock
 	clk.install(v)
 	clk.install(oracle)
@@ -291,7 +291,7 @@ func TestTokenCacheOneByteDiffers(t *testing.T) {
 // least recently used.
 func TestTokenCacheBoundedLRU(t *testing.T) {
 	k := testKeys(t)
-	v := staticVerifier(t, func(c *claims.Config) { c.TokenCacheSize = 2 })
+	v := staticVerifier(t, func(c *claims.Options) { c.TokenCacheSize = 2 })
 	a := sign(t, k.ed, claimsFor("alice", "/tenants/acme"))
 	b := sign(t, k.ed, claimsFor("bob", "/tenants/globex"))
 	c := sign(t, k.ed, claimsFor("carol", "/tenants/initech"))
@@ -318,7 +318,7 @@ func TestTokenCacheBoundedLRU(t *testing.T) {
 // Run with -race.
 func TestTokenCacheConcurrent(t *testing.T) {
 	k := testKeys(t)
-	v := staticVerifier(t, func(c *claims.Config) { c.TokenCacheSize = 3 })
+	v := staticVerifier(t, func(c *claims.Options) { c.TokenCacheSize = 3 })
 	oracle := staticVerifier(t, uncached)
 	tenants := []string{"acme", "globex", "initech"}
 	var toks []string
@@ -369,8 +369,8 @@ func TestTokenCacheConcurrent(t *testing.T) {
 // the token bytes matter.
 func TestTokenCacheHMAC(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	cfg := func(size int) func(*claims.Config) {
-		return func(c *claims.Config) {
+	cfg := func(size int) func(*claims.Options) {
+		return func(c *claims.Options) {
 			c.JWKS, c.HMACKey, c.Algorithms, c.TokenCacheSize = nil, secret, []string{"HS256"}, size
 		}
 	}

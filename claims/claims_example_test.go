@@ -28,7 +28,7 @@ func Example() {
 	jwks := fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","use":"sig","alg":"EdDSA","kid":"idp-1","x":%q}]}`,
 		base64.RawURLEncoding.EncodeToString(pub))
 
-	v, err := claims.New(claims.Config{
+	v, err := claims.New(claims.Options{
 		Issuer:   "https://idp.example.com/realms/hotels",
 		Audience: []string{"https://mcp.example.com"},
 		JWKS:     []byte(jwks),

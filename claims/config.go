@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Defaults applied by New to zero Config fields.
+// Defaults applied by New to zero Options fields.
 const (
 	DefaultLeeway             = 30 * time.Second
 	DefaultMaxTokenBytes      = 16 << 10
@@ -30,7 +30,7 @@ const MaxLeeway = 5 * time.Minute
 const maxJWKSBytes = 1 << 20
 
 // defaultAlgorithms are the signing algorithms accepted when
-// Config.Algorithms is empty.
+// Options.Algorithms is empty.
 var defaultAlgorithms = []string{"RS256", "ES256", "EdDSA"}
 
 var supportedAlgorithms = []string{
@@ -39,9 +39,9 @@ var supportedAlgorithms = []string{
 	"HS256", "HS384", "HS512",
 }
 
-// Config configures a Verifier. Issuer, Audience, Mapping and one key source
+// Options configures a Verifier. Issuer, Audience, Mapping and one key source
 // (JWKSURL, JWKS or HMACKey) are required; every other field has a default.
-type Config struct {
+type Options struct {
 	// Issuer is the exact iss every token must carry.
 	Issuer string
 	// Audience lists the accepted aud values; a token must name at least one
@@ -144,7 +144,7 @@ func configErr(format string, args ...any) error {
 }
 
 // validate checks cfg and fills in defaults on the copy it returns.
-func (cfg Config) validate() (Config, error) {
+func (cfg Options) validate() (Options, error) {
 	if cfg.Issuer == "" {
 		return cfg, configErr("Issuer is required")
 	}

@@ -5,10 +5,10 @@
 //
 // # Verifying
 //
-// A [Verifier] is built with [New] from a [Config] naming the issuer, the accepted
+// A [Verifier] is built with [New] from an [Options] naming the issuer, the accepted
 // audiences, the signing keys and the [Mapping] from group strings to grants:
 //
-//	v, err := claims.New(claims.Config{
+//	v, err := claims.New(claims.Options{
 //		Issuer:   "https://idp.example.com/realms/hotels",
 //		Audience: []string{"https://mcp.example.com"},
 //		JWKSURL:  "https://idp.example.com/realms/hotels/protocol/openid-connect/certs",
@@ -24,19 +24,19 @@
 // Verify checks, in order, and fails closed at the first problem:
 //
 //   - keys are loaded (ErrNotReady);
-//   - the token is at most Config.MaxTokenBytes long, 16 KiB by default,
+//   - the token is at most Options.MaxTokenBytes long, 16 KiB by default,
 //     before anything is decoded (ErrTooLarge);
 //   - it is a compact JWS whose header has no "crit" (ErrMalformed);
-//   - its alg is in Config.Algorithms (ErrAlgNotAllowed); "none" never is,
-//     and HS256/384/512 only when listed together with Config.HMACKey;
+//   - its alg is in Options.Algorithms (ErrAlgNotAllowed); "none" never is,
+//     and HS256/384/512 only when listed together with Options.HMACKey;
 //   - the kid names a key of the kind alg needs (ErrUnknownKey,
 //     ErrAlgNotAllowed), and the signature verifies with it
 //     (ErrBadSignature);
 //   - exp is present (ErrMissingExpiry) and not past, nbf and iat are not in
-//     the future, all with Config.Leeway, 30 s by default (ErrExpired,
+//     the future, all with Options.Leeway, 30 s by default (ErrExpired,
 //     ErrNotYetValid);
-//   - iss equals Config.Issuer (ErrWrongIssuer) and aud names one of
-//     Config.Audience (ErrWrongAudience);
+//   - iss equals Options.Issuer (ErrWrongIssuer) and aud names one of
+//     Options.Audience (ErrWrongAudience);
 //   - sub is a non-empty string (ErrNoSubject);
 //   - the groups are in the token (ErrGroupOverage), and at least one maps
 //     to a grant (ErrNoScope).
@@ -47,9 +47,9 @@
 //
 // # Keys
 //
-// Keys come from a JWKS URL ([Config.JWKSURL]), fetched in the background and
-// refreshed every [Config.RefreshInterval], or from a static JWKS document
-// ([Config.JWKS]). They are held in a github.com/MicahParks/jwkset memory
+// Keys come from a JWKS URL ([Options.JWKSURL]), fetched in the background and
+// refreshed every [Options.RefreshInterval], or from a static JWKS document
+// ([Options.JWKS]). They are held in a github.com/MicahParks/jwkset memory
 // storage and looked up through github.com/MicahParks/keyfunc/v3; signatures
 // and registered claims are checked by github.com/golang-jwt/jwt/v5 with
 // WithValidMethods, WithIssuer, WithAudience, WithExpirationRequired,
@@ -58,7 +58,7 @@
 // Only keys that can verify signatures are kept: RSA of 2048 bits or more,
 // ECDSA on P-256/384/521, Ed25519, with "use" absent or "sig". Symmetric JWKs
 // and private members are ignored, so a JWKS never supplies an HMAC secret,
-// and HMAC tokens are checked against [Config.HMACKey] alone: the classic
+// and HMAC tokens are checked against [Options.HMACKey] alone: the classic
 // confusion of an HS256 token "signed" with the RSA public key fails. A
 // token's alg must also fit its key (RS/PS with RSA, ES256 with P-256, and so
 // on) and the JWK's own alg when the JWK declares one. A token without kid is
@@ -71,12 +71,12 @@
 // serving. Once loaded, keys are kept through outages: a failed refresh, or a
 // JWKS without a single usable key, leaves the cached keys in place. A
 // successful refresh replaces the set, so a key removed by the provider stops
-// verifying within [Config.RefreshInterval] (five minutes by default) of its
+// verifying within [Options.RefreshInterval] (five minutes by default) of its
 // removal. Failed fetches are retried with jittered exponential backoff, so
 // replicas that lost the endpoint together do not return to it in step.
 //
 // A kid that is not in the set causes one fetch of the JWKS, subject to two
-// limits: at most one such fetch per [Config.UnknownKIDInterval] (one minute by
+// limits: at most one such fetch per [Options.UnknownKIDInterval] (one minute by
 // default) across all callers, and none for a kid that a successful fetch in
 // the last ten intervals lacked (a negative cache of up to 10,000 kids).
 // Callers that arrive during a fetch wait for it rather than start another;
@@ -93,13 +93,13 @@
 // # Cached verifications
 //
 // A client sends the same bearer token on every call until it expires, so
-// Verify remembers the tokens it verified (Config.TokenCacheSize, 1024 by
+// Verify remembers the tokens it verified (Options.TokenCacheSize, 1024 by
 // default, least recently used evicted; negative disables) and answers a
 // repeat without checking the signature or mapping the groups again: about
 // a microsecond instead of 50–200. The cache is keyed by the token's
 // SHA-256, never the token, and keeps successes only. A hit gives exactly
 // what a fresh verification would give at that moment: exp, nbf and iat are
-// checked again on every hit with the same clock and Config.Leeway, and an
+// checked again on every hit with the same clock and Options.Leeway, and an
 // entry counts only while the key set is the one it was verified under. A
 // refresh that changes the set's public keys (a key retired, added, or a
 // kid republished with other material) empties the cache; one that returns
@@ -107,8 +107,8 @@
 //
 // # Groups, roles and the scope
 //
-// The group strings are read from [Config.GroupsClaim] ("groups" by default)
-// and the roles from [Config.RolesClaim] ("roles"). Both accept a path into
+// The group strings are read from [Options.GroupsClaim] ("groups" by default)
+// and the roles from [Options.RolesClaim] ("roles"). Both accept a path into
 // nested objects with a syntax that keeps namespaced claim names
 // unambiguous: segments are separated by '.', and a segment containing
 // anything but letters, digits, '_', '-' and '$' is written as a JSON
@@ -135,7 +135,7 @@
 // binds a role to the grant its group makes
 // ("/tenants/{chain}/hotels/{hotel}/{@role}" matching
 // /tenants/acme/hotels/acme-paris/front_desk), and so do a Table entry's
-// roles and a per-group roles claim ([Config.GroupRolesClaim], an object
+// roles and a per-group roles claim ([Options.GroupRolesClaim], an object
 // from group to roles). The token-wide roles claim is bound to the grant only when the
 // token's groups yield exactly one grant; with several it is bound to
 // none, since nothing says which tenant it was given for. The scope's

@@ -25,10 +25,10 @@ var (
 	// present, or the group/role claim is neither a string nor an array of
 	// strings.
 	ErrMalformed error = &tokenError{"claims: malformed token"}
-	// ErrTooLarge: the token is longer than Config.MaxTokenBytes. Checked
+	// ErrTooLarge: the token is longer than Options.MaxTokenBytes. Checked
 	// before any decoding.
 	ErrTooLarge error = &tokenError{"claims: token too large"}
-	// ErrAlgNotAllowed: the header's alg is not in Config.Algorithms (this
+	// ErrAlgNotAllowed: the header's alg is not in Options.Algorithms (this
 	// includes "none"), or does not fit the key the kid names (an RS256
 	// token naming an EC key, a JWK whose own alg differs, an ES256 token
 	// naming a P-384 key).
@@ -45,9 +45,9 @@ var (
 	// ErrMissingExpiry: the token has no exp claim. Tokens that never expire
 	// are refused.
 	ErrMissingExpiry error = &tokenError{"claims: token has no expiry"}
-	// ErrWrongIssuer: iss is missing or not Config.Issuer.
+	// ErrWrongIssuer: iss is missing or not Options.Issuer.
 	ErrWrongIssuer error = &tokenError{"claims: wrong issuer"}
-	// ErrWrongAudience: aud is missing or names none of Config.Audience.
+	// ErrWrongAudience: aud is missing or names none of Options.Audience.
 	ErrWrongAudience error = &tokenError{"claims: wrong audience"}
 	// ErrNoSubject: the sub claim is missing, empty or not a string.
 	ErrNoSubject error = &tokenError{"claims: token has no subject"}
@@ -70,7 +70,7 @@ var (
 	// ErrNotReady: no signing keys have been loaded yet (the first JWKS fetch
 	// has not succeeded). Verify refuses every token until it has.
 	ErrNotReady = errors.New("claims: verifier not ready: no signing keys loaded")
-	// ErrConfig is wrapped by every error New returns for a bad Config.
+	// ErrConfig is wrapped by every error New returns for a bad Options.
 	ErrConfig = errors.New("claims: invalid configuration")
 )
 

@@ -152,10 +152,10 @@ func defaultMapping() claims.Mapping {
 
 // staticVerifier returns a verifier over a static JWKS of all published test
 // keys, after applying mutate to the config.
-func staticVerifier(t testing.TB, mutate func(*claims.Config)) *claims.Verifier {
+func staticVerifier(t testing.TB, mutate func(*claims.Options)) *claims.Verifier {
 	t.Helper()
 	k := testKeys(t)
-	cfg := claims.Config{
+	cfg := claims.Options{
 		Issuer:   testIssuer,
 		Audience: []string{testAudience},
 		JWKS:     jwksOf(t, k.rsa, k.ec, k.ec384, k.ed),
@@ -201,9 +201,9 @@ func newJWKSServer(t testing.TB, doc []byte) *jwksServer {
 
 func (s *jwksServer) set(doc []byte) { s.doc.Store(&doc) }
 
-func remoteVerifier(t testing.TB, srv *jwksServer, mutate func(*claims.Config)) *claims.Verifier {
+func remoteVerifier(t testing.TB, srv *jwksServer, mutate func(*claims.Options)) *claims.Verifier {
 	t.Helper()
-	cfg := claims.Config{
+	cfg := claims.Options{
 		Issuer:             testIssuer,
 		Audience:           []string{testAudience},
 		JWKSURL:            srv.URL + "/certs",

@@ -21,7 +21,7 @@ func TestJWKSBlipDuringRotationRecovers(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.rsa))
 	const interval = 400 * time.Millisecond
-	v := remoteVerifier(t, srv, func(c *claims.Config) {
+	v := remoteVerifier(t, srv, func(c *claims.Options) {
 		c.RefreshInterval = time.Hour
 		c.UnknownKIDInterval = interval
 	})
@@ -81,7 +81,7 @@ func TestNegativeCacheOnlyAfterSuccessfulFetch(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.rsa))
 	const interval = 200 * time.Millisecond
-	v := remoteVerifier(t, srv, func(c *claims.Config) { c.UnknownKIDInterval = interval })
+	v := remoteVerifier(t, srv, func(c *claims.Options) { c.UnknownKIDInterval = interval })
 	if err := v.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestRetiredKeyStopsWithinRefreshInterval(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.rsa, k.rsa2))
 	const refresh = 300 * time.Millisecond
-	v := remoteVerifier(t, srv, func(c *claims.Config) { c.RefreshInterval = refresh })
+	v := remoteVerifier(t, srv, func(c *claims.Options) { c.RefreshInterval = refresh })
 	if err := v.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestFailedRefreshBacksOff(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.ec))
 	srv.down.Store(true)
-	remoteVerifier(t, srv, func(c *claims.Config) { c.RefreshInterval = time.Hour })
+	remoteVerifier(t, srv, func(c *claims.Options) { c.RefreshInterval = time.Hour })
 	time.Sleep(2500 * time.Millisecond)
 	// Attempts at 0, then after [0.5,1] s, then after [1,2] s more: 2 or 3
 	// in 2.5 s; a fixed 1 s retry would make 3, no backoff at all many.
@@ -172,7 +172,7 @@ func TestFailedRefreshBacksOff(t *testing.T) {
 func TestFailedUnknownKIDFetchSchedulesRetry(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.rsa))
-	v := remoteVerifier(t, srv, func(c *claims.Config) {
+	v := remoteVerifier(t, srv, func(c *claims.Options) {
 		c.RefreshInterval = time.Hour
 		c.UnknownKIDInterval = time.Hour
 	})

@@ -47,7 +47,7 @@ func TestNotReadyUntilKeysLoad(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.rsa))
 	srv.down.Store(true)
-	v := remoteVerifier(t, srv, func(c *claims.Config) { c.RefreshInterval = 50 * time.Millisecond })
+	v := remoteVerifier(t, srv, func(c *claims.Options) { c.RefreshInterval = 50 * time.Millisecond })
 	token := sign(t, k.rsa, validClaims())
 
 	eventually(t, 5*time.Second, "a failed first fetch", func() bool { return srv.hits.Load() >= 1 })
@@ -79,7 +79,7 @@ func TestNotReadyUntilKeysLoad(t *testing.T) {
 func TestKeyRotation(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.rsa))
-	v := remoteVerifier(t, srv, func(c *claims.Config) {
+	v := remoteVerifier(t, srv, func(c *claims.Options) {
 		c.RefreshInterval = 100 * time.Millisecond
 		c.UnknownKIDInterval = 50 * time.Millisecond
 	})
@@ -113,7 +113,7 @@ func TestKeyRotation(t *testing.T) {
 func TestJWKSOutageKeepsCachedKeys(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.ec))
-	v := remoteVerifier(t, srv, func(c *claims.Config) { c.RefreshInterval = 20 * time.Millisecond })
+	v := remoteVerifier(t, srv, func(c *claims.Options) { c.RefreshInterval = 20 * time.Millisecond })
 	if err := v.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestKIDFloodIsRateLimited(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.ed))
 	const interval = 400 * time.Millisecond
-	v := remoteVerifier(t, srv, func(c *claims.Config) { c.UnknownKIDInterval = interval })
+	v := remoteVerifier(t, srv, func(c *claims.Options) { c.UnknownKIDInterval = interval })
 	if err := v.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestNegativeCacheKeepsBudgetForRotation(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.rsa))
 	const interval = 300 * time.Millisecond
-	v := remoteVerifier(t, srv, func(c *claims.Config) { c.UnknownKIDInterval = interval })
+	v := remoteVerifier(t, srv, func(c *claims.Options) { c.UnknownKIDInterval = interval })
 	if err := v.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestNegativeCacheKeepsBudgetForRotation(t *testing.T) {
 func TestCloseStopsRefresh(t *testing.T) {
 	k := testKeys(t)
 	srv := newJWKSServer(t, jwksOf(t, k.ed))
-	v := remoteVerifier(t, srv, func(c *claims.Config) { c.RefreshInterval = 10 * time.Millisecond })
+	v := remoteVerifier(t, srv, func(c *claims.Options) { c.RefreshInterval = 10 * time.Millisecond })
 	if err := v.WaitReady(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestJWKSRedirectMustStaySecure(t *testing.T) {
 	// To plain http elsewhere is refused before any request is made.
 	bad := redirect("http://jwks.example.invalid/certs")
 	var logs logbuf.Buffer
-	v := remoteVerifier(t, bad, func(c *claims.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	v := remoteVerifier(t, bad, func(c *claims.Options) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	eventually(t, 5*time.Second, "the refusal to be logged", func() bool {
 		return strings.Contains(logs.String(), "redirect to a JWKS URL that is not https")
 	})

@@ -21,7 +21,7 @@ func TestVerifierLevels(t *testing.T) {
 		{claims.Mapping{Patterns: []string{"/t/{chain}"}, Levels: []string{"region", "chain"}}, []string{"chain", "region"}},
 	}
 	for _, c := range cases {
-		v, err := claims.New(claims.Config{Issuer: "https://idp.example", Audience: []string{"a"}, HMACKey: []byte("0123456789abcdef0123456789abcdef"), Algorithms: []string{"HS256"}, Mapping: c.m})
+		v, err := claims.New(claims.Options{Issuer: "https://idp.example", Audience: []string{"a"}, HMACKey: []byte("0123456789abcdef0123456789abcdef"), Algorithms: []string{"HS256"}, Mapping: c.m})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,8 +32,8 @@ import (
 // matched against "/tenants/acme/hotels/acme-paris/front_desk" grants hotel
 // acme-paris (within chain acme) with the role front_desk. A Table entry's
 // Grant.Roles are bound the same way, and so are the roles a per-group
-// roles claim (Config.GroupRolesClaim) gives a group. The token-wide roles claim
-// (Config.RolesClaim) cannot say which tenant a role was meant for: its
+// roles claim (Options.GroupRolesClaim) gives a group. The token-wide roles claim
+// (Options.RolesClaim) cannot say which tenant a role was meant for: its
 // roles are bound to the grant only when the token's groups yield exactly
 // one distinct grant, and to none when they yield several. The scope's
 // effective roles (scope.Scope.Roles, what package redact reveals by) are
@@ -328,7 +328,7 @@ func (p *pattern) match(group string) ([]string, bool) {
 
 // mapGroups applies the rules to the groups of one token and binds roles
 // to the grants: a pattern's {@role} value, a Table entry's roles and the
-// group's entry in groupRoles (Config.GroupRolesClaim) to the grant that
+// group's entry in groupRoles (Options.GroupRolesClaim) to the grant that
 // group makes, and tokenRoles (the token-wide roles claim) to
 // every grant only when there is exactly one distinct grant, since with
 // several nothing says which tenant they were given for. It returns

@@ -79,7 +79,7 @@ func TestGroupMapping(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := staticVerifier(t, func(c *claims.Config) { c.Mapping = tc.mapping })
+			v := staticVerifier(t, func(c *claims.Options) { c.Mapping = tc.mapping })
 			c := claimsFor("alice", tc.groups...)
 			if tc.groups == nil {
 				c["groups"] = "/tenants/acme"
@@ -191,7 +191,7 @@ func TestRolesAndClaimPaths(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := staticVerifier(t, func(c *claims.Config) {
+			v := staticVerifier(t, func(c *claims.Options) {
 				c.GroupsClaim = tc.groupsClaim
 				c.RolesClaim = tc.rolesClaim
 			})
@@ -255,7 +255,7 @@ func TestRolesBoundPerGrant(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := staticVerifier(t, func(c *claims.Config) { c.Mapping = m })
+			v := staticVerifier(t, func(c *claims.Options) { c.Mapping = m })
 			c := claimsFor("alice", tc.groups...)
 			if tc.roles != nil {
 				c["roles"] = tc.roles
@@ -289,7 +289,7 @@ func TestRolePlaceholderRules(t *testing.T) {
 		"/tenants/{chain}/" + claims.RolePlaceholder + "/" + claims.RolePlaceholder,
 		"/tenants/{chain}/{@admin}",
 	} {
-		_, err := claims.New(claims.Config{Issuer: "https://idp.example", Audience: []string{"a"}, JWKS: []byte(`{"keys":[]}`),
+		_, err := claims.New(claims.Options{Issuer: "https://idp.example", Audience: []string{"a"}, JWKS: []byte(`{"keys":[]}`),
 			Mapping: claims.Mapping{Patterns: []string{bad}}})
 		if !errors.Is(err, claims.ErrConfig) || !strings.Contains(err.Error(), "pattern") {
 			t.Errorf("pattern %q: %v, want ErrConfig about the pattern", bad, err)
@@ -301,7 +301,7 @@ func TestRolePlaceholderRules(t *testing.T) {
 // the grant that group makes.
 func TestGroupRolesClaim(t *testing.T) {
 	k := testKeys(t)
-	v := staticVerifier(t, func(c *claims.Config) {
+	v := staticVerifier(t, func(c *claims.Options) {
 		c.Mapping = claims.Mapping{Patterns: []string{"/tenants/{chain}", "/tenants/{chain}/hotels/{hotel}"}}
 		c.GroupRolesClaim = "group_roles"
 	})

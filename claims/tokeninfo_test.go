@@ -22,7 +22,7 @@ func TestTokenVerifierWithRequireBearerToken(t *testing.T) {
 	k := testKeys(t)
 	jwks := newJWKSServer(t, jwksOf(t, k.rsa, k.ed))
 	jwks.down.Store(true) // start with the IdP unreachable
-	v := remoteVerifier(t, jwks, func(c *claims.Config) { c.RefreshInterval = 50 * time.Millisecond })
+	v := remoteVerifier(t, jwks, func(c *claims.Options) { c.RefreshInterval = 50 * time.Millisecond })
 
 	var seen scope.Scope
 	var seenInfo *auth.TokenInfo

@@ -35,7 +35,7 @@ type Verifier struct {
 	groupRoles    claimPath // nil: no per-group roles claim
 	maxTokenBytes int
 	leeway        time.Duration
-	cache         *tokenCache      // nil when Config.TokenCacheSize is negative
+	cache         *tokenCache      // nil when Options.TokenCacheSize is negative
 	now           func() time.Time // the clock of every exp/nbf/iat check; time.Now
 }
 
@@ -64,13 +64,13 @@ type Claims struct {
 	Matches []Match
 }
 
-// New checks cfg and returns a Verifier. With a JWKSURL it returns at once
+// New checks opts and returns a Verifier. With a JWKSURL it returns at once
 // and fetches the keys in the background; until the first fetch succeeds
 // the Verifier refuses every token with ErrNotReady (see WaitReady). With a
 // static JWKS or only an HMACKey it is ready on return. Every configuration
 // error wraps ErrConfig.
-func New(cfg Config) (*Verifier, error) {
-	cfg, err := cfg.validate()
+func New(opts Options) (*Verifier, error) {
+	cfg, err := opts.validate()
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +183,8 @@ func (v *Verifier) Leeway() time.Duration { return v.leeway }
 // auth.ErrInvalidToken), or ErrNotReady; it never contains any part of the
 // token. ctx bounds the wait for a JWKS refresh caused by an unknown kid.
 //
-// Unless Config.TokenCacheSize is negative, a token verified before is
-// answered from a cache (see Config.TokenCacheSize) with exactly what a
+// Unless Options.TokenCacheSize is negative, a token verified before is
+// answered from a cache (see Options.TokenCacheSize) with exactly what a
 // fresh verification would give now; the Claims returned are the caller's
 // own copy either way.
 func (v *Verifier) Verify(ctx context.Context, token string) (scope.Scope, *Claims, error) {

@@ -67,7 +67,7 @@ func TestVerifyWithinLeeway(t *testing.T) {
 	if _, _, err := v.Verify(context.Background(), sign(t, k.ed, c)); err != nil {
 		t.Fatalf("token within the 30 s leeway refused: %v", err)
 	}
-	strict := staticVerifier(t, func(c *claims.Config) { c.Leeway = -1 })
+	strict := staticVerifier(t, func(c *claims.Options) { c.Leeway = -1 })
 	if _, _, err := strict.Verify(context.Background(), sign(t, k.ed, c)); !errors.Is(err, claims.ErrExpired) || !errors.Is(err, claims.ErrNotYetValid) {
 		t.Fatalf("with no leeway: %v, want ErrExpired and ErrNotYetValid", err)
 	}
@@ -252,7 +252,7 @@ func TestJWKAlgMustMatchTokenAlg(t *testing.T) {
 	// even though both algorithms are allowed.
 	published := k.rsa
 	published.alg = "RS384"
-	v := staticVerifier(t, func(c *claims.Config) {
+	v := staticVerifier(t, func(c *claims.Options) {
 		c.JWKS = jwksOf(t, published)
 		c.Algorithms = []string{"RS256", "RS384"}
 	})
@@ -267,7 +267,7 @@ func TestJWKAlgMustMatchTokenAlg(t *testing.T) {
 func TestHMACOnlyWithExplicitKey(t *testing.T) {
 	k := testKeys(t)
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	v := staticVerifier(t, func(c *claims.Config) {
+	v := staticVerifier(t, func(c *claims.Options) {
 		c.HMACKey = secret
 		c.Algorithms = []string{"RS256", "HS256"}
 	})
@@ -302,7 +302,7 @@ func TestHMACOnlyWithExplicitKey(t *testing.T) {
 
 func TestTokenSizeLimit(t *testing.T) {
 	k := testKeys(t)
-	v := staticVerifier(t, func(c *claims.Config) { c.MaxTokenBytes = 1024 })
+	v := staticVerifier(t, func(c *claims.Options) { c.MaxTokenBytes = 1024 })
 	small := sign(t, k.ed, validClaims())
 	if len(small) > 1024 {
 		t.Fatalf("test token is %d bytes", len(small))
@@ -329,49 +329,49 @@ func TestInvalidScopeRefusesWholeToken(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	k := testKeys(t)
 	jwks := jwksOf(t, k.rsa)
-	base := func() claims.Config {
-		return claims.Config{Issuer: testIssuer, Audience: []string{testAudience}, JWKS: jwks, Mapping: defaultMapping(), Logger: quietLog}
+	base := func() claims.Options {
+		return claims.Options{Issuer: testIssuer, Audience: []string{testAudience}, JWKS: jwks, Mapping: defaultMapping(), Logger: quietLog}
 	}
 	cases := []struct {
 		name   string
-		edit   func(*claims.Config)
+		edit   func(*claims.Options)
 		substr string
 	}{
-		{"no issuer", func(c *claims.Config) { c.Issuer = "" }, "Issuer"},
-		{"no audience", func(c *claims.Config) { c.Audience = nil }, "Audience"},
-		{"no key source", func(c *claims.Config) { c.JWKS = nil }, "no key source"},
-		{"two key sources", func(c *claims.Config) { c.JWKSURL = "https://idp.test/certs" }, "not both"},
-		{"alg none", func(c *claims.Config) { c.Algorithms = []string{"none"} }, `"none" is not supported`},
-		{"HS256 without key", func(c *claims.Config) { c.Algorithms = []string{"HS256"} }, "needs HMACKey"},
-		{"HMAC key without HS alg", func(c *claims.Config) { c.HMACKey = make([]byte, 32) }, "never enabled implicitly"},
-		{"short HMAC key", func(c *claims.Config) { c.HMACKey = make([]byte, 16); c.Algorithms = []string{"HS256"} }, "at least 32"},
-		{"PEM as HMAC key", func(c *claims.Config) {
+		{"no issuer", func(c *claims.Options) { c.Issuer = "" }, "Issuer"},
+		{"no audience", func(c *claims.Options) { c.Audience = nil }, "Audience"},
+		{"no key source", func(c *claims.Options) { c.JWKS = nil }, "no key source"},
+		{"two key sources", func(c *claims.Options) { c.JWKSURL = "https://idp.test/certs" }, "not both"},
+		{"alg none", func(c *claims.Options) { c.Algorithms = []string{"none"} }, `"none" is not supported`},
+		{"HS256 without key", func(c *claims.Options) { c.Algorithms = []string{"HS256"} }, "needs HMACKey"},
+		{"HMAC key without HS alg", func(c *claims.Options) { c.HMACKey = make([]byte, 32) }, "never enabled implicitly"},
+		{"short HMAC key", func(c *claims.Options) { c.HMACKey = make([]byte, 16); c.Algorithms = []string{"HS256"} }, "at least 32"},
+		{"PEM as HMAC key", func(c *claims.Options) {
 			c.HMACKey = rsaPublicPEM(t, k.rsa.priv.(*rsa.PrivateKey))
 			c.Algorithms = []string{"HS256"}
 		}, "PEM"},
-		{"RS256 with only an HMAC key", func(c *claims.Config) {
+		{"RS256 with only an HMAC key", func(c *claims.Options) {
 			c.JWKS = nil
 			c.HMACKey = make([]byte, 32)
 			c.Algorithms = []string{"HS256", "RS256"}
 		}, "needs JWKSURL or JWKS"},
-		{"huge leeway", func(c *claims.Config) { c.Leeway = time.Hour }, "Leeway"},
-		{"plain http JWKS", func(c *claims.Config) { c.JWKS = nil; c.JWKSURL = "http://idp.example.com/certs" }, "must be https"},
-		{"relative JWKS URL", func(c *claims.Config) { c.JWKS = nil; c.JWKSURL = "/certs" }, "absolute"},
-		{"static JWKS not JSON", func(c *claims.Config) { c.JWKS = []byte("{") }, "static JWKS"},
-		{"static JWKS without usable keys", func(c *claims.Config) { c.JWKS = []byte(`{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`) }, "no usable"},
-		{"unquoted URL claim", func(c *claims.Config) { c.GroupsClaim = "https://example.com/groups" }, "quoted segment"},
-		{"bad roles path", func(c *claims.Config) { c.RolesClaim = "realm_access..roles" }, "empty segment"},
-		{"empty mapping", func(c *claims.Config) { c.Mapping = claims.Mapping{} }, "no patterns"},
-		{"bad pattern", func(c *claims.Config) { c.Mapping.Patterns = []string{"/tenants/{Chain}"} }, "not a level name"},
-		{"unclosed placeholder", func(c *claims.Config) { c.Mapping.Patterns = []string{"/tenants/{chain"} }, "never closed"},
-		{"adjacent placeholders", func(c *claims.Config) { c.Mapping.Patterns = []string{"{chain}{hotel}"} }, "adjacent"},
-		{"no placeholder", func(c *claims.Config) { c.Mapping.Patterns = []string{"/admins"} }, "no placeholder"},
-		{"shadowed pattern", func(c *claims.Config) { c.Mapping.Patterns = []string{"tenant:{chain}", "tenant:{hotel}"} }, "can never match"},
-		{"level not in Levels", func(c *claims.Config) { c.Mapping.Patterns = []string{"/t/{hotle}"} }, "not in Levels"},
-		{"table bad level", func(c *claims.Config) {
+		{"huge leeway", func(c *claims.Options) { c.Leeway = time.Hour }, "Leeway"},
+		{"plain http JWKS", func(c *claims.Options) { c.JWKS = nil; c.JWKSURL = "http://idp.example.com/certs" }, "must be https"},
+		{"relative JWKS URL", func(c *claims.Options) { c.JWKS = nil; c.JWKSURL = "/certs" }, "absolute"},
+		{"static JWKS not JSON", func(c *claims.Options) { c.JWKS = []byte("{") }, "static JWKS"},
+		{"static JWKS without usable keys", func(c *claims.Options) { c.JWKS = []byte(`{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`) }, "no usable"},
+		{"unquoted URL claim", func(c *claims.Options) { c.GroupsClaim = "https://example.com/groups" }, "quoted segment"},
+		{"bad roles path", func(c *claims.Options) { c.RolesClaim = "realm_access..roles" }, "empty segment"},
+		{"empty mapping", func(c *claims.Options) { c.Mapping = claims.Mapping{} }, "no patterns"},
+		{"bad pattern", func(c *claims.Options) { c.Mapping.Patterns = []string{"/tenants/{Chain}"} }, "not a level name"},
+		{"unclosed placeholder", func(c *claims.Options) { c.Mapping.Patterns = []string{"/tenants/{chain"} }, "never closed"},
+		{"adjacent placeholders", func(c *claims.Options) { c.Mapping.Patterns = []string{"{chain}{hotel}"} }, "adjacent"},
+		{"no placeholder", func(c *claims.Options) { c.Mapping.Patterns = []string{"/admins"} }, "no placeholder"},
+		{"shadowed pattern", func(c *claims.Options) { c.Mapping.Patterns = []string{"tenant:{chain}", "tenant:{hotel}"} }, "can never match"},
+		{"level not in Levels", func(c *claims.Options) { c.Mapping.Patterns = []string{"/t/{hotle}"} }, "not in Levels"},
+		{"table bad level", func(c *claims.Options) {
 			c.Mapping.Table = map[string]scope.Grant{"0f3e": {Level: "Chain", ID: "acme"}}
 		}, "not a level name"},
-		{"table empty id", func(c *claims.Config) { c.Mapping.Table = map[string]scope.Grant{"0f3e": {Level: "chain"}} }, "id must be"},
+		{"table empty id", func(c *claims.Options) { c.Mapping.Table = map[string]scope.Grant{"0f3e": {Level: "chain"}} }, "id must be"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -94,7 +94,7 @@ func (r *runner) startTools(p *pt) (ts *toolServer, err error) {
 			patterns = append(patterns, pat, pat+"/role/"+claims.RolePlaceholder)
 		}
 	}
-	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{public}, JWKS: is.JWKS(),
+	v, err := claims.New(claims.Options{Issuer: is.URL, Audience: []string{public}, JWKS: is.JWKS(),
 		Mapping: claims.Mapping{Patterns: patterns, Levels: levels}})
 	if err != nil {
 		return nil, err

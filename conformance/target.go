@@ -104,7 +104,7 @@ type Tools struct {
 	Levels    []string
 	ScopeKeys []string
 	// Redaction is the application's redaction policy.
-	Redaction redact.Config
+	Redaction redact.Options
 	// Calls returns the tool calls to make as tenant tn with role. The
 	// calls should read as much of the tenant's data as the tools allow,
 	// and should also aim at other tenants' rows (ids, e-mails) on purpose.

@@ -100,7 +100,7 @@ func newFixtureStore(t testing.TB, src string, st Store) *fixture {
 }
 
 var testRedactor = func() *redact.Redactor {
-	r, err := redact.New(redact.Config{})
+	r, err := redact.New(redact.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -49,7 +49,7 @@ func Example() {
 	session.CallID = "call-1"
 	call, _ := lookup.Begin(context.Background(), session)
 	guest := Guest{Name: "Ann Lee", Email: "ann@guest.example"}
-	red, _ := redact.New(redact.Config{})
+	red, _ := redact.New(redact.Options{})
 	scoped := red.ForScope(scope.Scope{})
 	scoped.JSON(guest)
 	call.Record(context.Background(), guest, scoped.Report())

@@ -88,7 +88,7 @@ func newWorldStore(t testing.TB, policy string, st flow.Store) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { is.Close() })
-	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
+	v, err := claims.New(claims.Options{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
 		Mapping: claims.Mapping{Patterns: []string{"org:{org}"}}})
 	if err != nil {
 		t.Fatal(err)

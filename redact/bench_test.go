@@ -125,7 +125,7 @@ func bookingPage() benchPage {
 // which times both in alternation and reports redact/json as "x-json".
 func BenchmarkBookingPage(b *testing.B) {
 	page := bookingPage()
-	r, err := New(Config{Reveal: map[string][]Category{"front_desk": {Phone, Name}}})
+	r, err := New(Options{Reveal: map[string][]Category{"front_desk": {Phone, Name}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -102,7 +102,7 @@ const (
 	// "tok_<category>_<24 base32 characters>": HMAC-SHA256 under a key
 	// derived for the caller's tenant, so equal values give equal tokens
 	// within a tenant (a model can still join on them) and tokens of
-	// different tenants are unlinkable. Requires Config.TokenKey.
+	// different tenants are unlinkable. Requires Options.TokenKey.
 	Token
 )
 

@@ -77,7 +77,7 @@
 //
 // # Policy: operators and reveal
 //
-// A [Config] chooses an [Operator] per category — [Mask] (keep a safe hint: the
+// An [Options] chooses an [Operator] per category — [Mask] (keep a safe hint: the
 // e-mail domain, the last four digits of a phone or card, the country and
 // last four characters of an [IBAN]), [Drop] (omit the field; in text, a
 // "[redacted:<category>]" placeholder), or [Token] (a keyed HMAC-SHA256 token,

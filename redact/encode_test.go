@@ -178,7 +178,7 @@ func TestMatchesEncodingJSON(t *testing.T) {
 		"time pointers": []*time.Time{nil, &[]time.Time{time.Unix(1700000000, 5).UTC()}[0]},
 		"error value":   struct{ Err error }{errors.New("boom")},
 	}
-	r, _ := New(Config{})
+	r, _ := New(Options{})
 	sc := r.ForScope(testScope(t, "chain", "acme"))
 	for name, v := range values {
 		t.Run(name, func(t *testing.T) {

@@ -31,7 +31,7 @@ type Booking struct {
 // A tool result redacted for two callers of the same hotel: the front desk
 // may see guest phone numbers, a housekeeping user may not.
 func Example() {
-	r, err := redact.New(redact.Config{
+	r, err := redact.New(redact.Options{
 		Reveal: map[string][]redact.Category{"front_desk": {redact.Phone}},
 	})
 	if err != nil {
@@ -63,7 +63,7 @@ func Example() {
 // Tokens let a model match the same guest across results without seeing
 // who it is; another tenant gets unrelated tokens for the same value.
 func Example_tokens() {
-	r, err := redact.New(redact.Config{
+	r, err := redact.New(redact.Options{
 		Operators: map[redact.Category]redact.Operator{redact.Email: redact.Token, redact.Name: redact.Drop},
 		TokenKey:  []byte("example master key, use 32+ random bytes in production"),
 	})

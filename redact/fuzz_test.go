@@ -64,7 +64,7 @@ func FuzzJSON(f *testing.F) {
 	for i, s := range fuzzSeeds {
 		f.Add(s, fuzzSeeds[(i+1)%len(fuzzSeeds)], int64(i)*4111111111111, float64(i)/3)
 	}
-	r, _ := New(Config{TokenKey: testKey, Operators: map[Category]Operator{Name: Token}})
+	r, _ := New(Options{TokenKey: testKey, Operators: map[Category]Operator{Name: Token}})
 	sc := r.ForScope(testScope(f, "chain", "acme"))
 	f.Fuzz(func(t *testing.T, s1, s2 string, n int64, x float64) {
 		p := fuzzPlain{S: s1, N: n, F: x, B: []byte(s2), M: map[string]string{s1: s2, s2: s1}, Any: []any{s1, x}, Q: s2}

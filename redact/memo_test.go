@@ -77,7 +77,7 @@ func memoPage() []memoRow {
 func TestCleanMemoIsExact(t *testing.T) {
 	page := memoPage()
 	key := bytes.Repeat([]byte{7}, MinTokenKeyLen)
-	policies := map[string]Config{
+	policies := map[string]Options{
 		"default": {},
 		"reveal":  {Reveal: map[string][]Category{"front_desk": {Email, Phone, Card}}},
 		"token":   {Operators: map[Category]Operator{Email: Token, Phone: Token}, TokenKey: key},
@@ -145,7 +145,7 @@ func TestCleanMemoClearedOnRelease(t *testing.T) {
 // The memo never remembers a string in which anything was detected, even
 // when the policy reveals it (output unchanged): each occurrence is counted.
 func TestCleanMemoCountsEveryRevealedOccurrence(t *testing.T) {
-	r, err := New(Config{Reveal: map[string][]Category{"front_desk": {Email}}})
+	r, err := New(Options{Reveal: map[string][]Category{"front_desk": {Email}}})
 	if err != nil {
 		t.Fatal(err)
 	}

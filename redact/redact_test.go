@@ -55,7 +55,7 @@ func TestTaggedFieldPerCategoryAndOperator(t *testing.T) {
 	for _, s := range samples {
 		for _, op := range []Operator{Mask, Drop, Token} {
 			t.Run(string(s.cat)+"/"+op.String(), func(t *testing.T) {
-				cfg := Config{TokenKey: testKey}
+				cfg := Options{TokenKey: testKey}
 				if s.cat != Secret {
 					cfg.Operators = map[Category]Operator{s.cat: op}
 				}
@@ -109,7 +109,7 @@ func TestDetectedTextPerCategoryAndOperator(t *testing.T) {
 		}
 		for _, op := range []Operator{Mask, Drop, Token} {
 			t.Run(string(s.cat)+"/"+op.String(), func(t *testing.T) {
-				cfg := Config{TokenKey: testKey}
+				cfg := Options{TokenKey: testKey}
 				if s.cat != Secret {
 					cfg.Operators = map[Category]Operator{s.cat: op}
 				}
@@ -152,7 +152,7 @@ type guestRecord struct {
 }
 
 func TestRevealByRole(t *testing.T) {
-	r, err := New(Config{Reveal: map[string][]Category{
+	r, err := New(Options{Reveal: map[string][]Category{
 		"front_desk": {Phone},
 		"manager":    {Name, Email},
 	}})
@@ -203,7 +203,7 @@ func TestRevealByRole(t *testing.T) {
 }
 
 func TestTokens(t *testing.T) {
-	r, err := New(Config{TokenKey: testKey, Operators: map[Category]Operator{
+	r, err := New(Options{TokenKey: testKey, Operators: map[Category]Operator{
 		Email: Token, Name: Token, Phone: Token, Card: Token, IBAN: Token,
 	}})
 	if err != nil {
@@ -260,7 +260,7 @@ func TestTokens(t *testing.T) {
 	}
 
 	// Another master key gives other tokens.
-	r2, _ := New(Config{TokenKey: append([]byte("other-"), testKey...), Operators: map[Category]Operator{Email: Token}})
+	r2, _ := New(Options{TokenKey: append([]byte("other-"), testKey...), Operators: map[Category]Operator{Email: Token}})
 	if b := tok(r2.ForScope(scopetest.New("alice", []scope.Grant{{Level: "chain", ID: "acme"}})), Email, "alice@example.com"); a == b {
 		t.Errorf("token does not depend on the master key")
 	}
@@ -406,13 +406,13 @@ func onlyDigits(s string) string {
 
 func TestCanary(t *testing.T) {
 	v := canaryValue()
-	tokenAll, err := New(Config{TokenKey: testKey, Operators: map[Category]Operator{
+	tokenAll, err := New(Options{TokenKey: testKey, Operators: map[Category]Operator{
 		Email: Token, Phone: Token, Name: Token, Card: Token, Address: Token, IBAN: Token, SSN: Token, IP: Token,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dropAll, _ := New(Config{Operators: map[Category]Operator{
+	dropAll, _ := New(Options{Operators: map[Category]Operator{
 		Email: Drop, Phone: Drop, Name: Drop, Card: Drop, Address: Drop, IBAN: Drop, SSN: Drop, IP: Drop,
 	}})
 	for _, tc := range []struct {
@@ -450,7 +450,7 @@ func TestCanary(t *testing.T) {
 	}
 
 	// The test can fail: a role that may see phones sees the phone canaries.
-	r, _ := New(Config{Reveal: map[string][]Category{"front_desk": {Phone}}})
+	r, _ := New(Options{Reveal: map[string][]Category{"front_desk": {Phone}}})
 	b, _ := r.ForScope(testScope(t, "chain", "acme", "front_desk")).JSON(v)
 	if !strings.Contains(string(b), "+44 20 7946 0958") {
 		t.Errorf("revealed phone missing: %s", b)
@@ -512,7 +512,7 @@ func TestKeysOption(t *testing.T) {
 	if want := `{"by_guest":{"[redacted:name]":[101],"[redacted:name] (2)":[102,103]}}`; string(b) != want {
 		t.Errorf("got %s, want %s", b, want)
 	}
-	r, _ := New(Config{TokenKey: testKey, Operators: map[Category]Operator{Name: Token}})
+	r, _ := New(Options{TokenKey: testKey, Operators: map[Category]Operator{Name: Token}})
 	b, _ = r.ForScope(testScope(t, "chain", "acme")).JSON(v)
 	var got struct {
 		ByGuest map[string][]int `json:"by_guest"`
@@ -526,7 +526,7 @@ func TestKeysOption(t *testing.T) {
 	if len(got.ByGuest) != 2 {
 		t.Errorf("got %s", b)
 	}
-	rv, _ := New(Config{Reveal: map[string][]Category{"mgr": {Name}}})
+	rv, _ := New(Options{Reveal: map[string][]Category{"mgr": {Name}}})
 	b, _ = rv.ForScope(testScope(t, "chain", "acme", "mgr")).JSON(v)
 	if string(b) != `{"by_guest":{"Alice Smith":[101],"Bob Jones":[102,103]}}` {
 		t.Errorf("revealed: %s", b)
@@ -578,7 +578,7 @@ func TestTaggedShapes(t *testing.T) {
 
 	// Revealed, every field encodes as encoding/json would.
 	all := map[string][]Category{"all": {Email, Phone, Name, Card, Address, IBAN, SSN, IP}}
-	r, _ := New(Config{Reveal: all})
+	r, _ := New(Options{Reveal: all})
 	got, err := r.ForScope(testScope(t, "chain", "acme", "all")).JSON(v)
 	if err != nil {
 		t.Fatal(err)
@@ -589,7 +589,7 @@ func TestTaggedShapes(t *testing.T) {
 	}
 
 	// Tokens of composites are tokens of their clear JSON.
-	rt, _ := New(Config{TokenKey: testKey, Operators: map[Category]Operator{Address: Token}})
+	rt, _ := New(Options{TokenKey: testKey, Operators: map[Category]Operator{Address: Token}})
 	sc := rt.ForScope(testScope(t, "chain", "acme"))
 	b1, _ := sc.JSON(v)
 	v.Addr.Street = "10 Downing Street"
@@ -750,7 +750,7 @@ func TestReport(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	for name, cfg := range map[string]Config{
+	for name, cfg := range map[string]Options{
 		"unknown category op":  {Operators: map[Category]Operator{"passport": Mask}},
 		"unknown operator":     {Operators: map[Category]Operator{Email: Operator(9)}},
 		"secret masked":        {Operators: map[Category]Operator{Secret: Mask}},
@@ -764,7 +764,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrConfig", name, err)
 		}
 	}
-	if _, err := New(Config{Operators: map[Category]Operator{Secret: Drop}}); err != nil {
+	if _, err := New(Options{Operators: map[Category]Operator{Secret: Drop}}); err != nil {
 		t.Errorf("explicit Drop for secret: %v", err)
 	}
 }
@@ -817,7 +817,7 @@ func TestIdempotent(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
-	r, _ := New(Config{TokenKey: testKey, Operators: map[Category]Operator{Name: Token}})
+	r, _ := New(Options{TokenKey: testKey, Operators: map[Category]Operator{Name: Token}})
 	sc := r.ForScope(testScope(t, "chain", "acme"))
 	v := canaryValue()
 	want, err := sc.JSON(v)
@@ -878,7 +878,7 @@ func TestMaskWithoutHint(t *testing.T) {
 // (a path the data contradicts) cannot obtain acme-paris's tokens, and the
 // roles bound to grants do not change the tenant.
 func TestTokensKeyedByGrantPath(t *testing.T) {
-	r, err := New(Config{TokenKey: testKey, Operators: map[Category]Operator{Email: Token}})
+	r, err := New(Options{TokenKey: testKey, Operators: map[Category]Operator{Email: Token}})
 	if err != nil {
 		t.Fatal(err)
 	}

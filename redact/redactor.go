@@ -26,12 +26,12 @@ var (
 	ErrUnsupported = errors.New("redact: unsupported value")
 )
 
-// MinTokenKeyLen is the minimum length of Config.TokenKey.
+// MinTokenKeyLen is the minimum length of Options.TokenKey.
 const MinTokenKeyLen = 32
 
-// Config configures a Redactor. The zero Config is the default policy:
+// Options configures a Redactor. The zero Options is the default policy:
 // every category is masked (Secret dropped) for every role, and no tokens.
-type Config struct {
+type Options struct {
 	// Operators chooses how each category is redacted. A category that is
 	// not listed uses Mask. Secret must be absent or Drop.
 	Operators map[Category]Operator
@@ -49,7 +49,7 @@ type Config struct {
 }
 
 // Redactor holds a validated redaction policy. It is immutable and safe for
-// concurrent use. A nil *Redactor behaves as New(Config{}).
+// concurrent use. A nil *Redactor behaves as New(Options{}).
 type Redactor struct {
 	ops    actions           // operator per category, as actions
 	reveal map[string]uint16 // role → bit set of revealed categories
@@ -57,25 +57,25 @@ type Redactor struct {
 }
 
 var defaultRedactor = func() *Redactor {
-	r, err := New(Config{})
+	r, err := New(Options{})
 	if err != nil {
 		panic(err)
 	}
 	return r
 }()
 
-// Default returns the Redactor of the default policy, New(Config{}).
+// Default returns the Redactor of the default policy, New(Options{}).
 func Default() *Redactor { return defaultRedactor }
 
-// New validates cfg and returns a Redactor.
-func New(cfg Config) (*Redactor, error) {
-	r := &Redactor{reveal: make(map[string]uint16, len(cfg.Reveal))}
+// New validates opts and returns a Redactor.
+func New(opts Options) (*Redactor, error) {
+	r := &Redactor{reveal: make(map[string]uint16, len(opts.Reveal))}
 	for i := range r.ops {
 		r.ops[i] = actMask
 	}
 	r.ops[ciSecret] = actDrop
 	needKey := false
-	for c, op := range cfg.Operators {
+	for c, op := range opts.Operators {
 		ci, ok := indexOf(c)
 		if !ok {
 			return nil, fmt.Errorf("%w: operator for unknown category %q", ErrConfig, c)
@@ -95,7 +95,7 @@ func New(cfg Config) (*Redactor, error) {
 			return nil, fmt.Errorf("%w: category %q is always dropped, operator %v not allowed", ErrConfig, Secret, op)
 		}
 	}
-	for role, cats := range cfg.Reveal {
+	for role, cats := range opts.Reveal {
 		if role == "" {
 			return nil, fmt.Errorf("%w: reveal rule for an empty role", ErrConfig)
 		}
@@ -113,11 +113,11 @@ func New(cfg Config) (*Redactor, error) {
 		r.reveal[role] = bits
 	}
 	if needKey {
-		if len(cfg.TokenKey) < MinTokenKeyLen {
+		if len(opts.TokenKey) < MinTokenKeyLen {
 			return nil, fmt.Errorf("%w: the Token operator needs a TokenKey of at least %d bytes, got %d",
-				ErrConfig, MinTokenKeyLen, len(cfg.TokenKey))
+				ErrConfig, MinTokenKeyLen, len(opts.TokenKey))
 		}
-		r.key = slices.Clone(cfg.TokenKey)
+		r.key = slices.Clone(opts.TokenKey)
 	}
 	return r, nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 func TestHandlerJSON(t *testing.T) {
-	r, err := New(Config{
+	r, err := New(Options{
 		TokenKey:  testKey,
 		Operators: map[Category]Operator{Email: Token},
 		Reveal:    map[string][]Category{"front_desk": {Phone, Email}},

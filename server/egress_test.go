@@ -50,7 +50,7 @@ func egressChild() int {
 		return 1
 	}
 	defer is.Close()
-	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
+	v, err := claims.New(claims.Options{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
 		Mapping: claims.Mapping{Patterns: []string{"org:{org}"}}})
 	if err != nil {
 		fmt.Println("ERROR:", err)

@@ -85,7 +85,7 @@ func TestReadinessChecks(t *testing.T) {
 	// A verifier whose JWKS endpoint never answers has no keys.
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))
 	t.Cleanup(down.Close)
-	v, err := claims.New(claims.Config{Issuer: f.issuer.URL, Audience: []string{f.issuer.Audience}, JWKSURL: down.URL,
+	v, err := claims.New(claims.Options{Issuer: f.issuer.URL, Audience: []string{f.issuer.Audience}, JWKSURL: down.URL,
 		Mapping: claims.Mapping{Patterns: []string{"org:{org}"}}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

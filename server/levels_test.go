@@ -30,7 +30,7 @@ func levelsServer(t *testing.T, m claims.Mapping, levels []string) (*server.Serv
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { is.Close() })
-	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(), Mapping: m})
+	v, err := claims.New(claims.Options{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(), Mapping: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func newFixture(t *testing.T, mutate func(*server.Options)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { is.Close() })
-	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
+	v, err := claims.New(claims.Options{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
 		Mapping: claims.Mapping{Patterns: []string{"org:{org}"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func exampleServer() *server.Server {
 	if err != nil {
 		panic(err)
 	}
-	v, err := claims.New(claims.Config{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
+	v, err := claims.New(claims.Options{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
 		Mapping: claims.Mapping{Patterns: []string{"/tenants/{chain}"}}})
 	if err != nil {
 		panic(err)

@@ -161,7 +161,7 @@ func TestRequireOverHTTP(t *testing.T) {
 // TestCompletionRedaction: a value the caller's role may not see, and a
 // value the detectors flag, are never suggested.
 func TestCompletionRedaction(t *testing.T) {
-	red, err := redact.New(redact.Config{Reveal: map[string][]redact.Category{"desk": {redact.Name}}})
+	red, err := redact.New(redact.Options{Reveal: map[string][]redact.Category{"desk": {redact.Name}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 const DefaultAudience = "https://mcp.test.invalid"
 
 // Issuer is a running test identity provider. Its fields describe it as a
-// verifier must be configured: see [Issuer.Config].
+// verifier must be configured: see [Issuer.Options].
 type Issuer struct {
 	// URL is the issuer identifier (the iss of every token).
 	URL string
@@ -84,10 +84,10 @@ func (is *Issuer) Mint(tb testing.TB, t Token) string {
 	return tok
 }
 
-// Config returns a [claims.Config] that trusts this issuer and maps groups
+// Options returns a [claims.Options] that trusts this issuer and maps groups
 // with m. Adjust any field before passing it to [claims.New].
-func (is *Issuer) Config(m claims.Mapping) claims.Config {
-	return claims.Config{
+func (is *Issuer) Options(m claims.Mapping) claims.Options {
+	return claims.Options{
 		Issuer:   is.URL,
 		Audience: []string{is.Audience},
 		JWKSURL:  is.JWKSURL,
@@ -95,11 +95,11 @@ func (is *Issuer) Config(m claims.Mapping) claims.Config {
 	}
 }
 
-// Verifier returns a ready verifier built from [Issuer.Config], closed when
+// Verifier returns a ready verifier built from [Issuer.Options], closed when
 // the test ends.
 func (is *Issuer) Verifier(tb testing.TB, m claims.Mapping) *claims.Verifier {
 	tb.Helper()
-	v, err := claims.New(is.Config(m))
+	v, err := claims.New(is.Options(m))
 	if err != nil {
 		tb.Fatalf("claimstest: %v", err)
 	}

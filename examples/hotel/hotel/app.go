@@ -130,7 +130,7 @@ type App struct {
 // details of the guests of their hotel (the only guests their scope
 // reaches), managers see names, everyone else sees masks. Card numbers are
 // never revealed.
-var Redaction = redact.Config{
+var Redaction = redact.Options{
 	Reveal: map[string][]redact.Category{
 		"front_desk": {redact.Name, redact.Email, redact.Phone},
 		"manager":    {redact.Name},
@@ -199,7 +199,7 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	if audience == "" {
 		audience = public
 	}
-	ccfg := claims.Config{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger,
+	ccfg := claims.Options{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger,
 		RefreshInterval: cfg.Limits.JWKSRefresh, UnknownKIDInterval: cfg.Limits.JWKSUnknownKIDMin}
 	if cfg.JWKSURL == "" {
 		is, err := devissuer.Start("127.0.0.1:0", audience)

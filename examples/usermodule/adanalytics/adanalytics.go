@@ -110,7 +110,7 @@ func CreateTables(ctx context.Context, db *sql.DB, engine Engine) error {
 
 // Redaction reveals contact names and e-mails to analysts; everyone else
 // sees masks.
-var Redaction = redact.Config{
+var Redaction = redact.Options{
 	Reveal: map[string][]redact.Category{"analyst": {redact.Name, redact.Email}},
 }
 

@@ -67,7 +67,7 @@ func run() error {
 		return err
 	}
 	defer db.Close()
-	verifier, err := claims.New(claims.Config{Issuer: *issuer, Audience: []string{*audience}, JWKSURL: *jwksURL,
+	verifier, err := claims.New(claims.Options{Issuer: *issuer, Audience: []string{*audience}, JWKSURL: *jwksURL,
 		Mapping: claims.Mapping{Patterns: []string{"/companies/{company}"}, Levels: []string{adanalytics.LevelCompany}}})
 	if err != nil {
 		return err
