@@ -46,7 +46,8 @@ type HealthOptions struct {
 	Egress EgressGuard
 	// Checks are further readiness checks; each must return within ctx.
 	Checks []ReadinessCheck
-	// Timeout bounds one round of checks; zero means DefaultReadyTimeout.
+	// Timeout bounds one round of checks; zero means DefaultReadyTimeout,
+	// negative is refused (Handler).
 	Timeout time.Duration
 	// CacheFor reuses a round's result for this long, so that many probes
 	// cost the database one round trip; zero means DefaultReadyCache,

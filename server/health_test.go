@@ -346,6 +346,7 @@ func TestProbePathsMustBeFree(t *testing.T) {
 		{ResourceURL: "https://notes.test/mcp", MetricsPath: "/mcp"},
 		{ResourceURL: "https://notes.test/mcp", MetricsPath: server.ReadyPath},
 		{ResourceURL: "https://notes.test/mcp", MetricsPath: "metrics"},
+		{ResourceURL: "https://notes.test/mcp", Health: server.HealthOptions{Timeout: -time.Second}},
 	} {
 		if _, err := f.srv.Handler(o); !errors.Is(err, server.ErrConfig) {
 			t.Errorf("%+v: err = %v, want ErrConfig", o, err)

@@ -87,6 +87,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("%w: ResourceURL %q must be an absolute URL", ErrConfig, o.ResourceURL)
 	}
+	if o.Health.Timeout < 0 {
+		return nil, fmt.Errorf("%w: Health.Timeout must not be negative (zero is DefaultReadyTimeout)", ErrConfig)
+	}
 	path := u.Path
 	if path == "" {
 		path = "/"

@@ -29,7 +29,8 @@ type LogLimit struct {
 	// Burst is how many records of one kind pass per Interval; zero means
 	// DefaultLogBurst, negative means no limit.
 	Burst int
-	// Interval is the window; zero means DefaultLogInterval.
+	// Interval is the window; zero means DefaultLogInterval (New refuses
+	// a negative one).
 	Interval time.Duration
 }
 

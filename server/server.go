@@ -100,7 +100,8 @@ type Options struct {
 	Flow *flow.Checker
 	// ConsentTimeout bounds how long a sink call waits for the user's
 	// answer to a declassification request (MCP elicitation); zero means
-	// DefaultConsentTimeout. No answer in time is a denial.
+	// DefaultConsentTimeout, negative is refused. No answer in time is a
+	// denial.
 	ConsentTimeout time.Duration
 }
 
@@ -157,8 +158,8 @@ func New(opts Options) (*Server, error) {
 	}
 	// One outage must not flood the log: see LogLimit.
 	opts.Logger = slog.New(newLimitedHandler(opts.Logger.Handler(), opts.LogLimit, opts.Now))
-	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 || opts.MaxTokenLifetime < 0 {
-		return nil, fmt.Errorf("%w: CallTimeout, MaxRequestBytes and MaxTokenLifetime must not be negative", ErrConfig)
+	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 || opts.MaxTokenLifetime < 0 || opts.ConsentTimeout < 0 || opts.LogLimit.Interval < 0 {
+		return nil, fmt.Errorf("%w: CallTimeout, MaxRequestBytes, MaxTokenLifetime, ConsentTimeout and LogLimit.Interval must not be negative", ErrConfig)
 	}
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = DefaultCallTimeout

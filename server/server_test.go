@@ -107,6 +107,30 @@ func TestRegistrationRefusesTenantInput(t *testing.T) {
 	}
 }
 
+// TestNewRefusesNegative: a negative duration or size that has no "off"
+// meaning is refused with ErrConfig naming the field; the same Options
+// without it are accepted.
+func TestNewRefusesNegative(t *testing.T) {
+	var base server.Options
+	newFixture(t, func(o *server.Options) { base = *o })
+	for field, set := range map[string]func(o *server.Options){
+		"CallTimeout":       func(o *server.Options) { o.CallTimeout = -time.Second },
+		"MaxRequestBytes":   func(o *server.Options) { o.MaxRequestBytes = -1 },
+		"MaxTokenLifetime":  func(o *server.Options) { o.MaxTokenLifetime = -time.Hour },
+		"ConsentTimeout":    func(o *server.Options) { o.ConsentTimeout = -time.Second },
+		"LogLimit.Interval": func(o *server.Options) { o.LogLimit.Interval = -time.Second },
+	} {
+		o := base
+		set(&o)
+		if _, err := server.New(o); !errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), field) {
+			t.Errorf("negative %s: err = %v, want ErrConfig naming it", field, err)
+		}
+	}
+	if _, err := server.New(base); err != nil {
+		t.Fatalf("the same Options without a negative field: %v", err)
+	}
+}
+
 func TestNewRequiresVerifierAndDB(t *testing.T) {
 	if _, err := server.New(server.Options{Name: "x"}); !errors.Is(err, server.ErrConfig) {
 		t.Fatalf("err = %v", err)
