@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
@@ -238,35 +236,7 @@ func TestPostgresRLSNamespace(t *testing.T) {
 // Options.PoolWait and fails with ErrBusy; with two it runs.
 func TestMySQLMaxConns(t *testing.T) {
 	ctx := context.Background()
-	adminCfg, err := gmysql.Config(engineMySQL.dsn(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rootConn, err := mysql.NewConnector(adminCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := sql.OpenDB(rootConn)
-	defer root.Close()
-	dbName := "tm_a_maxconns_" + uniqueSuffix(t)
-	if _, err := root.ExecContext(ctx, `CREATE DATABASE `+dbName+` CHARACTER SET utf8mb4`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		root := sql.OpenDB(rootConn)
-		defer root.Close()
-		if _, err := root.ExecContext(context.Background(), `DROP DATABASE IF EXISTS `+dbName); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	cfg := adminCfg.Clone()
-	cfg.DBName = dbName
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := sql.OpenDB(conn)
-	defer raw.Close()
+	cfg, raw := scratchMySQLDB(t, engineMySQL, "tm_a_maxconns_")
 	for _, s := range ddlHotel("mysql") {
 		if _, err := raw.ExecContext(ctx, s); err != nil {
 			t.Fatalf("%s: %v", s, err)

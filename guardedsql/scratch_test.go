@@ -192,6 +192,21 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 
 func newScratchMySQL(t testing.TB, e engine) *scratch {
 	ctx := context.Background()
+	_, raw := scratchMySQLDB(t, e, "tm_gap_")
+	return &scratch{e: e,
+		exec:  func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
+		count: sqlCount(t, raw),
+		open: func(sch *builder.Schema, opts ...guardedsql.Options) (*guardedsql.DB, error) {
+			return guardedsql.NewMySQL(ctx, raw, sch, options(opts))
+		},
+		introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectMySQL(ctx, raw, ten) }}
+}
+
+// scratchMySQLDB creates a database named prefix plus a unique suffix,
+// dropped when the test ends, and returns the admin's configuration for it
+// and a connection to it as the admin.
+func scratchMySQLDB(t testing.TB, e engine, prefix string) (*mysql.Config, *sql.DB) {
+	ctx := context.Background()
 	adminCfg, err := gmysql.Config(e.dsn(t))
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +217,7 @@ func newScratchMySQL(t testing.TB, e engine) *scratch {
 	}
 	root := sql.OpenDB(rootConn)
 	defer root.Close()
-	dbName := "tm_gap_" + uniqueSuffix(t)
+	dbName := prefix + uniqueSuffix(t)
 	if _, err := root.ExecContext(ctx, `CREATE DATABASE `+dbName+` CHARACTER SET utf8mb4`); err != nil {
 		t.Fatal(err)
 	}
@@ -221,13 +236,7 @@ func newScratchMySQL(t testing.TB, e engine) *scratch {
 	}
 	raw := sql.OpenDB(conn)
 	t.Cleanup(func() { raw.Close() })
-	return &scratch{e: e,
-		exec:  func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
-		count: sqlCount(t, raw),
-		open: func(sch *builder.Schema, opts ...guardedsql.Options) (*guardedsql.DB, error) {
-			return guardedsql.NewMySQL(ctx, raw, sch, options(opts))
-		},
-		introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectMySQL(ctx, raw, ten) }}
+	return cfg, raw
 }
 
 // ddlTypes replaces the type words KEY (a text key column: VARCHAR on
