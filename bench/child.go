@@ -146,7 +146,7 @@ func serveHotel(ctx context.Context, spec childSpec) (childHello, func(), error)
 			return childHello{}, nil, err
 		}
 	}
-	app, err := hotel.New(ctx, hotel.Config{
+	app, err := hotel.New(ctx, hotel.Options{
 		Addr:        "127.0.0.1:0",
 		DB:          spec.DSN,
 		RLSKey:      key,

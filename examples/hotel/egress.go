@@ -21,7 +21,7 @@ import (
 // now, plus the system's DNS resolvers if a host name must be resolved
 // again at run time, plus anything given with -egress-allow. The embedded
 // SQLite and the development issuer need no outbound connection at all.
-func installEgress(ctx context.Context, cfg hotel.Config, extra []string, bestEffort bool, log *slog.Logger) (*egress.Guard, error) {
+func installEgress(ctx context.Context, cfg hotel.Options, extra []string, bestEffort bool, log *slog.Logger) (*egress.Guard, error) {
 	var p egress.Policy
 	needDNS := false
 	add := func(hostport string) error {

@@ -42,7 +42,7 @@ func main() {
 }
 
 func run() error {
-	var cfg hotel.Config
+	var cfg hotel.Options
 	flag.StringVar(&cfg.Addr, "addr", envOr("HOTEL_ADDR", "127.0.0.1:8080"), "listen address for streamable HTTP")
 	flag.StringVar(&cfg.PublicURL, "public-url", os.Getenv("HOTEL_PUBLIC_URL"), "the MCP endpoint URL clients use (default http://ADDR/mcp)")
 	flag.BoolVar(&cfg.Stateless, "stateless", false, "serve streamable HTTP in stateless mode")

@@ -15,7 +15,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/sandbox"
 )
 
-// sandboxSetup is what installSandbox needs beyond hotel.Config.
+// sandboxSetup is what installSandbox needs beyond hotel.Options.
 type sandboxSetup struct {
 	setupDemo  string // -setup-demo DSN: its endpoint is connected to as well
 	tokenFile  string // -token-file, read for every token refresh
@@ -32,7 +32,7 @@ type sandboxSetup struct {
 // listen port (and ephemeral ports for the development issuer). It returns
 // a cleanup that empties the temporary directory; the directory itself
 // stays, empty, because removing it needs a right on its parent.
-func installSandbox(ctx context.Context, cfg hotel.Config, s sandboxSetup, log *slog.Logger) (*sandbox.Sandbox, func(), error) {
+func installSandbox(ctx context.Context, cfg hotel.Options, s sandboxSetup, log *slog.Logger) (*sandbox.Sandbox, func(), error) {
 	p := sandbox.Policy{Paths: sandbox.SystemFiles()}
 
 	if dsn, ok := strings.CutPrefix(cfg.DB, "sqlite:"); ok {

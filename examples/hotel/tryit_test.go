@@ -25,7 +25,7 @@ func TestTryItHintWorks(t *testing.T) {
 		t.Skip("interop clients not installed: run npm ci --prefix interop")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	app, err := hotel.New(ctx, hotel.Config{Addr: "127.0.0.1:0"})
+	app, err := hotel.New(ctx, hotel.Options{Addr: "127.0.0.1:0"})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -23,8 +23,8 @@ import (
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
-// Config configures the hotel server.
-type Config struct {
+// Options configures the hotel server (hotel.New takes it by value).
+type Options struct {
 	// Addr is the TCP address to listen on for streamable HTTP.
 	Addr string
 	// PublicURL is the MCP endpoint as clients address it; default
@@ -154,7 +154,7 @@ var Mapping = claims.Mapping{
 
 // New builds the server: database, verifier, tools, and the listener
 // (opened last, after everything that could fail closed).
-func New(ctx context.Context, cfg Config) (app *App, err error) {
+func New(ctx context.Context, cfg Options) (app *App, err error) {
 	app = &App{}
 	built := app // a `return nil, err` below has already set app to nil
 	defer func() {
@@ -270,7 +270,7 @@ func New(ctx context.Context, cfg Config) (app *App, err error) {
 	return app, nil
 }
 
-func (app *App) openDB(ctx context.Context, cfg Config, tel *server.Telemetry) error {
+func (app *App) openDB(ctx context.Context, cfg Options, tel *server.Telemetry) error {
 	dsn := cfg.DB
 	if dsn == "" {
 		dir, err := os.MkdirTemp("", "tenantmcp-hotel-")

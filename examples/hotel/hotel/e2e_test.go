@@ -26,12 +26,12 @@ type harness struct {
 // start runs the hotel server in process on a loopback port with the
 // embedded SQLite database and the development issuer.
 func start(t *testing.T, stateless bool) *harness {
-	return startWith(t, hotel.Config{Stateless: stateless, Seed: 7}, nil)
+	return startWith(t, hotel.Options{Stateless: stateless, Seed: 7}, nil)
 }
 
 // startWith starts the server with cfg; data, if not nil, is what an
 // external database (cfg.DB) was loaded with.
-func startWith(t *testing.T, cfg hotel.Config, data *hotel.Data) *harness {
+func startWith(t *testing.T, cfg hotel.Options, data *hotel.Data) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{audit: &logbuf.Buffer{}, logs: &logbuf.Buffer{}}

@@ -37,7 +37,7 @@ func TestLivePostgres(t *testing.T) {
 	runLive(t, pg.app, pg.key, data)
 
 	// The server refuses to start as a role that bypasses row-level security.
-	if _, err := hotel.New(context.Background(), hotel.Config{Addr: "127.0.0.1:0", DB: pg.admin, RLSKey: pg.key}); err == nil || !strings.Contains(err.Error(), "row-level security") {
+	if _, err := hotel.New(context.Background(), hotel.Options{Addr: "127.0.0.1:0", DB: pg.admin, RLSKey: pg.key}); err == nil || !strings.Contains(err.Error(), "row-level security") {
 		t.Fatalf("hotel.New as the superuser: err = %v, want a row-level security refusal", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestLiveMySQL(t *testing.T) {
 
 // runLive runs the isolation end-to-end checks against a server on dsn.
 func runLive(t *testing.T, dsn string, key guardedsql.RLSKey, d *hotel.Data) {
-	h := startWith(t, hotel.Config{DB: dsn, RLSKey: key}, d)
+	h := startWith(t, hotel.Options{DB: dsn, RLSKey: key}, d)
 	// Issue 13: grants hold along the whole group path, roles per grant.
 	t.Run("group path ancestors", func(t *testing.T) { checkGroupPathAncestors(t, h, d) })
 	t.Run("roles per grant", func(t *testing.T) { checkGrantRoles(t, h, d) })

@@ -24,7 +24,7 @@ func get(t *testing.T, u string) (int, string) {
 // The hotel server answers the probes, and with -metrics serves the call
 // counts at /metrics without naming the caller or the chain.
 func TestProbesAndMetrics(t *testing.T) {
-	h := startWith(t, hotel.Config{Seed: 7, Metrics: true}, nil)
+	h := startWith(t, hotel.Options{Seed: 7, Metrics: true}, nil)
 	u, err := url.Parse(h.app.HTTP.ResourceURL)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestProbesAndMetrics(t *testing.T) {
 	}
 
 	// Metrics are opt-in.
-	off := startWith(t, hotel.Config{Seed: 7}, nil)
+	off := startWith(t, hotel.Options{Seed: 7}, nil)
 	u, _ = url.Parse(off.app.HTTP.ResourceURL)
 	if code, _ := get(t, u.Scheme+"://"+u.Host+"/metrics"); code != http.StatusNotFound {
 		t.Errorf("/metrics without -metrics: %d, want 404", code)

@@ -29,7 +29,7 @@ func TestFlowPolicyCheckedAtStart(t *testing.T) {
 			if err := os.WriteFile(path, []byte(c.policy), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			app, err := hotel.New(context.Background(), hotel.Config{Addr: "127.0.0.1:0", FlowPolicy: path})
+			app, err := hotel.New(context.Background(), hotel.Options{Addr: "127.0.0.1:0", FlowPolicy: path})
 			if err == nil {
 				app.Close()
 				t.Fatal("started")

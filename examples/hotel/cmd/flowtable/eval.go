@@ -84,7 +84,7 @@ type instance struct {
 
 func startInstance(ctx context.Context, stateless bool) (*instance, error) {
 	in := &instance{audit: &logbuf.Buffer{}}
-	app, err := hotel.New(ctx, hotel.Config{
+	app, err := hotel.New(ctx, hotel.Options{
 		Addr: "127.0.0.1:0", Stateless: stateless, Seed: 7,
 		Logger:      slog.New(slog.DiscardHandler),
 		AuditLogger: slog.New(slog.NewJSONHandler(in.audit, nil)),
