@@ -17,6 +17,10 @@ import (
 // security from the catalogs while serving (see Options.RLSRecheck).
 const DefaultRLSRecheck = 30 * time.Second
 
+// errCheckInterrupted marks a row-level security check cut short by its
+// caller's context; it fails that call only.
+var errCheckInterrupted = errors.New("guardedsql: row-level security check interrupted by the caller")
+
 // rlsMonitor keeps the row-level security verified after start-up.
 //
 // Invariant: a guarded PostgreSQL statement is sent only if the latest
@@ -54,11 +58,19 @@ func (m *rlsMonitor) gate(ctx context.Context) error {
 		return nil
 	}
 	if m.now().UnixNano() >= m.due.Load() {
+		var interrupted error
 		m.mu.Lock()
 		if start := m.now(); start.UnixNano() >= m.due.Load() {
-			_ = m.record(ctx, m.check(ctx, m.pool), "periodic", start)
+			if err := m.record(ctx, m.check(ctx, m.pool), "periodic", start); errors.Is(err, errCheckInterrupted) {
+				interrupted = err
+			}
 		}
 		m.mu.Unlock()
+		if interrupted != nil {
+			// The verdict on record is older than the interval: this
+			// call may not be served on it.
+			return interrupted
+		}
 	}
 	if p := m.failing.Load(); p != nil {
 		return *p
@@ -85,6 +97,14 @@ func (m *rlsMonitor) connCheck(ctx context.Context, conn dialect.Pool) error {
 // whose own check records too. A failure is logged every time, a recovery
 // once.
 func (m *rlsMonitor) record(ctx context.Context, err error, when string, start time.Time) error {
+	if err != nil && !errors.Is(err, ErrRLSUnsafe) && ctx.Err() != nil {
+		// The caller gave up (cancelled, or past its deadline) while the
+		// check ran, which says nothing about the policies. Only this call
+		// fails; the verdict and the schedule stay as they were, so one
+		// tenant's abandoned call cannot make every tenant's statements
+		// fail closed, and the next call runs the check again.
+		return fmt.Errorf("%w: %w", errCheckInterrupted, ctx.Err())
+	}
 	next := m.interval
 	if IsUnavailable(err) {
 		// The database cannot be reached: the statements fail on their own
