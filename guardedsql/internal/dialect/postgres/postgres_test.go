@@ -64,9 +64,9 @@ func TestChainedPolicies(t *testing.T) {
 		got[p.Table] = p.Expr
 	}
 	for table, want := range map[string]string{
-		"rooms":    `"hotel_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "hotels" AS "_p1"))`,
-		"bookings": `"room_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "rooms" AS "_p1"))`,
-		"payments": `"booking_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "bookings" AS "_p1"))`,
+		"rooms":    `("hotel_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "hotels" AS "_p1")) OR "hotel_id" = ANY ('{}'))`,
+		"bookings": `("room_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "rooms" AS "_p1")) OR "room_id" = ANY ('{}'))`,
+		"payments": `("booking_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "bookings" AS "_p1")) OR "booking_id" = ANY ('{}'))`,
 	} {
 		if got[table] != want {
 			t.Errorf("%s: got %s, want %s", table, got[table], want)
