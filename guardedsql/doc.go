@@ -151,7 +151,10 @@
 // with [Options].RLSKey. Row-level security is a
 // second, independent boundary: [RLSDDL] generates, from the schema graph,
 // ENABLE and FORCE ROW LEVEL SECURITY and one policy per tenant-bound
-// table that follows the foreign-key path like the guard does, and
+// table that follows the foreign-key path like the guard does (a table
+// with no level column of its own and a single-column scope parent admits
+// the rows whose parent row the same role sees under the parent's policy:
+// one array of visible parent keys per statement), and
 // guardedsql/postgres.ApplyRLS installs them as the tables' owner (these administration
 // functions take [RLSOptions] or [RLSKeyOptions], which hold only the
 // namespace and key they use). Every guarded statement

@@ -119,8 +119,10 @@ func openPostgres(ctx context.Context, dsn string, sch *builder.Schema, c config
 // RLSKey); ENABLE and FORCE ROW LEVEL SECURITY, and one permissive policy
 // FOR ALL (USING and WITH CHECK) that follows the table's foreign-key path
 // to the columns carrying the scope levels and reads the scope only
-// through the verifying function, plus a marker comment that CheckRLS
-// compares. Run them in one transaction as the tables' owner
+// through the verifying function (a table with no level column of its own
+// and a single-column scope parent defers to its parent's policy instead:
+// the foreign key holds one of the keys the parent's policy admits), plus
+// a marker comment that CheckRLS compares. Run them in one transaction as the tables' owner
 // (ApplyRLS does); they drop and re-create the policies, so re-running them
 // after a schema change is how policies are updated. Global tables are not
 // touched.

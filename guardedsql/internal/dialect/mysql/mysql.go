@@ -12,27 +12,30 @@
 // that carries the level at the end of the foreign-key path:
 //
 //	b.room_id IN (SELECT _tm1.id FROM rooms AS _tm1 JOIN hotels AS _tm2 ON _tm2.id = _tm1.hotel_id
-//	    WHERE _tm2.chain_id IN (SELECT _tms.id FROM JSON_TABLE(?, '$."chain"[*]'
-//	        COLUMNS (id VARCHAR(256) PATH '$')) AS _tms)
-//	      AND CAST(_tm2.chain_id AS BINARY) IN (SELECT _tms.id FROM JSON_TABLE(?, '$."chain"[*]'
-//	        COLUMNS (id VARBINARY(256) PATH '$')) AS _tms))
+//	    WHERE (_tm2.chain_id, CAST(_tm2.chain_id AS BINARY)) IN (SELECT _tms.c0, _tms.b0
+//	        FROM JSON_TABLE(?, '$."chain"[*]' COLUMNS (c0 VARCHAR(256) PATH '$',
+//	            b0 VARBINARY(256) PATH '$')) AS _tms))
 //
-// MariaDB 10.11 flattens both subqueries into semi-joins; EXPLAIN shows
+// MariaDB 10.11 flattens the subquery into a semi-join; EXPLAIN shows
 // json_table driving hotels (ref on the chain index), then rooms (ref on
 // hotel_id), then bookings (ref on room_id): one statement text for every
 // scope size, and the same plan as a hand-written join.
 //
-// Integer levels use a BIGINT column and one JSON_TABLE. Text levels use
-// two. The VARCHAR one is declared with the character set and collation
-// of the level's columns (read from information_schema at start-up, see
-// LevelCharsets): only then does the optimizer look the ids up in the
-// columns' index (with a different character set MariaDB scans the whole
-// index and joins the JSON rows with a block nested loop). The VARBINARY
-// one makes the match exact: under a case- or accent-insensitive
-// collation (MariaDB's default utf8mb4_general_ci) and the PAD SPACE
-// collations (utf8mb4_bin included), "ACME" or "acme " would otherwise
-// select the tenant "acme", and JSON_TABLE converts a string it cannot
-// represent in an ascii column to '?' with only a warning. Prefer a
+// Integer levels use a BIGINT column. Text levels use two columns of the
+// same JSON value, compared with the same entry. The VARCHAR one is
+// declared with the character set and collation of the level's columns
+// (read from information_schema at start-up, see LevelCharsets): only then
+// does the optimizer look the ids up in the columns' index (with a
+// different character set MariaDB scans the whole index and joins the
+// JSON rows with a block nested loop). The VARBINARY one makes the match
+// exact: under a case- or accent-insensitive collation (MariaDB's default
+// utf8mb4_general_ci) and the PAD SPACE collations (utf8mb4_bin included),
+// "ACME" or "acme " would otherwise select the tenant "acme", and
+// JSON_TABLE converts a string it cannot represent in an ascii column to
+// '?' with only a warning. Both columns live in one JSON_TABLE, so the
+// optimizer plans one semi-join: with a second JSON_TABLE for the binary
+// test (the earlier shape) MariaDB joined the two with a block nested loop
+// inside a duplicate weedout, a fixed cost on every statement. Prefer a
 // binary collation (utf8mb4_bin, ascii_bin) for text tenant keys anyway;
 // ids of an ascii or utf8mb4 column compare byte for byte with the JSON
 // text, other character sets never match non-ASCII ids.
@@ -47,8 +50,7 @@
 // Grants confined to ancestors ("hotel 12 within chain acme") are tuples
 // of the document under a shape key ({"chain/hotel":[["acme",12]]}),
 // tested as a row IN over one JSON_TABLE with a column per level ('$[0]',
-// '$[1]', typed as above), plus, when a level is text, the same row IN over
-// the VARBINARY columns for an exact match.
+// '$[1]', typed as above) and, for a text level, its VARBINARY twin.
 //
 // No WITH prelude is used: MariaDB before 11 does not accept WITH before
 // UPDATE or DELETE, so each scope test carries its own parameter.
@@ -130,79 +132,64 @@ var idWidth = strconv.Itoa(scope.MaxIDLength)
 
 // InScope implements dialect.Dialect.
 func (d Dialect) InScope(x dialect.Frag, lvl *sqlast.Level, doc string) dialect.Frag {
-	// lvl.Name is a validated lower-case identifier from the schema.
-	path := `'$."` + lvl.Name + `"[*]'`
-	expand := func(typ string) string {
-		return "(SELECT `_tms`.`id` FROM JSON_TABLE(?, " + path + " COLUMNS (`id` " + typ + " PATH '$')) AS `_tms`)"
-	}
-	if lvl.Key == sqlast.IntKey {
-		args := append(append([]any(nil), x.Args...), doc)
-		return dialect.Frag{SQL: x.SQL + " IN " + expand("BIGINT"), Args: args}
-	}
-	var args []any
-	args = append(args, x.Args...)
-	args = append(args, doc)
-	args = append(args, x.Args...)
-	args = append(args, doc)
-	typ := "VARCHAR(" + idWidth + ")"
-	if cs := d.Charsets[lvl.Name]; cs != "" {
-		typ += " " + cs
-	}
-	return dialect.Frag{
-		SQL: "(" + x.SQL + " IN " + expand(typ) +
-			" AND CAST(" + x.SQL + " AS BINARY) IN " + expand("VARBINARY("+idWidth+")") + ")",
-		Args: args,
-	}
+	sh := dialect.Shape{Key: lvl.Name, Levels: []*sqlast.Level{lvl}}
+	return d.inTable([]dialect.Frag{x}, sh, `'$."`+lvl.Name+`"[*]'`, "'$'", doc)
 }
 
 // InTuples implements dialect.Dialect: a row-value IN over JSON_TABLE rows
-// of the shape's tuples, typed like InScope's columns, and for text levels
-// a second one on the binary values, which makes the match exact as in
-// InScope.
+// of the shape's tuples, typed like InScope's columns.
 func (d Dialect) InTuples(xs []dialect.Frag, sh dialect.Shape, doc string) dialect.Frag {
-	// sh.Key is built from validated lower-case identifiers and '/'.
-	path := `'$."` + sh.Key + `"[*]'`
-	table := func(binary bool) string {
-		var cols, sel []string
-		for i, l := range sh.Levels {
-			c := "`c" + strconv.Itoa(i) + "`"
-			typ := "BIGINT"
-			if l.Key == sqlast.TextKey {
-				if binary {
-					typ = "VARBINARY(" + idWidth + ")"
-				} else {
-					typ = "VARCHAR(" + idWidth + ")"
-					if cs := d.Charsets[l.Name]; cs != "" {
-						typ += " " + cs
-					}
-				}
-			}
-			cols = append(cols, c+" "+typ+" PATH '$["+strconv.Itoa(i)+"]'")
-			sel = append(sel, "`_tms`."+c)
-		}
-		return "(SELECT " + strings.Join(sel, ", ") + " FROM JSON_TABLE(?, " + path + " COLUMNS (" + strings.Join(cols, ", ") + ")) AS `_tms`)"
+	return d.inTable(xs, sh, `'$."`+sh.Key+`"[*]'`, "", doc)
+}
+
+// inTable is the one semi-join both InScope and InTuples render: the
+// values xs (one per level of sh) as a row IN over one JSON_TABLE of the
+// document's entries at path, one column per level ('$[i]' of a tuple, or
+// elem for a single id), and for every text level a second, VARBINARY
+// column of the same JSON value compared with CAST(x AS BINARY). A row
+// matches only when one and the same entry equals it under the column's
+// collation (which the optimizer turns into index lookups) and byte for
+// byte (which makes the match exact: see the package documentation). One
+// JSON_TABLE, not one per comparison, because MariaDB joins a second one
+// with a block nested loop inside a duplicate-weedout semi-join, a fixed
+// cost on every statement.
+func (d Dialect) inTable(xs []dialect.Frag, sh dialect.Shape, path, elem, doc string) dialect.Frag {
+	// path and the column names are built from validated lower-case
+	// identifiers, '/' and digits.
+	var lhs, cols, sel []string
+	var args []any
+	add := func(lx, name, typ, jpath string, a []any) {
+		lhs = append(lhs, lx)
+		args = append(args, a...)
+		cols = append(cols, "`"+name+"` "+typ+" PATH "+jpath)
+		sel = append(sel, "`_tms`.`"+name+"`")
 	}
-	var lhs, lhsBin []string
-	var args, argsBin []any
-	text := false
-	for i, x := range xs {
-		lhs = append(lhs, x.SQL)
-		args = append(args, x.Args...)
-		if sh.Levels[i].Key == sqlast.TextKey {
-			text = true
-			lhsBin = append(lhsBin, "CAST("+x.SQL+" AS BINARY)")
-		} else {
-			lhsBin = append(lhsBin, x.SQL)
+	for i, l := range sh.Levels {
+		jpath := "'$[" + strconv.Itoa(i) + "]'"
+		if elem != "" {
+			jpath = elem
 		}
-		argsBin = append(argsBin, x.Args...)
+		n := strconv.Itoa(i)
+		if l.Key == sqlast.IntKey {
+			add(xs[i].SQL, "c"+n, "BIGINT", jpath, xs[i].Args)
+			continue
+		}
+		typ := "VARCHAR(" + idWidth + ")"
+		if cs := d.Charsets[l.Name]; cs != "" {
+			typ += " " + cs
+		}
+		add(xs[i].SQL, "c"+n, typ, jpath, xs[i].Args)
+		add("CAST("+xs[i].SQL+" AS BINARY)", "b"+n, "VARBINARY("+idWidth+")", jpath, xs[i].Args)
 	}
 	args = append(args, doc)
-	sql := "(" + strings.Join(lhs, ", ") + ") IN " + table(false)
-	if text {
-		args = append(append(args, argsBin...), doc)
-		sql = "(" + sql + " AND (" + strings.Join(lhsBin, ", ") + ") IN " + table(true) + ")"
+	l, r := strings.Join(lhs, ", "), strings.Join(sel, ", ")
+	if len(lhs) > 1 {
+		l = "(" + l + ")"
 	}
-	return dialect.Frag{SQL: sql, Args: args}
+	return dialect.Frag{
+		SQL:  "(" + l + " IN (SELECT " + r + " FROM JSON_TABLE(?, " + path + " COLUMNS (" + strings.Join(cols, ", ") + ")) AS `_tms`))",
+		Args: args,
+	}
 }
 
 // LevelCharsets reads from information_schema the character set and

@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/benchdata"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -44,6 +46,77 @@ func TestNamespace(t *testing.T) {
 	for _, bad := range []string{"", "A", "1x", "x.y", "x-y", "x'y", strings.Repeat("x", 41)} {
 		if ValidNamespace(bad) {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestChainedPolicies: a table without level columns of its own whose
+// scope parent is a single-column foreign key defers to its parent's
+// policy (one uncorrelated array of the visible parent keys); every other
+// table keeps the full expression.
+func TestChainedPolicies(t *testing.T) {
+	g, ok := sqlast.SchemaOf(builder.MustSchema(benchdata.SchemaDef()))
+	if !ok {
+		t.Fatal("schema")
+	}
+	got := map[string]string{}
+	for _, p := range (Dialect{}).Policies(g) {
+		got[p.Table] = p.Expr
+	}
+	for table, want := range map[string]string{
+		"rooms":    `("hotel_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "hotels" AS "_p1")) OR "hotel_id" = ANY ('{}'))`,
+		"bookings": `("room_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "rooms" AS "_p1")) OR "room_id" = ANY ('{}'))`,
+		"payments": `("booking_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "bookings" AS "_p1")) OR "booking_id" = ANY ('{}'))`,
+	} {
+		if got[table] != want {
+			t.Errorf("%s: got %s, want %s", table, got[table], want)
+		}
+	}
+	// hotels carries both levels itself: the full expression, whose shape
+	// term leads with an indexable conjunct on the finest level's column.
+	h := got["hotels"]
+	for _, want := range []string{
+		`"chain_id" = ANY (ARRAY(SELECT jsonb_array_elements_text("tenantmcp_scope_doc"() -> 'chain')))`,
+		`"id" = ANY (ARRAY(SELECT _e::bigint FROM jsonb_array_elements_text("tenantmcp_scope_doc"() -> 'hotel') AS _e))`,
+		`("id" = ANY (ARRAY(SELECT (_t ->> 1)::bigint FROM jsonb_array_elements("tenantmcp_scope_doc"() -> 'chain/hotel') AS _t)) AND ("chain_id", "id") IN (`,
+	} {
+		if !strings.Contains(h, want) {
+			t.Errorf("hotels policy lacks %s:\n%s", want, h)
+		}
+	}
+	if strings.Contains(h, `FROM "`) {
+		t.Errorf("hotels policy reads another table: %s", h)
+	}
+
+	level := &sqlast.Level{Name: "chain", Key: sqlast.TextKey}
+	parent := sqlast.NewTable("parent", []string{"id", "chain_id"})
+	child := func(mod func(c *sqlast.Table)) *sqlast.Table {
+		c := sqlast.NewTable("child", []string{"id", "parent_id", "chain_id"})
+		c.Parent = &sqlast.FK{From: c, Cols: []string{"parent_id"}, To: parent, RefCols: []string{"id"}}
+		if mod != nil {
+			mod(c)
+		}
+		return c
+	}
+	if !chained(child(nil)) {
+		t.Error("plain child not chained")
+	}
+	for name, c := range map[string]*sqlast.Table{
+		"own level column": child(func(c *sqlast.Table) {
+			c.LevelCols = []sqlast.LevelCol{{Col: "chain_id", Level: level}}
+		}),
+		"composite parent key": child(func(c *sqlast.Table) {
+			c.Parent.Cols, c.Parent.RefCols = []string{"chain_id", "parent_id"}, []string{"chain_id", "id"}
+		}),
+		"no parent":   child(func(c *sqlast.Table) { c.Parent = nil }),
+		"self parent": child(func(c *sqlast.Table) { c.Parent.To = c }),
+		"global parent": child(func(c *sqlast.Table) {
+			c.Parent.To = sqlast.NewTable("global", []string{"id"})
+			c.Parent.To.Global = true
+		}),
+	} {
+		if chained(c) {
+			t.Errorf("%s: chained", name)
 		}
 	}
 }
