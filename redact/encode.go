@@ -44,7 +44,9 @@ func newEncodeState(s *Scoped) *encodeState {
 	e, _ := encodeStatePool.Get().(*encodeState)
 	if e == nil {
 		e = &encodeState{buf: make([]byte, 0, 1024)}
-		e.clean = make(map[string]struct{}, 64)
+		e.clean = make([]memoEntry, 0, 64)
+		e.cleanText = make([]byte, 0, 1024)
+		e.cleanIdx = new([cleanSlots]uint16)
 	}
 	e.run.init(s)
 	e.buf = e.buf[:0]
@@ -57,7 +59,7 @@ func (e *encodeState) release() {
 		e.buf = nil
 	}
 	e.sc = nil
-	clear(e.clean) // no string of this call survives it
+	e.resetClean() // no string of this call survives it
 	encodeStatePool.Put(e)
 }
 
@@ -410,6 +412,7 @@ func newStructEncoder(t reflect.Type) encoderFunc {
 		f := &se.fields[i]
 		ft := typeByIndex(t, f.index)
 		f.enc = typeEncoder(ft)
+		f.fast = fastKindOf(ft)
 		if f.pii {
 			if f.keys {
 				f.tagged = keysTagged(ft)
@@ -421,20 +424,110 @@ func newStructEncoder(t reflect.Type) encoderFunc {
 	return se.encode
 }
 
+// fastKind names the field types whose encoder the struct encoder runs
+// inline, without the indirect call: exactly the types for which
+// newTypeEncoder returns stringEncoder, intEncoder or uintEncoder (no
+// marshaling method on the type or its pointer, not json.Number).
+type fastKind uint8
+
+const (
+	fastNone fastKind = iota
+	fastString
+	fastInt
+	fastUint
+)
+
+func fastKindOf(t reflect.Type) fastKind {
+	if t == numberType || t == timeType || marshals(t) != "" {
+		return fastNone
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return fastString
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return fastInt
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return fastUint
+	}
+	return fastNone
+}
+
+// encodeField is f.enc(e, fv, o), with the common scalar kinds inlined.
+//
+// The inlined writes only reslice e.buf (see extend): assigning e.buf the
+// result of a call or of appending a slice stores its pointer, which costs a
+// write barrier whenever the garbage collector is marking.
+func (e *encodeState) encodeField(f *field, fv reflect.Value) error {
+	if !f.quoted {
+		switch f.fast {
+		case fastString:
+			out, _ := e.run.textJSON(fv.String())
+			e.appendJSONString(out)
+			return nil
+		case fastInt:
+			var tmp [24]byte
+			e.writeBytes(strconv.AppendInt(tmp[:0], fv.Int(), 10))
+			return nil
+		case fastUint:
+			var tmp [24]byte
+			e.writeBytes(strconv.AppendUint(tmp[:0], fv.Uint(), 10))
+			return nil
+		}
+	}
+	return f.enc(e, fv, encOpts{quoted: f.quoted})
+}
+
+// appendJSONString appends the JSON string literal of s, as appendString
+// does.
+func (e *encodeState) appendJSONString(s string) {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b >= utf8.RuneSelf || !htmlSafe[b] {
+			e.buf = appendString(e.buf, s)
+			return
+		}
+	}
+	n := e.extend(len(s) + 2)
+	e.buf[n] = '"'
+	copy(e.buf[n+1:], s)
+	e.buf[n+1+len(s)] = '"'
+}
+
+// extend lengthens e.buf by n bytes and returns the offset of the first.
+// Apart from growing, it only reslices e.buf, which stores no pointer (no
+// write barrier), unlike e.buf = append(e.buf, s...) with a slice s.
+func (e *encodeState) extend(n int) int {
+	l := len(e.buf)
+	if cap(e.buf)-l < n {
+		e.buf = slices.Grow(e.buf, n)
+	}
+	e.buf = e.buf[:l+n]
+	return l
+}
+
+// writeBytes appends b to e.buf (see extend).
+func (e *encodeState) writeBytes(b []byte) {
+	copy(e.buf[e.extend(len(b)):], b)
+}
+
 func (se *structEncoder) encode(e *encodeState, v reflect.Value, _ encOpts) error {
 	next := byte('{')
 fields:
 	for i := range se.fields {
 		f := &se.fields[i]
-		fv := v
-		for _, x := range f.index {
-			if fv.Kind() == reflect.Pointer {
-				if fv.IsNil() {
-					continue fields
+		var fv reflect.Value
+		if len(f.index) == 1 {
+			fv = v.Field(f.index[0])
+		} else {
+			fv = v
+			for _, x := range f.index {
+				if fv.Kind() == reflect.Pointer {
+					if fv.IsNil() {
+						continue fields
+					}
+					fv = fv.Elem()
 				}
-				fv = fv.Elem()
+				fv = fv.Field(x)
 			}
-			fv = fv.Field(x)
 		}
 		if f.omitEmpty && isEmptyValue(fv) ||
 			f.omitZero && (f.isZero == nil && fv.IsZero() || f.isZero != nil && f.isZero(fv)) {
@@ -452,29 +545,27 @@ fields:
 			case actDrop:
 				continue
 			default:
-				e.buf = append(e.buf, next)
+				e.writeName(next, f.nameJSON)
 				next = ','
-				e.buf = append(e.buf, f.nameJSON...)
 				if err := f.tagged(e, fv, f.cat, a); err != nil {
 					return err
 				}
 				continue
 			}
 		}
-		e.buf = append(e.buf, next)
+		e.writeName(next, f.nameJSON)
 		next = ','
-		e.buf = append(e.buf, f.nameJSON...)
 		if f.pii {
 			saved := e.inReveal
 			e.inReveal = uint8(f.cat) + 1
-			err := f.enc(e, fv, encOpts{quoted: f.quoted})
+			err := e.encodeField(f, fv)
 			e.inReveal = saved
 			if err != nil {
 				return err
 			}
 			continue
 		}
-		if err := f.enc(e, fv, encOpts{quoted: f.quoted}); err != nil {
+		if err := e.encodeField(f, fv); err != nil {
 			return err
 		}
 	}
@@ -484,6 +575,14 @@ fields:
 		e.buf = append(e.buf, '}')
 	}
 	return nil
+}
+
+// writeName appends the byte before a member ('{' or ',') and its
+// `"name":` (see extend).
+func (e *encodeState) writeName(before byte, name []byte) {
+	n := e.extend(1 + len(name))
+	e.buf[n] = before
+	copy(e.buf[n+1:], name)
 }
 
 func isEmptyValue(v reflect.Value) bool {

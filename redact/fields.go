@@ -32,6 +32,7 @@ type field struct {
 
 	enc    encoderFunc // filled in by newStructEncoder
 	tagged taggedFunc  // filled in by newStructEncoder for pii fields
+	fast   fastKind    // filled in by newStructEncoder: enc's work done inline
 }
 
 type structInfo struct {
