@@ -103,6 +103,15 @@ func (e *encodeState) clearJSON(v reflect.Value) ([]byte, error) {
 	return out, err
 }
 
+// encoderCache holds the encoder of each type, built once.
+//
+// Invariant: the key is the reflect.Type itself, which is type identity, so
+// an encoder is only ever used for the type it was built from; two types
+// that differ in any tag, name, option or field type never share one
+// (TestTwinTypesNeverShareAnEncoder, FuzzEncoderCache). The same holds for
+// taggedCache, fieldCache and piiCache. What an encoder decides per call
+// (the policy's actions, the counts, the memo) lives in the encodeState,
+// never in the encoder.
 var encoderCache sync.Map // reflect.Type → encoderFunc
 
 // typeEncoder returns the cached encoder of t, building it on first use. A
@@ -248,7 +257,8 @@ func appendFloat(e *encodeState, f float64, bits int, o encOpts) error {
 	if o.quoted {
 		e.buf = append(e.buf, '"')
 	}
-	e.buf = appendFloatText(e.buf, f, bits)
+	var tmp [32]byte
+	e.writeBytes(appendFloatText(tmp[:0], f, bits))
 	if o.quoted {
 		e.buf = append(e.buf, '"')
 	}
@@ -297,7 +307,8 @@ func stringEncoder(e *encodeState, v reflect.Value, o encOpts) error {
 		e.buf = appendString(e.buf, string(inner))
 		return nil
 	}
-	e.buf = e.run.appendText(e.buf, v.String())
+	out, _ := e.run.textJSON(v.String())
+	e.appendJSONString(out)
 	return nil
 }
 
@@ -309,7 +320,20 @@ func interfaceEncoder(e *encodeState, v reflect.Value, o encOpts) error {
 	if err := e.enter(v); err != nil {
 		return err
 	}
-	err := e.value(v.Elem(), o)
+	ev := v.Elem()
+	var err error
+	// The dynamic types of decoded JSON (any, []any, map[string]any) skip
+	// the cache lookup: their encoders are the ones newTypeEncoder gives.
+	switch ev.Type() {
+	case stringType:
+		err = stringEncoder(e, ev, o)
+	case float64Type:
+		err = float64Encoder(e, ev, o)
+	case boolType:
+		err = boolEncoder(e, ev, o)
+	default:
+		err = e.value(ev, o)
+	}
 	e.depth--
 	return err
 }
@@ -609,6 +633,22 @@ func newMapEncoder(t reflect.Type) encoderFunc {
 	}
 }
 
+// addrFree reports whether a value of type t encodes the same whether or
+// not it is addressable: an interface (its dynamic value never is) or a
+// scalar without marshaling methods on the type or its pointer.
+func addrFree(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Bool, reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return marshals(t) == ""
+	}
+	return false
+}
+
 func validMapKey(k reflect.Type) bool {
 	switch k.Kind() {
 	case reflect.String,
@@ -642,11 +682,32 @@ func (e *encodeState) encodeMap(v reflect.Value, elem func(reflect.Value) error,
 		return err
 	}
 	defer func() { e.depth-- }()
-	entries := make([]mapEntry, 0, v.Len())
+	n := v.Len()
+	entries := make([]mapEntry, 0, n)
 	changed := false
+	// Keys and values are copied into two slices made once, rather than
+	// by it.Key and it.Value, which allocate a copy of each. Slice elements
+	// are addressable and map entries are not, which decides whether a
+	// pointer-receiver MarshalJSON runs (condAddrEncoder), so this is done
+	// only where addressability changes nothing (addrFree).
+	t := v.Type()
+	batch := addrFree(t.Key()) && addrFree(t.Elem())
+	var keys, vals reflect.Value
+	if batch {
+		keys = reflect.MakeSlice(reflect.SliceOf(t.Key()), n, n)
+		vals = reflect.MakeSlice(reflect.SliceOf(t.Elem()), n, n)
+	}
 	it := v.MapRange()
-	for it.Next() {
-		ks, err := resolveKeyName(it.Key())
+	for i := 0; it.Next(); i++ {
+		var kv, vv reflect.Value
+		if batch && i < n {
+			kv, vv = keys.Index(i), vals.Index(i)
+			kv.SetIterKey(it)
+			vv.SetIterValue(it)
+		} else {
+			kv, vv = it.Key(), it.Value()
+		}
+		ks, err := resolveKeyName(kv)
 		if err != nil {
 			return fmt.Errorf("%w: map key of %v: %w", ErrUnsupported, v.Type(), err)
 		}
@@ -660,7 +721,7 @@ func (e *encodeState) encodeMap(v reflect.Value, elem func(reflect.Value) error,
 			out, ch = e.run.textJSON(ks)
 			changed = changed || ch
 		}
-		entries = append(entries, mapEntry{key: ks, out: out, v: it.Value()})
+		entries = append(entries, mapEntry{key: ks, out: out, v: vv})
 	}
 	if !changed {
 		slices.SortFunc(entries, func(a, b mapEntry) int { return strings.Compare(a.key, b.key) })
@@ -669,7 +730,7 @@ func (e *encodeState) encodeMap(v reflect.Value, elem func(reflect.Value) error,
 			if i > 0 {
 				e.buf = append(e.buf, ',')
 			}
-			e.buf = appendString(e.buf, entries[i].key)
+			e.appendJSONString(entries[i].key)
 			e.buf = append(e.buf, ':')
 			if err := elem(entries[i].v); err != nil {
 				return err

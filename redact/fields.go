@@ -303,6 +303,9 @@ var (
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 	timeType          = reflect.TypeFor[time.Time]()
 	numberType        = reflect.TypeFor[json.Number]()
+	stringType        = reflect.TypeFor[string]()
+	float64Type       = reflect.TypeFor[float64]()
+	boolType          = reflect.TypeFor[bool]()
 )
 
 // marshals reports which marshaling interface t (or *t) implements, if any.
