@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,8 +301,7 @@ func TestInlineFieldsMatchTheirEncoders(t *testing.T) {
 		info := cachedFields(v.Type())
 		for j := range info.fields {
 			f := &info.fields[j]
-			f.enc = typeEncoder(f.typ)
-			f.fast = fastKindOf(f.typ)
+			prepareField(v.Type(), f)
 			if f.fast != fastNone && !f.quoted {
 				inlined++
 			}
@@ -318,6 +318,31 @@ func TestInlineFieldsMatchTheirEncoders(t *testing.T) {
 	}
 	if inlined == 0 {
 		t.Fatal("no field was inlined: the test checks nothing")
+	}
+	// Through a pointer the struct is addressable and its plain string and
+	// integer fields are read at their offsets (field.direct); as a value
+	// it is not. Both must give the same bytes, with and without a page.
+	for _, s := range strs {
+		v := allKinds{S: s, N: twinString(s), I: -7, I64: -1 << 62, Q: s, Num: "1", T: textValue{s}}
+		page := []allKinds{v, v}
+		for _, pair := range [][2]any{{v, &v}, {[]any{v}, page[:1]}, {twinPlain{s, s}, &twinPlain{s, s}}} {
+			a, errA := ForTest().JSON(pair[0])
+			b, errB := ForTest().JSON(pair[1])
+			if (errA == nil) != (errB == nil) || !bytes.Equal(a, b) {
+				t.Fatalf("%q: by value %s (%v), addressable %s (%v)", s, a, errA, b, errB)
+			}
+		}
+	}
+	var direct []string
+	at := reflect.TypeFor[allKinds]()
+	for _, f := range cachedFields(at).fields {
+		prepareField(at, &f)
+		if f.direct != fastNone {
+			direct = append(direct, f.name)
+		}
+	}
+	if !slices.Equal(direct, []string{"s", "n", "i", "i64"}) {
+		t.Fatalf("fields read directly: %v, want s, n, i, i64", direct)
 	}
 	if fastKindOf(reflect.TypeFor[textValue]()) != fastNone || fastKindOf(reflect.TypeFor[json.Number]()) != fastNone {
 		t.Fatal("a type with its own encoding is inlined as a plain scalar")

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth bounds the nesting of pointers, maps, slices and interfaces
@@ -433,17 +434,7 @@ func newStructEncoder(t reflect.Type) encoderFunc {
 	}
 	se := &structEncoder{fields: slices.Clone(info.fields)}
 	for i := range se.fields {
-		f := &se.fields[i]
-		ft := typeByIndex(t, f.index)
-		f.enc = typeEncoder(ft)
-		f.fast = fastKindOf(ft)
-		if f.pii {
-			if f.keys {
-				f.tagged = keysTagged(ft)
-			} else {
-				f.tagged = taggedEncoder(ft)
-			}
-		}
+		prepareField(t, &se.fields[i])
 	}
 	return se.encode
 }
@@ -533,11 +524,53 @@ func (e *encodeState) writeBytes(b []byte) {
 	copy(e.buf[e.extend(len(b)):], b)
 }
 
+// prepareField fills in what encoding field f of struct type t needs: its
+// encoders and how it is written inline or read directly.
+func prepareField(t reflect.Type, f *field) {
+	ft := typeByIndex(t, f.index)
+	f.enc = typeEncoder(ft)
+	f.fast = fastKindOf(ft)
+	if len(f.index) == 1 && !f.pii && !f.omitEmpty && !f.omitZero && !f.quoted {
+		switch k := ft.Kind(); {
+		case f.fast == fastString:
+			f.direct, f.offset = fastString, t.Field(f.index[0]).Offset
+		case f.fast == fastInt && (k == reflect.Int64 || k == reflect.Int && ft.Size() == 8):
+			f.direct, f.offset = fastInt, t.Field(f.index[0]).Offset
+		}
+	}
+	if f.pii {
+		if f.keys {
+			f.tagged = keysTagged(ft)
+		} else {
+			f.tagged = taggedEncoder(ft)
+		}
+	}
+}
+
 func (se *structEncoder) encode(e *encodeState, v reflect.Value, _ encOpts) error {
 	next := byte('{')
+	// The rows of a slice are addressable: their plain string and integer
+	// fields are read at their offsets, without a reflect.Value each.
+	var base unsafe.Pointer
+	if v.CanAddr() {
+		base = v.Addr().UnsafePointer()
+	}
 fields:
 	for i := range se.fields {
 		f := &se.fields[i]
+		if f.direct != fastNone && base != nil {
+			e.writeName(next, f.nameJSON)
+			next = ','
+			p := unsafe.Add(base, f.offset)
+			if f.direct == fastString {
+				out, _ := e.run.textJSON(*(*string)(p))
+				e.appendJSONString(out)
+			} else {
+				var tmp [24]byte
+				e.writeBytes(strconv.AppendInt(tmp[:0], *(*int64)(p), 10))
+			}
+			continue
+		}
 		var fv reflect.Value
 		if len(f.index) == 1 {
 			fv = v.Field(f.index[0])

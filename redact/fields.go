@@ -33,6 +33,12 @@ type field struct {
 	enc    encoderFunc // filled in by newStructEncoder
 	tagged taggedFunc  // filled in by newStructEncoder for pii fields
 	fast   fastKind    // filled in by newStructEncoder: enc's work done inline
+	// direct and offset, filled in by newStructEncoder: a plain string or
+	// 64-bit integer field with no tag option but its name, read at
+	// offset from the address of an addressable struct (see
+	// structEncoder.encode).
+	direct fastKind
+	offset uintptr
 }
 
 type structInfo struct {
