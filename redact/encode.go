@@ -553,7 +553,7 @@ func (se *structEncoder) encode(e *encodeState, v reflect.Value, _ encOpts) erro
 	// fields are read at their offsets, without a reflect.Value each.
 	var base unsafe.Pointer
 	if v.CanAddr() {
-		base = v.Addr().UnsafePointer()
+		base = unsafe.Pointer(v.UnsafeAddr()) // not v.Addr(): no pointer type looked up per row
 	}
 fields:
 	for i := range se.fields {
