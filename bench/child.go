@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -59,6 +61,9 @@ type childSpec struct {
 	// child opens anything.
 	Egress bool     `json:"egress,omitempty"`
 	Allow  []string `json:"allow,omitempty"`
+	// CPUProfileDir, when set, makes the child write a CPU profile of its
+	// whole life to <dir>/<kind>-<engine>-<pid>.pprof (-child-cpuprofile).
+	CPUProfileDir string `json:"cpu_profile_dir,omitempty"`
 }
 
 // childHello is the one line a child prints on stdout when it serves, or
@@ -110,6 +115,14 @@ func childMain() int {
 			}
 		}()
 	}
+	if spec.CPUProfileDir != "" {
+		stop, err := startCPUProfile(spec)
+		if err != nil {
+			hello(childHello{Error: err.Error()})
+			return 1
+		}
+		defer stop()
+	}
 	var h childHello
 	var serveErr error
 	var stop func()
@@ -133,6 +146,24 @@ func childMain() int {
 	cancel()
 	stop()
 	return 0
+}
+
+// startCPUProfile starts the child's CPU profile (see childSpec.CPUProfileDir)
+// and returns what stops and writes it.
+func startCPUProfile(spec childSpec) (func(), error) {
+	name := fmt.Sprintf("%s-%s-%d.pprof", spec.Kind, spec.Engine, os.Getpid())
+	if spec.Egress {
+		name = "egress-" + name
+	}
+	f, err := os.Create(filepath.Join(spec.CPUProfileDir, name))
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func serveHotel(ctx context.Context, spec childSpec) (childHello, func(), error) {

@@ -243,6 +243,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 	maxC := slices.Max(e.cfg.clients)
 	start := func(name string, spec childSpec) (*server, error) {
 		e.log.Printf("P5/P4 %s: starting %s", eng.label, name)
+		spec.CPUProfileDir = e.cfg.childCPU
 		ch, err := startChild(ctx, spec)
 		if err != nil {
 			return nil, err

@@ -103,6 +103,63 @@ func isOwnerTag(f reflect.StructField) bool {
 
 const maxOwnerDepth = 64
 
+// ownerField is a field of a struct that walkOwners visits: an e-mail
+// tagged one (owner) or one whose value may hold such a field.
+type ownerField struct {
+	index int
+	owner bool
+	sf    reflect.StructField
+}
+
+var ownerPlans sync.Map // reflect.Type (a struct) → *structOwners
+
+type structOwners struct {
+	fields  []ownerField
+	skipped bool // a scalar field was left out
+}
+
+// ownerPlan lists, in field order, the fields of struct type t that
+// walkOwners must visit: the exported or embedded ones, less those whose
+// type is a scalar (a walk of a bool, number or string, or of a pointer to
+// one, finds nothing whatever its value). Keyed by the type itself, so two
+// types never share a plan; built once, so a call reads no struct tags.
+func ownerPlan(t reflect.Type) *structOwners {
+	if p, ok := ownerPlans.Load(t); ok {
+		return p.(*structOwners)
+	}
+	plan := &structOwners{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		switch {
+		case isOwnerTag(f):
+			plan.fields = append(plan.fields, ownerField{index: i, owner: true, sf: f})
+		case isScalar(f.Type):
+			plan.skipped = true
+		default:
+			plan.fields = append(plan.fields, ownerField{index: i, sf: f})
+		}
+	}
+	p, _ := ownerPlans.LoadOrStore(t, plan)
+	return p.(*structOwners)
+}
+
+func isScalar(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return true
+	}
+	return false
+}
+
 func walkOwners(v reflect.Value, acc *ownerAcc, depth int) {
 	if depth > maxOwnerDepth {
 		acc.bad = true
@@ -119,17 +176,16 @@ func walkOwners(v reflect.Value, acc *ownerAcc, depth int) {
 	}
 	switch v.Kind() {
 	case reflect.Struct:
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			if !f.IsExported() && !f.Anonymous {
+		p := ownerPlan(v.Type())
+		if p.skipped && depth+1 > maxOwnerDepth {
+			acc.bad = true // as the walk of a skipped field would have
+		}
+		for _, pf := range p.fields {
+			if pf.owner {
+				ownerValues(v.Field(pf.index), pf.sf, acc)
 				continue
 			}
-			if isOwnerTag(f) {
-				ownerValues(v.Field(i), f, acc)
-				continue
-			}
-			walkOwners(v.Field(i), acc, depth+1)
+			walkOwners(v.Field(pf.index), acc, depth+1)
 		}
 	case reflect.Slice, reflect.Array:
 		for i := 0; i < v.Len(); i++ {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth bounds the nesting of pointers, maps, slices and interfaces
@@ -44,7 +45,9 @@ func newEncodeState(s *Scoped) *encodeState {
 	e, _ := encodeStatePool.Get().(*encodeState)
 	if e == nil {
 		e = &encodeState{buf: make([]byte, 0, 1024)}
-		e.clean = make(map[string]struct{}, 64)
+		e.clean = make([]memoEntry, 0, 64)
+		e.cleanText = make([]byte, 0, 1024)
+		e.cleanIdx = new([cleanSlots]uint16)
 	}
 	e.run.init(s)
 	e.buf = e.buf[:0]
@@ -57,7 +60,7 @@ func (e *encodeState) release() {
 		e.buf = nil
 	}
 	e.sc = nil
-	clear(e.clean) // no string of this call survives it
+	e.resetClean() // no string of this call survives it
 	encodeStatePool.Put(e)
 }
 
@@ -101,6 +104,15 @@ func (e *encodeState) clearJSON(v reflect.Value) ([]byte, error) {
 	return out, err
 }
 
+// encoderCache holds the encoder of each type, built once.
+//
+// Invariant: the key is the reflect.Type itself, which is type identity, so
+// an encoder is only ever used for the type it was built from; two types
+// that differ in any tag, name, option or field type never share one
+// (TestTwinTypesNeverShareAnEncoder, FuzzEncoderCache). The same holds for
+// taggedCache, fieldCache and piiCache. What an encoder decides per call
+// (the policy's actions, the counts, the memo) lives in the encodeState,
+// never in the encoder.
 var encoderCache sync.Map // reflect.Type → encoderFunc
 
 // typeEncoder returns the cached encoder of t, building it on first use. A
@@ -246,7 +258,8 @@ func appendFloat(e *encodeState, f float64, bits int, o encOpts) error {
 	if o.quoted {
 		e.buf = append(e.buf, '"')
 	}
-	e.buf = appendFloatText(e.buf, f, bits)
+	var tmp [32]byte
+	e.writeBytes(appendFloatText(tmp[:0], f, bits))
 	if o.quoted {
 		e.buf = append(e.buf, '"')
 	}
@@ -295,7 +308,8 @@ func stringEncoder(e *encodeState, v reflect.Value, o encOpts) error {
 		e.buf = appendString(e.buf, string(inner))
 		return nil
 	}
-	e.buf = e.run.appendText(e.buf, v.String())
+	out, _ := e.run.textJSON(v.String())
+	e.appendJSONString(out)
 	return nil
 }
 
@@ -307,7 +321,20 @@ func interfaceEncoder(e *encodeState, v reflect.Value, o encOpts) error {
 	if err := e.enter(v); err != nil {
 		return err
 	}
-	err := e.value(v.Elem(), o)
+	ev := v.Elem()
+	var err error
+	// The dynamic types of decoded JSON (any, []any, map[string]any) skip
+	// the cache lookup: their encoders are the ones newTypeEncoder gives.
+	switch ev.Type() {
+	case stringType:
+		err = stringEncoder(e, ev, o)
+	case float64Type:
+		err = float64Encoder(e, ev, o)
+	case boolType:
+		err = boolEncoder(e, ev, o)
+	default:
+		err = e.value(ev, o)
+	}
 	e.depth--
 	return err
 }
@@ -407,34 +434,157 @@ func newStructEncoder(t reflect.Type) encoderFunc {
 	}
 	se := &structEncoder{fields: slices.Clone(info.fields)}
 	for i := range se.fields {
-		f := &se.fields[i]
-		ft := typeByIndex(t, f.index)
-		f.enc = typeEncoder(ft)
-		if f.pii {
-			if f.keys {
-				f.tagged = keysTagged(ft)
-			} else {
-				f.tagged = taggedEncoder(ft)
-			}
-		}
+		prepareField(t, &se.fields[i])
 	}
 	return se.encode
 }
 
+// fastKind names the field types whose encoder the struct encoder runs
+// inline, without the indirect call: exactly the types for which
+// newTypeEncoder returns stringEncoder, intEncoder or uintEncoder (no
+// marshaling method on the type or its pointer, not json.Number).
+type fastKind uint8
+
+const (
+	fastNone fastKind = iota
+	fastString
+	fastInt
+	fastUint
+)
+
+func fastKindOf(t reflect.Type) fastKind {
+	if t == numberType || t == timeType || marshals(t) != "" {
+		return fastNone
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return fastString
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return fastInt
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return fastUint
+	}
+	return fastNone
+}
+
+// encodeField is f.enc(e, fv, o), with the common scalar kinds inlined.
+//
+// The inlined writes only reslice e.buf (see extend): assigning e.buf the
+// result of a call or of appending a slice stores its pointer, which costs a
+// write barrier whenever the garbage collector is marking.
+func (e *encodeState) encodeField(f *field, fv reflect.Value) error {
+	if !f.quoted {
+		switch f.fast {
+		case fastString:
+			out, _ := e.run.textJSON(fv.String())
+			e.appendJSONString(out)
+			return nil
+		case fastInt:
+			var tmp [24]byte
+			e.writeBytes(strconv.AppendInt(tmp[:0], fv.Int(), 10))
+			return nil
+		case fastUint:
+			var tmp [24]byte
+			e.writeBytes(strconv.AppendUint(tmp[:0], fv.Uint(), 10))
+			return nil
+		}
+	}
+	return f.enc(e, fv, encOpts{quoted: f.quoted})
+}
+
+// appendJSONString appends the JSON string literal of s, as appendString
+// does.
+func (e *encodeState) appendJSONString(s string) {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b >= utf8.RuneSelf || !htmlSafe[b] {
+			e.buf = appendString(e.buf, s)
+			return
+		}
+	}
+	n := e.extend(len(s) + 2)
+	e.buf[n] = '"'
+	copy(e.buf[n+1:], s)
+	e.buf[n+1+len(s)] = '"'
+}
+
+// extend lengthens e.buf by n bytes and returns the offset of the first.
+// Apart from growing, it only reslices e.buf, which stores no pointer (no
+// write barrier), unlike e.buf = append(e.buf, s...) with a slice s.
+func (e *encodeState) extend(n int) int {
+	l := len(e.buf)
+	if cap(e.buf)-l < n {
+		e.buf = slices.Grow(e.buf, n)
+	}
+	e.buf = e.buf[:l+n]
+	return l
+}
+
+// writeBytes appends b to e.buf (see extend).
+func (e *encodeState) writeBytes(b []byte) {
+	copy(e.buf[e.extend(len(b)):], b)
+}
+
+// prepareField fills in what encoding field f of struct type t needs: its
+// encoders and how it is written inline or read directly.
+func prepareField(t reflect.Type, f *field) {
+	ft := typeByIndex(t, f.index)
+	f.enc = typeEncoder(ft)
+	f.fast = fastKindOf(ft)
+	if len(f.index) == 1 && !f.pii && !f.omitEmpty && !f.omitZero && !f.quoted {
+		switch k := ft.Kind(); {
+		case f.fast == fastString:
+			f.direct, f.offset = fastString, t.Field(f.index[0]).Offset
+		case f.fast == fastInt && (k == reflect.Int64 || k == reflect.Int && ft.Size() == 8):
+			f.direct, f.offset = fastInt, t.Field(f.index[0]).Offset
+		}
+	}
+	if f.pii {
+		if f.keys {
+			f.tagged = keysTagged(ft)
+		} else {
+			f.tagged = taggedEncoder(ft)
+		}
+	}
+}
+
 func (se *structEncoder) encode(e *encodeState, v reflect.Value, _ encOpts) error {
 	next := byte('{')
+	// The rows of a slice are addressable: their plain string and integer
+	// fields are read at their offsets, without a reflect.Value each.
+	var base unsafe.Pointer
+	if v.CanAddr() {
+		base = unsafe.Pointer(v.UnsafeAddr()) // not v.Addr(): no pointer type looked up per row
+	}
 fields:
 	for i := range se.fields {
 		f := &se.fields[i]
-		fv := v
-		for _, x := range f.index {
-			if fv.Kind() == reflect.Pointer {
-				if fv.IsNil() {
-					continue fields
-				}
-				fv = fv.Elem()
+		if f.direct != fastNone && base != nil {
+			e.writeName(next, f.nameJSON)
+			next = ','
+			p := unsafe.Add(base, f.offset)
+			if f.direct == fastString {
+				out, _ := e.run.textJSON(*(*string)(p))
+				e.appendJSONString(out)
+			} else {
+				var tmp [24]byte
+				e.writeBytes(strconv.AppendInt(tmp[:0], *(*int64)(p), 10))
 			}
-			fv = fv.Field(x)
+			continue
+		}
+		var fv reflect.Value
+		if len(f.index) == 1 {
+			fv = v.Field(f.index[0])
+		} else {
+			fv = v
+			for _, x := range f.index {
+				if fv.Kind() == reflect.Pointer {
+					if fv.IsNil() {
+						continue fields
+					}
+					fv = fv.Elem()
+				}
+				fv = fv.Field(x)
+			}
 		}
 		if f.omitEmpty && isEmptyValue(fv) ||
 			f.omitZero && (f.isZero == nil && fv.IsZero() || f.isZero != nil && f.isZero(fv)) {
@@ -452,29 +602,27 @@ fields:
 			case actDrop:
 				continue
 			default:
-				e.buf = append(e.buf, next)
+				e.writeName(next, f.nameJSON)
 				next = ','
-				e.buf = append(e.buf, f.nameJSON...)
 				if err := f.tagged(e, fv, f.cat, a); err != nil {
 					return err
 				}
 				continue
 			}
 		}
-		e.buf = append(e.buf, next)
+		e.writeName(next, f.nameJSON)
 		next = ','
-		e.buf = append(e.buf, f.nameJSON...)
 		if f.pii {
 			saved := e.inReveal
 			e.inReveal = uint8(f.cat) + 1
-			err := f.enc(e, fv, encOpts{quoted: f.quoted})
+			err := e.encodeField(f, fv)
 			e.inReveal = saved
 			if err != nil {
 				return err
 			}
 			continue
 		}
-		if err := f.enc(e, fv, encOpts{quoted: f.quoted}); err != nil {
+		if err := e.encodeField(f, fv); err != nil {
 			return err
 		}
 	}
@@ -484,6 +632,14 @@ fields:
 		e.buf = append(e.buf, '}')
 	}
 	return nil
+}
+
+// writeName appends the byte before a member ('{' or ',') and its
+// `"name":` (see extend).
+func (e *encodeState) writeName(before byte, name []byte) {
+	n := e.extend(1 + len(name))
+	e.buf[n] = before
+	copy(e.buf[n+1:], name)
 }
 
 func isEmptyValue(v reflect.Value) bool {
@@ -508,6 +664,22 @@ func newMapEncoder(t reflect.Type) encoderFunc {
 	return func(e *encodeState, v reflect.Value, _ encOpts) error {
 		return e.encodeMap(v, func(v reflect.Value) error { return elem(e, v, encOpts{}) }, 0, 0, false)
 	}
+}
+
+// addrFree reports whether a value of type t encodes the same whether or
+// not it is addressable: an interface (its dynamic value never is) or a
+// scalar without marshaling methods on the type or its pointer.
+func addrFree(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Bool, reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return marshals(t) == ""
+	}
+	return false
 }
 
 func validMapKey(k reflect.Type) bool {
@@ -543,11 +715,32 @@ func (e *encodeState) encodeMap(v reflect.Value, elem func(reflect.Value) error,
 		return err
 	}
 	defer func() { e.depth-- }()
-	entries := make([]mapEntry, 0, v.Len())
+	n := v.Len()
+	entries := make([]mapEntry, 0, n)
 	changed := false
+	// Keys and values are copied into two slices made once, rather than
+	// by it.Key and it.Value, which allocate a copy of each. Slice elements
+	// are addressable and map entries are not, which decides whether a
+	// pointer-receiver MarshalJSON runs (condAddrEncoder), so this is done
+	// only where addressability changes nothing (addrFree).
+	t := v.Type()
+	batch := addrFree(t.Key()) && addrFree(t.Elem())
+	var keys, vals reflect.Value
+	if batch {
+		keys = reflect.MakeSlice(reflect.SliceOf(t.Key()), n, n)
+		vals = reflect.MakeSlice(reflect.SliceOf(t.Elem()), n, n)
+	}
 	it := v.MapRange()
-	for it.Next() {
-		ks, err := resolveKeyName(it.Key())
+	for i := 0; it.Next(); i++ {
+		var kv, vv reflect.Value
+		if batch && i < n {
+			kv, vv = keys.Index(i), vals.Index(i)
+			kv.SetIterKey(it)
+			vv.SetIterValue(it)
+		} else {
+			kv, vv = it.Key(), it.Value()
+		}
+		ks, err := resolveKeyName(kv)
 		if err != nil {
 			return fmt.Errorf("%w: map key of %v: %w", ErrUnsupported, v.Type(), err)
 		}
@@ -561,18 +754,24 @@ func (e *encodeState) encodeMap(v reflect.Value, elem func(reflect.Value) error,
 			out, ch = e.run.textJSON(ks)
 			changed = changed || ch
 		}
-		entries = append(entries, mapEntry{key: ks, out: out, v: it.Value()})
+		entries = append(entries, mapEntry{key: ks, out: out, v: vv})
 	}
 	if !changed {
-		slices.SortFunc(entries, func(a, b mapEntry) int { return strings.Compare(a.key, b.key) })
+		// Sorted through an index: moving the entries themselves (80
+		// bytes with pointers) costs a write barrier per move.
+		order := make([]int32, len(entries))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(a, b int32) int { return strings.Compare(entries[a].key, entries[b].key) })
 		e.buf = append(e.buf, '{')
-		for i := range entries {
+		for i, j := range order {
 			if i > 0 {
 				e.buf = append(e.buf, ',')
 			}
-			e.buf = appendString(e.buf, entries[i].key)
+			e.appendJSONString(entries[j].key)
 			e.buf = append(e.buf, ':')
-			if err := elem(entries[i].v); err != nil {
+			if err := elem(entries[j].v); err != nil {
 				return err
 			}
 		}

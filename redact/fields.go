@@ -32,6 +32,13 @@ type field struct {
 
 	enc    encoderFunc // filled in by newStructEncoder
 	tagged taggedFunc  // filled in by newStructEncoder for pii fields
+	fast   fastKind    // filled in by newStructEncoder: enc's work done inline
+	// direct and offset, filled in by newStructEncoder: a plain string or
+	// 64-bit integer field with no tag option but its name, read at
+	// offset from the address of an addressable struct (see
+	// structEncoder.encode).
+	direct fastKind
+	offset uintptr
 }
 
 type structInfo struct {
@@ -302,6 +309,9 @@ var (
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 	timeType          = reflect.TypeFor[time.Time]()
 	numberType        = reflect.TypeFor[json.Number]()
+	stringType        = reflect.TypeFor[string]()
+	float64Type       = reflect.TypeFor[float64]()
+	boolType          = reflect.TypeFor[bool]()
 )
 
 // marshals reports which marshaling interface t (or *t) implements, if any.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,8 +58,7 @@ func (s *Scoped) JSON(v any) ([]byte, error) {
 	if err := e.marshal(v); err != nil {
 		return nil, err
 	}
-	out := make([]byte, len(e.buf))
-	copy(out, e.buf)
+	out := bytes.Clone(e.buf) // not make and copy: no zeroing first
 	e.flush()
 	return out, nil
 }
@@ -157,9 +157,20 @@ type run struct {
 	// firstClean: the last first pass found no span at all.
 	firstClean bool
 	// clean, when not nil, remembers the strings of this encoding in which
-	// the detectors found nothing (see textJSON).
-	clean map[string]struct{}
+	// the detectors found nothing (see textJSON), in the order they were
+	// found, as spans of cleanText, which holds a copy of their bytes (no
+	// pointers: remembering a string costs the garbage collector nothing).
+	// cleanIdx is its direct-mapped index: slot memoSlot(s) holds 1 + the
+	// position in clean of the last string remembered with that hash, 0 for
+	// none. A hit needs the remembered bytes to equal s byte for byte, so a
+	// collision costs a scan, never a wrong answer.
+	clean     []memoEntry
+	cleanText []byte
+	cleanIdx  *[cleanSlots]uint16
 }
+
+// memoEntry is a remembered clean string: cleanText[off : off+n].
+type memoEntry struct{ off, n uint32 }
 
 // A string is remembered as clean only when it is at most cleanMaxLen bytes
 // long (long free text rarely repeats), and at most cleanMaxEntries per
@@ -167,7 +178,74 @@ type run struct {
 const (
 	cleanMaxLen     = 128
 	cleanMaxEntries = 512
+	cleanBits       = 10
+	cleanSlots      = 1 << cleanBits // above cleanMaxEntries
 )
+
+// memoSeed keys the memo's hash per process, so that input cannot be
+// crafted offline to collide (a collision would only cost a scan).
+var memoSeed = new(maphash.Hash).Sum64()
+
+// memoSlot hashes s from its length and its first and last eight bytes:
+// enough to tell apart the short strings of a page, and much cheaper than
+// hashing every byte. Strings that agree on those collide, which costs a
+// scan (see run.clean).
+func memoSlot(s string) uint32 {
+	n := len(s)
+	var a, b uint64
+	switch {
+	case n >= 8:
+		a, b = load64(s), load64(s[n-8:])
+	case n >= 4:
+		a, b = uint64(load32(s)), uint64(load32(s[n-4:]))
+	case n > 0:
+		a = uint64(s[0]) | uint64(s[n/2])<<8 | uint64(s[n-1])<<16
+	}
+	// The top bits of a product depend on every bit of its factors.
+	h := (a^memoSeed)*0x9E3779B97F4A7C15 ^ (b+uint64(n))*0xC2B2AE3D27D4EB4F
+	h *= 0xFF51AFD7ED558CCD
+	return uint32(h >> (64 - cleanBits))
+}
+
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func load32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
+// lookupClean reports whether s is remembered as clean.
+func (r *run) lookupClean(s string) bool {
+	j := r.cleanIdx[memoSlot(s)]
+	if j == 0 {
+		return false
+	}
+	m := r.clean[j-1]
+	return int(m.n) == len(s) && string(r.cleanText[m.off:m.off+m.n]) == s
+}
+
+// rememberClean remembers s as clean, within the memo's bound.
+func (r *run) rememberClean(s string) {
+	if len(r.clean) >= cleanMaxEntries {
+		return
+	}
+	r.clean = append(r.clean, memoEntry{off: uint32(len(r.cleanText)), n: uint32(len(s))})
+	r.cleanText = append(r.cleanText, s...)
+	r.cleanIdx[memoSlot(s)] = uint16(len(r.clean))
+}
+
+// resetClean forgets every remembered string and zeroes the copy of its
+// bytes, so that no string of one call stays in the pooled state.
+func (r *run) resetClean() {
+	clear(r.cleanText)
+	r.cleanText = r.cleanText[:0]
+	r.clean = r.clean[:0]
+	*r.cleanIdx = [cleanSlots]uint16{}
+}
 
 func (r *run) init(s *Scoped) {
 	r.sc = s
@@ -278,7 +356,7 @@ func (r *run) pass(s string, first bool) (string, bool) {
 func (r *run) textJSON(s string) (string, bool) {
 	memo := r.clean != nil && len(s) <= cleanMaxLen
 	if memo {
-		if _, ok := r.clean[s]; ok {
+		if r.lookupClean(s) {
 			return s, false
 		}
 	}
@@ -289,8 +367,8 @@ func (r *run) textJSON(s string) (string, bool) {
 	}
 	out := r.text(t)
 	if out == t {
-		if memo && r.firstClean && len(r.clean) < cleanMaxEntries {
-			r.clean[s] = struct{}{}
+		if memo && r.firstClean {
+			r.rememberClean(s)
 		}
 		return s, false
 	}
@@ -340,6 +418,20 @@ func maskText(c catIndex, v string) string {
 // appendMask appends the Mask of v to dst. The result is always plain
 // ASCII that needs no JSON escaping: "***", digits, letters, '@', '.', '-'
 // or a placeholder.
+// trimMaskDomain is strings.TrimRight(d, " \t\r\n.>)") without building
+// the cutset on every call.
+func trimMaskDomain(d string) string {
+	for len(d) > 0 {
+		switch d[len(d)-1] {
+		case ' ', '\t', '\r', '\n', '.', '>', ')':
+			d = d[:len(d)-1]
+			continue
+		}
+		break
+	}
+	return d
+}
+
 func appendMask(dst []byte, c catIndex, v string) []byte {
 	switch c {
 	case ciEmail:
@@ -350,7 +442,7 @@ func appendMask(dst []byte, c catIndex, v string) []byte {
 		if at < 0 {
 			break
 		}
-		dom := strings.TrimRight(v[at+skip:], " \t\r\n.>)")
+		dom := trimMaskDomain(v[at+skip:])
 		if validMaskDomain(dom) {
 			dst = append(dst, "***@"...)
 			for i := 0; i < len(dom); i++ {

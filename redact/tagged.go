@@ -175,9 +175,10 @@ func (e *encodeState) taggedScalar(text string, c catIndex, a action) error {
 		return nil
 	}
 	if a == actMask && c != ciSecret {
-		e.buf = append(e.buf, '"')
-		e.buf = appendMask(e.buf, c, text)
-		e.buf = append(e.buf, '"')
+		var tmp [64]byte // no write barrier: see extend
+		tmp[0] = '"'
+		m := appendMask(tmp[:1], c, text)
+		e.writeBytes(append(m, '"'))
 		return nil
 	}
 	e.buf = appendString(e.buf, e.apply(c, a, text))

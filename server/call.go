@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"reflect"
 	"time"
+	"unsafe"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -153,8 +154,11 @@ func (s *Server) run(ctx context.Context, a *auditRecord, red *redact.Scoped, sc
 	return &mcp.CallToolResult{
 		StructuredContent: json.RawMessage(js),
 		// The text rendering is the same redacted bytes, so each redaction
-		// is counted once and the two can never disagree.
-		Content: []mcp.Content{&mcp.TextContent{Text: string(js)}},
+		// is counted once and the two can never disagree. It shares them
+		// rather than copying a page per call: js is this call's own slice
+		// (Scoped.JSON returns a fresh one) and nothing writes to it after
+		// this point.
+		Content: []mcp.Content{&mcp.TextContent{Text: unsafe.String(unsafe.SliceData(js), len(js))}},
 	}, nil
 }
 

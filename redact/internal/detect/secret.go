@@ -50,7 +50,7 @@ func scanSecrets(dst []Span, s string, flags uint8) []Span {
 	if len(s) >= 30 && strings.Contains(s, "eyJ") {
 		dst = scanJWT(dst, s)
 	}
-	if strings.Contains(s, "-----BEGIN") {
+	if flags&cOther != 0 && flags&cUpper != 0 && strings.Contains(s, "-----BEGIN") {
 		dst = scanPEM(dst, s)
 	}
 	if flags&(cDigit|cUpper|cLower) != 0 {
