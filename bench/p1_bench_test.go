@@ -17,16 +17,7 @@ import (
 // side by side; these sub-benchmarks are for pprof, not for ratios.
 func BenchmarkGuardPath(b *testing.B) {
 	ctx := context.Background()
-	h, err := newHotelSQLite(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(h.close)
-	gp, err := newGuardPath(ctx, h)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(gp.close)
+	gp := benchGuardPath(b)
 	if err := gp.check(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -52,13 +43,10 @@ func BenchmarkGuardPath(b *testing.B) {
 	}
 }
 
-// BenchmarkLibraryCPU is the library's own CPU per P1 call, without the
-// query's execution: verify the token (cached), put the scope into the
-// context, build list_bookings, render it with the tenant predicates
-// (DB.Render: everything Query does before sending) and redact a 50-row
-// page. Its sub-benchmarks split the sum by step. The goal for
-// the whole is 20 µs.
-func BenchmarkLibraryCPU(b *testing.B) {
+// benchGuardPath sets up P1's guard path on a fresh hotel database, both
+// removed when b ends.
+func benchGuardPath(b *testing.B) *guardPath {
+	b.Helper()
 	ctx := context.Background()
 	h, err := newHotelSQLite(ctx)
 	if err != nil {
@@ -70,6 +58,18 @@ func BenchmarkLibraryCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(gp.close)
+	return gp
+}
+
+// BenchmarkLibraryCPU is the library's own CPU per P1 call, without the
+// query's execution: verify the token (cached), put the scope into the
+// context, build list_bookings, render it with the tenant predicates
+// (DB.Render: everything Query does before sending) and redact a 50-row
+// page. Its sub-benchmarks split the sum by step. The goal for
+// the whole is 20 µs.
+func BenchmarkLibraryCPU(b *testing.B) {
+	ctx := context.Background()
+	gp := benchGuardPath(b)
 	_, page, err := gp.baseline(ctx, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -124,17 +124,7 @@ func BenchmarkLibraryCPU(b *testing.B) {
 // encoding/json and the redactor on the same 50-row page.
 func BenchmarkRedactPage(b *testing.B) {
 	ctx := context.Background()
-	h, err := newHotelSQLite(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(h.close)
-	gp, err := newGuardPath(ctx, h)
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, page, err := gp.baseline(ctx, 0)
-	gp.close()
+	_, page, err := benchGuardPath(b).baseline(ctx, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

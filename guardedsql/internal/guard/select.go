@@ -320,25 +320,13 @@ func (t *selectText) frag() dialect.Frag {
 	f.frag(t.cols)
 	f.s(" FROM ")
 	f.frag(t.from)
-	if !t.joins.IsZero() {
-		f.s(" ")
-		f.frag(t.joins)
-	}
-	if !t.where.IsZero() {
-		f.s(" WHERE ")
-		f.frag(t.where)
-	}
+	f.clause(" ", t.joins)
+	f.clause(" WHERE ", t.where)
 	if len(t.groupBy) > 0 {
 		f.s(" GROUP BY ", strings.Join(t.groupBy, ", "))
 	}
-	if !t.having.IsZero() {
-		f.s(" HAVING ")
-		f.frag(t.having)
-	}
-	if !t.orderBy.IsZero() {
-		f.s(" ORDER BY ")
-		f.frag(t.orderBy)
-	}
+	f.clause(" HAVING ", t.having)
+	f.clause(" ORDER BY ", t.orderBy)
 	if t.limit >= 0 {
 		f.s(" LIMIT ", strconv.FormatInt(t.limit, 10))
 	}
@@ -346,6 +334,14 @@ func (t *selectText) frag() dialect.Frag {
 		f.s(" OFFSET ", strconv.FormatInt(t.offset, 10))
 	}
 	return f.done()
+}
+
+// clause writes lead and x unless x is empty.
+func (f *fb) clause(lead string, x dialect.Frag) {
+	if !x.IsZero() {
+		f.s(lead)
+		f.frag(x)
+	}
 }
 
 // markGuarded records a reference whose guard is provided otherwise
