@@ -147,9 +147,17 @@ func (b SelectBuilder) Build() (Query, error) {
 	if len(b.items) == 0 {
 		return Query{}, invalid("SELECT without result columns")
 	}
+	s.Items = make([]sqlast.Item, 0, len(b.items))
 	for _, it := range b.items {
 		if it == nil {
 			return Query{}, invalid("nil Selectable")
+		}
+		if e, ok := it.(Expr); ok { // the common case, without a slice per column
+			if err := e.check(); err != nil {
+				return Query{}, err
+			}
+			s.Items = append(s.Items, sqlast.Item{X: e.x})
+			continue
 		}
 		its, err := it.items()
 		if err != nil {

@@ -86,6 +86,7 @@ func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, c config) 
 	// Only a dialect whose engine enforces the reads itself may drop them.
 	re, ok := d.(dialect.ReadEnforcer)
 	c.guard.EngineEnforcesReads = ok && re.EngineEnforcesReads()
+	c.guard.Quoted = guard.QuoteNames(d, g)
 	return &DB{pool: pool, d: d, sch: sch, g: g, opt: c.guard, logger: c.Logger, base: base}, nil
 }
 

@@ -35,7 +35,9 @@ var openers = map[string]func(ctx context.Context, dsn string, sch *builder.Sche
 // transactions unless the DSN sets those itself; a file database in WAL
 // mode (unless the DSN sets journal_mode), with one writer connection for
 // every write and transaction beside a pool of query-only readers, so that
-// concurrent calls never fail with SQLITE_BUSY.
+// concurrent calls never fail with SQLITE_BUSY. SQLite statements are
+// prepared once per connection and kept, by exact SQL text, for the next
+// call of the same shape (a bounded cache, like pgx's for PostgreSQL).
 // PostgreSQL is opened as postgres.New does, start-up check of row-level
 // security included: connect as the application role, not the tables'
 // owner or a superuser. MySQL is opened as NewMySQL does. Close closes the
@@ -89,7 +91,7 @@ func openSQLitePool(ctx context.Context, dsn string, busy time.Duration) (dialec
 		if err != nil {
 			return nil, err
 		}
-		return dialect.StdPool(sqlDB, true), nil
+		return dialect.CachedStdPool(sqlDB, true, dialect.DefaultStmtCacheSize), nil
 	}
 	if !strings.Contains(name, "journal_mode") {
 		name += "&_pragma=journal_mode(wal)"
@@ -104,7 +106,7 @@ func openSQLitePool(ctx context.Context, dsn string, busy time.Duration) (dialec
 		write.Close()
 		return nil, err
 	}
-	return dialect.SplitPool(read, write), nil
+	return dialect.SplitPool(read, write, dialect.DefaultStmtCacheSize), nil
 }
 
 func pingSQLite(ctx context.Context, dsn, name string) (*sql.DB, error) {
@@ -120,7 +122,8 @@ func pingSQLite(ctx context.Context, dsn, name string) (*sql.DB, error) {
 }
 
 // NewSQLite guards an SQLite database opened by the caller with the
-// "sqlite" driver (modernc.org/sqlite). Close leaves db open. Open it with
+// "sqlite" driver (modernc.org/sqlite). Close leaves db open (it closes
+// only the statements the DB prepared on it, see Open). Open it with
 // foreign keys enforced (_pragma=foreign_keys(1)): the start-up catalog
 // check (CheckCatalog) refuses a connection without, as it refuses a graph
 // that disagrees with the database.
@@ -133,7 +136,7 @@ func NewSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, opts Option
 }
 
 func newSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, c config) (*DB, error) {
-	g, err := newDB(dialect.StdPool(db, false), sqlite.Dialect{}, sch, c)
+	g, err := newDB(dialect.CachedStdPool(db, false, dialect.DefaultStmtCacheSize), sqlite.Dialect{}, sch, c)
 	if err != nil {
 		return nil, err
 	}

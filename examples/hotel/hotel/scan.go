@@ -37,6 +37,12 @@ func (s *textScanner) Scan(src any) error {
 // normalizeTime turns the text forms engines return ("2026-01-05",
 // "2026-01-05 10:00:00", "2026-01-05T10:00:00Z") into layout.
 func normalizeTime(v, layout string) string {
+	if layout == time.DateOnly && len(v) == len(time.DateOnly) {
+		// A ten-byte value that parses as a date formats back to itself
+		// (the layout has fixed-width fields), and one that does not is
+		// returned as is: either way the answer is v, without parsing.
+		return v
+	}
 	layouts := []string{time.RFC3339Nano, time.DateTime, time.DateOnly}
 	if len(v) == len(time.DateOnly) {
 		// A bare date, the common case (every DATE column on SQLite and

@@ -209,6 +209,17 @@ func scanBooking(rs *guardedsql.Rows) (Booking, error) {
 	return x, err
 }
 
+// ListBookingsQuery is the statement ListBookings runs for an input it
+// accepted (Limit set), for benchmarks and EXPLAIN.
+func ListBookingsQuery(in ListBookingsIn) (builder.Query, error) {
+	sel, b := bookingQuery()
+	where := []builder.Pred{b.CheckIn().Ge(in.From), b.CheckIn().Lt(in.To)}
+	if in.Status != "" {
+		where = append(where, b.Status().Eq(in.Status))
+	}
+	return sel.Where(where...).OrderBy(b.CheckIn().Desc(), b.ID().Asc()).Limit(in.Limit).Offset(in.Offset).Build()
+}
+
 // ListBookings lists the caller's bookings in a check-in range.
 func ListBookings(ctx context.Context, db *guardedsql.DB, in ListBookingsIn) (BookingsOut, error) {
 	if err := parseRange(in.From, in.To); err != nil {
@@ -220,12 +231,7 @@ func ListBookings(ctx context.Context, db *guardedsql.DB, in ListBookingsIn) (Bo
 	if in.Limit > 200 || in.Offset < 0 {
 		return BookingsOut{}, server.InvalidInput("limit must be 1-200 and offset not negative")
 	}
-	sel, b := bookingQuery()
-	where := []builder.Pred{b.CheckIn().Ge(in.From), b.CheckIn().Lt(in.To)}
-	if in.Status != "" {
-		where = append(where, b.Status().Eq(in.Status))
-	}
-	q, err := sel.Where(where...).OrderBy(b.CheckIn().Desc(), b.ID().Asc()).Limit(in.Limit).Offset(in.Offset).Build()
+	q, err := ListBookingsQuery(in)
 	if err != nil {
 		return BookingsOut{}, err
 	}

@@ -8,10 +8,10 @@
 // Statements reach the database only as package builder's sealed values.
 // guardedsql takes the scope from the context (none: ErrNoScope, nothing
 // sent), encodes it with EncodeScope, and hands the statement to the guard
-// (guardedsql/internal/guard), which renders SQL through squirrel and, for
-// every tenant-bound table reference (FROM, JOIN, subqueries, mutation
-// targets), adds a predicate that follows the schema graph's foreign-key
-// path to the tables carrying the scope levels:
+// (guardedsql/internal/guard), which renders SQL (SELECTs directly, writes
+// through squirrel) and, for every tenant-bound table reference (FROM,
+// JOIN, subqueries, mutation targets), adds a predicate that follows the
+// schema graph's foreign-key path to the tables carrying the scope levels:
 //
 //	"b"."room_id" IN (SELECT "_tm1"."id" FROM "rooms" AS "_tm1"
 //	    JOIN "hotels" AS "_tm2" ON "_tm2"."id" = "_tm1"."hotel_id"

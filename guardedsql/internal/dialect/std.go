@@ -10,10 +10,18 @@ import (
 // StdPool adapts a *sql.DB to Pool. Close closes db only if owned is true.
 func StdPool(db *sql.DB, owned bool) Pool { return &stdPool{db: db, owned: owned} }
 
+// CachedStdPool is StdPool running statements through a StmtCache of
+// cacheSize prepared statements (none for cacheSize <= 0). Close closes
+// the cache, and db if owned.
+func CachedStdPool(db *sql.DB, owned bool, cacheSize int) Pool {
+	return &stdPool{db: db, owned: owned, stmts: NewStmtCache(db, cacheSize)}
+}
+
 type stdPool struct {
 	db    *sql.DB
 	owned bool
 	wait  Wait
+	stmts *StmtCache // nil: every statement prepared per call
 }
 
 // BoundWait implements WaitBounder. database/sql ties a statement's rows
@@ -30,6 +38,9 @@ func (p *stdPool) conn(ctx context.Context) (*sql.Conn, error) {
 
 func (p *stdPool) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 	if !p.bounded() {
+		if p.stmts != nil {
+			return p.stmts.Query(ctx, q, args...)
+		}
 		return p.db.QueryContext(ctx, q, args...)
 	}
 	c, err := p.conn(ctx)
@@ -45,6 +56,9 @@ func (p *stdPool) Query(ctx context.Context, q string, args ...any) (Rows, error
 
 func (p *stdPool) Exec(ctx context.Context, q string, args ...any) (Result, error) {
 	if !p.bounded() {
+		if p.stmts != nil {
+			return stdResult(p.stmts.Exec(ctx, q, args...))
+		}
 		return stdResult(p.db.ExecContext(ctx, q, args...))
 	}
 	c, err := p.conn(ctx)
@@ -61,7 +75,7 @@ func (p *stdPool) Begin(ctx context.Context) (Tx, error) {
 		if err != nil {
 			return nil, err
 		}
-		return stdTx{tx: tx}, nil
+		return stdTx{tx: tx, stmts: p.stmts}, nil
 	}
 	c, err := p.conn(ctx)
 	if err != nil {
@@ -83,23 +97,41 @@ type connRows struct {
 func (r *connRows) Close() error { return errors.Join(r.Rows.Close(), r.c.Close()) }
 
 func (p *stdPool) Close() error {
+	err := p.stmts.Close()
 	if p.owned {
-		return p.db.Close()
+		return errors.Join(err, p.db.Close())
 	}
-	return nil
+	return err
 }
 
 type stdTx struct {
-	tx *sql.Tx
-	c  *sql.Conn // the connection BoundWait took, returned when the tx ends
+	tx    *sql.Tx
+	c     *sql.Conn  // the connection BoundWait took, returned when the tx ends
+	stmts *StmtCache // nil: statements prepared per call
 }
 
 func (t stdTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	return t.tx.QueryContext(ctx, q, args...)
+	if t.stmts == nil {
+		return t.tx.QueryContext(ctx, q, args...)
+	}
+	return txStmt(ctx, t.stmts, t.tx, q, func(st *sql.Stmt) (*sql.Rows, error) {
+		if st == nil {
+			return t.tx.QueryContext(ctx, q, args...)
+		}
+		return st.QueryContext(ctx, args...)
+	})
 }
 
 func (t stdTx) Exec(ctx context.Context, q string, args ...any) (Result, error) {
-	return stdResult(t.tx.ExecContext(ctx, q, args...))
+	if t.stmts == nil {
+		return stdResult(t.tx.ExecContext(ctx, q, args...))
+	}
+	return stdResult(txStmt(ctx, t.stmts, t.tx, q, func(st *sql.Stmt) (sql.Result, error) {
+		if st == nil {
+			return t.tx.ExecContext(ctx, q, args...)
+		}
+		return st.ExecContext(ctx, args...)
+	}))
 }
 
 func (t stdTx) Commit(context.Context) error   { return t.release(t.tx.Commit()) }
@@ -134,15 +166,20 @@ func stdResult(r sql.Result, err error) (Result, error) {
 // instead of racing for SQLite's write lock (where a deferred writer that
 // would deadlock gets SQLITE_BUSY without waiting), and WAL lets the
 // readers run beside it. Close closes both.
-func SplitPool(read, write *sql.DB) Pool {
-	return &splitPool{stdPool: &stdPool{db: write, owned: true}, read: read}
+//
+// Both keep cacheSize prepared statements (see StmtCache; none for
+// cacheSize <= 0).
+func SplitPool(read, write *sql.DB, cacheSize int) Pool {
+	return &splitPool{stdPool: &stdPool{db: write, owned: true, stmts: NewStmtCache(write, cacheSize)},
+		read: read, readStmts: NewStmtCache(read, cacheSize)}
 }
 
 // splitPool is the writer's stdPool (Exec, Begin) with reads routed to the
 // read pool.
 type splitPool struct {
 	*stdPool
-	read *sql.DB
+	read      *sql.DB
+	readStmts *StmtCache
 }
 
 func (p *splitPool) Query(ctx context.Context, q string, args ...any) (Rows, error) {
@@ -150,12 +187,17 @@ func (p *splitPool) Query(ctx context.Context, q string, args ...any) (Rows, err
 	// misrouted write fails instead of bypassing the one writer);
 	// INSERT … RETURNING and anything else go to the writer.
 	if isSelect(q) {
+		if p.readStmts != nil {
+			return p.readStmts.Query(ctx, q, args...)
+		}
 		return p.read.QueryContext(ctx, q, args...)
 	}
 	return p.stdPool.Query(ctx, q, args...)
 }
 
-func (p *splitPool) Close() error { return errors.Join(p.read.Close(), p.stdPool.Close()) }
+func (p *splitPool) Close() error {
+	return errors.Join(p.readStmts.Close(), p.read.Close(), p.stdPool.Close())
+}
 
 func isSelect(q string) bool {
 	q = strings.TrimLeft(q, " \t\r\n(")

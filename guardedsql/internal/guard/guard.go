@@ -88,6 +88,29 @@ type Options struct {
 	// NoIntersectExcept: the engine lacks INTERSECT and EXCEPT (MySQL
 	// before 8.0.31); set operations using them are refused (compound.go).
 	NoIntersectExcept bool
+	// Quoted maps identifiers to their quoted form, precomputed so that
+	// rendering does not quote the schema's names anew for every
+	// statement (QuoteNames). Identifiers not in it are quoted by the
+	// dialect. It must come from QuoteNames with the dialect passed to
+	// Render, and is never written after.
+	Quoted map[string]string
+}
+
+// QuoteNames returns d's quoted form of every table and column name of g
+// and of the first aliases the guard generates, for Options.Quoted.
+func QuoteNames(d dialect.Dialect, g *sqlast.Schema) map[string]string {
+	m := map[string]string{}
+	for name, t := range g.Tables {
+		m[name] = d.Quote(name)
+		for _, c := range t.Columns {
+			m[c] = d.Quote(c)
+		}
+	}
+	for i := 1; i <= 16; i++ {
+		a := aliasPrefix + strconv.Itoa(i)
+		m[a] = d.Quote(a)
+	}
+	return m
 }
 
 // Render renders st for dialect d and scope sc.
@@ -127,6 +150,9 @@ func Render(d dialect.Dialect, st sqlast.Stmt, sc dialect.Scope, opt Options) (P
 	}
 	return p, nil
 }
+
+// aliasPrefix starts the aliases the guard gives the tables it adds.
+const aliasPrefix = "_tm"
 
 type renderer struct {
 	opt       Options
@@ -169,7 +195,12 @@ var (
 	fragTrue  = dialect.Frag{SQL: "(1=1)"}
 )
 
-func (r *renderer) q(id string) string { return r.d.Quote(id) }
+func (r *renderer) q(id string) string {
+	if s, ok := r.opt.Quoted[id]; ok {
+		return s
+	}
+	return r.d.Quote(id)
+}
 
 func (r *renderer) col(alias, c string) string { return r.q(alias) + "." + r.q(c) }
 
@@ -183,7 +214,7 @@ func (r *renderer) cols(alias string, cs []string) string {
 
 func (r *renderer) newAlias() string {
 	r.n++
-	return "_tm" + strconv.Itoa(r.n)
+	return aliasPrefix + strconv.Itoa(r.n)
 }
 
 func (r *renderer) table(ref *sqlast.Ref) string {

@@ -150,3 +150,26 @@ func TestWriteChecks(t *testing.T) {
 		t.Fatalf("update:\n%s", p.Steps[0].SQL)
 	}
 }
+
+// The precomputed quoted names change nothing in the text: a statement
+// with schema names, user aliases and guard aliases renders the same with
+// and without Options.Quoted, under a scope that needs the path joins.
+func TestQuotedNamesSameText(t *testing.T) {
+	g, _ := sqlast.SchemaOf(sch)
+	b, r := sch.Table("bookings").As("b"), sch.Table("rooms").As("r")
+	q := builder.Must(builder.Select(b.Col("id"), r.Col("number")).From(b).
+		LeftJoin(r, r.Col("id").EqCol(b.Col("room_id"))).Where(b.Col("id").Gt(3)).Build())
+	for _, sc := range []dialect.Scope{chainScope(), dialect.EncodeScope(levels(), scopetest.New("t", []scope.Grant{{Level: "hotel", ID: "12"}}))} {
+		plain, err := Render(sqlite.Dialect{}, unseal(t, q), sc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		memo, err := Render(sqlite.Dialect{}, unseal(t, q), sc, Options{Quoted: QuoteNames(sqlite.Dialect{}, g)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plain.Steps[0].SQL != memo.Steps[0].SQL || !strings.Contains(plain.Steps[0].SQL, `"_tm1"`) {
+			t.Fatalf("texts differ or no guard alias:\n%s\n%s", plain.Steps[0].SQL, memo.Steps[0].SQL)
+		}
+	}
+}

@@ -404,13 +404,5 @@ func paren(x dialect.Frag) dialect.Frag {
 }
 
 func (r *renderer) subquery(s *sqlast.Select) (dialect.Frag, error) {
-	sb, err := r.selectBuilder(s)
-	if err != nil {
-		return dialect.Frag{}, err
-	}
-	text, args, err := sb.ToSql() // '?' placeholders; converted once at the top
-	if err != nil {
-		return dialect.Frag{}, fmt.Errorf("%w: %v", ErrInternal, err)
-	}
-	return dialect.Frag{SQL: text, Args: args}, nil
+	return r.selectBuilder(s) // '?' placeholders; converted once at the top
 }

@@ -3,8 +3,8 @@ package guard
 import (
 	"fmt"
 	"slices"
-
-	sq "github.com/Masterminds/squirrel"
+	"strconv"
+	"strings"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
@@ -155,63 +155,56 @@ func (r *renderer) pathJoin(ref *sqlast.Ref) ([]dialect.Frag, dialect.Frag) {
 	return joins, f.done()
 }
 
-// selectBuilder renders s. Clauses are accumulated as text and handed to
-// squirrel once per clause: every squirrel builder call copies its
-// persistent map, so one call per clause keeps rendering cheap.
-func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
+// selectBuilder renders s, without a prefix or suffix (see selectPlan), to
+// SQL with '?' placeholders. Each clause is accumulated as text in the
+// order the guard must visit the references (aliases are numbered and
+// references recorded as they render), and the clauses are joined once at
+// the end, in SQL order.
+func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 	defer r.enterSelect(s)()
-	sb := sq.Select()
-	if s.Distinct {
-		sb = sb.Distinct()
-	}
+	var sb selectText
+	sb.distinct = s.Distinct
 	var cols fb
 	for i, it := range s.Items {
 		if i > 0 {
 			cols.s(", ")
 		}
 		if err := r.exprInto(&cols, it.X); err != nil {
-			return sb, err
+			return dialect.Frag{}, err
 		}
 		if it.As != "" {
 			cols.s(" AS " + r.q(it.As))
 		}
 	}
-	sb = sb.Column(cols.done())
+	sb.cols = cols.done()
 	if s.From == nil {
-		return sb, fmt.Errorf("%w: SELECT without FROM", ErrInvalid)
+		return dialect.Frag{}, fmt.Errorf("%w: SELECT without FROM", ErrInvalid)
 	}
 	modes := r.refModes(s)
 	var pathJoined []*sqlast.Ref
 	var joins fb
 	from, err := r.fromItem(s.From)
 	if err != nil {
-		return sb, err
+		return dialect.Frag{}, err
 	}
-	if len(from.Args) == 0 {
-		sb = sb.From(from.SQL)
-	} else {
-		// squirrel's From takes no arguments: a derived table with bound
-		// values goes first in the join clause, which follows FROM's place.
-		joins.s("FROM ")
-		joins.frag(from)
-	}
+	sb.from = from
 	for _, j := range s.Joins {
 		on, err := r.pred(j.On)
 		if err != nil {
-			return sb, err
+			return dialect.Frag{}, err
 		}
 		var g dialect.Frag
 		switch modes[j.Ref] {
 		case modePredicate:
 			if g, err = r.guardRef(j.Ref); err != nil {
-				return sb, err
+				return dialect.Frag{}, err
 			}
 		case modePathJoin:
 			pathJoined = append(pathJoined, j.Ref)
 			fallthrough
 		default:
 			if err := r.markGuarded(j.Ref); err != nil {
-				return sb, err
+				return dialect.Frag{}, err
 			}
 		}
 		if joins.b.Len() > 0 {
@@ -222,7 +215,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 		}
 		item, err := r.fromItem(j.Ref)
 		if err != nil {
-			return sb, err
+			return dialect.Frag{}, err
 		}
 		joins.s("JOIN ")
 		joins.frag(item)
@@ -238,7 +231,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 	if s.Where != nil {
 		w, err := r.pred(s.Where)
 		if err != nil {
-			return sb, err
+			return dialect.Frag{}, err
 		}
 		where = append(where, paren(w))
 	}
@@ -246,7 +239,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 	case modePredicate:
 		g, err := r.guardRef(s.From)
 		if err != nil {
-			return sb, err
+			return dialect.Frag{}, err
 		}
 		if !g.IsZero() {
 			where = append(where, g)
@@ -256,7 +249,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 		fallthrough
 	default:
 		if err := r.markGuarded(s.From); err != nil {
-			return sb, err
+			return dialect.Frag{}, err
 		}
 	}
 	for _, ref := range pathJoined {
@@ -269,27 +262,25 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 		}
 		where = append(where, cond)
 	}
-	if joins.b.Len() > 0 {
-		sb = sb.JoinClause(joins.done())
-	}
+	sb.joins = joins.done()
 	if len(where) > 0 {
-		sb = sb.Where(and(where))
+		sb.where = and(where)
 	}
 	if len(s.GroupBy) > 0 {
 		gs := make([]string, len(s.GroupBy))
 		for i, e := range s.GroupBy {
 			if gs[i], err = r.groupTerm(s, e); err != nil { // scalar.go
-				return sb, err
+				return dialect.Frag{}, err
 			}
 		}
-		sb = sb.GroupBy(gs...)
+		sb.groupBy = gs
 	}
 	if s.Having != nil {
 		h, err := r.pred(s.Having)
 		if err != nil {
-			return sb, err
+			return dialect.Frag{}, err
 		}
-		sb = sb.Having(paren(h))
+		sb.having = paren(h)
 	}
 	if len(s.OrderBy) > 0 {
 		var ob fb
@@ -298,21 +289,59 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (sq.SelectBuilder, error) {
 				ob.s(", ")
 			}
 			if err := r.orderTerm(&ob, s, o.X); err != nil { // scalar.go
-				return sb, err
+				return dialect.Frag{}, err
 			}
 			if o.Desc {
 				ob.s(" DESC")
 			}
 		}
-		sb = sb.OrderByClause(ob.done())
+		sb.orderBy = ob.done()
 	}
-	if s.Limit >= 0 {
-		sb = sb.Limit(uint64(s.Limit))
+	sb.limit, sb.offset = s.Limit, s.Offset
+	return sb.frag(), nil
+}
+
+// selectText holds the clauses of one rendered SELECT; frag joins them in
+// SQL order.
+type selectText struct {
+	distinct                         bool
+	cols, from, joins, where, having dialect.Frag
+	orderBy                          dialect.Frag
+	groupBy                          []string
+	limit, offset                    int64 // negative: none
+}
+
+func (t *selectText) frag() dialect.Frag {
+	var f fb
+	f.s("SELECT ")
+	if t.distinct {
+		f.s("DISTINCT ")
 	}
-	if s.Offset >= 0 {
-		sb = sb.Offset(uint64(s.Offset))
+	f.frag(t.cols)
+	f.s(" FROM ")
+	f.frag(t.from)
+	f.clause(" ", t.joins)
+	f.clause(" WHERE ", t.where)
+	if len(t.groupBy) > 0 {
+		f.s(" GROUP BY ", strings.Join(t.groupBy, ", "))
 	}
-	return sb, nil
+	f.clause(" HAVING ", t.having)
+	f.clause(" ORDER BY ", t.orderBy)
+	if t.limit >= 0 {
+		f.s(" LIMIT ", strconv.FormatInt(t.limit, 10))
+	}
+	if t.offset >= 0 {
+		f.s(" OFFSET ", strconv.FormatInt(t.offset, 10))
+	}
+	return f.done()
+}
+
+// clause writes lead and x unless x is empty.
+func (f *fb) clause(lead string, x dialect.Frag) {
+	if !x.IsZero() {
+		f.s(lead)
+		f.frag(x)
+	}
 }
 
 // markGuarded records a reference whose guard is provided otherwise
@@ -343,7 +372,7 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	sb, err := r.selectBuilder(s)
+	body, err := r.selectBuilder(s)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -351,19 +380,22 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	if lock != "" {
-		sb = sb.Suffix(lock)
-	}
 	pre, ok := r.prelude()
 	if pre, ok, err = withPrefix(pre, ok, with); err != nil {
 		return Plan{}, err
 	}
+	var f fb
 	if ok {
-		sb = sb.PrefixExpr(pre)
+		f.frag(pre)
+		f.s(" ")
 	}
-	text, args, err := sb.PlaceholderFormat(r.d.Placeholders()).ToSql()
+	f.frag(body)
+	if lock != "" {
+		f.s(" ", lock)
+	}
+	text, err := r.d.Placeholders().ReplacePlaceholders(f.b.String())
 	if err != nil {
 		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	return Plan{Kind: Select, Steps: []Step{{SQL: text, Args: args}}}, nil
+	return Plan{Kind: Select, Steps: []Step{{SQL: text, Args: f.args}}}, nil
 }
