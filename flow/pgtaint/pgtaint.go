@@ -1,6 +1,7 @@
 package pgtaint
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -191,7 +192,17 @@ WHERE subject = $1 AND session <> '' AND touched >= $2 LIMIT $3) s`, subject, cu
 
 // Join implements flow.Store: JoinTx in a transaction of its own, which
 // has committed when Join returns nil.
+//
+// Most joins add nothing (a session calling the same tools again): those
+// take one statement, which marks the row used, instead of a transaction
+// of four or five.
 func (s *Store) Join(ctx context.Context, k flow.Key, now time.Time, retain time.Duration, add flow.Taint) error {
+	if held, err := s.holds(ctx, k, now, retain, add); err != nil {
+		return err
+	} else if held {
+		s.sweep(ctx, now, retain)
+		return nil
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return s.JoinTx(ctx, tx, k, now, retain, add)
 	})
@@ -203,6 +214,32 @@ func (s *Store) Join(ctx context.Context, k flow.Key, now time.Time, retain time
 	}
 	s.sweep(ctx, now, retain)
 	return nil
+}
+
+// holds reports whether the live taint stored under k already holds add
+// (joining it would change nothing), marking the row used as a join does.
+//
+// Invariant: it answers true only from the row as stored and committed,
+// read and touched by one statement; a stored taint is only ever joined
+// into, or dropped whole once idle past retain, which the touch just
+// postponed, so what it held stays held and the join it skips is durable.
+// Anything else (no live row yet, a taint that would grow) is left to the
+// transaction, which decides under the row lock.
+func (s *Store) holds(ctx context.Context, k flow.Key, now time.Time, retain time.Duration, add flow.Taint) (bool, error) {
+	stored, found, err := s.touch(ctx, k, now, now.Add(-retain))
+	if err != nil || !found {
+		return false, err
+	}
+	before, err := json.Marshal(stored)
+	if err != nil {
+		return false, storeErr("join", err)
+	}
+	stored.Join(add)
+	after, err := json.Marshal(stored)
+	if err != nil {
+		return false, storeErr("join", err)
+	}
+	return bytes.Equal(before, after), nil
 }
 
 // JoinTx merges add into the taint under k inside tx: it locks the row

@@ -317,3 +317,52 @@ SELECT 'flood', 'conv:' || g, '{}', $1 FROM generate_series(1, $2) g`, now, flow
 		t.Fatalf("after expiry: %+v %v", got, err)
 	}
 }
+
+// A join that adds nothing to the live taint (a session calling the same
+// tool again) still marks it used, so it outlives the idle window, and a
+// later join that does add lands on top of it.
+func TestJoinThatAddsNothingKeepsTaintLive(t *testing.T) {
+	dsn := liveDB(t)
+	ctx := context.Background()
+	_, st := openStore(t, dsn)
+	k := flow.Key{Subject: "repeat", Session: "mcp:s1"}
+	a := flow.Taint{Level: flow.Confidential, Categories: []string{"guest.pii"}, Owners: []string{"ann@example.com"},
+		From: []flow.TaintOrigin{{Category: "guest.pii", Tool: "guests", CallID: "c1"}}}
+	t0 := time.Now()
+	if err := st.Join(ctx, k, t0, time.Hour, a); err != nil {
+		t.Fatal(err)
+	}
+	again := a
+	again.From = []flow.TaintOrigin{{Category: "guest.pii", Tool: "guests", CallID: "c2"}}
+	if err := st.Join(ctx, k, t0.Add(50*time.Minute), time.Hour, again); err != nil {
+		t.Fatal(err)
+	}
+	// Idle for an hour counted from t0, but not from the second join.
+	got, err := st.Load(ctx, k, t0.Add(90*time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Categories, a.Categories) || !slices.Equal(got.Owners, a.Owners) || len(got.From) != 1 || got.From[0].CallID != "c1" {
+		t.Fatalf("after a join that adds nothing: %+v, want the first join's taint, still live", got)
+	}
+	b := flow.Taint{Level: flow.Confidential, Categories: []string{"guest.pii"}, Owners: []string{"bob@example.com"},
+		From: []flow.TaintOrigin{{Category: "guest.pii", Tool: "guests", CallID: "c3"}}}
+	if err := st.Join(ctx, k, t0.Add(95*time.Minute), time.Hour, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err = st.Load(ctx, k, t0.Add(96*time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Owners, []string{"ann@example.com", "bob@example.com"}) {
+		t.Fatalf("a join adding an owner after a no-op join: owners %v, want both", got.Owners)
+	}
+	// Past the idle window the taint is dropped whole, no-op join or not.
+	got, err = st.Load(ctx, k, t0.Add(4*time.Hour), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Categories) != 0 {
+		t.Fatalf("taint idle past retain: %+v, want none", got)
+	}
+}
