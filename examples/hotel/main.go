@@ -100,7 +100,11 @@ func run() error {
 	if *redisAddr != "" {
 		rc := redis.NewClient(&redis.Options{Addr: *redisAddr})
 		defer rc.Close()
-		lim.Rates = redisrate.New(rc, redisrate.Options{})
+		rates, err := redisrate.New(rc, redisrate.Options{})
+		if err != nil {
+			return err
+		}
+		lim.Rates = rates
 	}
 
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)

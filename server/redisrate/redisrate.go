@@ -40,7 +40,8 @@ var ErrStore = errors.New("redisrate: rate store unavailable")
 type Options struct {
 	// Prefix namespaces the keys; default "tenantmcp:rate:".
 	Prefix string
-	// Timeout bounds one Take; zero means DefaultTimeout.
+	// Timeout bounds one Take; zero means DefaultTimeout, and a negative
+	// value is refused (a bound on Take cannot be switched off).
 	Timeout time.Duration
 }
 
@@ -53,16 +54,26 @@ type Store struct {
 
 var _ server.RateStore = (*Store)(nil)
 
+// ErrConfig is wrapped by the error New returns for options it refuses.
+var ErrConfig = errors.New("redisrate: invalid configuration")
+
 // New returns a Store using c (a *redis.Client, *redis.ClusterClient or
-// ring; the caller owns and closes it).
-func New(c redis.Scripter, o Options) *Store {
+// ring; the caller owns and closes it). It refuses a nil client and a
+// negative Timeout (ErrConfig): a bound on Take cannot be switched off.
+func New(c redis.Scripter, o Options) (*Store, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrConfig)
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("%w: Options.Timeout is negative (%v); zero means DefaultTimeout", ErrConfig, o.Timeout)
+	}
 	if o.Prefix == "" {
 		o.Prefix = "tenantmcp:rate:"
 	}
-	if o.Timeout <= 0 {
+	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	return &Store{c: c, opt: o}
+	return &Store{c: c, opt: o}, nil
 }
 
 // gcra takes one cell. KEYS[1] is the bucket; ARGV[1] the emission

@@ -42,7 +42,7 @@ func prefix(t *testing.T) string {
 func TestSharedBucket(t *testing.T) {
 	c := client(t)
 	p := prefix(t)
-	a, b := redisrate.New(c, redisrate.Options{Prefix: p}), redisrate.New(c, redisrate.Options{Prefix: p})
+	a, b := newStore(t, c, redisrate.Options{Prefix: p}), newStore(t, c, redisrate.Options{Prefix: p})
 	ctx := context.Background()
 	var ok atomic.Int64
 	var wg sync.WaitGroup
@@ -93,7 +93,7 @@ func TestSharedBucket(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer c.Close()
-	s := redisrate.New(c, redisrate.Options{Timeout: 200 * time.Millisecond})
+	s := newStore(t, c, redisrate.Options{Timeout: 200 * time.Millisecond})
 	start := time.Now()
 	_, err := s.Take(context.Background(), "t\x00chain:acme", 1, 1)
 	if !errors.Is(err, redisrate.ErrStore) {
@@ -101,5 +101,36 @@ func TestUnreachable(t *testing.T) {
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("took %s", time.Since(start))
+	}
+}
+
+func newStore(t *testing.T, c redis.Scripter, o redisrate.Options) *redisrate.Store {
+	t.Helper()
+	s, err := redisrate.New(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestNewRefusesBadOptions: a negative Timeout cannot mean "no bound" or
+// silently the default, and a nil client is refused at start-up rather
+// than at the first call.
+func TestNewRefusesBadOptions(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for name, tc := range map[string]struct {
+		c redis.Scripter
+		o redisrate.Options
+	}{
+		"negative timeout": {c, redisrate.Options{Timeout: -time.Second}},
+		"nil client":       {nil, redisrate.Options{}},
+	} {
+		if s, err := redisrate.New(tc.c, tc.o); !errors.Is(err, redisrate.ErrConfig) || s != nil {
+			t.Errorf("%s: New = %v, %v; want nil, ErrConfig", name, s, err)
+		}
+	}
+	if _, err := redisrate.New(c, redisrate.Options{}); err != nil {
+		t.Errorf("zero Options: %v", err)
 	}
 }
