@@ -170,6 +170,20 @@ func and(fs []dialect.Frag) dialect.Frag {
 	return f.done()
 }
 
+// checkedInsert is INSERT INTO t (cols) SELECT ?, … [FROM dual] WHERE
+// checks: the row is written only if every check holds when the
+// statement runs, in the same statement.
+func (r *renderer) checkedInsert(t *sqlast.Table, cols []string, row []sqlast.Value, checks []dialect.Frag) sq.InsertBuilder {
+	sel := sq.Select()
+	for _, v := range row {
+		sel = sel.Column(dialect.Frag{SQL: "?", Args: []any{v.V}})
+	}
+	if dual := r.d.DualTable(); dual != "" {
+		sel = sel.From(dual)
+	}
+	return sq.Insert(r.q(t.Name)).Columns(cols...).Select(sel.Where(and(checks)))
+}
+
 // insertRowChecks types one inserted row's values by column and renders
 // its write checks. Invariant: an inserted row always has at least one
 // scope check (its parent, a tenant foreign key, a level column, or the
@@ -203,25 +217,14 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 	if s.Upsert != nil || s.Returning != nil || s.Source != nil {
 		return r.insertWrites(s)
 	}
-	cols := make([]string, len(s.Cols))
-	for i, c := range s.Cols {
-		cols[i] = r.q(c)
-	}
+	cols := quoteAll(r, s.Cols)
 	p := Plan{Kind: Insert, Atomic: len(s.Rows) > 1}
 	for _, row := range s.Rows {
 		_, checks, viaFK, err := r.insertRowChecks(t, s.Cols, row)
 		if err != nil {
 			return Plan{}, err
 		}
-		sel := sq.Select()
-		for _, v := range row {
-			sel = sel.Column(dialect.Frag{SQL: "?", Args: []any{v.V}})
-		}
-		if dual := r.d.DualTable(); dual != "" {
-			sel = sel.From(dual)
-		}
-		sel = sel.Where(and(checks))
-		ib := sq.Insert(r.q(t.Name)).Columns(cols...).Select(sel)
+		ib := r.checkedInsert(t, cols, row, checks)
 		if pre, ok := r.prelude(); ok {
 			ib = ib.PrefixExpr(pre)
 		}

@@ -211,10 +211,7 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 	}
 	upNative := up == nil || style == dialect.UpsertWhere
 	retNative := r.returningOn("insert") && (up == nil || style != dialect.UpsertLocked)
-	cols := make([]string, len(s.Cols))
-	for i, c := range s.Cols {
-		cols[i] = r.q(c)
-	}
+	cols := quoteAll(r, s.Cols)
 	if len(s.Returning) > 0 && !retNative && up == nil && !t.IsKey(s.Cols) && len(t.PK) != 1 {
 		return Plan{}, fmt.Errorf("%w: INSERT into %s ... RETURNING on %s needs the table's key among the inserted columns (the engine has no RETURNING)", ErrRefused, t.Name, r.d.Name())
 	}
@@ -229,15 +226,7 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 		if viaFK || t.Parent != nil || up != nil {
 			ir.fail = ErrNotFound
 		}
-		sel := sq.Select()
-		for _, v := range row {
-			sel = sel.Column(dialect.Frag{SQL: "?", Args: []any{v.V}})
-		}
-		if dual := r.d.DualTable(); dual != "" {
-			sel = sel.From(dual)
-		}
-		sel = sel.Where(and(checks))
-		ib := sq.Insert(r.q(t.Name)).Columns(cols...).Select(sel)
+		ib := r.checkedInsert(t, cols, row, checks)
 		var upd []dialect.Frag // SET col = ? of DoUpdate
 		var updChecks []dialect.Frag
 		if up != nil && !up.Nothing {
