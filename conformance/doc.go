@@ -177,6 +177,9 @@
 //	   key is another tenant's row's fails with ErrNotFound, the very error of an upsert under a
 //	   foreign parent, and changes nothing; DO NOTHING on that key affects 0 rows, as on an own
 //	   key; the upsert of an own key (rolled back) updates the row and returns its new value.
+//	48 An abandoned call never stops other tenants (PostgreSQL): with the row-level security
+//	   re-check due, a call whose context is already cancelled fails on its own; the next call,
+//	   another tenant's, runs the check and reads exactly its rows; no failed check is logged.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -253,4 +256,5 @@
 //	PostgreSQL: a table's row-level security off     16 17 35 37
 //	PostgreSQL: verifying function ignores the MAC   17 35
 //	PostgreSQL: re-check off (no-recheck)            37
+//	PostgreSQL: abandoned re-check recorded (recheck_interrupt) 48
 package conformance

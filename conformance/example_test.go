@@ -145,4 +145,5 @@ func ExampleProperties() {
 	// P45_ambiguous_match         Ambiguous matches fail visibly and change nothing
 	// P46_narrow_never_widens     A narrowing selector never widens
 	// P47_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
+	// P48_abandoned_recheck       An abandoned call never stops other tenants
 }

@@ -305,6 +305,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.NarrowCheck), disable(guardfault.NarrowCheck), []int{46}},
 		{string(guardfault.Windows), disable(guardfault.Windows), []int{44}},
 		{string(guardfault.UpsertConflict), disable(guardfault.UpsertConflict), []int{47}},
+		{string(guardfault.RecheckInterrupt), disable(guardfault.RecheckInterrupt), []int{48}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
@@ -317,6 +318,10 @@ func mutationCheck(t *testing.T, dsn string) {
 		// conflicting row on its own: removing the guard's check there
 		// must change nothing.
 		if gf.kind == string(guardfault.UpsertConflict) && r.engine == Postgres {
+			must = nil
+		}
+		// Only PostgreSQL re-checks its row-level security while serving.
+		if gf.kind == string(guardfault.RecheckInterrupt) && r.engine != Postgres {
 			must = nil
 		}
 		restore := gf.inject()

@@ -262,32 +262,7 @@ func propPolicyDrift(p *pt, r *runner) {
 	x := r.ref(name, "x")
 	cols := r.g.tables[name].pk
 	q := builder.Must(builder.Select(keyCols(x, r.g.tables[name])...).From(x).Build())
-	read := func() (map[string]bool, error) {
-		rs, err := db.Query(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		keys, err := guardedsql.CollectRows(rs, func(rs *guardedsql.Rows) (string, error) {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rs.Scan(ptrs...); err != nil {
-				return "", err
-			}
-			parts := make([]string, len(vals))
-			for i, v := range vals {
-				parts[i] = canon(v)
-			}
-			return tuple(parts...), nil
-		})
-		out := map[string]bool{}
-		for _, k := range keys {
-			out[k] = true
-		}
-		return out, err
-	}
+	read := func() (map[string]bool, error) { return keysThrough(ctx, db, q, len(cols)) }
 	want := r.or.visible(name, tn.Grants)
 	if got, err := read(); err != nil || diff(got, want) != "" {
 		p.Fatalf("control: %s as %s before the drift: %v %s", name, tn, err, diff(got, want))
@@ -321,5 +296,83 @@ func propPolicyDrift(p *pt, r *runner) {
 	time.Sleep(interval + 50*time.Millisecond)
 	if got, err := read(); err != nil || diff(got, want) != "" {
 		p.Errorf("%s as %s after re-applying: %v %s", name, tn, err, diff(got, want))
+	}
+}
+
+// keysThrough runs q, whose first n columns are a key, through db and
+// returns the set of keys it read.
+func keysThrough(ctx context.Context, db *guardedsql.DB, q builder.Query, n int) (map[string]bool, error) {
+	rs, err := db.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := guardedsql.CollectRows(rs, func(rs *guardedsql.Rows) (string, error) {
+		vals := make([]any, n)
+		ptrs := make([]any, n)
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rs.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			parts[i] = canon(v)
+		}
+		return tuple(parts...), nil
+	})
+	out := map[string]bool{}
+	for _, k := range keys {
+		out[k] = true
+	}
+	return out, err
+}
+
+// P48: one tenant's abandoned call does not stop the others. With the
+// row-level security re-check due, a call whose context is already
+// cancelled reaches the check and fails; the check it cut short says
+// nothing about the policies, so the next call, another tenant's, runs the
+// check itself and reads exactly its rows, and nothing is logged as a
+// failed check.
+func propAbandonedRecheck(p *pt, r *runner) {
+	if len(r.tenants) < 2 {
+		p.Skipf("the target has fewer than two tenants")
+	}
+	const interval = 150 * time.Millisecond
+	logs := &logbuf.Buffer{}
+	db, closeDB, err := r.sc.openGuarded(p.ctx, r.sch, guardedsql.Options{
+		RLSRecheck: interval,
+		Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		p.Fatalf("opening a DB with a %v re-check: %v", interval, err)
+	}
+	defer closeDB()
+	name := r.g.bound[p.rng.IntN(len(r.g.bound))]
+	t := r.g.tables[name]
+	x := r.ref(name, "x")
+	q := builder.Must(builder.Select(keyCols(x, t)...).From(x).Build())
+	a, b := r.tenants[0], r.tenants[1]
+	want := r.or.visible(name, b.Grants)
+	if got, err := keysThrough(r.scoped(p.ctx, b), db, q, len(t.pk)); err != nil || diff(got, want) != "" {
+		p.Fatalf("control: %s as %s: %v %s", name, b, err, diff(got, want))
+	}
+	for _, round := range []string{"first", "second"} {
+		time.Sleep(interval + 50*time.Millisecond) // the re-check is due
+		gone, cancel := context.WithCancel(r.scoped(p.ctx, a))
+		cancel()
+		if _, err := db.Query(gone, q); err == nil {
+			p.Errorf("%s round: a call whose context was cancelled was served", round)
+		} else if errors.Is(err, guardedsql.ErrRLSUnsafe) {
+			p.Errorf("%s round: the abandoned call as %s reported the policies unsafe: %v", round, a, err)
+		}
+		if got, err := keysThrough(r.scoped(p.ctx, b), db, q, len(t.pk)); err != nil {
+			p.Errorf("%s round: %s as %s right after %s's abandoned call: %v; want its rows", round, name, b, a, err)
+		} else if d := diff(got, want); d != "" {
+			p.Errorf("%s round: %s as %s after %s's abandoned call: %s", round, name, b, a, d)
+		}
+	}
+	if strings.Contains(logs.String(), "row-level security check failed") {
+		p.Errorf("an abandoned call was logged as a failed row-level security check")
 	}
 }

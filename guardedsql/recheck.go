@@ -97,7 +97,7 @@ func (m *rlsMonitor) connCheck(ctx context.Context, conn dialect.Pool) error {
 // whose own check records too. A failure is logged every time, a recovery
 // once.
 func (m *rlsMonitor) record(ctx context.Context, err error, when string, start time.Time) error {
-	if err != nil && !errors.Is(err, ErrRLSUnsafe) && ctx.Err() != nil {
+	if err != nil && !errors.Is(err, ErrRLSUnsafe) && ctx.Err() != nil && !guardfault.Off(guardfault.RecheckInterrupt) {
 		// The caller gave up (cancelled, or past its deadline) while the
 		// check ran, which says nothing about the policies. Only this call
 		// fails; the verdict and the schedule stay as they were, so one

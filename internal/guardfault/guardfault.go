@@ -82,6 +82,11 @@ const (
 	// function or a scalar subquery (issue 15). Switching it off drops
 	// them, which the window property (P44) must notice.
 	Windows Fix = "windows"
+	// RecheckInterrupt: a row-level security re-check cut short by its
+	// caller's context fails that call only. Switching it off records it
+	// as a failed check, so every tenant's statements fail closed until
+	// the next one; property 48 must notice.
+	RecheckInterrupt Fix = "recheck_interrupt"
 )
 
 var (
