@@ -248,10 +248,23 @@ func (e Expr) arith(op sqlast.ArithOp, v any) Expr {
 
 // Add is e + x, where x is a number (bound) or a numeric Expr. Build
 // refuses arithmetic on a column whose declared type is not numeric.
-func (e Expr) Add(x any) Expr { return e.arith(sqlast.Add, x) }
+// With an Interval (Days, Hours, Minutes, Seconds, Months), e is a time
+// and the result the time that much later (time.go); Build refuses an
+// interval added to anything but a time with ErrNotTime.
+func (e Expr) Add(x any) Expr {
+	if iv, ok := x.(Interval); ok {
+		return e.addInterval(iv, 1)
+	}
+	return e.arith(sqlast.Add, x)
+}
 
-// Sub is e - x.
-func (e Expr) Sub(x any) Expr { return e.arith(sqlast.Sub, x) }
+// Sub is e - x; with an Interval, the time that much earlier.
+func (e Expr) Sub(x any) Expr {
+	if iv, ok := x.(Interval); ok {
+		return e.addInterval(iv, -1)
+	}
+	return e.arith(sqlast.Sub, x)
+}
 
 // Mul is e * x.
 func (e Expr) Mul(x any) Expr { return e.arith(sqlast.Mul, x) }

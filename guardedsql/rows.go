@@ -2,11 +2,14 @@ package guardedsql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
@@ -32,7 +35,89 @@ func (r *Rows) Next() bool {
 }
 
 // Scan copies the current row's columns into dest, as database/sql does.
-func (r *Rows) Scan(dest ...any) error { return r.rows.Scan(dest...) }
+//
+// Dates and times scan the same on every engine: into a *time.Time,
+// **time.Time or *sql.NullTime, a DATE, DATETIME, TIMESTAMP or timestamptz
+// column, a time expression (builder.Now, Expr.Add with an Interval,
+// DateTrunc) and SQLite's ISO-8601 text all give a time.Time in UTC (a
+// value without a zone is read as UTC); into a *any, a time.Time the
+// driver returns is converted to UTC (PostgreSQL's driver gives the local
+// zone). Text that is not a date or time scanned into a time is an error.
+func (r *Rows) Scan(dest ...any) error {
+	d := timeDests(dest)
+	if err := r.rows.Scan(d...); err != nil {
+		return err
+	}
+	for _, x := range dest {
+		if p, ok := x.(*any); ok {
+			if t, ok := (*p).(time.Time); ok {
+				*p = t.UTC()
+			}
+		}
+	}
+	return nil
+}
+
+// timeDests returns dest with every time destination replaced by a
+// timeScanner writing to it; dest itself when it has none.
+func timeDests(dest []any) []any {
+	out := dest
+	for i, x := range dest {
+		switch x.(type) {
+		case *time.Time, **time.Time, *sql.NullTime:
+		default:
+			continue
+		}
+		if &out[0] == &dest[0] {
+			out = slices.Clone(dest)
+		}
+		out[i] = timeScanner{x}
+	}
+	return out
+}
+
+// timeScanner scans a date or time of any engine's form into its dst (a
+// *time.Time, **time.Time or *sql.NullTime), in UTC.
+type timeScanner struct{ dst any }
+
+func (s timeScanner) Scan(src any) error {
+	var t time.Time
+	switch v := src.(type) {
+	case nil:
+		switch d := s.dst.(type) {
+		case **time.Time:
+			*d = nil
+			return nil
+		case *sql.NullTime:
+			*d = sql.NullTime{}
+			return nil
+		}
+		return errors.New("guardedsql: scanning NULL into a time.Time: scan into a *time.Time pointer or sql.NullTime")
+	case time.Time:
+		t = v.UTC()
+	case string:
+		var ok bool
+		if t, ok = builder.ParseTime(v); !ok {
+			return fmt.Errorf("guardedsql: scanning text that is not a date or time (%d bytes) into a time.Time", len(v))
+		}
+	case []byte:
+		var ok bool
+		if t, ok = builder.ParseTime(string(v)); !ok {
+			return fmt.Errorf("guardedsql: scanning text that is not a date or time (%d bytes) into a time.Time", len(v))
+		}
+	default:
+		return fmt.Errorf("guardedsql: cannot scan a %T into a time.Time", src)
+	}
+	switch d := s.dst.(type) {
+	case *time.Time:
+		*d = t
+	case **time.Time:
+		*d = &t
+	case *sql.NullTime:
+		*d = sql.NullTime{Time: t, Valid: true}
+	}
+	return nil
+}
 
 // Columns returns the result column names.
 func (r *Rows) Columns() ([]string, error) { return r.rows.Columns() }

@@ -148,6 +148,9 @@ func Render(d dialect.Dialect, st sqlast.Stmt, sc dialect.Scope, opt Options) (P
 			return Plan{}, fmt.Errorf("%w: table reference %s (%s) was not guarded", ErrInternal, ref.Alias, ref.Table.Name)
 		}
 	}
+	if d.Name() == "sqlite" {
+		sqliteTimes(&p) // time.go
+	}
 	return p, nil
 }
 

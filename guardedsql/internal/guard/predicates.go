@@ -259,7 +259,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		}
 		f.frag(e)
 		f.s(" ", string(x.Op), " ")
-		f.arg(x.V.V)
+		f.arg(r.bindTime(x.V.V))
 	case *sqlast.CmpExpr:
 		a, err := r.expr(x.X)
 		if err != nil {
@@ -282,9 +282,9 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		}
 		f.frag(e)
 		f.s(" BETWEEN ")
-		f.arg(x.Lo.V)
+		f.arg(r.bindTime(x.Lo.V))
 		f.s(" AND ")
-		f.arg(x.Hi.V)
+		f.arg(r.bindTime(x.Hi.V))
 	case *sqlast.InList:
 		e, err := r.expr(x.X)
 		if err != nil {
@@ -310,7 +310,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 			if i > 0 {
 				f.s(", ")
 			}
-			f.arg(v.V)
+			f.arg(r.bindTime(v.V))
 		}
 		f.s(")")
 	case *sqlast.InSelect:

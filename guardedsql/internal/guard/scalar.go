@@ -120,7 +120,7 @@ func (r *renderer) lit(f *fb, v sqlast.Value) error {
 		return err
 	}
 	if r.d.Name() != "postgres" || v.V == nil {
-		f.arg(v.V)
+		f.arg(r.bindTime(v.V))
 		return nil
 	}
 	var typ string
@@ -270,7 +270,7 @@ func (r *renderer) funcInto(f *fb, c *sqlast.Call) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%w: built-in function %q", ErrInvalid, fn.Name)
+	return r.timeFuncInto(f, c)
 }
 
 // identOK is the identifier alphabet of function names and JSON keys: they

@@ -227,8 +227,13 @@ func (Dialect) Returning() bool { return true }
 func (Dialect) NeedsTx() bool { return true }
 
 // SessionSQL is the statement Session runs; $1 is the setting name and $2
-// the scope document.
-const SessionSQL = `SELECT set_config($1, $2, true)`
+// the scope document. It also sets the transaction's time zone to UTC, in
+// the same round trip: the guard's time expressions (builder.Now,
+// DiffDays, DateTrunc...) turn timestamptz values into dates and add
+// calendar intervals in the session time zone, and must give the same
+// answers as on the other engines whatever the pool's or the server's
+// default (a pool guardedsql did not open may set another).
+const SessionSQL = `SELECT set_config($1, $2, true), set_config('TimeZone', 'UTC', true)`
 
 // Session implements dialect.Dialect: it sets the scope document, signed
 // for this transaction (see signed.go), as the transaction-local setting.

@@ -95,6 +95,14 @@ func Config(dsn string) (*mysql.Config, error) {
 	if !hasParam(q, "clientFoundRows") {
 		cfg.ClientFoundRows = true
 	}
+	// UTC everywhere: TIMESTAMP columns convert to and from the session
+	// time zone, which the guard's time expressions assume is UTC (as
+	// the driver's loc, UTC by default, that time.Time values are sent
+	// and read in). Set on every connection, after the DSN's own params.
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
 	return cfg, nil
 }
 

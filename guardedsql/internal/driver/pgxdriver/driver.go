@@ -35,6 +35,12 @@ func open(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error) {
 	if maxConns > 0 {
 		cfg.MaxConns = int32(min(maxConns, 1<<20))
 	}
+	// UTC everywhere: the guard's time expressions (builder.Now,
+	// DiffDays, DateTrunc...) convert timestamptz values to dates and
+	// add calendar intervals in the session time zone, so it is UTC on
+	// every connection guardedsql opens, whatever the DSN or the server
+	// default says.
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
