@@ -143,12 +143,12 @@ func TestBookFreeRoomConcurrent(t *testing.T) {
 			ctx := hotelCtx(h)
 			first := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 			var (
-				mu                                  sync.Mutex
-				booked                              []stay
-				noRoom, gaveUp, internal, retries   int
-				maxAttempts                         int
-				firstInternal                       error
-				wg                                  sync.WaitGroup
+				mu                                sync.Mutex
+				booked                            []stay
+				noRoom, gaveUp, internal, retries int
+				maxAttempts                       int
+				firstInternal                     error
+				wg                                sync.WaitGroup
 			)
 			start := time.Now()
 			for c := range clients {
