@@ -112,6 +112,33 @@
 // under concurrency. It is refused on scope columns (ErrScopeColumn),
 // whose new values the guard must check as bound values.
 //
+// # Time
+//
+// Time expressions are typed and portable across SQLite, PostgreSQL and
+// MariaDB/MySQL, and work in UTC everywhere: Now (the statement's start,
+// to the second) and Today; a time plus or minus an Interval (Expr.Add,
+// Expr.Sub with Days, Hours, Minutes, Seconds or Months — a month's end is
+// clamped, January 31 plus a month is February 28); DiffDays (calendar
+// days between the UTC dates) and DiffSeconds (whole seconds, truncated);
+// TruncDay and TruncMonth. They are usable wherever an expression is (the
+// select list, WHERE, ORDER BY, UpdateBuilder.SetExpr); an INSERT's values
+// stay bound values (pass a time.Time).
+// Their operands are time Exprs (a column whose
+// declared type is a date or time, or undeclared), time.Time values (sent
+// in UTC) or ISO-8601 strings (parsed at Build). An interval added to a
+// text or numeric column, or a difference of one, is refused at Build
+// with ErrNotTime; an interval counted by anything but an integer with
+// ErrType. Declare a date column's type in TableDef.Types where the engine
+// stores it as text (SQLite), so Build can check it. "UTC everywhere":
+// guardedsql sets the session time zone of every guarded statement on
+// PostgreSQL and of the MariaDB/MySQL connections it opens to UTC, a time
+// without a zone (DATE, DATETIME, SQLite text) is read as UTC, and
+// guardedsql.Rows.Scan reads every date and time into a *time.Time (or
+// **time.Time, *sql.NullTime) in UTC on every engine. On SQLite a time.Time is sent as "YYYY-MM-DD HH:MM:SS[.fraction]"
+// UTC text (the form SQLite's date functions write), so stored, compared
+// and computed times order as text as they do as times; store dates as
+// "YYYY-MM-DD" and times in that form.
+//
 // # Writes
 //
 // InsertBuilder.Values may be called repeatedly: a multi-row insert, all
