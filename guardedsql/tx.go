@@ -94,7 +94,8 @@ const MaxRetryBackoff = time.Second
 // ErrRetryable is matched (errors.Is) by the errors of a transaction that
 // lost a race with a concurrent one, on every engine: a serialization
 // failure (PostgreSQL 40001; MariaDB's 1020 under snapshot isolation), a
-// deadlock (PostgreSQL 40P01, MariaDB/MySQL 1213), a lock wait that timed
+// deadlock (PostgreSQL 40P01, MariaDB/MySQL 1213, and 1467, InnoDB's
+// deadlock on a table's AUTO-INC lock), a lock wait that timed
 // out or a lock not granted (PostgreSQL 55P03, MariaDB/MySQL 1205 and
 // 3572), a busy or locked database (SQLite SQLITE_BUSY, SQLITE_LOCKED).
 // The transaction was rolled back (or must be); running it again from the
