@@ -332,38 +332,10 @@ func execReturning(ctx context.Context, q dialect.Querier, text string, args []a
 // Tx runs fn in a transaction under the scope of ctx, committing if fn
 // returns nil and rolling back otherwise (or if fn panics). Every statement
 // in fn must run with a context carrying the same scope. Without a scope Tx
-// returns ErrNoScope and begins nothing.
-func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) (err error) {
-	sc, ok := scope.FromContext(ctx)
-	if !ok {
-		return ErrNoScope
-	}
-	if err := db.gate(ctx); err != nil {
-		return err
-	}
-	dtx, err := db.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	tx := &Tx{db: db, tx: dtx, sc: sc}
-	defer func() {
-		if p := recover(); p != nil {
-			_ = dtx.Rollback(ctx)
-			panic(p)
-		}
-	}()
-	if db.d.NeedsTx() {
-		ds := dialect.EncodeScope(db.g.Levels, sc)
-		if err := db.d.Session(ctx, dtx, sc, ds.Doc); err != nil {
-			return errors.Join(err, dtx.Rollback(ctx))
-		}
-	}
-	if err := fn(tx); err != nil {
-		tx.done = true
-		return errors.Join(err, dtx.Rollback(ctx))
-	}
-	tx.done = true
-	return dtx.Commit(ctx)
+// returns ErrNoScope and begins nothing. It is TxWith with zero options:
+// the engine's default isolation, fn run once.
+func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
+	return db.TxWith(ctx, TxOptions{}, fn)
 }
 
 // Tx is a transaction started by DB.Tx. It is not safe for concurrent use.
@@ -517,7 +489,9 @@ func (p *observedPool) Exec(ctx context.Context, q string, args ...any) (dialect
 }
 
 func (p *observedPool) Begin(ctx context.Context) (dialect.Tx, error) {
-	done := p.c.report(ctx, "begin", "BEGIN", nil)
+	// BEGIN names the isolation level asked with DB.TxWith, if any (on
+	// MariaDB/MySQL the driver sends it as SET TRANSACTION before BEGIN).
+	done := p.c.report(ctx, "begin", dialect.BeginSQL(ctx), nil)
 	tx, err := p.Pool.Begin(ctx)
 	done(err)
 	if err != nil {

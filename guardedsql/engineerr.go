@@ -43,8 +43,9 @@ var (
 
 // EngineError is an error the engine raised, stripped of its text. It
 // matches one of ErrConflict, ErrReferenced, ErrInvalidValue, ErrEngine,
-// or (for a foreign key whose referenced row does not exist, exactly like
-// a row of another tenant) ErrNotFound.
+// ErrRetryable (a serialization failure or deadlock), or (for a foreign
+// key whose referenced row does not exist, exactly like a row of another
+// tenant) ErrNotFound.
 type EngineError struct {
 	// Kind is the sentinel the error matches.
 	Kind error
@@ -99,15 +100,31 @@ func (t *engineErrors) translate(ctx context.Context, err error, text string) er
 	// An unreachable or shutting-down server, and a statement or lock
 	// timeout, are not refusals of the statement: their errors carry no
 	// row data and stay as they are, so IsUnavailable and IsTimeout still
-	// tell them apart.
-	if err == nil || guardfault.EngineErrorsRaw() || IsUnavailable(err) || IsTimeout(err) {
+	// tell them apart. A lock timeout is also retryable (see IsRetryable).
+	if err == nil || guardfault.EngineErrorsRaw() || IsUnavailable(err) {
 		return err
 	}
 	ee, ok := t.c.Classify(err)
+	if IsTimeout(err) {
+		if ok && ee.Kind == dialect.EngineRetryable {
+			return &retryableTimeout{err: err}
+		}
+		return err
+	}
 	if !ok {
 		return err
 	}
 	out := &EngineError{Kind: ErrEngine, Code: ee.Code, Constraint: ee.Constraint}
+	if ee.Kind == dialect.EngineRetryable {
+		// A serialization failure or deadlock: the code says all a caller
+		// needs; the engine's detail (processes, transactions, the tuple
+		// waited for) stays out of the error and the log alike.
+		out.Kind = ErrRetryable
+		if t.log != nil {
+			t.log.LogAttrs(ctx, slog.LevelInfo, "guardedsql: retryable engine error", slog.String("code", ee.Code))
+		}
+		return out
+	}
 	kind := ee.Kind
 	if kind == dialect.EngineReferenced && kindOf(text) == "insert" {
 		kind = dialect.EngineMissingRef // an insert cannot orphan a reference
@@ -141,6 +158,17 @@ func (t *engineErrors) translate(ctx context.Context, err error, text string) er
 	}
 	return out
 }
+
+// retryableTimeout is a lock timeout (PostgreSQL 55P03, MariaDB/MySQL
+// 1205, SQLite SQLITE_BUSY): left as the driver raised it, like every
+// timeout (its text carries no row data), and marked retryable.
+type retryableTimeout struct{ err error }
+
+func (e *retryableTimeout) Error() string { return e.err.Error() }
+
+func (e *retryableTimeout) Unwrap() error { return e.err }
+
+func (e *retryableTimeout) Is(target error) bool { return target == ErrRetryable }
 
 // hasColumn reports whether the schema has column c, in table if given,
 // else in any table.

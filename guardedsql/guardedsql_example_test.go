@@ -158,3 +158,70 @@ func ExampleDB_QueryRow() {
 	fmt.Println(total, err)
 	// Output: 420 <nil>
 }
+
+// A write tool that books the first free room of a hotel: a read, then a
+// write that depends on it. At Serializable isolation with retries two
+// concurrent calls can never book the same room: the engine makes one of
+// them fail with a retryable error, and TxWith runs it again, where it
+// sees the room taken and books the next one.
+func ExampleDB_TxWith() {
+	path, cleanup := exampleDB()
+	defer cleanup()
+	ctx := context.Background()
+	sch := builder.MustSchema(hotelDef)
+	db, _ := guardedsql.Open(ctx, "sqlite:"+path, sch, guardedsql.Options{})
+	defer db.Close()
+	acme := scopetest.NewContext(ctx, scopetest.New("alice", []scope.Grant{{Level: "chain", ID: "acme"}}))
+
+	rooms, bookings := sch.Table("rooms").As("r"), sch.Table("bookings")
+	b := bookings.As("b")
+	booked := builder.Must(builder.Select(b.Col("id")).From(b).Where(b.Col("room_id").EqCol(rooms.Col("id"))).Build())
+	firstFree := builder.Must(builder.Select(rooms.Col("id")).From(rooms).
+		Where(builder.NotExists(booked)).OrderBy(rooms.Col("id").Asc()).Limit(1).Build())
+
+	bookFree := func(ctx context.Context, checkIn string) (room int64, err error) {
+		opts := guardedsql.TxOptions{Isolation: guardedsql.Serializable, MaxRetries: 5}
+		err = db.TxWith(ctx, opts, func(tx *guardedsql.Tx) error {
+			id, err := guardedsql.One(ctx, tx, firstFree, guardedsql.Scalar[int64])
+			if err != nil {
+				return err // ErrNotFound: nothing free
+			}
+			ins, err := builder.InsertInto(bookings).Columns("room_id", "check_in", "nights", "status").
+				Values(id, checkIn, 1, "confirmed").Build()
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, ins); err != nil {
+				return err
+			}
+			room = id
+			return nil
+		})
+		return room, err
+	}
+	// Two new rooms in acme's hotel 1; every other room is booked.
+	for _, number := range []string{"301", "302"} {
+		ins, _ := builder.InsertInto(sch.Table("rooms")).Columns("hotel_id", "number", "rate").Values(1, number, 90).Build()
+		if _, err := db.Exec(acme, ins); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	for range 3 {
+		room, err := bookFree(acme, "2026-12-24")
+		switch {
+		case errors.Is(err, guardedsql.ErrNotFound):
+			fmt.Println("no free room")
+		case guardedsql.IsRetryable(err):
+			fmt.Println("still conflicting after the retries: ask the client to retry")
+		case err != nil:
+			fmt.Println(err)
+		default:
+			fmt.Println("booked room", room)
+		}
+	}
+	// Output:
+	// booked room 9
+	// booked room 10
+	// no free room
+}

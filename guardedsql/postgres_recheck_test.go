@@ -169,3 +169,64 @@ func TestPostgresNewConnectionChecked(t *testing.T) {
 		t.Fatalf("new connection after the drift: %d rows, %v", len(ids), err)
 	}
 }
+
+// TestPostgresRecheckUnderMigrationLock: while a migration holds ACCESS
+// EXCLUSIVE on a tenant-bound table in an open transaction, the periodic
+// row-level security check would wait for it; bounded by
+// postgres.CheckLockTimeout it gives up, and calls (even of a table the
+// migration does not lock) fail fast with the retryable unavailable error
+// instead of hanging until their deadline, and never run on the
+// unverified verdict. Once the migration ends, calls are served again.
+func TestPostgresRecheckUnderMigrationLock(t *testing.T) {
+	const interval = 200 * time.Millisecond
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 1, 1, 1), guardedsql.Options{RLSRecheck: interval, Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	countries := h.sch.Table("countries")
+	q := builder.Must(builder.Select(countries.Col("code")).From(countries).Build())
+	call := func() (time.Duration, error) {
+		cctx, cancel := context.WithTimeout(grantCtx(chainG(h.m.chains[0].ID)), 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := guardedsql.All(cctx, h.db, q, guardedsql.Scalar[string])
+		return time.Since(start), err
+	}
+	if _, err := call(); err != nil {
+		t.Fatal(err)
+	}
+	migration, err := h.admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer migration.Rollback(ctx)
+	if _, err := migration.Exec(ctx, "LOCK TABLE rooms IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * interval) // the check is due
+	for i := range 3 {
+		d, err := call()
+		t.Logf("call %d under the lock: %s, %v", i, d, err)
+		if err == nil {
+			t.Fatalf("call %d served while the check could not run", i)
+		}
+		if !guardedsql.IsUnavailable(err) {
+			t.Errorf("call %d: %v, want the unavailable error", i, err)
+		}
+		if d > 3*time.Second {
+			t.Errorf("call %d took %s: it waited for the migration's lock", i, d)
+		}
+	}
+	if err := migration.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := call()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not served again after the migration ended: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -17,6 +17,9 @@ import (
 // security from the catalogs while serving (see Options.RLSRecheck).
 const DefaultRLSRecheck = 30 * time.Second
 
+// lockRetry is how soon a check that timed out on a lock runs again.
+const lockRetry = 250 * time.Millisecond
+
 // errCheckInterrupted marks a row-level security check cut short by its
 // caller's context; it fails that call only.
 var errCheckInterrupted = errors.New("guardedsql: row-level security check interrupted by the caller")
@@ -111,6 +114,21 @@ func (m *rlsMonitor) record(ctx context.Context, err error, when string, start t
 		// with a retryable error; the verdict stands, and the check is
 		// retried soon.
 		m.due.Store(start.Add(min(m.interval, time.Second)).UnixNano())
+		return err
+	}
+	if err != nil && !errors.Is(err, ErrRLSUnsafe) && IsTimeout(err) {
+		// The check waited for a lock longer than its bound
+		// (postgres.CheckLockTimeout): a migration holds a table. Nothing
+		// is verified, and what the migration commits may be a policy
+		// change, so this fails closed like any check that could not run;
+		// but it is a passing condition, not a fault, so the calls get the
+		// retryable "unavailable" error instead of hanging behind the
+		// lock, and the check runs again soon.
+		err = fmt.Errorf("%w: the row-level security check waited too long for a lock (a migration in progress?): %w", ErrUnavailable, err)
+		m.failing.Store(&err)
+		m.log.LogAttrs(ctx, slog.LevelWarn, "guardedsql: row-level security check blocked by a lock; refusing guarded statements (retryable) until it runs",
+			slog.String("check", when))
+		m.due.Store(start.Add(min(m.interval, lockRetry)).UnixNano())
 		return err
 	}
 	if err != nil && !errors.Is(err, ErrRLSUnsafe) {

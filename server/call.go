@@ -42,7 +42,27 @@ const (
 	// still reference (guardedsql.ErrReferenced); the client reads
 	// "still referenced".
 	OutcomeReferenced = "still_referenced"
+	// OutcomeRetryable: the database gave up on the call's transaction
+	// because of a concurrent one (guardedsql.IsRetryable: serialization
+	// failure, deadlock), after any retries the tool asked for; the
+	// client reads a retryable tool error (see RetryableMessage).
+	OutcomeRetryable = "retryable"
 )
+
+// RetryableMessage is the text of the tool error that answers a call whose
+// transaction lost to a concurrent one (guardedsql.IsRetryable) once the
+// tool's own retries (guardedsql.TxOptions.MaxRetries) ran out. The same
+// call may succeed if made again; nothing about the other transaction,
+// its tenant or its rows is passed on. Its structured content is
+// {"retryable": true, "reason": "transaction conflict", "call_id": …}.
+const RetryableMessage = "retryable: the call conflicted with a concurrent transaction; retry it"
+
+// retryableData is the structured content of that tool error.
+type retryableData struct {
+	Retryable bool   `json:"retryable"`
+	Reason    string `json:"reason"`
+	CallID    string `json:"call_id"`
+}
 
 // callFunc decodes the validated arguments into the handler's In type and
 // runs it.
@@ -215,6 +235,15 @@ func (s *Server) handlerError(ctx context.Context, a *auditRecord, red *redact.S
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		a.outcome = OutcomeCancelled
 		return toolError("cancelled"), nil
+	case guardedsql.IsRetryable(err):
+		// A serialization failure or deadlock (a lock timeout was
+		// answered above): not a bug, and the client may try again. After
+		// the deadline and cancellation cases, so a retry loop that the
+		// call's end interrupted is answered as that.
+		a.outcome = OutcomeRetryable
+		res := toolError(RetryableMessage)
+		res.StructuredContent = retryableData{Retryable: true, Reason: "transaction conflict", CallID: a.callID}
+		return res, nil
 	case guardedsql.IsUnavailable(err):
 		return nil, s.unavailable(a, err)
 	}

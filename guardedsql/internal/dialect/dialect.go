@@ -488,6 +488,11 @@ const (
 	// EngineInvalid: the engine refused a value (type conversion, range,
 	// length, CHECK, NOT NULL).
 	EngineInvalid
+	// EngineRetryable: the engine gave up on the transaction (or the
+	// statement) because of concurrent ones, and says running it again may
+	// succeed: a serialization failure, a deadlock, a lock wait that
+	// timed out, a busy or locked database.
+	EngineRetryable
 )
 
 // EngineError is what a dialect reads from an engine error. Table,

@@ -71,7 +71,7 @@ func (p *stdPool) Exec(ctx context.Context, q string, args ...any) (Result, erro
 
 func (p *stdPool) Begin(ctx context.Context) (Tx, error) {
 	if !p.bounded() {
-		tx, err := p.db.BeginTx(ctx, nil)
+		tx, err := p.db.BeginTx(ctx, TxOptions(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +81,7 @@ func (p *stdPool) Begin(ctx context.Context) (Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	tx, err := c.BeginTx(ctx, nil)
+	tx, err := c.BeginTx(ctx, TxOptions(ctx))
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}

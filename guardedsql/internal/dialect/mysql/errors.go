@@ -68,6 +68,17 @@ func (Dialect) Classify(err error) (dialect.EngineError, bool) {
 	case 1452, 1216: // ER_NO_REFERENCED_ROW_2, ER_NO_REFERENCED_ROW
 		e.Kind = dialect.EngineMissingRef
 		e.Table, e.Constraint, e.Columns = fk(me.Message)
+	case 1213, 1205, 1020, 3572, 1467:
+		// ER_LOCK_DEADLOCK (the transaction was rolled back),
+		// ER_LOCK_WAIT_TIMEOUT (the statement was), ER_CHECKREAD
+		// (MariaDB's snapshot isolation: "record has changed since last
+		// read"), ER_LOCK_NOWAIT: lost a race with another transaction.
+		// ER_AUTOINC_READ_FAILED is how InnoDB reports a deadlock or lock
+		// wait timeout on a table's AUTO-INC lock (which an INSERT …
+		// SELECT, the guard's checked insert, takes): it marks the
+		// transaction rolled back like a deadlock, and measured under
+		// SERIALIZABLE it is exactly that (TestTakeFreeUnit).
+		e.Kind = dialect.EngineRetryable
 	case 1048: // ER_BAD_NULL_ERROR
 		e.Kind = dialect.EngineInvalid
 		if m := nullColumn.FindStringSubmatch(me.Message); m != nil {

@@ -66,7 +66,7 @@ func (d Dialect) checkSigned(ctx context.Context, q dialect.Querier, user string
 		rls, forced, sameSchema        bool
 		kPolicies                      int64
 	)
-	err := each(ctx, q, checkSignedSQL, []any{d.ScopeFunc(), d.KeyTable(), d.scopeFuncBody("@SCHEMA@")}, func(r dialect.Rows) error {
+	err := eachBounded(ctx, q, checkSignedSQL, []any{d.ScopeFunc(), d.KeyTable(), d.scopeFuncBody("@SCHEMA@")}, func(r dialect.Rows) error {
 		return r.Scan(&fOID, &fOwned, &secdef, &vol, &config, &bodyOK, &kOID, &kOwned, &rls, &forced, &kPolicies, &sameSchema)
 	})
 	if err != nil {
@@ -172,7 +172,7 @@ func (d Dialect) Check(ctx context.Context, q dialect.Querier, g *sqlast.Schema)
 		super, bypass bool
 		found         bool
 	)
-	err := each(ctx, q, checkRoleSQL, nil, func(r dialect.Rows) error {
+	err := eachBounded(ctx, q, checkRoleSQL, nil, func(r dialect.Rows) error {
 		found = true
 		return r.Scan(&user, &super, &bypass)
 	})
@@ -201,7 +201,7 @@ func (d Dialect) Check(ctx context.Context, q dialect.Querier, g *sqlast.Schema)
 	}
 	tables := map[string]tableState{}
 	var oids []int64
-	err = each(ctx, q, checkTablesSQL, []any{names}, func(r dialect.Rows) error {
+	err = eachBounded(ctx, q, checkTablesSQL, []any{names}, func(r dialect.Rows) error {
 		var n string
 		var s tableState
 		if err := r.Scan(&n, &s.oid, &s.kind, &s.enabled, &s.forced, &s.owned); err != nil {
@@ -297,13 +297,37 @@ func (d Dialect) Check(ctx context.Context, q dialect.Querier, g *sqlast.Schema)
 	return d.checkSigned(ctx, q, user)
 }
 
-// beginCheck begins a transaction of the check on q, which must be a pool.
+// beginCheck begins a transaction of the check on q, which must be a pool,
+// with its lock waits bounded by CheckLockTimeout.
+//
+// Invariant: every statement of Check runs in a transaction begun here, so
+// none of them waits longer than CheckLockTimeout for a lock.
 func beginCheck(ctx context.Context, q dialect.Querier) (dialect.Tx, error) {
 	p, ok := q.(dialect.Pool)
 	if !ok {
 		return nil, fmt.Errorf("guardedsql: the start-up check needs a pool")
 	}
-	return p.Begin(ctx)
+	tx, err := p.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := boundLocks(ctx, tx); err != nil {
+		return nil, errors.Join(err, tx.Rollback(ctx))
+	}
+	return tx, nil
+}
+
+// eachBounded is each in a transaction of its own begun by beginCheck
+// (rolled back: the check only reads).
+func eachBounded(ctx context.Context, q dialect.Querier, query string, args []any, fn func(dialect.Rows) error) error {
+	tx, err := beginCheck(ctx, q)
+	if err != nil {
+		return err
+	}
+	if err := each(ctx, tx, query, args, fn); err != nil {
+		return errors.Join(err, tx.Rollback(ctx))
+	}
+	return tx.Rollback(ctx)
 }
 
 // inPinnedPath runs fn in a transaction whose search_path is pg_catalog

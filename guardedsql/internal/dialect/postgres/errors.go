@@ -65,6 +65,13 @@ func (Dialect) Classify(err error) (dialect.EngineError, bool) {
 		if strings.HasPrefix(pe.Message, "update or delete on table") {
 			e.Kind = dialect.EngineReferenced
 		}
+	case pe.Code == "40001", pe.Code == "40P01", pe.Code == "55P03":
+		// serialization_failure, deadlock_detected, lock_not_available
+		// (lock_timeout or NOWAIT): the transaction lost a race with
+		// another one; its detail names processes and transactions, and
+		// nothing of it is kept but the code.
+		e.Kind = dialect.EngineRetryable
+		e.Table, e.Constraint, e.Columns = "", "", nil
 	case pe.Code == "23502", pe.Code == "23514", strings.HasPrefix(pe.Code, "22"):
 		// not_null_violation, check_violation, data_exception
 		e.Kind = dialect.EngineInvalid

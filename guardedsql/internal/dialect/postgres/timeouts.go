@@ -53,3 +53,27 @@ func ms(d time.Duration, name string) string {
 	}
 	return "'" + strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "'"
 }
+
+// CheckLockTimeout bounds every lock wait of the row-level security check
+// (Check): the catalog reads wait for the lock of a table a migration
+// holds (ACCESS EXCLUSIVE, for as long as its transaction lasts), and a
+// check that waits makes every call wait behind it, until the caller's
+// deadline or forever. Bounded, the check fails with lock_not_available
+// (55P03) instead, which guardedsql answers with its retryable
+// "unavailable" error while refusing to serve on an unverified verdict.
+const CheckLockTimeout = 500 * time.Millisecond
+
+// checkLockSQL sets CheckLockTimeout for the rest of the check's
+// transaction (set_config(..., true): it ends with it).
+var checkLockSQL = `SELECT pg_catalog.set_config('lock_timeout', ` + ms(CheckLockTimeout, "") + `, true)`
+
+// boundLocks puts CheckLockTimeout on the check transaction tx, in the
+// batch of its first statement where the driver queues statements.
+func boundLocks(ctx context.Context, tx dialect.Querier) error {
+	if dt, ok := driverTx[deferrer](tx); ok {
+		dt.Defer(checkLockSQL)
+		return nil
+	}
+	_, err := tx.Exec(ctx, checkLockSQL)
+	return err
+}

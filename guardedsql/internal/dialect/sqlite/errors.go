@@ -38,6 +38,13 @@ func (Dialect) Classify(err error) (dialect.EngineError, bool) {
 	case 20: // SQLITE_MISMATCH
 		e.Kind = dialect.EngineInvalid
 	}
+	switch code & 0xff {
+	case 5, 6:
+		// SQLITE_BUSY (with its extended codes: BUSY_SNAPSHOT, a WAL
+		// reader that cannot upgrade to write; BUSY_TIMEOUT) and
+		// SQLITE_LOCKED: another connection holds the lock.
+		e.Kind = dialect.EngineRetryable
+	}
 	if m := constraintCols.FindStringSubmatch(e.Message); m != nil {
 		for _, tc := range strings.Split(m[1], ",") {
 			t, c, ok := strings.Cut(strings.TrimSpace(tc), ".")

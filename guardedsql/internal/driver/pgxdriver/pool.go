@@ -112,7 +112,7 @@ func (p *connPool) Exec(ctx context.Context, sql string, args ...any) (dialect.R
 }
 
 func (p *connPool) Begin(ctx context.Context) (dialect.Tx, error) {
-	return &Tx{conn: p.c, pending: []stmt{{sql: "BEGIN"}}, keep: true}, nil
+	return &Tx{conn: p.c, pending: []stmt{{sql: dialect.BeginSQL(ctx)}}, keep: true}, nil
 }
 
 func (p *connPool) Close() error { return nil }
@@ -138,7 +138,9 @@ func (p *pool) Begin(ctx context.Context) (dialect.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tx{conn: c, pending: []stmt{{sql: "BEGIN"}}}, nil
+	// The isolation level travels in BEGIN itself (BEGIN ISOLATION LEVEL
+	// …), in the same batch as the first statement: no extra round trip.
+	return &Tx{conn: c, pending: []stmt{{sql: dialect.BeginSQL(ctx)}}}, nil
 }
 
 // BeginSingle begins a transaction that runs exactly one statement (plus
