@@ -1,8 +1,3 @@
-// Until branch h2-tx (DB.TxWith, issue 26 §3) is merged this file builds
-// only with -tags h2tx; the merge removes this constraint.
-
-//go:build h2tx
-
 package hotel
 
 import (
