@@ -222,3 +222,18 @@ func TruncDay(e Expr) Expr { return DateTrunc(PartDay, e) }
 // TruncMonth is the first day of e's month, as a date:
 // DateTrunc(PartMonth, e).
 func TruncMonth(e Expr) Expr { return DateTrunc(PartMonth, e) }
+
+// ColumnKinds returns the kind of each result column of q, in order, as
+// far as the schema says (KindAny where it does not): package guardedsql
+// uses it to read a time column scanned into a *any as a time.Time on
+// every engine.
+func (q Query) ColumnKinds() []Kind {
+	if q.s == nil {
+		return nil
+	}
+	out := make([]Kind, len(q.sel().Items))
+	for i, it := range q.sel().Items {
+		out[i] = Kind(kindOf(it.X))
+	}
+	return out
+}

@@ -193,7 +193,7 @@ func (db *DB) Query(ctx context.Context, q builder.Query) (*Rows, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Rows{rows: rows}, nil
+		return &Rows{rows: rows, times: timeColumns(q)}, nil
 	}
 	tx, err := db.beginStatement(ctx)
 	if err != nil {
@@ -206,7 +206,7 @@ func (db *DB) Query(ctx context.Context, q builder.Query) (*Rows, error) {
 	if err != nil {
 		return nil, errors.Join(err, tx.Rollback(ctx))
 	}
-	return &Rows{rows: rows, tx: tx, ctx: ctx}, nil
+	return &Rows{rows: rows, tx: tx, ctx: ctx, times: timeColumns(q)}, nil
 }
 
 // QueryRow runs a SELECT expected to return at most one row; Row.Scan
@@ -377,7 +377,7 @@ func (tx *Tx) Query(ctx context.Context, q builder.Query) (*Rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Rows{rows: rows}, nil
+	return &Rows{rows: rows, times: timeColumns(q)}, nil
 }
 
 // QueryRow is DB.QueryRow inside the transaction.

@@ -23,6 +23,10 @@ type Rows struct {
 	ctx    context.Context
 	closed bool
 	err    error
+	// times marks the result columns whose kind is a date or time
+	// (builder.Query.ColumnKinds): scanned into a *any, their text (SQLite)
+	// becomes a time.Time. Nil when the query has none.
+	times []bool
 }
 
 // Next prepares the next row for Scan, reporting false at the end or on
@@ -40,22 +44,57 @@ func (r *Rows) Next() bool {
 // **time.Time or *sql.NullTime, a DATE, DATETIME, TIMESTAMP or timestamptz
 // column, a time expression (builder.Now, Expr.Add with an Interval,
 // DateTrunc) and SQLite's ISO-8601 text all give a time.Time in UTC (a
-// value without a zone is read as UTC); into a *any, a time.Time the
+// value without a zone is read as UTC). Into a *any, a time.Time the
 // driver returns is converted to UTC (PostgreSQL's driver gives the local
-// zone). Text that is not a date or time scanned into a time is an error.
+// zone), and so is the text of a column whose kind the schema says is a
+// date or time (builder.Query.ColumnKinds: a time expression, a column
+// declared "date" or "timestamp" in TableDef.Types). Text that is not a
+// date or time scanned into a *time.Time is an error.
 func (r *Rows) Scan(dest ...any) error {
 	d := timeDests(dest)
 	if err := r.rows.Scan(d...); err != nil {
 		return err
 	}
-	for _, x := range dest {
-		if p, ok := x.(*any); ok {
-			if t, ok := (*p).(time.Time); ok {
-				*p = t.UTC()
+	for i, x := range dest {
+		p, ok := x.(*any)
+		if !ok {
+			continue
+		}
+		switch v := (*p).(type) {
+		case time.Time:
+			*p = v.UTC()
+		case string:
+			if i < len(r.times) && r.times[i] {
+				if t, ok := builder.ParseTime(v); ok {
+					*p = t
+				}
+			}
+		case []byte:
+			if i < len(r.times) && r.times[i] {
+				if t, ok := builder.ParseTime(string(v)); ok {
+					*p = t
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// timeColumns marks the columns of q whose kind is a date or time; nil
+// when none is.
+func timeColumns(q builder.Query) []bool {
+	ks := q.ColumnKinds()
+	var out []bool
+	for i, k := range ks {
+		if k != builder.KindTime {
+			continue
+		}
+		if out == nil {
+			out = make([]bool, len(ks))
+		}
+		out[i] = true
+	}
+	return out
 }
 
 // timeDests returns dest with every time destination replaced by a

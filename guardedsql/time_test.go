@@ -362,9 +362,22 @@ func TestTimeScanForms(t *testing.T) {
 	if !d.Equal(events[0].day) || !a.Equal(events[0].at) || d.Location() != time.UTC || p != nil || n.Valid {
 		t.Errorf("scan: %v %v %v %v", d, a, p, n)
 	}
-	// SQLite hands back text for a TEXT column scanned into any.
-	if s, ok := any1.(string); !ok || s != "2026-01-31 23:30:00" {
+	// SQLite hands back text for a TEXT column; declared a timestamp, it
+	// scans into an any as a time.Time.
+	if tm, ok := any1.(time.Time); !ok || !tm.Equal(events[0].at) || tm.Location() != time.UTC {
 		t.Errorf("into any: %#v", any1)
+	}
+	// A time expression too; an undeclared text column stays text.
+	var now, name any
+	if err := db.QueryRow(tenantCtx("a"), builder.Must(builder.Select(builder.Now(), ev.Col("name")).
+		From(ev).Where(ev.Col("id").Eq(1)).Build())).Scan(&now, &name); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := now.(time.Time); !ok {
+		t.Errorf("Now() into any: %#v", now)
+	}
+	if name != "event 1" {
+		t.Errorf("name into any: %#v", name)
 	}
 	err := db.QueryRow(tenantCtx("a"), builder.Must(builder.Select(ev.Col("due")).From(ev).Where(ev.Col("id").Eq(1)).Build())).Scan(&d)
 	if err == nil {
