@@ -12,7 +12,8 @@ import (
 
 // BookFreeRoomIn is the input of book_free_room.
 type BookFreeRoomIn struct {
-	HotelID  string `json:"hotel_id"`
+	// GuestID is the guest; the room is one of the guest's hotel (no
+	// tenant in any input: the hotel is read under the caller's scope).
 	GuestID  int64  `json:"guest_id"`
 	CheckIn  string `json:"check_in" jsonschema:"YYYY-MM-DD"`
 	CheckOut string `json:"check_out" jsonschema:"YYYY-MM-DD"`
@@ -38,20 +39,20 @@ type BookedOut struct {
 // up to ~20 attempts for the unluckiest call (TestBookFreeRoomConcurrent).
 const BookFreeRetries = 50
 
-// BookFreeRoom takes the lowest-numbered room of a hotel that is free for
-// the dates, books it for the guest and records the payment of the stay,
-// nights × the room's rate, all in one serializable transaction: under
-// any number of concurrent callers, a room is never given twice for the
-// same night and a booking never lacks its payment. The engine computes
-// the nights and the amount from the dates (builder.DiffDays), so the
-// price is the room's rate as the transaction read it. A transaction that loses a race (a
-// serialization failure on PostgreSQL, a deadlock on MariaDB/MySQL, a
-// busy database on SQLite) runs again, up to BookFreeRetries times; it
-// then sees the room taken and picks the next one.
+// BookFreeRoom takes the lowest-numbered room of the guest's hotel that
+// is free for the dates, books it for the guest and records the payment
+// of the stay, nights × the room's rate, all in one serializable
+// transaction: under any number of concurrent callers, a room is never
+// given twice for the same night and a booking never lacks its payment.
+// The engine computes the nights and the amount from the dates
+// (builder.DiffDays), so the price is the room's rate as the transaction
+// read it. A transaction that loses a race (a serialization failure on
+// PostgreSQL, a deadlock on MariaDB/MySQL, a busy database on SQLite)
+// runs again, up to BookFreeRetries times; it then sees the room taken and
+// picks the next one.
 //
-// The hotel and the guest must be in the caller's scope and the guest of
-// that hotel: otherwise the guest is not found (guardedsql.ErrNotFound)
-// and nothing is booked.
+// The guest must be in the caller's scope: another tenant's guest is not
+// found (guardedsql.ErrNotFound) and nothing is booked.
 func BookFreeRoom(ctx context.Context, db *guardedsql.DB, in BookFreeRoomIn) (BookedOut, error) {
 	if err := parseRange(in.CheckIn, in.CheckOut); err != nil {
 		return BookedOut{}, err
@@ -64,33 +65,36 @@ func BookFreeRoom(ctx context.Context, db *guardedsql.DB, in BookFreeRoomIn) (Bo
 		return BookedOut{}, server.InvalidInput("method must be card or cash")
 	}
 	r, b, g := roomsT.As("r"), bookingsT.As("b"), guestsT.As("g")
-	guest, err := builder.Select(g.ID()).From(g.Ref()).Where(g.ID().Eq(in.GuestID), g.HotelID().Eq(in.HotelID)).Build()
+	guest, err := builder.Select(g.HotelID()).From(g.Ref()).Where(g.ID().Eq(in.GuestID)).Build()
 	if err != nil {
 		return BookedOut{}, err
 	}
 	// The rooms with a stay overlapping the dates (dates compare as
 	// ISO-8601 text on SQLite, as DATE elsewhere).
-	taken := builder.Select(b.RoomID()).From(b.Ref()).Where(
-		b.Status().Ne("cancelled"), b.CheckIn().Lt(in.CheckOut), b.CheckOut().Gt(in.CheckIn))
-	nights := builder.DiffDays(in.CheckOut, in.CheckIn)
-	free, err := builder.Select(r.ID(), nights.As("nights"), nights.Mul(r.RateCents()).As("amount_cents")).
-		From(r.Ref()).Where(r.HotelID().Eq(in.HotelID), r.ID().NotInQuery(builder.Must(taken.Build()))).
-		OrderBy(r.ID().Asc()).Limit(1).ForUpdate().Build()
+	taken, err := builder.Select(b.RoomID()).From(b.Ref()).Where(
+		b.Status().Ne("cancelled"), b.CheckIn().Lt(in.CheckOut), b.CheckOut().Gt(in.CheckIn)).Build()
 	if err != nil {
 		return BookedOut{}, err
 	}
+	nights := builder.DiffDays(in.CheckOut, in.CheckIn)
 	var out BookedOut
 	attempts := 0
 	err = db.TxWith(ctx, guardedsql.TxOptions{Isolation: guardedsql.Serializable, MaxRetries: BookFreeRetries}, func(tx *guardedsql.Tx) error {
 		attempts++
 		out = BookedOut{}
-		var gid int64
-		if err := tx.QueryRow(ctx, guest).Scan(&gid); err != nil {
-			return err // another hotel's or tenant's guest: not found
+		var hotelID string
+		if err := tx.QueryRow(ctx, guest).Scan(&hotelID); err != nil {
+			return err // another tenant's guest: not found
+		}
+		free, err := builder.Select(r.ID(), nights.As("nights"), nights.Mul(r.RateCents()).As("amount_cents")).
+			From(r.Ref()).Where(r.HotelID().Eq(hotelID), r.ID().NotInQuery(taken)).
+			OrderBy(r.ID().Asc()).Limit(1).ForUpdate().Build()
+		if err != nil {
+			return err
 		}
 		if err := tx.QueryRow(ctx, free).Scan(&out.RoomID, &out.Nights, &out.AmountCents); err != nil {
 			if errors.Is(err, guardedsql.ErrNotFound) {
-				return server.InvalidInput("no room of hotel %s is free from %s to %s", in.HotelID, in.CheckIn, in.CheckOut)
+				return server.InvalidInput("no room of the guest's hotel is free from %s to %s", in.CheckIn, in.CheckOut)
 			}
 			return err
 		}

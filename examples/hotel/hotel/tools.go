@@ -80,7 +80,7 @@ func Register(s *server.Server) error {
 		server.AddTool(s, server.Tool{Name: "list_bookings", Description: "Bookings whose check-in falls in a date range, newest first, paginated.", Annotations: ro}, ListBookings),
 		server.AddTool(s, server.Tool{Name: "get_booking", Description: "One booking with its guest and payments.", Annotations: ro}, GetBooking),
 		server.AddTool(s, server.Tool{Name: "create_booking", Description: "Book a room for a guest, if the room is free for the dates."}, CreateBooking),
-		server.AddTool(s, server.Tool{Name: "book_free_room", Description: "Book the first room of a hotel free for the dates for a guest, and record the payment of the stay (nights × rate)."}, BookFreeRoom),
+		server.AddTool(s, server.Tool{Name: "book_free_room", Description: "Book the first room of the guest's hotel that is free for the dates, and record the payment of the stay (nights × rate)."}, BookFreeRoom),
 		server.AddTool(s, server.Tool{Name: "cancel_booking", Description: "Cancel a booking (managers only).", Require: Manager},
 			func(ctx context.Context, db *guardedsql.DB, in CancelBookingIn) (CancelledOut, error) {
 				out, err := CancelBooking(ctx, db, in)
