@@ -272,15 +272,15 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	if s.Where == nil {
 		return Plan{}, fmt.Errorf("%w: UPDATE without WHERE", ErrInvalid)
 	}
-	w, err := r.pred(s.Where)
-	if err != nil {
-		return Plan{}, err
-	}
-	ub = ub.Where(paren(w))
 	g, err := r.guardRef(s.Ref)
 	if err != nil {
 		return Plan{}, err
 	}
+	w, err := r.orderedPred(s.Where, r.refGuard) // order.go
+	if err != nil {
+		return Plan{}, err
+	}
+	ub = ub.Where(paren(w))
 	ub = ub.Where(g)
 	checks, _, err := r.writeChecks(t, vals, false)
 	if err != nil {
@@ -315,11 +315,11 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	if s.Where == nil {
 		return Plan{}, fmt.Errorf("%w: DELETE without WHERE", ErrInvalid)
 	}
-	w, err := r.pred(s.Where)
+	g, err := r.guardRef(s.Ref)
 	if err != nil {
 		return Plan{}, err
 	}
-	g, err := r.guardRef(s.Ref)
+	w, err := r.orderedPred(s.Where, r.refGuard) // order.go
 	if err != nil {
 		return Plan{}, err
 	}

@@ -189,7 +189,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 	}
 	sb.from = from
 	for _, j := range s.Joins {
-		on, err := r.pred(j.On)
+		on, err := r.orderedPred(j.On, r.joinGuard(s)) // order.go
 		if err != nil {
 			return dialect.Frag{}, err
 		}
@@ -229,7 +229,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 	}
 	var where []dialect.Frag
 	if s.Where != nil {
-		w, err := r.pred(s.Where)
+		w, err := r.orderedPred(s.Where, r.joinGuard(s)) // order.go
 		if err != nil {
 			return dialect.Frag{}, err
 		}
