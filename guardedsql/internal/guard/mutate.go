@@ -289,6 +289,13 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	for _, c := range checks {
 		ub = ub.Where(c)
 	}
+	if r.byKey() && len(t.PK) > 0 {
+		set, err := r.setClause(s)
+		if err != nil {
+			return Plan{}, err
+		}
+		return r.keyedWrite(Update, t, set, w, g, checks, s.Returning, s.ExpectOne) // keyed.go
+	}
 	if s.Returning != nil {
 		return r.updateReturning(s, ub, w, g, checks)
 	}
@@ -322,6 +329,9 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	w, err := r.orderedPred(s.Where, r.refGuard) // order.go
 	if err != nil {
 		return Plan{}, err
+	}
+	if r.byKey() && len(t.PK) > 0 {
+		return r.keyedWrite(Delete, t, dialect.Frag{}, w, g, nil, s.Returning, s.ExpectOne) // keyed.go
 	}
 	db := sq.Delete(r.q(t.Name)).Where(paren(w)).Where(g)
 	if s.Returning != nil {

@@ -397,5 +397,9 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 	if err != nil {
 		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	return Plan{Kind: Select, Steps: []Step{{SQL: text, Args: f.args}}}, nil
+	lockFn, err := r.keyedLock(s) // keyed.go
+	if err != nil {
+		return Plan{}, err
+	}
+	return Plan{Kind: Select, Steps: []Step{{SQL: text, Args: f.args}}, Lock: lockFn}, nil
 }
