@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,8 +74,14 @@ func TestForeignLockIsLikeMissing(t *testing.T) {
 			return builder.Must(u.Build())
 		}
 		probes := []lockProbe{
-			{"update", func(ctx context.Context, id int64) string { r, err := h.db.Exec(ctx, upd(id, false)); return answer(r.RowsAffected, err) }},
-			{"update_expect_one", func(ctx context.Context, id int64) string { r, err := h.db.Exec(ctx, upd(id, true)); return answer(r.RowsAffected, err) }},
+			{"update", func(ctx context.Context, id int64) string {
+				r, err := h.db.Exec(ctx, upd(id, false))
+				return answer(r.RowsAffected, err)
+			}},
+			{"update_expect_one", func(ctx context.Context, id int64) string {
+				r, err := h.db.Exec(ctx, upd(id, true))
+				return answer(r.RowsAffected, err)
+			}},
 			{"update_returning", func(ctx context.Context, id int64) string {
 				rows, err := h.db.ExecReturning(ctx, builder.Must(builder.UpdateTable(rooms).Set("rate", 998).Where(rooms.Col("id").Eq(id)).ExpectOne().Returning("rate").Build()))
 				if err != nil {
@@ -247,4 +254,89 @@ func (m *model) hotelOfBooking(id int64) int64 {
 		}
 	}
 	return 0
+}
+
+// TestErrorKindIndependentOfOtherTenants (issue 26 §2): tenant B names
+// tenant A's room together with a condition that raises an engine error
+// on A's value (rate * 2^62 overflows a BIGINT for any rate above 1: an
+// error in SELECT, UPDATE and DELETE on MariaDB, in every statement on
+// PostgreSQL) or converts A's text (CAST(number AS INTEGER)). Each answer
+// is exactly the answer for an id that does not exist: the tenant test
+// decides before the caller's condition is evaluated. Before the fix
+// MariaDB answered the foreign id with an engine error (ErrInvalidValue)
+// and the missing id with "not found": one bit of A's value per probe.
+// The control: on B's own room the same overflow is an error, so the
+// probe really evaluates the condition.
+func TestErrorKindIndependentOfOtherTenants(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		h := e.newHotel(t)
+		rooms, guests := h.sch.Table("rooms"), h.sch.Table("guests")
+		var roomA, roomB int64
+		for _, r := range h.m.rooms {
+			switch {
+			case r.Hotel == 1 && roomA == 0:
+				roomA = r.ID
+			case r.Hotel == 2 && roomB == 0:
+				roomB = r.ID
+			}
+		}
+		var guestA int64
+		for _, g := range h.m.guests {
+			if g.Chain == h.m.hotels[0].Chain {
+				guestA = g.ID
+				break
+			}
+		}
+		ctxB := grantCtx(hotelG(2))
+		overflow := rooms.Col("rate").Mul(int64(1) << 62).Gt(0)
+		cast := builder.Cast(guests.Col("email"), builder.AsInteger).Eq(0)
+		probes := map[string]func(id int64) string{
+			"select_overflow": func(id int64) string {
+				got, err := guardedsql.All(ctxB, h.db, builder.Must(builder.Select(rooms.Col("id")).From(rooms).Where(builder.And(rooms.Col("id").Eq(id), overflow)).Build()), guardedsql.Scalar[int64])
+				return answer(int64(len(got)), err)
+			},
+			"update_overflow": func(id int64) string {
+				r, err := h.db.Exec(ctxB, builder.Must(builder.UpdateTable(rooms).Set("number", "p").Where(builder.And(rooms.Col("id").Eq(id), overflow)).ExpectOne().Build()))
+				return answer(r.RowsAffected, err)
+			},
+			"delete_overflow": func(id int64) string {
+				var n int64
+				err := h.db.Tx(ctxB, func(tx *guardedsql.Tx) error {
+					r, err := tx.Exec(ctxB, builder.Must(builder.DeleteFrom(rooms).Where(builder.And(rooms.Col("id").Eq(id), overflow)).ExpectOne().Build()))
+					n = r.RowsAffected
+					if err != nil {
+						return err
+					}
+					return errRollback
+				})
+				return answer(n, err)
+			},
+			"update_cast": func(id int64) string {
+				if id == roomA {
+					id = guestA
+				}
+				r, err := h.db.Exec(ctxB, builder.Must(builder.UpdateTable(guests).Set("name", "p").Where(builder.And(guests.Col("id").Eq(id), cast)).ExpectOne().Build()))
+				return answer(r.RowsAffected, err)
+			},
+		}
+		ran := 0
+		for name, probe := range probes {
+			foreign, missing := probe(roomA), probe(1_000_000)
+			ran++
+			t.Logf("%s/%s: foreign %q, missing %q", e.name, name, foreign, missing)
+			if foreign != missing {
+				t.Errorf("%s: another tenant's row answers %q, a missing id %q: the error depends on its value", name, foreign, missing)
+			}
+		}
+		if ran != len(probes) {
+			t.Fatalf("%d of %d probes ran", ran, len(probes))
+		}
+		// Control: the overflow really raises on a row in scope (not on
+		// SQLite, whose integers overflow into reals).
+		if e.name != "sqlite" {
+			if own := probes["select_overflow"](roomB); !strings.HasPrefix(own, "err: ") {
+				t.Errorf("own room: the overflowing condition answered %q, want an engine error", own)
+			}
+		}
+	})
 }

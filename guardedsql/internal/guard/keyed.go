@@ -97,8 +97,13 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 		if err != nil {
 			return Output{}, err
 		}
-		if _, err := expectRows(env, expectOne, kind.String(), Output{RowsAffected: int64(len(keys))}); err != nil {
-			return Output{}, err
+		if expectOne && len(keys) > 1 {
+			// The error of the one-statement plan (guardedsql's
+			// ambiguousWrite): no count.
+			return Output{}, fmt.Errorf("%w (%s)", env.TooMany, kind)
+		}
+		if expectOne && len(keys) == 0 {
+			return miss(env)
 		}
 		if len(keys) == 0 {
 			return Output{}, nil
