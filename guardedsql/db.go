@@ -233,7 +233,7 @@ func (db *DB) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 	if p.Run != nil {
 		return db.execWrites(ctx, p, sc, ds) // returning.go
 	}
-	if !p.Atomic && !db.d.NeedsTx() {
+	if !p.Atomic && !db.d.NeedsTx() && !writesInTx(db.d) {
 		return runSteps(ctx, db.pool, p)
 	}
 	begin := db.pool.Begin
@@ -373,7 +373,13 @@ func (tx *Tx) Query(ctx context.Context, q builder.Query) (*Rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.tx.Query(ctx, p.Steps[0].SQL, p.Steps[0].Args...)
+	st := p.Steps[0]
+	if p.Lock != nil { // a locking read by key (issue 26 §1, guard's keyed.go)
+		if st, err = p.Lock(ctx, tx.tx); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := tx.tx.Query(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, err
 	}

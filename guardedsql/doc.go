@@ -49,7 +49,9 @@
 // PostgreSQL locks the rows of the query's own FROM and inner-joined
 // tables (FOR UPDATE OF), not the parent rows the guard joins to test the
 // scope, which would serialise every writer of a tenant on its root row;
-// MariaDB/MySQL lock the rows they read (FOR UPDATE, LOCK IN SHARE MODE).
+// MariaDB/MySQL lock the rows they read, so there a locking read first
+// reads the keys of its rows in scope without locking and then locks
+// exactly those (see "Locks across tenants" below).
 // SQLite has no row locks and needs none: the transactions of a DB opened
 // by Open begin IMMEDIATE on its one writer connection, so a second
 // read-modify-write waits for the first to commit (a pool passed to
@@ -215,6 +217,47 @@
 //
 // For tests, Options.Observer sees every statement before it is sent, and
 // [DB.Render] shows the guarded SQL for a statement without running it.
+//
+// # Locks across tenants
+//
+// A lock is never an oracle or a lever across tenants: a guarded statement
+// never waits for, nor takes, a lock on a row outside the caller's scope,
+// and another tenant's row, locked or not, answers like a missing one
+// (issue 26). PostgreSQL tests its row-level security before it locks a
+// row. InnoDB (MariaDB, MySQL) locks a row when it reads it, before the
+// statement's WHERE is tested, so on MySQL/MariaDB:
+//
+//   - transactions begin READ COMMITTED when the caller asks no level
+//     (package mysql's GuardedIsolation, the one place this default is
+//     chosen): plain reads, the guard's subqueries and INSERT ... SELECT
+//     sources are then consistent reads, which neither lock nor wait, and
+//     a scan releases the rows it did not keep;
+//   - every write runs in such a transaction, and an UPDATE, DELETE or
+//     locking read first reads the primary keys of its rows in scope
+//     without locking, then writes or locks exactly those keys with the
+//     guard still in the statement (a table without a primary key runs the
+//     one statement; under READ COMMITTED InnoDB still skips a locked row
+//     of an UPDATE whose committed version does not match);
+//   - an upsert first reads the conflicting row without locking, and
+//     answers a row outside the scope as a miss without inserting;
+//   - a lock wait timeout is answered as a miss only when the non-locking
+//     re-read finds the row gone from the scope.
+//
+// Left open: on PostgreSQL an upsert whose conflicting row another tenant
+// has updated and not yet committed waits for that transaction (the
+// engine must know whether the conflict stands, and row-level security
+// hides the row from any read that could tell first). SQLite locks the
+// whole database for a write transaction: every tenant's writes wait
+// alike, so a lock there names no row, but one tenant's open write
+// transaction does delay all the others' writes.
+//
+// The caller's conditions never raise an engine error that depends on
+// another tenant's values: a condition that could (arithmetic that may
+// overflow, a CAST, a function) is evaluated only under CASE WHEN <tenant
+// test> THEN <condition> END, an order every engine respects; plain
+// comparisons stay indexable conjuncts; and a comparison of two
+// expressions of different kinds, which the engine would make by
+// converting stored values, is refused ([ErrConversion]).
 //
 // # Configuration
 //

@@ -161,8 +161,12 @@ func TestMariaDBEngineErrorsCarryNoForeignValue(t *testing.T) {
 					t.Errorf("%s: a value reached tool code: %v", name, err)
 				}
 			}
-			if strings.Contains(mode, "STRICT") && errs == 0 {
-				t.Error("strict mode raised no conversion error: the test proves nothing")
+			// Since issue 26 the writes read their keys first with a SELECT
+			// (which converts without failing) and write only those rows,
+			// so strict mode may raise nothing at all; the statements must
+			// still have run.
+			if n := strings.Count(logs.String(), "guardedsql statement"); n < len(stmts) {
+				t.Errorf("%d statements logged for %d probes (and %d errors): the test proves nothing", n, len(stmts), errs)
 			}
 			if out := logs.String(); strings.Contains(out, "hank") || strings.Contains(out, "globex.example") {
 				t.Errorf("a foreign value reached the log:\n%s", out)

@@ -68,6 +68,14 @@ var (
 	// engines only. The error names the engine and the feature; nothing
 	// was sent.
 	ErrUnsupported = guard.ErrUnsupported
+
+	// ErrConversion (with ErrRefused): the statement compares two
+	// expressions of different kinds (a text column with an integer
+	// column), which the engine would compare by converting one of them,
+	// so that its answer, or whether it fails, would depend on the stored
+	// values (issue 26 §2). Compare values of one kind, or Cast one side.
+	// Nothing was sent.
+	ErrConversion = guard.ErrConversion
 )
 
 // noRow is what Row.Scan returns when no row in scope matched.

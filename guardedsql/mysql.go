@@ -51,7 +51,9 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 	if err := probeJSONTable(ctx, db); err != nil {
 		return nil, err
 	}
-	pool := dialect.StdPool(db, owned)
+	// Guarded transactions begin READ COMMITTED unless asked otherwise
+	// (issue 26 §1: see GuardedIsolation).
+	pool := dialect.IsolatedStdPool(db, owned, mysqldialect.GuardedIsolation)
 	cs, err := mysqldialect.LevelCharsets(ctx, pool, g)
 	if err != nil {
 		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)

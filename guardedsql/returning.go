@@ -79,7 +79,7 @@ func (tx *Tx) savepoint(ctx context.Context, p guard.Plan) (guard.Output, error)
 // upserts), else its steps.
 func runWrites(ctx context.Context, q dialect.Querier, p guard.Plan) (guard.Output, error) {
 	if p.Run != nil {
-		return p.Run(ctx, guard.Env{Q: q, TooMany: ErrTooManyRows})
+		return p.Run(ctx, guard.Env{Q: q, TooMany: ErrTooManyRows, Timeout: IsTimeout})
 	}
 	res, err := runSteps(ctx, q, p)
 	return guard.Output{RowsAffected: res.RowsAffected, LastInsertID: res.LastInsertID}, err

@@ -17,7 +17,16 @@ func CachedStdPool(db *sql.DB, owned bool, cacheSize int) Pool {
 	return &stdPool{db: db, owned: owned, stmts: NewStmtCache(db, cacheSize)}
 }
 
+// IsolatedStdPool is StdPool whose transactions begin at the isolation
+// level iso chooses for a caller that asks none (sql.LevelDefault): see
+// package mysql's GuardedIsolation.
+func IsolatedStdPool(db *sql.DB, owned bool, iso func(sql.IsolationLevel) sql.IsolationLevel) Pool {
+	return &stdPool{db: db, owned: owned, iso: iso}
+}
+
 type stdPool struct {
+	// iso, when set, chooses the isolation level of Begin's transactions.
+	iso   func(sql.IsolationLevel) sql.IsolationLevel
 	db    *sql.DB
 	owned bool
 	wait  Wait
@@ -69,9 +78,25 @@ func (p *stdPool) Exec(ctx context.Context, q string, args ...any) (Result, erro
 	return stdResult(c.ExecContext(ctx, q, args...))
 }
 
+// txOptions are the options of a transaction Begin starts with ctx: the
+// level the caller asked for (TxOptions), passed through the pool's own
+// default for guarded transactions where it has one, so an explicit level
+// wins and no level means the dialect's default.
+func (p *stdPool) txOptions(ctx context.Context) *sql.TxOptions {
+	opts := TxOptions(ctx)
+	if p.iso == nil {
+		return opts
+	}
+	requested := sql.LevelDefault
+	if opts != nil {
+		requested = opts.Isolation
+	}
+	return &sql.TxOptions{Isolation: p.iso(requested)}
+}
+
 func (p *stdPool) Begin(ctx context.Context) (Tx, error) {
 	if !p.bounded() {
-		tx, err := p.db.BeginTx(ctx, TxOptions(ctx))
+		tx, err := p.db.BeginTx(ctx, p.txOptions(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +106,7 @@ func (p *stdPool) Begin(ctx context.Context) (Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	tx, err := c.BeginTx(ctx, TxOptions(ctx))
+	tx, err := c.BeginTx(ctx, p.txOptions(ctx))
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}

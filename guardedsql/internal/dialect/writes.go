@@ -35,3 +35,16 @@ const (
 type Upserter interface {
 	UpsertStyle() UpsertStyle
 }
+
+// KeyedWriter is implemented by dialects whose engine locks the rows a
+// write or a locking read scans before it tests them (InnoDB: MySQL and
+// MariaDB), so that a guarded statement naming another tenant's locked row
+// would wait for that tenant's lock, and under REPEATABLE READ lock rows
+// outside the scope. When WritesByKey reports true the guard first reads,
+// without locking, the primary keys of the rows in scope that the
+// statement would write or lock, then writes or locks exactly those keys
+// (the guard still in the statement), in a READ COMMITTED transaction
+// (issue 26 §1; guard's keyed.go).
+type KeyedWriter interface {
+	WritesByKey() bool
+}

@@ -70,6 +70,10 @@ type Plan struct {
 	// returns.
 	Returns []string
 	Run     func(ctx context.Context, env Env) (Output, error)
+	// Lock, when set, replaces Steps[0] of a locking SELECT: it reads the
+	// keys of the rows in scope without locking and returns the locking
+	// statement confined to them (keyed.go).
+	Lock func(ctx context.Context, q dialect.Querier) (Step, error)
 }
 
 // Options tune rendering.
@@ -167,6 +171,7 @@ type renderer struct {
 	ctes      []*sqlast.CTE // declared so far (compound.go)
 	windowed  bool          // a window function or scalar subquery was rendered (scalar.go)
 	from      *sqlast.Ref   // FROM of the SELECT being rendered (scalar.go)
+	noKeyed   bool          // render a locking SELECT as is (keyed.go's own steps)
 }
 
 // fb accumulates SQL text and its arguments in textual order.

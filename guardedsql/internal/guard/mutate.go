@@ -272,15 +272,15 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	if s.Where == nil {
 		return Plan{}, fmt.Errorf("%w: UPDATE without WHERE", ErrInvalid)
 	}
-	w, err := r.pred(s.Where)
-	if err != nil {
-		return Plan{}, err
-	}
-	ub = ub.Where(paren(w))
 	g, err := r.guardRef(s.Ref)
 	if err != nil {
 		return Plan{}, err
 	}
+	w, err := r.orderedPred(s.Where, r.refGuard) // order.go
+	if err != nil {
+		return Plan{}, err
+	}
+	ub = ub.Where(paren(w))
 	ub = ub.Where(g)
 	checks, _, err := r.writeChecks(t, vals, false)
 	if err != nil {
@@ -288,6 +288,13 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	}
 	for _, c := range checks {
 		ub = ub.Where(c)
+	}
+	if r.byKey() && len(t.PK) > 0 {
+		set, err := r.setClause(s)
+		if err != nil {
+			return Plan{}, err
+		}
+		return r.keyedWrite(Update, t, set, w, g, checks, s.Returning, s.ExpectOne) // keyed.go
 	}
 	if s.Returning != nil {
 		return r.updateReturning(s, ub, w, g, checks)
@@ -315,13 +322,16 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	if s.Where == nil {
 		return Plan{}, fmt.Errorf("%w: DELETE without WHERE", ErrInvalid)
 	}
-	w, err := r.pred(s.Where)
-	if err != nil {
-		return Plan{}, err
-	}
 	g, err := r.guardRef(s.Ref)
 	if err != nil {
 		return Plan{}, err
+	}
+	w, err := r.orderedPred(s.Where, r.refGuard) // order.go
+	if err != nil {
+		return Plan{}, err
+	}
+	if r.byKey() && len(t.PK) > 0 {
+		return r.keyedWrite(Delete, t, dialect.Frag{}, w, g, nil, s.Returning, s.ExpectOne) // keyed.go
 	}
 	db := sq.Delete(r.q(t.Name)).Where(paren(w)).Where(g)
 	if s.Returning != nil {

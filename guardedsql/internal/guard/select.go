@@ -189,7 +189,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 	}
 	sb.from = from
 	for _, j := range s.Joins {
-		on, err := r.pred(j.On)
+		on, err := r.orderedPred(j.On, r.joinGuard(s)) // order.go
 		if err != nil {
 			return dialect.Frag{}, err
 		}
@@ -229,7 +229,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 	}
 	var where []dialect.Frag
 	if s.Where != nil {
-		w, err := r.pred(s.Where)
+		w, err := r.orderedPred(s.Where, r.joinGuard(s)) // order.go
 		if err != nil {
 			return dialect.Frag{}, err
 		}
@@ -397,5 +397,9 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 	if err != nil {
 		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	return Plan{Kind: Select, Steps: []Step{{SQL: text, Args: f.args}}}, nil
+	lockFn, err := r.keyedLock(s) // keyed.go
+	if err != nil {
+		return Plan{}, err
+	}
+	return Plan{Kind: Select, Steps: []Step{{SQL: text, Args: f.args}}, Lock: lockFn}, nil
 }

@@ -41,6 +41,9 @@ import (
 type Env struct {
 	Q       dialect.Querier
 	TooMany error
+	// Timeout reports whether an error is a lock wait or statement
+	// timeout (keyed.go); nil: none is.
+	Timeout func(error) bool
 }
 
 // Output is what a plan's Run produced.
@@ -187,6 +190,7 @@ type insertRow struct {
 	fail   error
 	native bool                                     // ins returns the Returns columns itself
 	lock   dialect.Frag                             // MySQL upsert: SELECT conflictGuard FROM t WHERE target = ... FOR UPDATE
+	peek   dialect.Frag                             // the same without FOR UPDATE, run first (keyed.go)
 	update dialect.Frag                             // MySQL upsert: UPDATE of the in-scope conflicting row
 	back   func(lastID int64) (dialect.Frag, error) // reads the written row back (fallback RETURNING)
 	// dupMark: MySQL upsert: a nonce the no-op ON DUPLICATE KEY UPDATE
@@ -299,6 +303,11 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 				g := r.conflictGuard(t)
 				if ir.lock, err = r.selectStmt(g, t, []dialect.Frag{r.keyEq(t, t.Name, up.Target, tv)}, true); err != nil {
 					return Plan{}, err
+				}
+				if r.byKey() {
+					if ir.peek, err = r.selectStmt(g, t, []dialect.Frag{r.keyEq(t, t.Name, up.Target, tv)}, false); err != nil {
+						return Plan{}, err
+					}
 				}
 			}
 			if !up.Nothing {
@@ -505,6 +514,21 @@ func runUpsertFallback(ctx context.Context, env Env, ir insertRow, nothing bool,
 	}
 	if !ok {
 		return fmt.Errorf("%w (insert)", ir.fail)
+	}
+	if !ir.peek.IsZero() {
+		// Keyed dialect (keyed.go): a committed conflicting row outside
+		// the scope is answered now, without the INSERT, which would lock
+		// it (and wait while its tenant holds it).
+		got, err := queryRows(ctx, env.Q, ir.peek)
+		if err != nil {
+			return err
+		}
+		if len(got) == 1 && !truthy(got[0][0]) {
+			if nothing {
+				return nil
+			}
+			return fmt.Errorf("%w (insert)", ir.fail)
+		}
 	}
 	res, err := env.Q.Exec(ctx, ir.ins.SQL, ir.ins.Args...)
 	if err != nil {

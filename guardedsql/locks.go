@@ -1,0 +1,16 @@
+package guardedsql
+
+import "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+
+// writesInTx reports whether every write on d runs in a transaction of its
+// own even where one statement would do: on a dialect.KeyedWriter
+// (MySQL/MariaDB) the transaction is what carries READ COMMITTED, under
+// which the guard's write checks (INSERT ... SELECT ... WHERE EXISTS
+// (parent in scope)) read their parents without locking them; in an
+// autocommit statement at the session's REPEATABLE READ they would take
+// shared locks on the rows they read and wait for another tenant's locked
+// parent (issue 26 §1).
+func writesInTx(d dialect.Dialect) bool {
+	kw, ok := d.(dialect.KeyedWriter)
+	return ok && kw.WritesByKey()
+}
