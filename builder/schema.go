@@ -658,6 +658,9 @@ func ackFields(t *sqlast.Table, td TableDef) error {
 	if td.GlobalWritable != "" && !td.Global {
 		return schemaErr("table %q has GlobalWritable but is not Global", td.Name)
 	}
+	if td.GlobalWritable != "" && td.GlobalReason != "" {
+		return schemaErr("global table %q looks tenant-bound (it has a GlobalReason) and cannot be GlobalWritable", td.Name)
+	}
 	t.GlobalWritable = td.GlobalWritable
 	for k, why := range td.SharedUnique {
 		if strings.TrimSpace(why) == "" {

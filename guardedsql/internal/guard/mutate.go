@@ -212,7 +212,10 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 	t := s.Ref.Table
 	r.seen[s.Ref] = true
 	if t.Global {
-		return Plan{}, fmt.Errorf("%w: INSERT into %s", ErrReadOnly, t.Name)
+		if !writableGlobal(t) || s.Upsert != nil || s.Returning != nil || s.Source != nil {
+			return Plan{}, fmt.Errorf("%w: INSERT into %s", ErrReadOnly, t.Name)
+		}
+		return r.globalInsert(s)
 	}
 	if s.Upsert != nil || s.Returning != nil || s.Source != nil {
 		return r.insertWrites(s)
@@ -248,7 +251,7 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 
 func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	t := s.Ref.Table
-	if t.Global {
+	if t.Global && (!writableGlobal(t) || s.Returning != nil) {
 		r.seen[s.Ref] = true
 		return Plan{}, fmt.Errorf("%w: UPDATE of %s", ErrReadOnly, t.Name)
 	}
@@ -281,7 +284,9 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	ub = ub.Where(g)
+	if !g.IsZero() { // zero: a writable global table
+		ub = ub.Where(g)
+	}
 	checks, _, err := r.writeChecks(t, vals, false)
 	if err != nil {
 		return Plan{}, err
@@ -308,7 +313,7 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 
 func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	t := s.Ref.Table
-	if t.Global {
+	if t.Global && (!writableGlobal(t) || s.Returning != nil) {
 		r.seen[s.Ref] = true
 		return Plan{}, fmt.Errorf("%w: DELETE from %s", ErrReadOnly, t.Name)
 	}
@@ -323,7 +328,10 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	db := sq.Delete(r.q(t.Name)).Where(paren(w)).Where(g)
+	db := sq.Delete(r.q(t.Name)).Where(paren(w))
+	if !g.IsZero() { // zero: a writable global table
+		db = db.Where(g)
+	}
 	if s.Returning != nil {
 		return r.deleteReturning(s, db, w, g)
 	}
