@@ -306,6 +306,10 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.Windows), disable(guardfault.Windows), []int{44}},
 		{string(guardfault.UpsertConflict), disable(guardfault.UpsertConflict), []int{47}},
 		{string(guardfault.RecheckInterrupt), disable(guardfault.RecheckInterrupt), []int{48}},
+		{string(guardfault.UndeclaredFK), disable(guardfault.UndeclaredFK), []int{54}},
+		{string(guardfault.GlobalReadOnly), disable(guardfault.GlobalReadOnly), []int{55}},
+		{string(guardfault.SharedUnique), disable(guardfault.SharedUnique), []int{56}},
+		{string(guardfault.Triggers), disable(guardfault.Triggers), []int{57}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
