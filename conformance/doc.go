@@ -261,4 +261,5 @@
 //	global tables read-only (global_read_only)       55
 //	shared unique keys refused (shared_unique)       56
 //	triggers and rules refused (triggers)            57
+//	PostgreSQL: search_path pinned (search_path)     57
 package conformance

@@ -7,12 +7,14 @@ package conformance
 // have these shapes.
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 func init() {
@@ -24,7 +26,7 @@ func init() {
 		&property{id: 56, name: "shared_unique", title: "Unique keys shared across tenants refused unless acknowledged",
 			criterion: "ErrSharedUnique at Open; acknowledged: collision = ErrConflict, upsert refused", fn: propSharedUnique},
 		&property{id: 57, name: "triggers", title: "Triggers and rules on tenant tables refused at Open",
-			criterion: "ErrTrigger naming it; acknowledged control opens", fn: propTriggers},
+			criterion: "ErrTrigger naming it; acknowledged control opens; PostgreSQL: a pg_temp table shadows nothing", fn: propTriggers},
 	)
 }
 
@@ -178,7 +180,8 @@ func propSharedUnique(p *pt, r *runner) {
 }
 
 // propTriggers (P57): a trigger (PostgreSQL: a rule) copying a tenant's
-// rows into another tenant's table is refused at Open.
+// rows into another tenant's table is refused at Open; on PostgreSQL a
+// temporary table of the same name as a tenant table shadows nothing.
 func propTriggers(p *pt, r *runner) {
 	trigger := `CREATE TRIGGER g57_leak AFTER INSERT ON g57_notes BEGIN INSERT INTO g57_inbox (id, hotel_id, body) VALUES (NEW.id, 2, NEW.body); END`
 	switch r.engine {
@@ -211,7 +214,60 @@ func propTriggers(p *pt, r *runner) {
 	if _, err := f.open(def(nil)); !errors.Is(err, guardedsql.ErrTrigger) || !strings.Contains(err.Error(), "g57_leak on g57_notes") {
 		p.Errorf("trigger g57_leak on g57_notes, copying every note into another tenant's inbox, accepted at Open (err %v)", err)
 	}
-	if _, err := f.open(def(map[string]string{"g57_leak": "conformance control"})); err != nil {
-		p.Errorf("control: acknowledged trigger refused: %v", err)
+	acked := def(map[string]string{"g57_leak": "conformance control"})
+	if _, err := f.open(acked); err != nil {
+		p.Fatalf("control: acknowledged trigger refused: %v", err)
 	}
+	if r.engine == Postgres {
+		pgTempShadow(p, r, f, acked)
+	}
+}
+
+// pgTempShadow: on a one-connection pool, a temporary g57_inbox created
+// by raw SQL with a planted row neither serves a guarded read nor receives
+// a guarded insert.
+func pgTempShadow(p *pt, r *runner, f *gapFixture, sch *builder.Schema) {
+	pool, err := r.sc.appPool(p.ctx, 1)
+	if err != nil {
+		p.Fatalf("one-connection pool: %v", err)
+	}
+	defer pool.Close()
+	db, err := postgres.New(p.ctx, pool, sch, guardedsql.Options{RLSKey: r.sc.rlsKey})
+	if err != nil {
+		p.Fatalf("open on a one-connection pool: %v", err)
+	}
+	defer db.Close()
+	// The scratch database withholds TEMPORARY from the app role (a
+	// deployment may too); the attack needs it, so it is lent here.
+	grant := `GRANT TEMPORARY ON DATABASE ` + Postgres.quote(r.sc.dbName) + ` TO ` + Postgres.quote(r.sc.appRole)
+	if _, err := r.sc.owner.ExecContext(p.ctx, grant); err != nil {
+		p.Fatalf("%s: %v", grant, err)
+	}
+	defer func() {
+		_, _ = r.sc.owner.ExecContext(context.Background(), `REVOKE TEMPORARY ON DATABASE `+Postgres.quote(r.sc.dbName)+` FROM `+Postgres.quote(r.sc.appRole))
+	}()
+	for _, q := range []string{
+		`CREATE TEMP TABLE g57_inbox (id bigint PRIMARY KEY, hotel_id bigint NOT NULL, body text NOT NULL)`,
+		`INSERT INTO g57_inbox VALUES (900, 1, 'planted')`,
+	} {
+		if _, err := pool.Exec(p.ctx, q); err != nil {
+			p.Fatalf("raw SQL as the app role: %s: %v", q, err)
+		}
+	}
+	acme := gapCtx(p, chainGrant("acme"))
+	inbox := sch.Table("g57_inbox")
+	if got := strs(p, db, acme, builder.Must(builder.Select(inbox.Col("body")).From(inbox).Build())); slices.Contains(got, "planted") {
+		p.Errorf("a temporary g57_inbox on the pooled connection shadowed the table: the guarded read served its planted row %v", got)
+	}
+	if _, err := db.Exec(acme, builder.Must(builder.InsertInto(inbox).Columns("id", "hotel_id", "body").Values(901, 1, "sent").Build())); err != nil {
+		p.Errorf("guarded insert into g57_inbox: %v", err)
+	}
+	var temp int
+	if err := pool.QueryRow(p.ctx, `SELECT count(*) FROM pg_temp.g57_inbox WHERE id = 901`).Scan(&temp); err != nil {
+		p.Fatalf("reading the temporary table: %v", err)
+	}
+	if real := f.count(`SELECT COUNT(*) FROM g57_inbox WHERE id = 901`); temp != 0 || real != 1 {
+		p.Errorf("the guarded insert went to the temporary g57_inbox (temporary %d, real %d)", temp, real)
+	}
+	f.exec(`DELETE FROM g57_inbox WHERE id = 901`)
 }
