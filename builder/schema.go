@@ -100,7 +100,8 @@ type TableDef struct {
 	// guardedsql's Open refuses it unacknowledged (ErrSharedUnique), and
 	// upserts whose conflict target is one are refused even when it is
 	// acknowledged. Primary keys are reported (DB.UniqueOracles), not
-	// refused.
+	// refused; acknowledging one (a database-generated id) only records
+	// the reason and lowers its start-up log line to debug level.
 	SharedUnique map[string]string
 	// Triggers acknowledges triggers (on PostgreSQL also rules) on this
 	// table, by name, with why they cannot move rows between tenants: a

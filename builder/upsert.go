@@ -102,10 +102,13 @@ func (b InsertBuilder) buildWrites(s *sqlast.Insert) error {
 			return invalid("INSERT into %s: conflict column %s is not among Columns", t.Name, c)
 		}
 	}
-	if why, shared := sharedKey(t, on.target); shared && !guardfault.Off(guardfault.SharedUnique) {
+	if why, shared := sharedKey(t, on.target); shared && !samePK(t, on.target) && !guardfault.Off(guardfault.SharedUnique) {
 		// Invariant: an upsert never resolves a conflict with another
-		// tenant's row on a key all tenants share, whose outcome (insert,
-		// update or ErrNotFound) would reveal that tenant's value.
+		// tenant's row on a unique key all tenants share, whose outcome
+		// (insert, update or ErrNotFound) would reveal that tenant's
+		// value. The primary key is the exception: a conflict there is
+		// the ErrNotFound of any write under a foreign row (an
+		// acknowledged generated id reveals only that it was drawn).
 		return invalid("INSERT into %s: OnConflict(%s) is a unique key shared across tenants (%s); upsert on a key with the tenant column",
 			t.Name, strings.Join(on.target, ", "), why)
 	}
@@ -168,4 +171,17 @@ func sharedKey(t *sqlast.Table, cols []string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// samePK reports whether cols are, as a set, t's primary key.
+func samePK(t *sqlast.Table, cols []string) bool {
+	if len(t.PK) != len(cols) {
+		return false
+	}
+	for _, c := range t.PK {
+		if !slices.Contains(cols, c) {
+			return false
+		}
+	}
+	return true
 }
