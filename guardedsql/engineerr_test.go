@@ -190,7 +190,7 @@ func TestUniqueOraclesReported(t *testing.T) {
 			}
 		}
 		logs := &bytes.Buffer{}
-		logger := slog.New(slog.NewTextHandler(logs, nil))
+		logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})) // acknowledged keys log at debug
 		open := func(sch *builder.Schema) (*guardedsql.DB, error) {
 			switch e.name {
 			case "sqlite":
