@@ -81,6 +81,33 @@ type TableDef struct {
 	// Parent names a column of the foreign key through which the table
 	// reaches its scope (rooms: "hotel_id").
 	Parent string
+
+	// (h5-catalog) Acknowledgements of what guardedsql's start-up catalog
+	// check refuses. Each maps what is acknowledged to the reason, which
+	// must not be empty.
+
+	// GlobalWritable, on a Global table, lets guarded code write it and
+	// says why every tenant may change rows all tenants read (a shared
+	// counter, a cache). Without it a global table is read-only: the guard
+	// refuses INSERT, UPDATE and DELETE with guard's ErrReadOnly, and
+	// guardedsql's AppGrantDDL grants the application role SELECT only.
+	GlobalWritable string
+	// SharedUnique acknowledges unique keys of a tenant-bound table that
+	// lack its tenant column: the key's columns joined by "," in key order
+	// ("email", "code,valid_from") map to what a conflict reveals ("that
+	// some tenant registered this e-mail address"). Such a key answers an
+	// insert differently when another tenant holds the value, so
+	// guardedsql's Open refuses it unacknowledged (ErrSharedUnique), and
+	// upserts whose conflict target is one are refused even when it is
+	// acknowledged. Primary keys are reported (DB.UniqueOracles), not
+	// refused; acknowledging one (a database-generated id) only records
+	// the reason and lowers its start-up log line to debug level.
+	SharedUnique map[string]string
+	// Triggers acknowledges triggers (on PostgreSQL also rules) on this
+	// table, by name, with why they cannot move rows between tenants: a
+	// trigger runs with no tenant predicate, so guardedsql's Open refuses
+	// one it is not told about (ErrTrigger).
+	Triggers map[string]string
 }
 
 // SchemaDef declares the levels and tables of a schema. Levels are listed
@@ -157,6 +184,9 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 			return nil, schemaErr("table %q has a GlobalReason but is not Global", td.Name)
 		}
 		t.GlobalReason = td.GlobalReason
+		if err := ackFields(t, td); err != nil {
+			return nil, err
+		}
 		t.Types = maps.Clone(td.Types)
 		for c := range td.Types {
 			if !t.HasColumn(c) {
@@ -529,6 +559,15 @@ type Tenancy struct {
 	// Ignore lists tables left out of the schema (migration bookkeeping and
 	// the like); the builder cannot reference them at all.
 	Ignore []string
+
+	// (h5-catalog) The acknowledgements of TableDef, by table name.
+
+	// GlobalWritable maps a table of Global to TableDef.GlobalWritable.
+	GlobalWritable map[string]string
+	// SharedUnique maps a table to TableDef.SharedUnique.
+	SharedUnique map[string]map[string]string
+	// Triggers maps a table to TableDef.Triggers.
+	Triggers map[string]map[string]string
 }
 
 // Apply returns a SchemaDef made of the catalog's tables (typically from
@@ -547,6 +586,9 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 		td.Parent = ""
 		td.Global = slices.Contains(t.Global, td.Name)
 		td.GlobalReason = t.GlobalReasons[td.Name]
+		td.GlobalWritable = t.GlobalWritable[td.Name]
+		td.SharedUnique = maps.Clone(t.SharedUnique[td.Name])
+		td.Triggers = maps.Clone(t.Triggers[td.Name])
 		byName[td.Name] = len(def.Tables)
 		def.Tables = append(def.Tables, td)
 	}
@@ -571,6 +613,13 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 			return SchemaDef{}, schemaErr("tenancy gives a global reason for %q, which it does not list as Global", g)
 		}
 	}
+	for _, m := range []map[string]string{t.GlobalWritable, keysOf(t.SharedUnique), keysOf(t.Triggers)} {
+		for tn := range m {
+			if _, ok := byName[tn]; !ok {
+				return SchemaDef{}, schemaErr("tenancy acknowledges something of %q, which the catalog lacks", tn)
+			}
+		}
+	}
 	for tc, lvl := range t.LevelColumns {
 		tn, cn, ok := strings.Cut(tc, ".")
 		i, found := byName[tn]
@@ -593,4 +642,43 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 		def.Tables[i].Parent = col
 	}
 	return def, nil
+}
+
+// keysOf returns the keys of m as a set (map to "").
+func keysOf[V any](m map[string]V) map[string]string {
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = ""
+	}
+	return out
+}
+
+// ackFields validates and copies the acknowledgements of td (h5-catalog)
+// into t.
+func ackFields(t *sqlast.Table, td TableDef) error {
+	if td.GlobalWritable != "" && !td.Global {
+		return schemaErr("table %q has GlobalWritable but is not Global", td.Name)
+	}
+	if td.GlobalWritable != "" && td.GlobalReason != "" {
+		return schemaErr("global table %q looks tenant-bound (it has a GlobalReason) and cannot be GlobalWritable", td.Name)
+	}
+	t.GlobalWritable = td.GlobalWritable
+	for k, why := range td.SharedUnique {
+		if strings.TrimSpace(why) == "" {
+			return schemaErr("table %q: SharedUnique[%q] needs a reason (what a conflict reveals)", td.Name, k)
+		}
+		for _, c := range strings.Split(k, ",") {
+			if !t.HasColumn(c) {
+				return schemaErr("table %q: SharedUnique[%q]: %q is not a column (write the key's columns joined by \",\")", td.Name, k, c)
+			}
+		}
+	}
+	t.SharedUnique = maps.Clone(td.SharedUnique)
+	for name, why := range td.Triggers {
+		if strings.TrimSpace(why) == "" {
+			return schemaErr("table %q: Triggers[%q] needs a reason", td.Name, name)
+		}
+	}
+	t.Triggers = maps.Clone(td.Triggers)
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -101,6 +102,16 @@ func (b InsertBuilder) buildWrites(s *sqlast.Insert) error {
 			return invalid("INSERT into %s: conflict column %s is not among Columns", t.Name, c)
 		}
 	}
+	if why, shared := sharedKey(t, on.target); shared && !samePK(t, on.target) && !guardfault.Off(guardfault.SharedUnique) {
+		// Invariant: an upsert never resolves a conflict with another
+		// tenant's row on a unique key all tenants share, whose outcome
+		// (insert, update or ErrNotFound) would reveal that tenant's
+		// value. The primary key is the exception: a conflict there is
+		// the ErrNotFound of any write under a foreign row (an
+		// acknowledged generated id reveals only that it was drawn).
+		return invalid("INSERT into %s: OnConflict(%s) is a unique key shared across tenants (%s); upsert on a key with the tenant column",
+			t.Name, strings.Join(on.target, ", "), why)
+	}
 	u := &sqlast.Upsert{Target: slices.Clone(on.target), Nothing: on.nothing}
 	if !on.nothing {
 		if len(on.update) == 0 {
@@ -140,4 +151,37 @@ func isExactKey(t *sqlast.Table, cols []string) bool {
 		return true
 	}
 	return same(t.PK) || slices.ContainsFunc(t.Unique, same)
+}
+
+// sharedKey returns the reason t's declaration gives for cols being a
+// unique key shared across tenants (TableDef.SharedUnique), compared as
+// sets of column names.
+func sharedKey(t *sqlast.Table, cols []string) (string, bool) {
+	for k, why := range t.SharedUnique {
+		key := strings.Split(k, ",")
+		if len(key) != len(cols) {
+			continue
+		}
+		all := true
+		for _, c := range key {
+			all = all && slices.ContainsFunc(cols, func(x string) bool { return strings.EqualFold(x, strings.TrimSpace(c)) })
+		}
+		if all {
+			return why, true
+		}
+	}
+	return "", false
+}
+
+// samePK reports whether cols are, as a set, t's primary key.
+func samePK(t *sqlast.Table, cols []string) bool {
+	if len(t.PK) != len(cols) {
+		return false
+	}
+	for _, c := range t.PK {
+		if !slices.Contains(cols, c) {
+			return false
+		}
+	}
+	return true
 }

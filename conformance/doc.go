@@ -257,4 +257,9 @@
 //	PostgreSQL: verifying function ignores the MAC   17 35
 //	PostgreSQL: re-check off (no-recheck)            37
 //	PostgreSQL: abandoned re-check recorded (recheck_interrupt) 48
+//	undeclared FKs between tenant tables (undeclared_fk) 54
+//	global tables read-only (global_read_only)       55
+//	shared unique keys refused (shared_unique)       56
+//	triggers and rules refused (triggers)            57
+//	PostgreSQL: search_path pinned (search_path)     57
 package conformance

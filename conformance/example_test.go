@@ -146,4 +146,8 @@ func ExampleProperties() {
 	// P46_narrow_never_widens     A narrowing selector never widens
 	// P47_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
 	// P48_abandoned_recheck       An abandoned call never stops other tenants
+	// P54_undeclared_fk           Undeclared foreign key between tenant tables refused at Open
+	// P55_global_read_only        Global tables are read-only unless declared writable
+	// P56_shared_unique           Unique keys shared across tenants refused unless acknowledged
+	// P57_triggers                Triggers and rules on tenant tables refused at Open
 }

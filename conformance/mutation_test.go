@@ -308,6 +308,11 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.RecheckInterrupt), disable(guardfault.RecheckInterrupt), []int{48}},
 		{string(guardfault.KeyedWrites), disable(guardfault.KeyedWrites), []int{49}},
 		{string(guardfault.GuardFirst), disable(guardfault.GuardFirst), []int{50}},
+		{string(guardfault.UndeclaredFK), disable(guardfault.UndeclaredFK), []int{54}},
+		{string(guardfault.GlobalReadOnly), disable(guardfault.GlobalReadOnly), []int{55}},
+		{string(guardfault.SharedUnique), disable(guardfault.SharedUnique), []int{56}},
+		{string(guardfault.Triggers), disable(guardfault.Triggers), []int{57}},
+		{string(guardfault.SearchPath), disable(guardfault.SearchPath), []int{57}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
@@ -320,6 +325,10 @@ func mutationCheck(t *testing.T, dsn string) {
 		// conflicting row on its own: removing the guard's check there
 		// must change nothing.
 		if gf.kind == string(guardfault.UpsertConflict) && r.engine == Postgres {
+			must = nil
+		}
+		// Only PostgreSQL resolves table names through pg_temp.
+		if gf.kind == string(guardfault.SearchPath) && r.engine != Postgres {
 			must = nil
 		}
 		// Only PostgreSQL re-checks its row-level security while serving.

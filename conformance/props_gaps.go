@@ -294,7 +294,7 @@ func propTyped(p *pt, r *runner) {
 	sch, err := builder.NewSchema(builder.SchemaDef{
 		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
 		Tables: []builder.TableDef{
-			{Name: "g29_hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Unique: [][]string{{"code"}},
+			{Name: "g29_hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Unique: [][]string{{"code"}}, SharedUnique: map[string]string{"code": "hotel codes are public; a conflict reveals that some chain uses one"},
 				Types: map[string]string{"id": "BIGINT", "code": "TEXT"}, Levels: map[string]string{"chain_id": "chain"}},
 			{Name: "g29_rooms", Columns: []string{"id", "hotel_code"}, PrimaryKey: []string{"id"},
 				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_code"}, RefTable: "g29_hotels", RefColumns: []string{"code"}}}},

@@ -45,6 +45,25 @@ var (
 	// COLLATE NOCASE or RTRIM, a PostgreSQL nondeterministic collation),
 	// so tenant "ACME" would match tenant "acme".
 	ErrCollation = fmt.Errorf("%w: tenant key column does not compare byte-exactly", ErrCatalog)
+	// ErrUndeclaredFK: the database has a foreign key from a tenant-bound
+	// table of the graph to a tenant-bound table (or a table owned by
+	// reference) that the graph does not declare. The guard checks only
+	// declared foreign keys on writes, so a tenant could make its row
+	// point at another tenant's row through this one. Declare it in
+	// TableDef.ForeignKeys: as the Parent, as a consistency path, or with
+	// ForeignKey.Unchecked set to why it need not be checked.
+	ErrUndeclaredFK = fmt.Errorf("%w: foreign key between tenant-bound tables not declared", ErrCatalog)
+	// ErrSharedUnique: a unique key (other than the primary key) of a
+	// tenant-bound table lacks the table's tenant column, and
+	// TableDef.SharedUnique does not acknowledge it. An insert answers
+	// ErrConflict when another tenant holds the value and succeeds
+	// otherwise: the key reveals other tenants' values.
+	ErrSharedUnique = fmt.Errorf("%w: unique key shared across tenants", ErrCatalog)
+	// ErrTrigger: a table of the graph has a trigger (on PostgreSQL also a
+	// rewrite rule) that TableDef.Triggers does not acknowledge. A trigger
+	// runs with no tenant predicate and can copy or move rows from one
+	// tenant to another behind the guard.
+	ErrTrigger = fmt.Errorf("%w: trigger or rule on a table of the graph", ErrCatalog)
 )
 
 // CatalogReport is what CheckCatalog found that does not stop Open.
@@ -82,7 +101,14 @@ func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 
 //   - level columns and the columns of those foreign keys compare byte for
 //     byte (no NOCASE/RTRIM collation on SQLite, no nondeterministic
 //     collation on PostgreSQL; MySQL compares level ids as binary strings
-//     anyway).
+//     anyway);
+//   - every foreign key of the database between two tenant-bound tables
+//     of the graph is declared in the graph ([ErrUndeclaredFK]);
+//   - every unique key of a tenant-bound table other than its primary key
+//     includes its tenant column or is acknowledged in
+//     TableDef.SharedUnique ([ErrSharedUnique]);
+//   - no table of the graph has a trigger or rule that TableDef.Triggers
+//     does not acknowledge ([ErrTrigger]).
 //
 // Open, NewSQLite, postgres.New and NewMySQL run it and refuse to start on
 // an error, logging the report's unlisted tables as a warning (Options.Logger).
@@ -143,6 +169,23 @@ func checkCatalog(ctx context.Context, q dialect.Querier, d dialect.Dialect, g *
 		for _, c := range inexact {
 			errs = append(errs, fmt.Errorf("%w: %s; give the column a binary collation", ErrCollation, c))
 		}
+	}
+	if !guardfault.Off(guardfault.UndeclaredFK) {
+		errs = append(errs, undeclaredFKs(g, defs, cat)...)
+	}
+	if !guardfault.Off(guardfault.SharedUnique) {
+		uerrs, err := sharedUniques(ctx, q, d, g)
+		if err != nil {
+			return CatalogReport{}, err
+		}
+		errs = append(errs, uerrs...)
+	}
+	if !guardfault.Off(guardfault.Triggers) {
+		terrs, err := unacknowledgedTriggers(ctx, q, d, g)
+		if err != nil {
+			return CatalogReport{}, err
+		}
+		errs = append(errs, terrs...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return CatalogReport{}, err

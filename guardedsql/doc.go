@@ -410,9 +410,25 @@
 //     ids its own columns name, never by another tenant's grant.
 //   - A unique key shared by all tenants (one that does not include the
 //     table's tenant path column) reveals that a value exists elsewhere:
-//     the insert fails with ErrConflict. Open and the New functions report
-//     such keys (DB.UniqueOracles, and the log); make them per tenant, or
+//     the insert fails with ErrConflict, on every engine. Open refuses
+//     such a key (ErrSharedUnique) unless TableDef.SharedUnique
+//     acknowledges it with what it reveals, and builder refuses upserts
+//     whose conflict target is one. Primary keys are reported, not
+//     refused (DB.UniqueOracles, and the log): make them per tenant, or
 //     let the database generate the values.
+//   - Open also refuses a foreign key of the database between tenant
+//     tables that the graph does not declare (ErrUndeclaredFK), and a
+//     trigger or (PostgreSQL) rule on a table of the graph that
+//     TableDef.Triggers does not acknowledge (ErrTrigger): both move or
+//     reference rows without the guard's predicates. MySQL lists a trigger
+//     only to a role with the TRIGGER privilege on its table, so open as
+//     a role that sees them. On PostgreSQL every guarded transaction pins
+//     search_path (the connection's schemas, pg_temp last), so a temporary
+//     table created by raw SQL on a pooled connection never shadows a
+//     graph table.
+//   - Global tables are read-only through the guard (ErrReadOnly) and
+//     AppGrantDDL grants them SELECT only, unless TableDef.GlobalWritable
+//     says why every tenant may write one.
 //   - Columns an INSERT omits are not checked: a database DEFAULT that
 //     points at another tenant's row would not be caught.
 package guardedsql

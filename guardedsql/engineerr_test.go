@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -193,17 +194,20 @@ func TestUniqueOraclesReported(t *testing.T) {
 			}
 		}
 		logs := &bytes.Buffer{}
-		logger := slog.New(slog.NewTextHandler(logs, nil))
-		var db *guardedsql.DB
-		var err error
-		switch e.name {
-		case "sqlite":
-			db, err = guardedsql.NewSQLite(ctx, h.raw, h.sch, guardedsql.Options{Logger: logger})
-		case "mysql":
-			db, err = guardedsql.NewMySQL(ctx, h.raw, h.sch, guardedsql.Options{Logger: logger})
-		case "postgres":
+		logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})) // acknowledged keys log at debug
+		open := func(sch *builder.Schema) (*guardedsql.DB, error) {
+			switch e.name {
+			case "sqlite":
+				return guardedsql.NewSQLite(ctx, h.raw, sch, guardedsql.Options{Logger: logger})
+			case "mysql":
+				return guardedsql.NewMySQL(ctx, h.raw, sch, guardedsql.Options{Logger: logger})
+			}
 			t.Skip("covered by TestPostgresUniqueOracles (needs the app role)")
+			return nil, nil
 		}
+		_, err := open(h.sch)
+		checkSharedUniqueRefused(t, err)
+		db, err := open(oracleAckedSchema())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,6 +221,32 @@ var oracleIndexes = []string{
 	`CREATE UNIQUE INDEX payments_method ON payments (method, id)`,
 	`CREATE UNIQUE INDEX guests_chain_id ON guests (chain_id, id)`,
 	`CREATE UNIQUE INDEX countries_name ON countries (name)`,
+}
+
+// oracleAckedSchema is hotelDef with payments' unique key (method, id) of
+// oracleIndexes acknowledged as shared.
+func oracleAckedSchema() *builder.Schema {
+	def := hotelDef
+	def.Tables = slices.Clone(hotelDef.Tables)
+	for i := range def.Tables {
+		if def.Tables[i].Name == "payments" {
+			def.Tables[i].SharedUnique = map[string]string{"method,id": "whether a payment id exists (ids are drawn from one sequence)"}
+		}
+	}
+	return builder.MustSchema(def)
+}
+
+// checkSharedUniqueRefused: Open refused the unacknowledged shared key of
+// oracleIndexes, naming its table and columns, and only that one.
+func checkSharedUniqueRefused(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, guardedsql.ErrSharedUnique) || !errors.Is(err, guardedsql.ErrCatalog) ||
+		!strings.Contains(err.Error(), "payments unique key") || !strings.Contains(err.Error(), "(method,id)") {
+		t.Fatalf("Open with an unacknowledged payments (method, id): err = %v, want ErrSharedUnique naming it", err)
+	}
+	if strings.Contains(err.Error(), "guests") || strings.Contains(err.Error(), "countries") {
+		t.Errorf("a key with the tenant column, or of a global table, refused: %v", err)
+	}
 }
 
 func checkOracles(t *testing.T, got []guardedsql.UniqueOracle, logs string) {

@@ -190,10 +190,15 @@ func codesDDL(engine string, unique bool) []string {
 		`INSERT INTO rooms VALUES (10, 'acme-p', 'acme room'), (11, 'globex-p', 'globex room'), (12, 'acme-p', 'acme room 2')`)
 }
 
+// codeShared acknowledges the hotel codes' unique key, which has no
+// tenant column.
+var codeShared = map[string]string{"code": "a hotel code is public; a conflict reveals that some chain uses it"}
+
 func codesDef(unique bool) builder.SchemaDef {
 	hotels := builder.TableDef{Name: "hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}}
 	if unique {
 		hotels.Unique = [][]string{{"code"}}
+		hotels.SharedUnique = codeShared
 	}
 	return builder.SchemaDef{
 		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
@@ -463,7 +468,7 @@ func typedDef(roomTypes bool) *builder.Schema {
 	return builder.MustSchema(builder.SchemaDef{
 		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
 		Tables: []builder.TableDef{
-			{Name: "hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Unique: [][]string{{"code"}},
+			{Name: "hotels", Columns: []string{"id", "chain_id", "code"}, PrimaryKey: []string{"id"}, Unique: [][]string{{"code"}}, SharedUnique: codeShared,
 				Types: map[string]string{"id": "BIGINT", "chain_id": "TEXT", "code": "TEXT"}, Levels: map[string]string{"chain_id": "chain"}},
 			rooms,
 		},

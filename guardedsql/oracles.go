@@ -16,13 +16,19 @@ import (
 // parent). Such a key is shared by all tenants, so an insert that
 // collides with another tenant's row fails with ErrConflict: it reveals
 // that the value exists elsewhere. Make the key per tenant by adding the
-// tenant path column, or let the database generate the values (a primary
-// key nobody supplies reveals nothing).
+// tenant path column, or let the database generate the values and
+// acknowledge the key in TableDef.SharedUnique (a generated id reveals
+// only that it was drawn, which every tenant that inserts learns anyway).
+// Open refuses unacknowledged keys other than primary keys
+// (ErrSharedUnique).
 type UniqueOracle struct {
 	Table, Name string
 	Columns     []string
 	// Primary is true for the primary key.
 	Primary bool
+	// Reason is the acknowledgement of TableDef.SharedUnique for the key
+	// (what a conflict reveals), or empty.
+	Reason string
 }
 
 // UniqueOracles returns the unique keys that are existence oracles, as
@@ -65,14 +71,22 @@ func findUniqueOracles(ctx context.Context, d dialect.Dialect, q dialect.Querier
 			continue
 		}
 		o := UniqueOracle{Table: k.Table, Name: k.Name, Columns: k.Columns, Primary: k.Primary}
+		o.Reason, _ = sharedAck(t, k.Columns)
 		out = append(out, o)
 		if log != nil {
+			// An acknowledged key is the schema's stated decision: logged
+			// at debug level with its reason. Otherwise a primary key is
+			// info, any other key (Open refuses those) a warning.
 			lvl := slog.LevelWarn
-			if o.Primary {
+			switch {
+			case o.Reason != "":
+				lvl = slog.LevelDebug
+			case o.Primary:
 				lvl = slog.LevelInfo
 			}
 			log.LogAttrs(ctx, lvl, "guardedsql: unique key without the tenant column reveals other tenants' values (ErrConflict)",
-				slog.String("table", o.Table), slog.String("key", o.Name), slog.String("columns", strings.Join(o.Columns, ",")), slog.Bool("primary", o.Primary))
+				slog.String("table", o.Table), slog.String("key", o.Name), slog.String("columns", strings.Join(o.Columns, ",")), slog.Bool("primary", o.Primary),
+				slog.String("acknowledged", o.Reason))
 		}
 	}
 	return out

@@ -82,6 +82,13 @@ func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, c con
 	if err := d.Check(ctx, p, g); err != nil {
 		return nil, err
 	}
+	// Invariant (issue 25 §6): a guarded statement's unqualified table
+	// names resolve in the schemas checked here, never in pg_temp first.
+	sp, err := postgres.SearchPathFor(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	d.SearchPath = sp
 	m := newRLSMonitor(func(ctx context.Context, q dialect.Querier) error { return d.Check(ctx, q, g) }, p, &c)
 	if nc, ok := p.(postgres.NewConnChecker); ok {
 		nc.SetNewConnCheck(m.connCheck)

@@ -9,14 +9,19 @@ import (
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
 // AppGrantDDL returns the statements that give role — the PostgreSQL
 // application role guardedsql connects as — exactly the privileges it
 // needs on sch and nothing more: USAGE on the schemas holding sch's
-// tables, SELECT, INSERT, UPDATE and DELETE on those tables (no other
-// table of the database), and USAGE and SELECT on the sequences that feed
-// their identity or serial columns. It never grants ownership, TRUNCATE,
+// tables, SELECT, INSERT, UPDATE and DELETE on its tenant-bound tables and
+// on the global tables declared writable (TableDef.GlobalWritable), SELECT
+// only on the other global tables (no other table of the database), and
+// USAGE and SELECT on the sequences that feed their identity or serial
+// columns. A global table has no row-level security, so write rights on it
+// would let leaked application credentials rewrite what every tenant reads. It never grants ownership, TRUNCATE,
 // REFERENCES or TRIGGER, and never touches tables outside the graph, so a
 // table the application must not read (such as a key table) stays out of
 // reach. Run them as the tables' owner or a superuser, after the tables
@@ -33,30 +38,44 @@ func AppGrantDDL(sch *builder.Schema, role string) ([]string, error) {
 		return nil, fmt.Errorf("%w: application role name must be 1-63 bytes, not PUBLIC", ErrInvalid)
 	}
 	r := quoteIdent(role)
+	g, _ := sqlast.SchemaOf(sch)
 	tables := sch.TableNames()
-	quoted := make([]string, len(tables))
+	var writable, readOnly []string
 	literals := make([]string, len(tables))
 	for i, t := range tables {
-		quoted[i] = quoteIdent(t)
-		literals[i] = "'" + strings.ReplaceAll(quoted[i], "'", "''") + "'"
+		q := quoteIdent(t)
+		literals[i] = "'" + strings.ReplaceAll(q, "'", "''") + "'"
+		if tb := g.Tables[t]; tb.Global && tb.GlobalWritable == "" && !guardfault.Off(guardfault.GlobalReadOnly) {
+			readOnly = append(readOnly, q)
+		} else {
+			writable = append(writable, q)
+		}
 	}
 	list := "ARRAY[" + strings.Join(literals, ", ") + "]::regclass[]"
-	return []string{
+	var grants []string
+	if len(writable) > 0 {
+		grants = append(grants, "GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "+strings.Join(writable, ", ")+" TO "+r)
+	}
+	if len(readOnly) > 0 {
+		// Revoked first: a grant is additive, and GrantApp may run again
+		// after a table stopped being writable.
+		grants = append(grants, "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON TABLE "+strings.Join(readOnly, ", ")+" FROM "+r,
+			"GRANT SELECT ON TABLE "+strings.Join(readOnly, ", ")+" TO "+r)
+	}
+	return append(append([]string{
 		// Schemas first: a table privilege is useless without USAGE on its schema.
 		`DO $grant$ DECLARE n name; BEGIN
   FOR n IN SELECT DISTINCT c.relnamespace::regnamespace::name FROM pg_catalog.pg_class c WHERE c.oid = ANY (` + list + `) LOOP
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', n, ` + quoteLiteral(r) + `);
   END LOOP;
-END $grant$`,
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE " + strings.Join(quoted, ", ") + " TO " + r,
+END $grant$`}, grants...),
 		// Sequences owned by the graph's columns (serial, identity).
 		`DO $grant$ DECLARE s regclass; BEGIN
   FOR s IN SELECT d.objid::regclass FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'S'
-           WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refobjid = ANY (` + list + `) AND d.deptype IN ('a', 'i') LOOP
-    EXECUTE pg_catalog.format('GRANT USAGE, SELECT ON SEQUENCE %s TO %s', s, ` + quoteLiteral(r) + `);
+           WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.refobjid = ANY (`+list+`) AND d.deptype IN ('a', 'i') LOOP
+    EXECUTE pg_catalog.format('GRANT USAGE, SELECT ON SEQUENCE %s TO %s', s, `+quoteLiteral(r)+`);
   END LOOP;
-END $grant$`,
-	}, nil
+END $grant$`), nil
 }
 
 // grantApp runs [AppGrantDDL] in one transaction begun by admin (package

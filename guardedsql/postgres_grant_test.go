@@ -3,6 +3,7 @@ package guardedsql_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,5 +113,38 @@ func TestGrantApp(t *testing.T) {
 	}
 	if _, err := pool.Exec(ctx, `TRUNCATE chains`); err == nil {
 		t.Error("TRUNCATE was granted")
+	}
+	// Issue 25 §3: a global table is read-only for the application role
+	// unless declared writable.
+	if _, err := admin.Exec(ctx, `INSERT INTO countries VALUES ('FR', 'France')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM countries`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("read a global table: n=%d, %v", n, err)
+	}
+	for _, q := range []string{`UPDATE countries SET name = 'Hacked'`, `INSERT INTO countries VALUES ('XX', 'x')`, `DELETE FROM countries`} {
+		if _, err := pool.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("app role's raw %s on read-only global countries: %v, want permission denied", q, err)
+		}
+	}
+	def := hotelDef
+	def.Tables = slices.Clone(hotelDef.Tables)
+	for i := range def.Tables {
+		if def.Tables[i].Name == "countries" {
+			def.Tables[i].GlobalWritable = "test: country names are edited by every chain"
+		}
+	}
+	if err := postgres.GrantApp(ctx, admin, builder.MustSchema(def), app); err != nil {
+		t.Fatalf("GrantApp with countries writable: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE countries SET name = 'République française'`); err != nil {
+		t.Errorf("UPDATE of a global declared writable: %v", err)
+	}
+	// Back to read-only: GrantApp revokes what it granted before.
+	if err := postgres.GrantApp(ctx, admin, sch, app); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE countries SET name = 'France'`); err == nil {
+		t.Error("UPDATE of countries still allowed after it became read-only again")
 	}
 }

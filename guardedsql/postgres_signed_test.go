@@ -233,7 +233,9 @@ func TestPostgresUniqueOracles(t *testing.T) {
 		}
 	}
 	logs := &bytes.Buffer{}
-	db, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	_, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key})
+	checkSharedUniqueRefused(t, err)
+	db, err := postgres.New(ctx, h.app, oracleAckedSchema(), guardedsql.Options{RLSKey: h.key, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}

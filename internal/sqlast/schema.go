@@ -84,6 +84,18 @@ type Table struct {
 	// own tenant id rather than a reference to another tenant.
 	Identity string
 
+	// (h5-catalog) Acknowledgements of builder.TableDef, for the start-up
+	// catalog check and the guard.
+
+	// GlobalWritable, on a global table, is why guarded code may write it;
+	// empty: read-only.
+	GlobalWritable string
+	// SharedUnique maps a unique key lacking the tenant column ("a,b") to
+	// what a conflict on it reveals.
+	SharedUnique map[string]string
+	// Triggers maps an acknowledged trigger (or rule) name to its reason.
+	Triggers map[string]string
+
 	colSet map[string]struct{}
 }
 

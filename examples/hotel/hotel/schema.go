@@ -17,6 +17,12 @@ const (
 // data. A chain grant admits every hotel of the chain (hotels.chain_id); a
 // hotel grant only that hotel (hotels.id). Everything below hotels reaches
 // them through its parent foreign key, to any depth.
+//
+// The tables below hotels have database-generated ids, a primary key
+// without the tenant column: their declarations acknowledge it
+// (SharedUnique, generatedID), so start-up logs it at debug level only.
+// The schema has no other unique key, triggers or rules, and countries,
+// the one global table, is read-only.
 func SchemaDef() builder.SchemaDef {
 	return builder.SchemaDef{
 		Levels: []builder.Level{{Name: LevelChain, Key: builder.TextKey}, {Name: LevelHotel, Key: builder.TextKey}},
@@ -31,26 +37,36 @@ func SchemaDef() builder.SchemaDef {
 				},
 				Levels: map[string]string{"chain_id": LevelChain, "id": LevelHotel}},
 			{Name: "rooms", Columns: []string{"id", "hotel_id", "number", "kind", "capacity", "rate_cents"}, PrimaryKey: []string{"id"},
-				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "hotels"}},
-				Parent:      "hotel_id"},
+				ForeignKeys:  []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "hotels"}},
+				Parent:       "hotel_id",
+				SharedUnique: generatedID},
 			{Name: "guests", Columns: []string{"id", "hotel_id", "full_name", "email", "phone", "country_code"}, PrimaryKey: []string{"id"},
 				ForeignKeys: []builder.ForeignKey{
 					{Columns: []string{"hotel_id"}, RefTable: "hotels"},
 					{Columns: []string{"country_code"}, RefTable: "countries"},
 				},
-				Parent: "hotel_id"},
+				Parent:       "hotel_id",
+				SharedUnique: generatedID},
 			{Name: "bookings", Columns: []string{"id", "room_id", "guest_id", "check_in", "check_out", "status", "total_cents", "created_at"}, PrimaryKey: []string{"id"},
 				ForeignKeys: []builder.ForeignKey{
 					{Columns: []string{"room_id"}, RefTable: "rooms"},
 					{Columns: []string{"guest_id"}, RefTable: "guests"},
 				},
-				Parent: "room_id"},
+				Parent:       "room_id",
+				SharedUnique: generatedID},
 			{Name: "payments", Columns: []string{"id", "booking_id", "amount_cents", "method", "card_number", "paid_at"}, PrimaryKey: []string{"id"},
-				ForeignKeys: []builder.ForeignKey{{Columns: []string{"booking_id"}, RefTable: "bookings"}},
-				Parent:      "booking_id"},
+				ForeignKeys:  []builder.ForeignKey{{Columns: []string{"booking_id"}, RefTable: "bookings"}},
+				Parent:       "booking_id",
+				SharedUnique: generatedID},
 		},
 	}
 }
+
+// generatedID acknowledges a primary key "id" drawn by the database from
+// one sequence for all tenants: an insert naming an id another tenant's
+// row holds conflicts, which reveals only that the id was drawn and not
+// deleted. The example's tools never supply ids.
+var generatedID = map[string]string{"id": "ids come from one database sequence; a conflict reveals only that an id was drawn, not whose row holds it or any of its values"}
 
 // Schema is the validated hotel schema graph.
 var Schema = builder.MustSchema(SchemaDef())

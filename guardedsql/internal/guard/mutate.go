@@ -212,7 +212,10 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 	t := s.Ref.Table
 	r.seen[s.Ref] = true
 	if t.Global {
-		return Plan{}, fmt.Errorf("%w: INSERT into %s", ErrReadOnly, t.Name)
+		if !writableGlobal(t) || s.Upsert != nil || s.Returning != nil || s.Source != nil {
+			return Plan{}, fmt.Errorf("%w: INSERT into %s", ErrReadOnly, t.Name)
+		}
+		return r.globalInsert(s)
 	}
 	if s.Upsert != nil || s.Returning != nil || s.Source != nil {
 		return r.insertWrites(s)
@@ -248,7 +251,7 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 
 func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	t := s.Ref.Table
-	if t.Global {
+	if t.Global && (!writableGlobal(t) || s.Returning != nil) {
 		r.seen[s.Ref] = true
 		return Plan{}, fmt.Errorf("%w: UPDATE of %s", ErrReadOnly, t.Name)
 	}
@@ -281,7 +284,9 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 		return Plan{}, err
 	}
 	ub = ub.Where(paren(w))
-	ub = ub.Where(g)
+	if !g.IsZero() { // zero: a writable global table
+		ub = ub.Where(g)
+	}
 	checks, _, err := r.writeChecks(t, vals, false)
 	if err != nil {
 		return Plan{}, err
@@ -289,7 +294,7 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	for _, c := range checks {
 		ub = ub.Where(c)
 	}
-	if r.byKey() && len(t.PK) > 0 {
+	if r.byKey() && len(t.PK) > 0 && !g.IsZero() {
 		set, err := r.setClause(s)
 		if err != nil {
 			return Plan{}, err
@@ -315,7 +320,7 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 
 func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	t := s.Ref.Table
-	if t.Global {
+	if t.Global && (!writableGlobal(t) || s.Returning != nil) {
 		r.seen[s.Ref] = true
 		return Plan{}, fmt.Errorf("%w: DELETE from %s", ErrReadOnly, t.Name)
 	}
@@ -330,10 +335,13 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	if r.byKey() && len(t.PK) > 0 {
+	if r.byKey() && len(t.PK) > 0 && !g.IsZero() {
 		return r.keyedWrite(Delete, t, dialect.Frag{}, w, g, nil, s.Returning, s.ExpectOne) // keyed.go
 	}
-	db := sq.Delete(r.q(t.Name)).Where(paren(w)).Where(g)
+	db := sq.Delete(r.q(t.Name)).Where(paren(w))
+	if !g.IsZero() { // zero: a writable global table
+		db = db.Where(g)
+	}
 	if s.Returning != nil {
 		return r.deleteReturning(s, db, w, g)
 	}

@@ -154,3 +154,20 @@ func (Dialect) FKEnforced(ctx context.Context, q dialect.Querier) (bool, string,
 	}
 	return true, "", nil
 }
+
+var _ dialect.TriggerLister = Dialect{}
+
+// Triggers implements dialect.TriggerLister: the user triggers (not the
+// internal ones that enforce foreign keys) and the rewrite rules (not the
+// _RETURN rule of a view) of the current schema's tables, from pg_catalog,
+// so that the application role sees those of tables it does not own.
+func (Dialect) Triggers(ctx context.Context, q dialect.Querier) ([]dialect.Trigger, error) {
+	return dialect.CollectTriggers(ctx, q, `SELECT c.relname::text, t.tgname::text, 'trigger'
+FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+WHERE c.relnamespace = pg_catalog.to_regnamespace(current_schema()) AND NOT t.tgisinternal
+UNION ALL
+SELECT c.relname::text, r.rulename::text, 'rule'
+FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
+WHERE c.relnamespace = pg_catalog.to_regnamespace(current_schema()) AND r.rulename <> '_RETURN'
+ORDER BY 1, 2`)
+}

@@ -130,15 +130,19 @@ func (d Dialect) checkSigned(ctx context.Context, q dialect.Querier, user string
 
 const checkRoleSQL = `SELECT current_user::text, r.rolsuper, r.rolbypassrls FROM pg_catalog.pg_roles r WHERE r.rolname = current_user`
 
-// checkTablesSQL resolves the tables the way the guarded statements will (the
-// search_path) and reports, for each, its RLS flags and whether the
+// checkTablesSQL resolves the tables the way the guarded statements will
+// and reports, for each, its RLS flags and whether the
 // current role has the owner's privileges (owner or member of the owning
 // role), which is what makes PostgreSQL skip non-forced policies.
+// The tables are looked up in the current schema, where the catalog check
+// reads them and where guarded statements, whose search_path puts pg_temp
+// last, find them: an unqualified name would resolve to a temporary table
+// of the same name first (issue 25 §6).
 const checkTablesSQL = `SELECT t.name, coalesce(c.oid::int8, 0), coalesce(c.relkind::text, ''),
        coalesce(c.relrowsecurity, false), coalesce(c.relforcerowsecurity, false),
        coalesce(pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE'), false)
 FROM pg_catalog.unnest($1::text[]) AS t(name)
-LEFT JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(pg_catalog.quote_ident(t.name))
+LEFT JOIN pg_catalog.pg_class c ON c.oid = pg_catalog.to_regclass(pg_catalog.quote_ident(current_schema()) || '.' || pg_catalog.quote_ident(t.name))
 ORDER BY t.name`
 
 // checkPoliciesSQL lists every policy on those tables (by oid) with

@@ -103,6 +103,9 @@ type Dialect struct {
 	// Key signs the scope setting (see signed.go); Session fails without
 	// one.
 	Key *Key
+	// (h5-catalog) SearchPath, if set, is made the transaction-local
+	// search_path of every guarded transaction (see searchpath.go).
+	SearchPath string
 }
 
 var (
@@ -239,6 +242,9 @@ const SessionSQL = `SELECT set_config($1, $2, true), set_config('TimeZone', 'UTC
 // for this transaction (see signed.go), as the transaction-local setting.
 func (d Dialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope, doc string) error {
 	if err := d.Timeouts.session(ctx, tx); err != nil {
+		return err
+	}
+	if err := d.pinSearchPath(ctx, tx); err != nil {
 		return err
 	}
 	return d.session(ctx, tx, doc)

@@ -144,3 +144,12 @@ func ColumnCollations(create string) map[string]string {
 	}
 	return out
 }
+
+var _ dialect.TriggerLister = Dialect{}
+
+// Triggers implements dialect.TriggerLister from sqlite_schema (temporary
+// triggers of the connection included: sqlite_temp_schema).
+func (Dialect) Triggers(ctx context.Context, q dialect.Querier) ([]dialect.Trigger, error) {
+	return dialect.CollectTriggers(ctx, q, `SELECT tbl_name, name, 'trigger' FROM sqlite_schema WHERE type = 'trigger'
+UNION ALL SELECT tbl_name, name, 'trigger' FROM sqlite_temp_schema WHERE type = 'trigger' ORDER BY 1, 2`)
+}

@@ -1,0 +1,139 @@
+package guardedsql
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// tenantTarget reports whether t is a table a write of a tenant row may
+// only reference within the writer's scope: tenant-bound, or (once tables
+// owned by reference exist) owned by reference, which is not Global either.
+func tenantTarget(t *sqlast.Table) bool { return t != nil && !t.Global }
+
+// undeclaredFKs returns an ErrUndeclaredFK for every foreign key of the
+// catalog from a tenant-bound table of g to a tenant-bound table of g that
+// g does not declare (same referenced table and column pairs).
+//
+// Invariant: every enforced reference between tenant rows is one the
+// graph knows, so the guard's write checks (and this package's docs about
+// them) cover all of them.
+func undeclaredFKs(g *sqlast.Schema, defs []builder.TableDef, cat map[string]*builder.TableDef) []error {
+	var errs []error
+	for _, td := range defs {
+		from := g.Tables[graphName(g, td.Name)]
+		if !tenantTarget(from) {
+			continue // not in the graph, or global (ErrGlobalDrift's business)
+		}
+		for _, cf := range td.ForeignKeys {
+			to := g.Tables[graphName(g, cf.RefTable)]
+			if !tenantTarget(to) {
+				continue
+			}
+			if slices.ContainsFunc(from.FKs, func(fk *sqlast.FK) bool { return sameFK(fk, cf, cat) }) {
+				continue
+			}
+			ref := cf.RefColumns
+			if len(ref) == 0 {
+				ref = to.PK
+			}
+			errs = append(errs, fmt.Errorf("%w: the database has %s(%s) -> %s(%s), the graph does not; declare it in %s's ForeignKeys "+
+				"(as its Parent, as a consistency path checked on every write, or with Unchecked set to the reason it need not be checked)",
+				ErrUndeclaredFK, from.Name, strings.Join(cf.Columns, ","), to.Name, strings.Join(ref, ","), from.Name))
+		}
+	}
+	return errs
+}
+
+// keyID normalises a unique key's columns for comparison with the keys of
+// TableDef.SharedUnique: lower case, sorted, joined by ",".
+func keyID(cols []string) string {
+	c := make([]string, len(cols))
+	for i, x := range cols {
+		c[i] = strings.ToLower(strings.TrimSpace(x))
+	}
+	slices.Sort(c)
+	return strings.Join(c, ",")
+}
+
+// sharedAck returns the reason t gives for its unique key cols, if any.
+func sharedAck(t *sqlast.Table, cols []string) (string, bool) {
+	id := keyID(cols)
+	for k, why := range t.SharedUnique {
+		if keyID(strings.Split(k, ",")) == id {
+			return why, true
+		}
+	}
+	return "", false
+}
+
+// sharedUniques returns an ErrSharedUnique for every unique key of the
+// catalog, other than a primary key, on a tenant-bound table of g that
+// lacks the tenant path column and is not acknowledged.
+func sharedUniques(ctx context.Context, q dialect.Querier, d dialect.Dialect, g *sqlast.Schema) ([]error, error) {
+	ul, ok := d.(dialect.UniqueLister)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s dialect cannot list unique keys", ErrCatalog, d.Name())
+	}
+	keys, err := ul.UniqueKeys(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("guardedsql: reading unique keys: %w", err)
+	}
+	var errs []error
+	for _, k := range keys {
+		t := g.Tables[graphName(g, k.Table)]
+		if t == nil || t.Global || k.Primary || slices.Contains(k.Columns, "") || sharesTenant(t, k.Columns) {
+			continue
+		}
+		if _, ok := sharedAck(t, k.Columns); ok {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%w: %s unique key %s (%s) lacks the tenant column (%s): an insert conflicts when another tenant holds the value; "+
+			"add the tenant column to the key, or acknowledge it in %s's SharedUnique[%q] with what a conflict reveals",
+			ErrSharedUnique, t.Name, k.Name, strings.Join(k.Columns, ","), strings.Join(tenantPathColumns(t), ","), t.Name, strings.Join(k.Columns, ",")))
+	}
+	return errs, nil
+}
+
+// sharesTenant reports whether the key cols include a tenant path column
+// of t.
+func sharesTenant(t *sqlast.Table, cols []string) bool {
+	path := tenantPathColumns(t)
+	return slices.ContainsFunc(cols, func(c string) bool {
+		return slices.ContainsFunc(path, func(p string) bool { return strings.EqualFold(p, c) })
+	})
+}
+
+// unacknowledgedTriggers returns an ErrTrigger for every trigger or rule
+// on a table of g that the table's TableDef.Triggers does not name.
+//
+// Invariant: no code the engine runs on a table of the graph moves rows
+// without the guard's predicates unless the schema says why it may.
+func unacknowledgedTriggers(ctx context.Context, q dialect.Querier, d dialect.Dialect, g *sqlast.Schema) ([]error, error) {
+	tl, ok := d.(dialect.TriggerLister)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s dialect cannot list triggers", ErrCatalog, d.Name())
+	}
+	trs, err := tl.Triggers(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("guardedsql: reading triggers: %w", err)
+	}
+	var errs []error
+	for _, tr := range trs {
+		t := g.Tables[graphName(g, tr.Table)]
+		if t == nil {
+			continue
+		}
+		if why := t.Triggers[tr.Name]; why != "" {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%w: %s %s on %s runs without tenant predicates and can move rows between tenants; "+
+			"drop it, or acknowledge it in %s's Triggers[%q] with why it cannot", ErrTrigger, tr.Kind, tr.Name, t.Name, t.Name, tr.Name))
+	}
+	return errs, nil
+}

@@ -1,0 +1,392 @@
+package guardedsql_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
+)
+
+// franchiseDDL: stores of chains; staff and customers belong to a store;
+// a rental references a customer and a clerk, each with its own path to a
+// store (issue 25 §2).
+var franchiseDDL = []string{
+	`CREATE TABLE stores (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
+	`CREATE TABLE staff (id INT_T PRIMARY KEY, store_id INT_T NOT NULL, name KEY_T NOT NULL, FOREIGN KEY (store_id) REFERENCES stores(id))`,
+	`CREATE TABLE customers (id INT_T PRIMARY KEY, store_id INT_T NOT NULL, name KEY_T NOT NULL, FOREIGN KEY (store_id) REFERENCES stores(id))`,
+	`CREATE TABLE rentals (id INT_T PRIMARY KEY, customer_id INT_T NOT NULL, staff_id INT_T NOT NULL,
+		FOREIGN KEY (customer_id) REFERENCES customers(id), FOREIGN KEY (staff_id) REFERENCES staff(id))`,
+	`INSERT INTO stores VALUES (1, 'acme'), (2, 'globex')`,
+	`INSERT INTO staff VALUES (10, 1, 'acme clerk'), (11, 2, 'globex clerk')`,
+	`INSERT INTO customers VALUES (20, 1, 'acme customer'), (21, 2, 'globex customer')`,
+}
+
+// franchiseDef declares the franchise; withClerk adds rentals' staff_id
+// foreign key, which the database has either way.
+func franchiseDef(withClerk bool) *builder.Schema {
+	fks := []builder.ForeignKey{{Columns: []string{"customer_id"}, RefTable: "customers"}}
+	if withClerk {
+		fks = append(fks, builder.ForeignKey{Columns: []string{"staff_id"}, RefTable: "staff"})
+	}
+	return builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+		Tables: []builder.TableDef{
+			{Name: "stores", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+			{Name: "staff", Columns: []string{"id", "store_id", "name"}, PrimaryKey: []string{"id"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
+			{Name: "customers", Columns: []string{"id", "store_id", "name"}, PrimaryKey: []string{"id"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
+			{Name: "rentals", Columns: []string{"id", "customer_id", "staff_id"}, PrimaryKey: []string{"id"},
+				ForeignKeys: fks, Parent: "customer_id"},
+		},
+	})
+}
+
+// TestUndeclaredFKRefused (issue 25 §2): a rentals table whose clerk
+// foreign key (staff_id -> staff) the declaration omits is refused at
+// Open with ErrUndeclaredFK, naming the table, the columns and how to
+// declare it. Before the fix it opened, and a store then wrote rentals
+// pointing at another store's clerk (shown with the check switched off).
+func TestUndeclaredFKRefused(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, franchiseDDL)
+		_, err := s.open(franchiseDef(false))
+		if !errors.Is(err, guardedsql.ErrUndeclaredFK) || !errors.Is(err, guardedsql.ErrCatalog) {
+			t.Fatalf("rentals without its clerk path: err = %v, want ErrUndeclaredFK", err)
+		}
+		for _, want := range []string{"rentals(staff_id) -> staff(id)", "Parent", "consistency path", "Unchecked"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error does not say %q: %v", want, err)
+			}
+		}
+		if strings.Contains(err.Error(), "customer_id") {
+			t.Errorf("the declared path reported as undeclared: %v", err)
+		}
+		if _, err := s.open(franchiseDef(true)); err != nil {
+			t.Fatalf("both paths declared: %v", err)
+		}
+		if e.name == "postgres" {
+			return // the demonstration below needs no second engine
+		}
+		sch := franchiseDef(false)
+		restore := guardfault.Disable(guardfault.UndeclaredFK)
+		db, err := s.open(sch)
+		restore()
+		if err != nil {
+			t.Fatalf("with the check off: %v", err)
+		}
+		rentals := sch.Table("rentals")
+		if _, err := db.Exec(grantCtx(chainG("acme")), builder.Must(builder.InsertInto(rentals).Columns("id", "customer_id", "staff_id").Values(30, 20, 11).Build())); err != nil {
+			t.Errorf("with the check off acme should write a rental naming globex's clerk (else the test is blind): %v", err)
+		}
+	})
+}
+
+// TestGlobalWithTenantFKStillRefused: a tenant table declared Global whose
+// catalog shows a foreign key into a tenant table is refused unless it
+// gives a GlobalReason; declared Global, it is also not an undeclared
+// foreign key of a tenant table (the global check reports it instead).
+func TestGlobalWithTenantFKStillRefused(t *testing.T) {
+	s := newScratch(t, engineSQLite, franchiseDDL)
+	def := func(reason string) *builder.Schema {
+		return builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+			Tables: []builder.TableDef{
+				{Name: "stores", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+				{Name: "staff", Columns: []string{"id", "store_id", "name"}, PrimaryKey: []string{"id"}, Global: true, GlobalReason: reason,
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
+			},
+		})
+	}
+	if _, err := s.open(def("")); !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), "staff(store_id) references tenant-bound stores") {
+		t.Errorf("staff declared global: err = %v, want ErrGlobalDrift", err)
+	}
+	if _, err := s.open(def("the staff directory is public across the franchise")); err != nil {
+		t.Errorf("with a GlobalReason: %v", err)
+	}
+}
+
+// triggerDDL: notes and inbox belong to hotels; the triggers of
+// triggerOn copy every note into hotel 2's inbox.
+var triggerDDL = []string{
+	`CREATE TABLE hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
+	`CREATE TABLE notes (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, body KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES hotels(id))`,
+	`CREATE TABLE inbox (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, body KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES hotels(id))`,
+	`INSERT INTO hotels VALUES (1, 'acme'), (2, 'globex')`,
+}
+
+// triggerOn returns, per engine, the statements creating the trigger
+// "leak" on notes (and on PostgreSQL the rule "leak_rule"), and the names
+// Open must refuse.
+func triggerOn(engine string) (ddl []string, names []string) {
+	switch engine {
+	case "sqlite":
+		return []string{`CREATE TRIGGER leak AFTER INSERT ON notes BEGIN INSERT INTO inbox (id, hotel_id, body) VALUES (NEW.id, 2, NEW.body); END`}, []string{"leak"}
+	case "mysql":
+		return []string{`CREATE TRIGGER leak AFTER INSERT ON notes FOR EACH ROW INSERT INTO inbox (id, hotel_id, body) VALUES (NEW.id, 2, NEW.body)`}, []string{"leak"}
+	}
+	return []string{
+		`CREATE FUNCTION leak_fn() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO inbox (id, hotel_id, body) VALUES (NEW.id, 2, NEW.body); RETURN NEW; END $$`,
+		`CREATE TRIGGER leak AFTER INSERT ON notes FOR EACH ROW EXECUTE FUNCTION leak_fn()`,
+		`CREATE RULE leak_rule AS ON UPDATE TO notes DO ALSO INSERT INTO inbox (id, hotel_id, body) VALUES (NEW.id + 1000, 2, NEW.body)`,
+	}, []string{"leak", "leak_rule"}
+}
+
+func triggerDef(ack map[string]string) *builder.Schema {
+	return builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+		Tables: []builder.TableDef{
+			{Name: "hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+			{Name: "notes", Columns: []string{"id", "hotel_id", "body"}, PrimaryKey: []string{"id"}, Triggers: ack,
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "hotels"}}},
+			{Name: "inbox", Columns: []string{"id", "hotel_id", "body"}, PrimaryKey: []string{"id"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "hotels"}}},
+		},
+	})
+}
+
+// TestTriggersRefused (issue 25 §6): a trigger (PostgreSQL: and a rule) on
+// a tenant table is refused at Open with ErrTrigger naming it, unless the
+// declaration acknowledges it. The acknowledged trigger shows what the
+// check is about: on SQLite and MariaDB acme's note lands in globex's
+// inbox, behind the guard.
+func TestTriggersRefused(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, triggerDDL)
+		if _, err := s.open(triggerDef(nil)); err != nil {
+			t.Fatalf("no trigger yet: %v", err)
+		}
+		ddl, names := triggerOn(e.name)
+		for _, q := range ddl {
+			s.mustExec(t, q)
+		}
+		_, err := s.open(triggerDef(nil))
+		if !errors.Is(err, guardedsql.ErrTrigger) || !errors.Is(err, guardedsql.ErrCatalog) {
+			t.Fatalf("unacknowledged trigger: err = %v, want ErrTrigger", err)
+		}
+		for _, n := range names {
+			if !strings.Contains(err.Error(), " "+n+" on notes") {
+				t.Errorf("error does not name %s on notes: %v", n, err)
+			}
+		}
+		ack := map[string]string{}
+		for _, n := range names {
+			ack[n] = "test: the copy is the point"
+		}
+		sch := triggerDef(ack)
+		db, err := s.open(sch)
+		if err != nil {
+			t.Fatalf("acknowledged: %v", err)
+		}
+		if e.name == "postgres" {
+			return
+		}
+		notes, inbox := sch.Table("notes"), sch.Table("inbox")
+		if _, err := db.Exec(grantCtx(chainG("acme")), builder.Must(builder.InsertInto(notes).Columns("id", "hotel_id", "body").Values(1, 1, "acme secret").Build())); err != nil {
+			t.Fatal(err)
+		}
+		got, err := guardedsql.All(grantCtx(chainG("globex")), db, builder.Must(builder.Select(inbox.Col("body")).From(inbox).Build()),
+			func(r *guardedsql.Rows) (s string, err error) { err = r.Scan(&s); return })
+		if err != nil || !slices.Contains(got, "acme secret") {
+			t.Errorf("the trigger should have copied acme's note to globex (else the test is blind): %v %v", got, err)
+		}
+	})
+}
+
+// TestSharedUniqueOneErrorKind (issue 25 §5): an unacknowledged unique key
+// without the tenant column is refused at Open; acknowledged, an insert
+// colliding with another tenant's value fails with ErrConflict on every
+// engine (no value of that row in the error), and an upsert on the key is
+// refused at Build.
+func TestSharedUniqueOneErrorKind(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
+		`CREATE TABLE guests (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, email KEY_T NOT NULL, name KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES hotels(id))`,
+		`CREATE UNIQUE INDEX guests_email ON guests (email)`,
+		`INSERT INTO hotels VALUES (1, 'acme'), (2, 'globex')`,
+		`INSERT INTO guests VALUES (10, 2, 'hank@globex.example', 'Hank Globex')`,
+	}
+	def := func(ack map[string]string) *builder.Schema {
+		return builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+			Tables: []builder.TableDef{
+				{Name: "hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+				{Name: "guests", Columns: []string{"id", "hotel_id", "email", "name"}, PrimaryKey: []string{"id"}, Unique: [][]string{{"email"}}, SharedUnique: ack,
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "hotels"}}},
+			},
+		})
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, ddl)
+		_, err := s.open(def(nil))
+		if !errors.Is(err, guardedsql.ErrSharedUnique) || !strings.Contains(err.Error(), "guests unique key") || !strings.Contains(err.Error(), `SharedUnique["email"]`) {
+			t.Fatalf("unacknowledged guests(email): err = %v, want ErrSharedUnique naming it", err)
+		}
+		sch := def(map[string]string{"email": "that some hotel registered a guest with this e-mail address"})
+		db, err := s.open(sch)
+		if err != nil {
+			t.Fatalf("acknowledged: %v", err)
+		}
+		guests := sch.Table("guests")
+		acme := grantCtx(chainG("acme"))
+		_, err = db.Exec(acme, builder.Must(builder.InsertInto(guests).Columns("id", "hotel_id", "email", "name").Values(20, 1, "hank@globex.example", "Acme Hank").Build()))
+		var ee *guardedsql.EngineError
+		if !errors.Is(err, guardedsql.ErrConflict) || !errors.As(err, &ee) {
+			t.Errorf("%s: insert colliding with globex's e-mail: err = %v, want ErrConflict (an EngineError)", e.name, err)
+		} else if strings.Contains(err.Error(), "Hank Globex") || strings.Contains(err.Error(), "hank@") {
+			t.Errorf("the conflict echoes a value: %v", err)
+		}
+		if _, err := db.Exec(acme, builder.Must(builder.InsertInto(guests).Columns("id", "hotel_id", "email", "name").Values(21, 1, "new@acme.example", "New").Build())); err != nil {
+			t.Errorf("control: a fresh e-mail: %v", err)
+		}
+		_, err = builder.InsertInto(guests).Columns("id", "hotel_id", "email", "name").Values(22, 1, "hank@globex.example", "x").OnConflict("email").DoUpdate("name").Build()
+		if !errors.Is(err, builder.ErrInvalid) || !strings.Contains(err.Error(), "shared across tenants") {
+			t.Errorf("upsert on the shared key: err = %v, want ErrInvalid", err)
+		}
+	})
+}
+
+// TestGlobalReadOnly (issue 25 §3): the guard refuses writes to a global
+// table unless it is declared GlobalWritable, and then writes it.
+func TestGlobalReadOnly(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
+		`CREATE TABLE rates (id INT_T PRIMARY KEY, label KEY_T NOT NULL)`,
+		`INSERT INTO hotels VALUES (1, 'acme')`,
+		`INSERT INTO rates VALUES (1, 'standard')`,
+	}
+	def := func(writable string) *builder.Schema {
+		return builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+			Tables: []builder.TableDef{
+				{Name: "hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+				{Name: "rates", Columns: []string{"id", "label"}, PrimaryKey: []string{"id"}, Global: true, GlobalWritable: writable},
+			},
+		})
+	}
+	if _, err := builder.NewSchema(builder.SchemaDef{Tables: []builder.TableDef{{Name: "x", Columns: []string{"id"}, GlobalWritable: "why"}}}); !errors.Is(err, builder.ErrSchema) {
+		t.Errorf("GlobalWritable on a tenant table: %v, want ErrSchema", err)
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, ddl)
+		acme := grantCtx(chainG("acme"))
+		ro := def("")
+		db, err := s.open(ro)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := ro.Table("rates")
+		for name, st := range map[string]builder.Mutation{
+			"insert": builder.Must(builder.InsertInto(r).Columns("id", "label").Values(2, "x").Build()),
+			"update": builder.Must(builder.UpdateTable(r).Set("label", "x").Where(r.Col("id").Eq(1)).Build()),
+			"delete": builder.Must(builder.DeleteFrom(r).Where(r.Col("id").Eq(1)).Build()),
+		} {
+			if _, err := db.Exec(acme, st); !errors.Is(err, guardedsql.ErrReadOnly) {
+				t.Errorf("%s of read-only global rates: err = %v, want ErrReadOnly", name, err)
+			}
+		}
+		if n := s.count(`SELECT COUNT(*) FROM rates WHERE label = 'standard'`); n != 1 {
+			t.Fatalf("rates changed: %d", n)
+		}
+		rw := def("rates are maintained by every hotel's manager")
+		db, err = s.open(rw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := rw.Table("rates")
+		if _, err := db.Exec(acme, builder.Must(builder.InsertInto(w).Columns("id", "label").Values(2, "weekend").Build())); err != nil {
+			t.Errorf("insert into writable global: %v", err)
+		}
+		if res, err := db.Exec(acme, builder.Must(builder.UpdateTable(w).Set("label", "basic").Where(w.Col("id").Eq(1)).Build())); err != nil || res.RowsAffected != 1 {
+			t.Errorf("update of writable global: %+v %v", res, err)
+		}
+		if res, err := db.Exec(acme, builder.Must(builder.DeleteFrom(w).Where(w.Col("id").Eq(2)).Build())); err != nil || res.RowsAffected != 1 {
+			t.Errorf("delete from writable global: %+v %v", res, err)
+		}
+		if n := s.count(`SELECT COUNT(*) FROM rates WHERE label = 'basic'`); n != 1 {
+			t.Errorf("writable global not updated: %d", n)
+		}
+	})
+}
+
+// TestSearchPathPinned (issue 25 §6, PostgreSQL): a temporary table that
+// raw SQL created on the pooled connection, named like a tenant table and
+// holding planted rows, neither serves guarded reads nor receives guarded
+// inserts: every guarded transaction pins search_path with pg_temp last.
+// With the pin switched off both happen (the test is not blind).
+func TestSearchPathPinned(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 1, 1, 1))
+	ctx := context.Background()
+	cfg := h.appCfg.Copy()
+	cfg.MaxConns = 1
+	pool := pgConnect(t, cfg)
+	defer pool.Close()
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hotel int64
+	if err := h.admin.QueryRow(ctx, `SELECT id FROM hotels WHERE chain_id = 'acme' ORDER BY id LIMIT 1`).Scan(&hotel); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TEMP TABLE rooms (id bigint PRIMARY KEY, hotel_id bigint NOT NULL, number text NOT NULL, rate bigint NOT NULL)`,
+		`INSERT INTO rooms VALUES (9001, ` + itoa(hotel) + `, 'planted', 1)`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rooms := h.sch.Table("rooms")
+	acme := grantCtx(chainG("acme"))
+	read := func() []string {
+		got, err := guardedsql.All(acme, db, builder.Must(builder.Select(rooms.Col("number")).From(rooms).Build()),
+			func(r *guardedsql.Rows) (s string, err error) { err = r.Scan(&s); return })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	insert := func(id int64) {
+		if _, err := db.Exec(acme, builder.Must(builder.InsertInto(rooms).Columns("id", "hotel_id", "number", "rate").Values(id, hotel, "new", 5).Build())); err != nil {
+			t.Fatalf("guarded insert: %v", err)
+		}
+	}
+	temp := func(id int64) int {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_temp.rooms WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	real := func(id int64) int {
+		var n int
+		if err := h.admin.QueryRow(ctx, `SELECT count(*) FROM `+h.schema+`.rooms WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if got := read(); slices.Contains(got, "planted") || len(got) == 0 {
+		t.Errorf("guarded read served the temporary table's planted row, or nothing: %v", got)
+	}
+	insert(9101)
+	if temp(9101) != 0 || real(9101) != 1 {
+		t.Errorf("guarded insert went to the temporary table (temp %d, real %d)", temp(9101), real(9101))
+	}
+	restore := guardfault.Disable(guardfault.SearchPath)
+	got := read()
+	insert(9102)
+	restore()
+	if !slices.Contains(got, "planted") || temp(9102) != 1 {
+		t.Errorf("with the pin off the temporary table should shadow rooms (else the test is blind): read %v, temp insert %d", got, temp(9102))
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
