@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
@@ -374,5 +376,61 @@ func TestOwnedByReferenceRawSQL(t *testing.T) {
 	}
 	if err := s.appExec(doc, `UPDATE customers SET address_id = 100 WHERE id = 10`); err != nil {
 		t.Errorf("store 1 points its customer at its store's address: %v", err)
+	}
+}
+
+// TestOwnedByReferenceClaimRace: on PostgreSQL two stores claiming the same
+// unreferenced address at once queue on the claim lock; the second, once
+// the first committed, is refused, so the address never becomes shared.
+func TestOwnedByReferenceClaimRace(t *testing.T) {
+	s := newScratch(t, enginePostgres, storesDDL)
+	sch := builder.MustSchema(storesSchemaDef())
+	db, err := s.open(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cust := sch.Table("customers")
+	s.mustExec(t, `INSERT INTO addresses VALUES (109, 'fresh')`)
+	claim := func(id, store int64) builder.Insert {
+		return built(builder.InsertInto(cust).Columns("id", "store_id", "address_id").Values(id, store, 109).Build())
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // a failure below must not leave the pool held at cleanup
+	first := make(chan error, 1)
+	go func() {
+		first <- db.Tx(storeCtx("1"), func(tx *guardedsql.Tx) error {
+			if _, err := tx.Exec(storeCtx("1"), claim(70, 1)); err != nil {
+				close(held)
+				return err
+			}
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	second := make(chan error, 1)
+	go func() {
+		_, err := db.Exec(storeCtx("2"), claim(71, 2))
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		unblock()
+		<-first
+		t.Fatalf("store 2's claim did not wait for store 1's open claim: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	unblock()
+	if err := <-first; err != nil {
+		t.Fatalf("store 1's claim: %v", err)
+	}
+	if err := <-second; !errors.Is(err, guardedsql.ErrNotFound) {
+		t.Errorf("store 2's claim after store 1's: %v, want ErrNotFound", err)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM customers WHERE address_id = 109`); n != 1 {
+		t.Errorf("%d customers reference the claimed address, want 1", n)
 	}
 }
