@@ -26,24 +26,28 @@ import (
 // hides the other tenants' rows. The function "<ns>_refs_<T>"(key, claim)
 // counts them: SECURITY DEFINER, owned by the role that applied the DDL
 // (the owner of the verifying function, of which the application role is
-// not a member: Check refuses otherwise), search_path pinned. It counts the
-// referencing rows twice: once under the caller's scope (the owner is
-// subject to the forced policies, and the signed scope of the caller's
-// transaction verifies for it too), once with every row admitted by the
-// SELECT policy "<ns>_refs" on each referring table, which applies to the
-// owner only and only while the function sets "<ns>.refprobe" (a setting
-// any role can write, which admits nothing to a role the policy does not
-// name). Without claim it returns the number of referencing rows outside
-// the caller's scope (zero: the caller alone owns the row). With claim it
-// first takes a transaction-scoped advisory lock on (T, key), so that two
-// transactions claiming the same unreferenced row queue and the second (in
-// READ COMMITTED, where each statement of the function takes a new
-// snapshot) counts the first's committed reference, and returns 0 when no
-// row references the key or one in the caller's scope does. Being a
+// not a member: Check refuses otherwise), search_path pinned (pg_catalog,
+// the tables' schema, pg_temp). It counts, per referring table, every
+// referencing row (the owner sees them all: as a role that bypasses
+// row-level security, or through the SELECT policy "<ns>_refs", which
+// applies to the owner only and only while the function sets
+// "<ns>.refprobe", a setting any role can write that admits nothing to a
+// role the policy does not name) and, of those, the rows in the caller's
+// scope by the referring table's full policy expression, evaluated
+// explicitly (the signed scope of the caller's transaction verifies in the
+// function too), so that the count does not depend on the owner's own
+// row-level security. Without claim it returns the number of referencing
+// rows outside the caller's scope (zero: the caller alone owns the row).
+// With claim it first takes a transaction-scoped advisory lock on (T, key),
+// so that two transactions claiming the same unreferenced row queue and the
+// second (in READ COMMITTED, where each statement of the function takes a
+// new snapshot) counts the first's committed reference, and returns 0 when
+// no row references the key or one in the caller's scope does. Being a
 // function, it is also what lets the referring table's own WITH CHECK test
 // the rule (a policy reading its own table recurses). The restrictive
-// policies "<ns>_excl" on T make UPDATE and DELETE need the row to be the
-// caller's alone under row-level security as well. What the function
+// policies "<ns>_excl_update" and "<ns>_excl_delete" on T make UPDATE and
+// DELETE need the row to be the caller's alone under row-level security as
+// well. What the function
 // returns reveals whether a key is referenced outside the caller's scope,
 // never by whom or what: the existence oracle of a shared unique key.
 
@@ -140,25 +144,36 @@ func (d Dialect) byRefDDL(g *sqlast.Schema) []string {
 					d.Quote(d.RefFunc(t))+"("+d.Quote(t.PK[0])+", false) = 0)")
 		}
 		fn := d.RefFunc(t)
-		var counts []string
-		for _, fk := range t.Referrers {
-			counts = append(counts, "(SELECT pg_catalog.count(*) FROM @SCHEMA@."+d.Quote(fk.From.Name)+" WHERE "+d.Quote(fk.Cols[0])+" = k)")
+		// Per referring table, the referencing rows (every tenant's: the
+		// owner sees them all, as a role that bypasses row-level security
+		// or through the probe policy) and those in the caller's scope, by
+		// the referring table's own full policy expression evaluated
+		// explicitly, so that the count does not depend on whether the
+		// function's owner is subject to row-level security.
+		var sel []string
+		for i, fk := range t.Referrers {
+			pg := &policyGen{d: d, n: 100 * (i + 1)}
+			r := d.Quote(fk.From.Name)
+			sel = append(sel, "(SELECT pg_catalog.count(*), pg_catalog.count(*) FILTER (WHERE "+pg.fullExpr(fk.From)+")"+
+				" FROM @SCHEMA@."+r+" AS "+r+" WHERE "+d.Quote(fk.Cols[0])+" = k)")
 		}
-		sum := strings.Join(counts, " + ")
 		probe := literal(d.RefProbeSetting())
+		var sums strings.Builder
+		for _, q := range sel {
+			fmt.Fprintf(&sums, "  SELECT t.a, t.b INTO ta, tb FROM %s AS t(a, b);\n  total := total + ta;\n  vis := vis + tb;\n", q)
+		}
 		body := `
 DECLARE
-  vis bigint;
-  total bigint;
+  vis bigint := 0;
+  total bigint := 0;
+  ta bigint;
+  tb bigint;
 BEGIN
   IF lk THEN
     PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(` + literal(d.ns()+":"+t.Name+":") + ` || k::text, 0));
   END IF;
-  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
-  SELECT ` + sum + ` INTO vis;
   PERFORM pg_catalog.set_config(` + probe + `, 'on', true);
-  SELECT ` + sum + ` INTO total;
-  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
+` + sums.String() + `  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
   IF lk THEN
     RETURN CASE WHEN total = 0 OR vis > 0 THEN 0 ELSE 1 END;
   END IF;
@@ -176,8 +191,8 @@ BEGIN
    WHERE a.attrelid = pg_catalog.to_regclass(`+literal(d.Quote(t.Name))+`) AND a.attname = `+literal(t.PK[0])+` AND NOT a.attisdropped;
   EXECUTE pg_catalog.format($f$CREATE OR REPLACE FUNCTION %I(k %s, lk boolean) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL RESTRICTED
-SET search_path = pg_catalog, pg_temp
-AS %L$f$, `+literal(fn)+`, typ, pg_catalog.replace(`+literal(body)+`, '@SCHEMA@', pg_catalog.quote_ident(pg_catalog.current_schema())));
+SET search_path = pg_catalog, %I, pg_temp
+AS %L$f$, `+literal(fn)+`, typ, pg_catalog.current_schema(), pg_catalog.replace(`+literal(body)+`, '@SCHEMA@', pg_catalog.quote_ident(pg_catalog.current_schema())));
   EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I(%s, boolean) FROM PUBLIC', `+literal(fn)+`, typ);
   EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I(%s, boolean) TO PUBLIC', `+literal(fn)+`, typ);
 END

@@ -169,6 +169,13 @@ func (pg *policyGen) tableExpr(t *sqlast.Table) string {
 		return "(" + c + " = ANY (ARRAY(SELECT " + pg.col(sub, fk.RefCols[0]) + " FROM " +
 			pg.d.Quote(fk.To.Name) + " AS " + pg.d.Quote(sub) + ")) OR " + c + " = ANY ('{}'))"
 	}
+	return pg.fullExpr(t)
+}
+
+// fullExpr is the policy expression of t along its whole scope path, with
+// no reliance on another table's policy (tableExpr's form when t's cannot
+// be chained).
+func (pg *policyGen) fullExpr(t *sqlast.Table) string {
 	deep := 0
 	for _, a := range t.Anchors {
 		deep = max(deep, len(a.Hops))
