@@ -43,7 +43,9 @@ func (r *runner) byRefFixture(p *pt, pre string) (*gapFixture, *builder.Schema, 
 		`INSERT INTO ` + n("staff") + ` VALUES (20, 1, 106), (21, 2, 107)`,
 		`INSERT INTO ` + n("rentals") + ` VALUES (30, 10, 20, NULL), (31, 11, 21, NULL), (32, 10, 21, NULL)`,
 	})
-	fk := func(col, ref string) builder.ForeignKey { return builder.ForeignKey{Columns: []string{col}, RefTable: n(ref)} }
+	fk := func(col, ref string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: []string{col}, RefTable: n(ref)}
+	}
 	sch, err := builder.NewSchema(builder.SchemaDef{
 		Levels: []builder.Level{{Name: "store", Key: builder.IntKey}},
 		Tables: []builder.TableDef{
