@@ -184,3 +184,19 @@ type Anchor struct {
 	Hops  []*FK
 	Col   string
 }
+
+// SameTenancy reports whether fk references a table that reaches every
+// scope level fk.From reaches (a rental's clerk: both reach the store), so
+// that a row and the row it references belong to the same tenant when the
+// data is consistent. A key up the hierarchy (a project-level task's
+// org-level assignee) is not: a grant of the row's finer level never sees
+// the referenced row. Consistency paths are re-tested on UPDATE and DELETE
+// only where this holds (issue 25 §2).
+func SameTenancy(fk *FK) bool {
+	for _, a := range fk.From.Anchors {
+		if !slices.ContainsFunc(fk.To.Anchors, func(b Anchor) bool { return b.Level == a.Level }) {
+			return false
+		}
+	}
+	return len(fk.To.Anchors) > 0
+}

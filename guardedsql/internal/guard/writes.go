@@ -251,7 +251,7 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			// (h4-ref) The conflicting row is updated only if every
 			// consistency path it keeps leads into the scope (and, owned
 			// by reference, if every row referencing it is in scope).
-			updChecks = append(updChecks, r.writeGuard(t, t.Name, uv)...)
+			updChecks = append(updChecks, r.conflictWriteGuard(t, uv)...)
 		}
 		if up != nil && upNative {
 			var f fb
@@ -307,7 +307,7 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			if style == dialect.UpsertLocked {
 				g := r.conflictGuard(t)
 				if !up.Nothing {
-					g = and(append([]dialect.Frag{g}, r.writeGuard(t, t.Name, nil)...)) // (h4-ref)
+					g = and(append([]dialect.Frag{g}, r.conflictWriteGuard(t, nil)...)) // (h4-ref)
 				}
 				if ir.lock, err = r.selectStmt(g, t, []dialect.Frag{r.keyEq(t, t.Name, up.Target, tv)}, true); err != nil {
 					return Plan{}, err

@@ -277,6 +277,9 @@ func (pg *policyGen) pathsCheckExpr(t *sqlast.Table, check string) string {
 		if !slices.ContainsFunc(fk.Cols, func(c string) bool { return t.LevelOf(c) == nil }) {
 			continue // t's own level columns: the USING expression tests them
 		}
+		if !fk.To.ByRef && !sqlast.SameTenancy(fk) {
+			continue // up the hierarchy: left to the guard's value checks
+		}
 		var nulls []string
 		for _, c := range fk.Cols {
 			nulls = append(nulls, pg.col("", c)+" IS NULL")
