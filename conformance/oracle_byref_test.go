@@ -12,7 +12,9 @@ import (
 // by reference are those its visible referencing rows reference, through
 // checked foreign keys only; an unreferenced row is no one's.
 func TestOracleOwnedByReference(t *testing.T) {
-	fk := func(col, ref string) builder.ForeignKey { return builder.ForeignKey{Columns: []string{col}, RefTable: ref} }
+	fk := func(col, ref string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+	}
 	def := builder.SchemaDef{
 		Levels: []builder.Level{{Name: "store", Key: builder.IntKey}},
 		Tables: []builder.TableDef{
