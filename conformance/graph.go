@@ -27,6 +27,7 @@ type tinfo struct {
 	pk        []string
 	unique    [][]string // declared unique keys (TableDef.Unique)
 	global    bool
+	byRef     bool       // owned by reference (h4-ref): see oracle.byRefVisible
 	levelCols []levelCol // in column order
 	fks       []*fkey
 	parent    *fkey // scope parent; nil for a table with level columns
@@ -37,6 +38,7 @@ type levelCol struct{ col, level string }
 type fkey struct {
 	from, to  string
 	cols, ref []string
+	unchecked bool // declared Unchecked (h4-ref): no ownership path, not checked on writes
 }
 
 func (f *fkey) String() string {
@@ -46,7 +48,7 @@ func (f *fkey) String() string {
 func newGraph(def builder.SchemaDef) (*graph, error) {
 	g := &graph{levels: slices.Clone(def.Levels), tables: map[string]*tinfo{}}
 	for _, td := range def.Tables {
-		t := &tinfo{name: td.Name, cols: slices.Clone(td.Columns), pk: slices.Clone(td.PrimaryKey), global: td.Global}
+		t := &tinfo{name: td.Name, cols: slices.Clone(td.Columns), pk: slices.Clone(td.PrimaryKey), global: td.Global, byRef: td.OwnedByReference}
 		for _, u := range td.Unique {
 			t.unique = append(t.unique, slices.Clone(u))
 		}
@@ -73,13 +75,13 @@ func newGraph(def builder.SchemaDef) (*graph, error) {
 			if len(ref) != len(f.Columns) || len(ref) == 0 {
 				return nil, fmt.Errorf("conformance: %s: foreign key %v -> %s has mismatched columns", td.Name, f.Columns, f.RefTable)
 			}
-			t.fks = append(t.fks, &fkey{from: td.Name, to: f.RefTable, cols: slices.Clone(f.Columns), ref: slices.Clone(ref)})
+			t.fks = append(t.fks, &fkey{from: td.Name, to: f.RefTable, cols: slices.Clone(f.Columns), ref: slices.Clone(ref), unchecked: f.Unchecked != ""})
 		}
 	}
 	for _, td := range def.Tables {
 		t := g.tables[td.Name]
-		if t.global {
-			continue
+		if t.global || t.byRef {
+			continue // a table owned by reference is not in bound: its rows' owners are its referrers' (byRefVisible)
 		}
 		if len(t.pk) == 0 {
 			return nil, fmt.Errorf("conformance: tenant-bound table %s has no primary key; the suite identifies rows by primary key", t.name)
@@ -99,7 +101,7 @@ func newGraph(def builder.SchemaDef) (*graph, error) {
 		default:
 			var cands []*fkey
 			for _, f := range t.fks {
-				if f.to != t.name && !g.tables[f.to].global {
+				if to := g.tables[f.to]; f.to != t.name && !to.global && !to.byRef && !f.unchecked {
 					cands = append(cands, f)
 				}
 			}
@@ -114,11 +116,12 @@ func newGraph(def builder.SchemaDef) (*graph, error) {
 	return g, nil
 }
 
-// tenantFKs are the foreign keys of t to tenant-bound tables.
+// tenantFKs are the foreign keys of t to tenant-bound tables (and tables
+// owned by reference), Unchecked ones excluded.
 func (g *graph) tenantFKs(t *tinfo) []*fkey {
 	var out []*fkey
 	for _, f := range t.fks {
-		if !g.tables[f.to].global {
+		if !g.tables[f.to].global && !f.unchecked {
 			out = append(out, f)
 		}
 	}

@@ -147,6 +147,9 @@ func (o *oracle) visible(table string, grants []scope.Grant) map[string]bool {
 		}
 		return out
 	}
+	if t.byRef {
+		return o.byRefVisible(table, grants)
+	}
 	gs := o.g.grantSet(grants)
 	for i, k := range o.keys[table] {
 		if o.admits(o.lv[table][i], gs) || o.admitsWithin(o.lv[table][i], grants) {
@@ -182,6 +185,9 @@ next:
 func (o *oracle) rowVisible(table string, r Row, grants []scope.Grant) bool {
 	if o.g.tables[table].global {
 		return true
+	}
+	if o.g.tables[table].byRef {
+		return false // a new row of a table owned by reference is referenced by no one
 	}
 	lv := o.levelsOf(table, r, 0)
 	return o.admits(lv, o.g.grantSet(grants)) || o.admitsWithin(lv, grants)
@@ -277,6 +283,39 @@ func head(s []string) string {
 	out := "[" + strings.Join(show, " ") + "]"
 	if len(s) > n {
 		out = out[:len(out)-1] + " …]"
+	}
+	return out
+}
+
+// byRefVisible (h4-ref) returns the keys of the rows of table, owned by
+// reference, that a scope sees: those some visible row of a tenant-bound
+// table references through a checked foreign key. An unreferenced row is
+// visible to no one.
+func (o *oracle) byRefVisible(table string, grants []scope.Grant) map[string]bool {
+	out := map[string]bool{}
+	t := o.g.tables[table]
+	for _, name := range o.g.bound {
+		rt := o.g.tables[name]
+		var fks []*fkey
+		for _, f := range rt.fks {
+			if f.to == table && !f.unchecked {
+				fks = append(fks, f)
+			}
+		}
+		if len(fks) == 0 {
+			continue
+		}
+		vis := o.visible(name, grants)
+		for _, r := range o.d.Tables[name] {
+			if !vis[Key(r, rt.pk)] {
+				continue
+			}
+			for _, f := range fks {
+				if pi, ok := o.parentRow(f, r); ok {
+					out[Key(o.d.Tables[table][pi], t.pk)] = true
+				}
+			}
+		}
 	}
 	return out
 }

@@ -66,6 +66,15 @@ type Table struct {
 	// is global after all; the start-up catalog check refuses such a table
 	// without one.
 	GlobalReason string
+	// ByRef: the table is owned by reference (builder.TableDef.OwnedByReference):
+	// it has no tenant column, and a row belongs to the tenants of the
+	// tenant-bound rows that reference it through Referrers. It has no
+	// Parent, Chain or Anchors.
+	ByRef bool
+	// Referrers are, for a ByRef table, the declared foreign keys of
+	// tenant-bound tables that reference its primary key, Unchecked ones
+	// excluded: the paths that decide which tenants own each row.
+	Referrers []*FK
 
 	// LevelCols are this table's own level columns, in column order.
 	LevelCols []LevelCol
@@ -125,12 +134,13 @@ func (t *Table) LevelOf(c string) *Level {
 }
 
 // TenantFKs returns the foreign keys of t whose referenced table is
-// tenant-bound: every such reference must point at a row in scope when it
-// is written.
+// tenant-bound or owned by reference, except those declared Unchecked:
+// every such reference must point at a row in scope (for a table owned by
+// reference: a row in scope or referenced by no one) when it is written.
 func (t *Table) TenantFKs() []*FK {
 	var out []*FK
 	for _, fk := range t.FKs {
-		if !fk.To.Global {
+		if !fk.To.Global && fk.Unchecked == "" {
 			out = append(out, fk)
 		}
 	}
@@ -140,7 +150,7 @@ func (t *Table) TenantFKs() []*FK {
 // FKCovering returns the tenant foreign key of t that includes column c.
 func (t *Table) FKCovering(c string) *FK {
 	for _, fk := range t.FKs {
-		if fk.To.Global {
+		if fk.To.Global || fk.Unchecked != "" {
 			continue
 		}
 		if slices.Contains(fk.Cols, c) {
@@ -172,6 +182,10 @@ type FK struct {
 	Cols    []string
 	To      *Table
 	RefCols []string
+	// Unchecked, when not empty, is the declared reason why this foreign
+	// key between tenant-bound tables is not checked on writes (and is no
+	// path of ownership for a table owned by reference).
+	Unchecked string
 }
 
 // Anchor says where a level can be read for rows of a table: follow Hops
@@ -181,4 +195,20 @@ type Anchor struct {
 	Level *Level
 	Hops  []*FK
 	Col   string
+}
+
+// SameTenancy reports whether fk references a table that reaches every
+// scope level fk.From reaches (a rental's clerk: both reach the store), so
+// that a row and the row it references belong to the same tenant when the
+// data is consistent. A key up the hierarchy (a project-level task's
+// org-level assignee) is not: a grant of the row's finer level never sees
+// the referenced row. Consistency paths are re-tested on UPDATE and DELETE
+// only where this holds (issue 25 §2).
+func SameTenancy(fk *FK) bool {
+	for _, a := range fk.From.Anchors {
+		if !slices.ContainsFunc(fk.To.Anchors, func(b Anchor) bool { return b.Level == a.Level }) {
+			return false
+		}
+	}
+	return len(fk.To.Anchors) > 0
 }

@@ -45,7 +45,7 @@ func (r *renderer) byKey() bool {
 // keyedWrite renders an UPDATE (set non-zero) or DELETE of t with
 // condition w and guard g (and the UPDATE's value checks) as the two steps
 // above, with RETURNING of returning (nil for none).
-func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g dialect.Frag, checks []dialect.Frag, returning []string, expectOne bool) (Plan, error) {
+func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g dialect.Frag, checks []dialect.Frag, returning []string, expectOne bool, probe dialect.Frag) (Plan, error) {
 	pre, err := r.selectStmt(dialect.Frag{SQL: r.cols(t.Name, t.PK)}, t, []dialect.Frag{paren(w), g}, false)
 	if err != nil {
 		return Plan{}, err
@@ -86,7 +86,18 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 		}
 		return r.finishSQL(f.done())
 	}
-	miss := func(env Env) (Output, error) {
+	miss := func(ctx context.Context, env Env) (Output, error) {
+		if expectOne && probe.SQL != "" {
+			// A row in scope held back by its write guard (byref.go)
+			// answers ErrSharedRow, as in the one-statement plan.
+			found, err := queryRows(ctx, env.Q, probe)
+			if err != nil {
+				return Output{}, err
+			}
+			if len(found) > 0 {
+				return Output{}, fmt.Errorf("%w (%s)", ErrSharedRow, kind)
+			}
+		}
 		if expectOne {
 			return Output{}, fmt.Errorf("%w (%s)", ErrNotFound, kind)
 		}
@@ -103,7 +114,7 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 			return Output{}, fmt.Errorf("%w (%s)", env.TooMany, kind)
 		}
 		if expectOne && len(keys) == 0 {
-			return miss(env)
+			return miss(ctx, env)
 		}
 		if len(keys) == 0 {
 			return Output{}, nil
@@ -135,7 +146,7 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 				return r.keyedTimeout(ctx, env, err, pre, miss)
 			}
 			if expectOne && len(got) == 0 {
-				return miss(env)
+				return miss(ctx, env)
 			}
 			return Output{RowsAffected: int64(len(got)), Rows: got}, nil
 		}
@@ -176,7 +187,7 @@ func (r *renderer) setClause(s *sqlast.Update) (dialect.Frag, error) {
 }
 
 // keyedExec runs step 2 for keys and applies ExpectOne to what it wrote.
-func (r *renderer) keyedExec(ctx context.Context, env Env, stmt func([][]any) (dialect.Frag, error), keys [][]any, pre dialect.Frag, miss func(Env) (Output, error)) (Output, error) {
+func (r *renderer) keyedExec(ctx context.Context, env Env, stmt func([][]any) (dialect.Frag, error), keys [][]any, pre dialect.Frag, miss func(context.Context, Env) (Output, error)) (Output, error) {
 	q, err := stmt(keys)
 	if err != nil {
 		return Output{}, err
@@ -187,7 +198,7 @@ func (r *renderer) keyedExec(ctx context.Context, env Env, stmt func([][]any) (d
 	}
 	if res.RowsAffected == 0 {
 		// The row left the scope (or was deleted) after step 1.
-		return miss(env)
+		return miss(ctx, env)
 	}
 	return Output{RowsAffected: res.RowsAffected}, nil
 }
@@ -195,7 +206,7 @@ func (r *renderer) keyedExec(ctx context.Context, env Env, stmt func([][]any) (d
 // keyedTimeout answers a failed step 2: a lock wait timeout is a miss
 // when the non-locking re-read finds none of the rows in scope any more;
 // every other error, and a timeout on a row still in scope, is returned.
-func (r *renderer) keyedTimeout(ctx context.Context, env Env, err error, pre dialect.Frag, miss func(Env) (Output, error)) (Output, error) {
+func (r *renderer) keyedTimeout(ctx context.Context, env Env, err error, pre dialect.Frag, miss func(context.Context, Env) (Output, error)) (Output, error) {
 	if env.Timeout == nil || !env.Timeout(err) {
 		return Output{}, err
 	}
@@ -203,7 +214,7 @@ func (r *renderer) keyedTimeout(ctx context.Context, env Env, err error, pre dia
 	if rerr != nil || len(again) > 0 {
 		return Output{}, err
 	}
-	return miss(env)
+	return miss(ctx, env)
 }
 
 // keyedLock returns, for a locking SELECT s on a keyed dialect, the

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -94,6 +95,9 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 			checks = append(checks, fragFalse) // an orphan is in no scope
 		case hasNull:
 			// A NULL reference points at no tenant.
+		case fk.To.ByRef:
+			checks = append(checks, r.claimCheck(fk, vals[fk.Cols[0]].V)) // byref.go
+			viaFK = true
 		default:
 			checks = append(checks, r.parentCheck(fk, vals))
 			viaFK = true
@@ -121,7 +125,7 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 			checks = append(checks, r.valueInScope(lc.Level, v))
 		}
 	}
-	if insert && t.Parent == nil {
+	if insert && t.Parent == nil && !t.ByRef {
 		var f fb
 		n := 0
 		for _, lc := range t.LevelCols {
@@ -202,6 +206,11 @@ func (r *renderer) insertRowChecks(t *sqlast.Table, cols []string, row []sqlast.
 	if err != nil {
 		return nil, nil, false, err
 	}
+	if len(checks) == 0 && t.ByRef {
+		// A new row of a table owned by reference is referenced by no
+		// one: visible to no one until a row in scope references it.
+		checks = []dialect.Frag{fragTrue}
+	}
 	if len(checks) == 0 {
 		return nil, nil, false, fmt.Errorf("%w: no scope check for INSERT into %s", ErrInternal, t.Name)
 	}
@@ -232,7 +241,10 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 			ib = ib.PrefixExpr(pre)
 		}
 		returning := false
-		if rt, ok := r.d.(dialect.Returner); ok && rt.Returning() && len(t.PK) == 1 {
+		// (h4-ref) Not for a table owned by reference: the new row is
+		// visible to no one, and PostgreSQL's row-level security refuses
+		// to return it.
+		if rt, ok := r.d.(dialect.Returner); ok && rt.Returning() && len(t.PK) == 1 && !t.ByRef {
 			ib = ib.Suffix("RETURNING " + r.q(t.PK[0]))
 			returning = true
 		}
@@ -294,12 +306,29 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	for _, c := range checks {
 		ub = ub.Where(c)
 	}
+	assigned := maps.Clone(vals)
+	for _, a := range s.Set {
+		assigned[a.Col] = a.V
+	}
+	wg := r.writeGuard(t, s.Ref.Alias, assigned) // byref.go
+	for _, c := range wg {
+		ub = ub.Where(c)
+	}
+	if len(wg) > 0 && !g.IsZero() {
+		g = and(append([]dialect.Frag{g}, wg...))
+	}
 	if r.byKey() && len(t.PK) > 0 && !g.IsZero() {
 		set, err := r.setClause(s)
 		if err != nil {
 			return Plan{}, err
 		}
-		return r.keyedWrite(Update, t, set, w, g, checks, s.Returning, s.ExpectOne) // keyed.go
+		var probe dialect.Frag
+		if s.ExpectOne {
+			if probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
+				return Plan{}, err
+			}
+		}
+		return r.keyedWrite(Update, t, set, w, g, checks, s.Returning, s.ExpectOne, probe) // keyed.go
 	}
 	if s.Returning != nil {
 		return r.updateReturning(s, ub, w, g, checks)
@@ -314,6 +343,9 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	st := Step{SQL: text, Args: args, Fail: ErrNotFound}
 	if s.ExpectOne {
 		st.Expect = ExpectOne
+		if st.Probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
+			return Plan{}, err
+		}
 	}
 	return Plan{Kind: Update, Steps: []Step{st}, Atomic: s.ExpectOne}, nil
 }
@@ -335,8 +367,18 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	wg := r.writeGuard(t, s.Ref.Alias, nil) // byref.go
+	if len(wg) > 0 && !g.IsZero() {
+		g = and(append([]dialect.Frag{g}, wg...))
+	}
 	if r.byKey() && len(t.PK) > 0 && !g.IsZero() {
-		return r.keyedWrite(Delete, t, dialect.Frag{}, w, g, nil, s.Returning, s.ExpectOne) // keyed.go
+		var probe dialect.Frag
+		if s.ExpectOne {
+			if probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
+				return Plan{}, err
+			}
+		}
+		return r.keyedWrite(Delete, t, dialect.Frag{}, w, g, nil, s.Returning, s.ExpectOne, probe) // keyed.go
 	}
 	db := sq.Delete(r.q(t.Name)).Where(paren(w))
 	if !g.IsZero() { // zero: a writable global table
@@ -355,6 +397,9 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	st := Step{SQL: text, Args: args, Fail: ErrNotFound}
 	if s.ExpectOne {
 		st.Expect = ExpectOne
+		if st.Probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
+			return Plan{}, err
+		}
 	}
 	return Plan{Kind: Delete, Steps: []Step{st}, Atomic: s.ExpectOne}, nil
 }

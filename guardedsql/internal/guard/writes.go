@@ -219,6 +219,11 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 	if len(s.Returning) > 0 && !retNative && up == nil && !t.IsKey(s.Cols) && len(t.PK) != 1 {
 		return Plan{}, fmt.Errorf("%w: INSERT into %s ... RETURNING on %s needs the table's key among the inserted columns (the engine has no RETURNING)", ErrRefused, t.Name, r.d.Name())
 	}
+	if _, rc := r.d.(dialect.RefCounter); rc && t.ByRef && len(s.Returning) > 0 {
+		// (h4-ref) The new row is visible to no one until referenced; the
+		// engine's row-level security will not return it.
+		return Plan{}, fmt.Errorf("%w: INSERT into %s ... RETURNING: the table is owned by reference and a new row is visible to no one on %s; insert the key", ErrRefused, t.Name, r.d.Name())
+	}
 	p := Plan{Kind: Insert, Atomic: true, Returns: s.Returning}
 	var rows []insertRow
 	for _, row := range s.Rows {
@@ -247,6 +252,10 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			if updChecks, _, err = r.writeChecks(t, uv, false); err != nil {
 				return Plan{}, err
 			}
+			// (h4-ref) The conflicting row is updated only if every
+			// consistency path it keeps leads into the scope (and, owned
+			// by reference, if every row referencing it is in scope).
+			updChecks = append(updChecks, r.conflictWriteGuard(t, uv)...)
 		}
 		if up != nil && upNative {
 			var f fb
@@ -301,6 +310,9 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			}
 			if style == dialect.UpsertLocked {
 				g := r.conflictGuard(t)
+				if !up.Nothing {
+					g = and(append([]dialect.Frag{g}, r.conflictWriteGuard(t, nil)...)) // (h4-ref)
+				}
 				if ir.lock, err = r.selectStmt(g, t, []dialect.Frag{r.keyEq(t, t.Name, up.Target, tv)}, true); err != nil {
 					return Plan{}, err
 				}
@@ -646,6 +658,9 @@ func (r *renderer) readBack(t *sqlast.Table, s *sqlast.Insert, vals map[string]s
 		kv[i] = vals[c].V
 	}
 	g := r.conflictGuard(t)
+	if t.ByRef {
+		g = r.readBackGuard(t) // (h4-ref) byref.go
+	}
 	what := dialect.Frag{SQL: strings.Join(quoteAll(r, s.Returning), ", ")}
 	return func(lastID int64) (dialect.Frag, error) {
 		cols, v := key, kv
