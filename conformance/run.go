@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -59,6 +60,10 @@ func Run(t *testing.T, target Target) *Report {
 		}
 	}()
 	rep.Version, rep.Where = r.sc.version, r.sc.where
+	for _, table := range slices.Sorted(maps.Keys(target.Shared)) {
+		rep.Shared = append(rep.Shared, Acknowledgement{Table: table, Reason: target.Shared[table], OwnedRows: r.cat.owned(table)})
+		t.Logf("acknowledged shared by the run: %s (%s); the live catalog attributes %d of its rows to tenants", table, target.Shared[table], r.cat.owned(table))
+	}
 	if rep.Embedded {
 		t.Logf("no target DSN: target %s on embedded SQLite (%s, %s)", target.Name, rep.Version, rep.Where)
 	} else {
@@ -199,6 +204,7 @@ type runner struct {
 	closeDB func() error
 	data    *Dataset
 	or      *oracle
+	cat     *catOracle // the live catalog's attribution of every row (P58)
 	raw     *snapshot // the database right after seeding
 	tenants []Tenant
 	mutable map[string]string
@@ -231,6 +237,14 @@ func newRunner(target Target) (*runner, error) {
 	}
 	if target.Seed == nil {
 		target.Seed = SyntheticSeed(target.Graph, 1)
+	}
+	for table, why := range target.Shared {
+		if _, ok := g.tables[table]; !ok {
+			return nil, fmt.Errorf("conformance: Target.Shared acknowledges table %q, which the graph does not declare", table)
+		}
+		if strings.TrimSpace(why) == "" {
+			return nil, fmt.Errorf("conformance: Target.Shared acknowledges table %q without a reason", table)
+		}
 	}
 	return &runner{target: target, engine: e, g: g, sch: sch, touched: map[string]map[int]bool{}}, nil
 }
@@ -281,7 +295,19 @@ func (r *runner) setup(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	r.data, r.or, r.raw = data, or, raw
+	live, err := readCatalog(ctx, sc.owner, sc.engine)
+	if err != nil {
+		return fail(err)
+	}
+	lvl, err := levelColumns(r.target, r.target.Graph, live)
+	if err != nil {
+		return fail(err)
+	}
+	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl)
+	if err != nil {
+		return fail(err)
+	}
+	r.data, r.or, r.raw, r.cat = data, or, raw, cat
 	if r.tenants == nil {
 		r.tenants = r.target.Tenants
 		if r.tenants == nil {
