@@ -160,3 +160,18 @@ func sharedText(m map[string]string) string {
 	slices.Sort(out)
 	return strings.Join(out, ", ")
 }
+
+// catForeign reports whether the row of a graph table with the Dataset key
+// k (over the graph's primary key) belongs, by the live catalog, to other
+// tenants than tn only; a table the run acknowledges as shared has none.
+func (r *runner) catForeign(table, k string, tn Tenant) bool {
+	if _, ok := r.target.Shared[table]; ok {
+		return false
+	}
+	t := r.g.tables[table]
+	if t == nil || len(t.pk) == 0 {
+		return false
+	}
+	f, _, _ := r.cat.foreignByKey(table, t.pk, k, r.g, tn.Grants)
+	return f
+}

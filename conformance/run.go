@@ -78,7 +78,9 @@ func Run(t *testing.T, target Target) *Report {
 			ids[j] = fmt.Sprint(p.id)
 		}
 		t.Logf("repetition %d/%d, order seed %d: %s", i, rep.Repetitions, rep.OrderSeed, strings.Join(ids, " "))
-		r.touched = map[string]map[int]bool{}
+		r.mu.Lock()
+		r.touched, r.calls, r.ran = map[string]map[int]bool{}, map[int]*callLog{}, map[int]bool{}
+		r.mu.Unlock()
 		t.Run(fmt.Sprintf("rep%d", i), func(t *testing.T) {
 			for _, p := range order {
 				res := rep.result(p.id)
@@ -139,6 +141,9 @@ type pt struct {
 	skip   string
 	ctx    context.Context
 	rng    *rand.Rand
+	// tool calls made, per caller (vacuous.go)
+	callers []string
+	tallies map[string]*callTally
 }
 
 type abort struct{}
@@ -214,6 +219,8 @@ type runner struct {
 	mu      sync.Mutex
 	cur     int                     // property running now
 	touched map[string]map[int]bool // table -> properties that queried it
+	calls   map[int]*callLog        // property -> its tool calls, this repetition (P59)
+	ran     map[int]bool            // properties run, this repetition
 }
 
 func newRunner(target Target) (*runner, error) {
@@ -381,6 +388,16 @@ func (r *runner) runProperty(ctx context.Context, p *property, tb testing.TB, se
 		}()
 		p.fn(x, r)
 	}()
+	if x.skip == "" {
+		x.checkVacuous()
+		r.keepCalls(p.id, x)
+		r.mu.Lock()
+		if r.ran == nil {
+			r.ran = map[int]bool{}
+		}
+		r.ran[p.id] = true
+		r.mu.Unlock()
+	}
 	if r.db != nil {
 		after, err := takeSnapshot(ctx, r.sc.owner, r.sc.engine, r.g)
 		switch {

@@ -158,6 +158,10 @@ type Canary struct {
 	// renders it), so the suite knows which tenants may see it.
 	Table string
 	Key   string
+	// Column, if set, names the column holding it, for messages: a
+	// canary shown to a caller who may not see it names the column whose
+	// PII tag is missing.
+	Column string
 }
 
 // Row is one row: column name to value. Values are nil, bool, integers,
