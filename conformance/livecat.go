@@ -115,7 +115,9 @@ func readSQLiteCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTabl
 				pks = append(pks, pkc{col, c[2]})
 			}
 		}
-		sort.Slice(pks, func(i, j int) bool { return len(pks[i].pos) < len(pks[j].pos) || (len(pks[i].pos) == len(pks[j].pos) && pks[i].pos < pks[j].pos) })
+		sort.Slice(pks, func(i, j int) bool {
+			return len(pks[i].pos) < len(pks[j].pos) || (len(pks[i].pos) == len(pks[j].pos) && pks[i].pos < pks[j].pos)
+		})
 		for _, p := range pks {
 			t.pk = append(t.pk, p.col)
 		}

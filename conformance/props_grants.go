@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/scope"
 )

@@ -210,7 +210,7 @@ type runner struct {
 	data    *Dataset
 	or      *oracle
 	cat     *catOracle // the live catalog's attribution of every row (P58)
-	raw     *snapshot // the database right after seeding
+	raw     *snapshot  // the database right after seeding
 	tenants []Tenant
 	mutable map[string]string
 
