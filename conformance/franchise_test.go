@@ -3,9 +3,12 @@ package conformance
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,7 +142,7 @@ func franchiseDDL(e Engine, ft ftable) string {
 // franchiseData is 3 stores × (2 staff, 4 customers, 4 copies, 8 rentals
 // and their payments), ids interleaved across stores, every path of a
 // rental and a payment inside its store; names and e-mails shared across
-// stores, phone numbers planted as PII canaries (one per customer).
+// stores, last names planted as PII canaries (one per customer).
 func franchiseData() *Dataset {
 	d := &Dataset{}
 	d.Add("country", Row{"country_id": int64(1), "country": "Freedonia"})
@@ -166,7 +169,7 @@ func franchiseData() *Dataset {
 	}
 	for i := 0; i < 4; i++ {
 		for s := int64(1); s <= stores; s++ {
-			d.Add("customer", Row{"customer_id": id(i, s), "store_id": s, "first_name": []string{"Mary", "Patricia", "Linda", "Barbara"}[i], "last_name": "Smith",
+			d.Add("customer", Row{"customer_id": id(i, s), "store_id": s, "first_name": []string{"Mary", "Patricia", "Linda", "Barbara"}[i], "last_name": fmt.Sprintf("Quillfeather%d%d", s, i),
 				"email": fmt.Sprintf("c%d@example.com", i), "phone": fmt.Sprintf("+1555%03d%04d", s, 7000+i), "loyalty_no": fmt.Sprintf("%d.00", 100+i), "address_id": newAddr()})
 		}
 	}
@@ -232,14 +235,15 @@ type fCustomer struct {
 	Phone     string `json:"phone" pii:"phone"`
 }
 
-// fCustomerUntagged is the same with the phone column left untagged: the
-// PII mistake of the fixture.
+// fCustomerUntagged is the same with the last-name column left untagged:
+// the PII mistake of the fixture (names have no free-text detector, so
+// nothing else hides them).
 type fCustomerUntagged struct {
 	ID        int64  `json:"id"`
 	FirstName string `json:"first_name" pii:"name"`
-	LastName  string `json:"last_name" pii:"name"`
+	LastName  string `json:"last_name"`
 	Email     string `json:"email" pii:"email"`
-	Phone     string `json:"phone"`
+	Phone     string `json:"phone" pii:"phone"`
 }
 
 type fEmpty struct{}
@@ -249,7 +253,8 @@ type fReport struct {
 }
 
 // franchiseTools registers store_report (managers only) and
-// list_customers, whose phone column is tagged unless untagged is set.
+// list_customers (twice, as customers_again), whose last-name column is
+// tagged unless untagged is set.
 func franchiseTools(sch func() *builder.Schema, untagged bool) func(*server.Server) error {
 	manager := server.Require{Roles: []string{"manager"}}
 	return func(s *server.Server) error {
@@ -325,7 +330,7 @@ func franchiseTarget(dsn string, untagged bool) Target {
 			return franchiseTools(func() *builder.Schema { return sch }, untagged)(s)
 		},
 		Levels:    []string{levelStore},
-		Redaction: redact.Options{Reveal: map[string][]redact.Category{"clerk": {redact.Name, redact.Email}, "manager": {redact.Name, redact.Email, redact.Phone}}},
+		Redaction: redact.Options{Reveal: map[string][]redact.Category{"clerk": {redact.Email}, "manager": {redact.Name, redact.Email, redact.Phone}}},
 		Callers:   [][]string{{"clerk"}, {"manager"}},
 		Calls: func(*Dataset, Tenant) []ToolCall {
 			return []ToolCall{{Tool: "store_report", Args: map[string]any{}}, {Tool: "list_customers", Args: map[string]any{}}, {Tool: "customers_again", Args: map[string]any{}}}
@@ -333,7 +338,7 @@ func franchiseTarget(dsn string, untagged bool) Target {
 		Canaries: func(d *Dataset) []Canary {
 			var out []Canary
 			for _, r := range d.Tables["customer"] {
-				out = append(out, Canary{Value: r["phone"].(string), Category: redact.Phone, Table: "customer", Column: "phone", Key: canon(r["customer_id"])})
+				out = append(out, Canary{Value: r["last_name"].(string), Category: redact.Name, Table: "customer", Column: "last_name", Key: canon(r["customer_id"])})
 			}
 			return out
 		},
@@ -355,5 +360,134 @@ func TestFranchise(t *testing.T) {
 		reportsMu.Lock()
 		reports = append(reports, rep)
 		reportsMu.Unlock()
+	})
+}
+
+// without returns def with the foreign keys of table on column removed
+// from the declaration (the column stays).
+func without(def builder.SchemaDef, table, column string) builder.SchemaDef {
+	def.Tables = slices.Clone(def.Tables)
+	for i := range def.Tables {
+		if td := &def.Tables[i]; td.Name == table {
+			td.ForeignKeys = slices.DeleteFunc(slices.Clone(td.ForeignKeys), func(f builder.ForeignKey) bool { return slices.Contains(f.Columns, column) })
+		}
+	}
+	return def
+}
+
+// TestFranchiseClerkPathRefusedAtOpen is mistake (a) of issue 25:
+// omitting the clerk path (staff_id) of rentals and payments. Open must
+// refuse the graph (guardedsql's check of foreign keys between
+// tenant-bound tables that the graph does not declare), naming the table
+// and the column; before that check it was accepted silently, and a store
+// could write rentals and payments pointing at other stores' staff.
+func TestFranchiseClerkPathRefusedAtOpen(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		for _, table := range []string{"rental", "payment"} {
+			t.Run(table, func(t *testing.T) {
+				tg := franchiseTarget(dsn, false)
+				tg.Graph, tg.Schema = without(tg.Graph, table, "staff_id"), nil
+				_, err := runSome(t, tg, 1)
+				if err == nil {
+					t.Fatalf("the franchise opened with the clerk path of %s undeclared", table)
+				}
+				if !errors.Is(err, guardedsql.ErrCatalog) || !strings.Contains(err.Error(), table) || !strings.Contains(err.Error(), "staff_id") {
+					t.Fatalf("clerk path of %s undeclared: err = %v; want a catalog error naming %s and staff_id", table, err, table)
+				}
+				t.Logf("refused at Open: %v", err)
+			})
+		}
+	})
+}
+
+// TestFranchiseMistakes: the other two declaration mistakes of issue 25
+// fail the run, each with a message naming the table and the column, on
+// every engine:
+//
+//   - (b) payment declared global with the reason the start-up error asks
+//     for: property 58 (the live catalog gives its rows to their stores);
+//     so does the address table when the run does not acknowledge it;
+//   - (c) the customer phone column left untagged, with a role-gated tool
+//     as the first call of every caller: property 20 names customer.phone
+//     (the calls after the refused one are made on a new session).
+//
+// And the harness rule behind (c): callers whose calls mostly fail make P20
+// and P59 fail as vacuous.
+func TestFranchiseMistakes(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		expect := func(t *testing.T, tg Target, id int, want ...string) {
+			t.Helper()
+			out, err := runSome(t, tg, id)
+			if err != nil {
+				t.Fatalf("setup: %v", err)
+			}
+			o := out[id]
+			all := strings.Join(o.msgs, "\n")
+			for _, w := range want {
+				if !o.failed || !strings.Contains(all, w) {
+					t.Fatalf("P%d: failed=%v, messages %q; want a failure containing %q", id, o.failed, o.msgs, w)
+				}
+			}
+			t.Logf("P%d: %s", id, o.msgs[0])
+		}
+		t.Run("b_payment_global_with_reason", func(t *testing.T) {
+			expect(t, declareGlobal(franchiseTarget(dsn, false), "payment"), 58, "payment (declared global with GlobalReason")
+		})
+		t.Run("b_address_unacknowledged", func(t *testing.T) {
+			tg := franchiseTarget(dsn, false)
+			tg.Shared = maps.Clone(tg.Shared)
+			delete(tg.Shared, "address")
+			expect(t, tg, 58, "address (declared global)")
+		})
+		t.Run("c_untagged_phone", func(t *testing.T) {
+			expect(t, franchiseTarget(dsn, true), 20, "customer.last_name", "roles [clerk] may not see")
+		})
+		t.Run("vacuous", func(t *testing.T) {
+			tg := franchiseTarget(dsn, true)
+			tools := *tg.Tools
+			tools.Calls = func(*Dataset, Tenant) []ToolCall {
+				gated := ToolCall{Tool: "store_report", Args: map[string]any{}}
+				return []ToolCall{gated, gated, gated, {Tool: "list_customers", Args: map[string]any{}}}
+			}
+			tools.Callers = [][]string{{"clerk"}}
+			tools.Redaction.Reveal = map[string][]redact.Category{"clerk": {redact.Name, redact.Email}}
+			tg.Tools = &tools
+			expect(t, tg, 20, "vacuous: 3 of 4 calls as store 1 {store:1} roles [clerk] failed")
+		})
+	})
+}
+
+// TestSuiteFixesAreLoadBearing removes each of the suite's own fixes of
+// issue 25 in turn (suitefault.go) and shows the franchise mistake it
+// catches going unnoticed, so that the tests above fail for the fix's
+// reason and not by accident: without the catalog oracle P58 passes with
+// payment declared global; without the vacuous-pass rule (calls after a
+// refused one lost on the closed session) P20 passes with the last name
+// untagged; without typed seeds P60 fails on every engine and the control
+// of P9 on PostgreSQL and MySQL/MariaDB (SQLite stores the text anyway).
+func TestSuiteFixesAreLoadBearing(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		passes := func(t *testing.T, off *atomic.Bool, tg Target, id int, wantFail bool) {
+			t.Helper()
+			defer switchOff(off)()
+			out, err := runSome(t, tg, id)
+			if err != nil {
+				t.Fatalf("setup: %v", err)
+			}
+			if o := out[id]; o.failed != wantFail {
+				t.Fatalf("fix switched off: P%d failed=%v (want %v): %v", id, o.failed, wantFail, o.msgs)
+			}
+		}
+		t.Run("catalog_oracle", func(t *testing.T) {
+			passes(t, &offCatalogOracle, declareGlobal(franchiseTarget(dsn, false), "payment"), 58, false)
+		})
+		t.Run("vacuous", func(t *testing.T) {
+			passes(t, &offVacuous, franchiseTarget(dsn, true), 20, false)
+		})
+		t.Run("typed_seeds", func(t *testing.T) {
+			e, _ := EngineOf(dsn)
+			passes(t, &offTypedSeeds, franchiseTarget(dsn, false), 60, true)
+			passes(t, &offTypedSeeds, franchiseTarget(dsn, false), 9, e != SQLite)
+		})
 	})
 }

@@ -168,6 +168,9 @@ func (r *runner) fresh(t *tinfo, template Row) Row {
 		if kind == kindInt {
 			hi += 1_000_000
 		}
+		if offTypedSeeds.Load() && kind != kindInt {
+			kind = kindText
+		}
 		row[c] = typedValue(kind, "tmconf", hi, n)
 	}
 	return row
