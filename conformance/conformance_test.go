@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
 var (
@@ -55,10 +53,6 @@ func TestConformance(t *testing.T) {
 	seed := env.OrderSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
-	}
-	if env.Mutate != "" {
-		t.Logf("%s=%s: the guard drops the tenant predicate of %s for this run; properties are expected to FAIL", EnvMutate, env.Mutate, env.Mutate)
-		defer guardfault.DropPredicate(env.Mutate)()
 	}
 	for _, dsn := range dsns {
 		e, _ := EngineOf(dsn)

@@ -20,8 +20,11 @@ const (
 	// EnvSeed fixes the order seed (default: from the clock, printed).
 	EnvSeed = "TENANTMCP_CONFORMANCE_SEED"
 	// EnvMutate names a table whose tenant predicate the guard drops for
-	// the whole run (through the test-only fault hook), to watch the suite
-	// fail. Only this module's own tests honour it.
+	// the whole of every Run (through a fault hook that works in test
+	// binaries only; on PostgreSQL the table's row-level security is
+	// disabled too), to watch the suite fail. Run honours it in any test
+	// binary, a user's module included; Mutate is the same check with
+	// assertions, table by table.
 	EnvMutate = "TENANTMCP_CONFORMANCE_MUTATE"
 	// EnvSummary names a file the summary table is also written to (go
 	// test shows a passing package's output only with -v).

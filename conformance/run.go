@@ -30,7 +30,10 @@ import (
 // tally of results, for WriteTable.
 //
 // Run must be called from a test; it does not call t.Parallel, and neither
-// may its caller while the fault hook of this module is in use.
+// may its caller while the fault hook of this module is in use. With
+// TENANTMCP_CONFORMANCE_MUTATE=<table> set, in any test binary (yours
+// too), Run breaks that table's isolation for the whole run (see [Mutate])
+// so that you can watch it fail.
 func Run(t *testing.T, target Target) *Report {
 	t.Helper()
 	rep := &Report{Target: target.Name, Repetitions: max(target.Repetitions, 1), OrderSeed: target.OrderSeed}
@@ -60,6 +63,15 @@ func Run(t *testing.T, target Target) *Report {
 		}
 	}()
 	rep.Version, rep.Where = r.sc.version, r.sc.where
+	restore, err := r.mutateFromEnv(t)
+	if err != nil {
+		rep.Error = err.Error()
+		t.Error(err)
+		return rep
+	}
+	if restore != nil {
+		defer restore()
+	}
 	for _, table := range slices.Sorted(maps.Keys(target.Shared)) {
 		rep.Shared = append(rep.Shared, Acknowledgement{Table: table, Reason: target.Shared[table], OwnedRows: r.cat.owned(table)})
 		t.Logf("acknowledged shared by the run: %s (%s); the live catalog attributes %d of its rows to tenants", table, target.Shared[table], r.cat.owned(table))
