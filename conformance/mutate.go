@@ -166,7 +166,6 @@ func (r *runner) mutateFromEnv(t *testing.T) (restore func(), err error) {
 	}, nil
 }
 
-
 // fault is one way of breaking the isolation of one table.
 type fault struct {
 	kind   string // "guard", "rls", "guard+rls"
@@ -252,4 +251,3 @@ func hookFault(kind, table string, start func() (restore func())) fault {
 			return nil
 		}}
 }
-
