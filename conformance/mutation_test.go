@@ -399,13 +399,14 @@ func globalWithReason(t *testing.T, dsn string) {
 }
 
 // TestMutateExported runs the exported mutation check, as a user's module
-// calls it, on the franchise fixture (two tables, for time) on every
-// target engine: P1 and P58 must catch each broken table.
+// calls it, on the franchise fixture on every
+// target engine: P1 and P58 must catch the broken table (rental; one, for
+// time: TestMutationIsCaught breaks every hotel table).
 func TestMutateExported(t *testing.T) {
 	forEachDSN(t, func(t *testing.T, dsn string) {
-		ms := Mutate(t, franchiseTarget(dsn, false), MutateOptions{Tables: []string{"rental", "customer"}})
-		if len(ms) != 2 {
-			t.Fatalf("Mutate returned %d mutations, want 2", len(ms))
+		ms := Mutate(t, franchiseTarget(dsn, false), MutateOptions{Tables: []string{"rental"}})
+		if len(ms) != 1 {
+			t.Fatalf("Mutate returned %d mutations, want 1", len(ms))
 		}
 	})
 }
