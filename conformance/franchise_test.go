@@ -26,7 +26,9 @@ import (
 // countries are global. Its unique keys hold a timestamp (rentals, as the
 // public schema's UNIQUE (rental_date, inventory_id, customer_id)), a date
 // (inventory), a decimal (customers) and a UUID (payments), which the
-// write properties' controls must vary with values of those types.
+// write properties' controls must vary with values of those types; each
+// holds a column of the row's path to its store, so none is a unique key
+// shared across tenants.
 //
 // The declaration mistakes a team would plausibly make are mutation
 // fixtures (TestFranchiseMistakes): each is refused at Open or fails the
@@ -70,7 +72,7 @@ var franchiseTables = []ftable{
 		pk: []string{"rental_id"}, unique: [][]string{{"rental_date", "inventory_id", "customer_id"}}, parent: "inventory_id",
 		fks: []builder.ForeignKey{{Columns: []string{"inventory_id"}, RefTable: "inventory"}, {Columns: []string{"customer_id"}, RefTable: "customer"}, {Columns: []string{"staff_id"}, RefTable: "staff"}}},
 	{name: "payment", cols: []fcol{{"payment_id", "int"}, {"customer_id", "int"}, {"staff_id", "int"}, {"rental_id", "int"}, {"amount", "dec"}, {"receipt", "uuid"}, {"note", "text"}},
-		pk: []string{"payment_id"}, unique: [][]string{{"receipt"}}, parent: "rental_id",
+		pk: []string{"payment_id"}, unique: [][]string{{"rental_id", "receipt"}}, parent: "rental_id",
 		fks: []builder.ForeignKey{{Columns: []string{"customer_id"}, RefTable: "customer"}, {Columns: []string{"staff_id"}, RefTable: "staff"}, {Columns: []string{"rental_id"}, RefTable: "rental"}}},
 }
 
