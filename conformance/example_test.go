@@ -146,4 +146,7 @@ func ExampleProperties() {
 	// P46_narrow_never_widens     A narrowing selector never widens
 	// P47_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
 	// P48_abandoned_recheck       An abandoned call never stops other tenants
+	// P58_catalog_oracle          No row the live catalog gives another tenant is returned
+	// P59_no_vacuous_pass         No property passes on calls that failed
+	// P60_typed_seeds             Generated key values have their column's type
 }
