@@ -37,15 +37,14 @@ import (
 type fcol struct{ name, kind string } // kind: int, text, ts, date, dec, uuid
 
 type ftable struct {
-	name    string
-	cols    []fcol
-	pk      []string
-	unique  [][]string
-	fks     []builder.ForeignKey
-	levels  map[string]string
-	parent  string
-	global  bool
-	colsSQL map[string]string // per-engine overrides are not needed: kinds map to types
+	name   string
+	cols   []fcol
+	pk     []string
+	unique [][]string
+	fks    []builder.ForeignKey
+	levels map[string]string
+	parent string
+	global bool
 }
 
 const levelStore = "store"
@@ -228,7 +227,7 @@ var franchiseShared = map[string]string{
 	"address": "owned by reference (customers, staff, stores point at it); declared global until TableDef.OwnedByReference is available",
 }
 
-// Customer is a customer as the fixture's tools return it.
+// fCustomer is a customer as the fixture's tools return it.
 type fCustomer struct {
 	ID        int64  `json:"id"`
 	FirstName string `json:"first_name" pii:"name"`

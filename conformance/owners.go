@@ -237,7 +237,7 @@ next:
 	return m
 }
 
-// admits reports whether grants admit one of ps: a plain grant its
+// admitsPairs reports whether grants admit one of ps: a plain grant its
 // (level, canonical id) pair, a grant confined to ancestors every pair of
 // its path.
 func admitsPairs(ps pairs, g *graph, grants []scope.Grant) bool {
@@ -307,7 +307,7 @@ func (c *catOracle) foreignByKey(table string, cols []string, key string, g *gra
 	return true, true, ownersText(c.owners[lt][rows[0]])
 }
 
-// tenantsOf counts the rows of table the oracle attributes to tenants.
+// owned counts the rows of table the oracle attributes to tenants.
 func (c *catOracle) owned(table string) int {
 	n := 0
 	for _, ps := range c.owners[strings.ToLower(table)] {

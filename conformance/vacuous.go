@@ -48,7 +48,8 @@ func (p *pt) record(who, failure string) {
 	}
 }
 
-// vacuous returns the messages for the callers whose calls mostly failed.
+// vacuousMsgs returns the messages for the callers whose calls mostly
+// failed.
 func vacuousMsgs(callers []string, tallies map[string]*callTally) []string {
 	var out []string
 	for _, who := range callers {
