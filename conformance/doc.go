@@ -185,8 +185,10 @@
 //	   another tenant's, runs the check and reads exactly its rows; no failed check is logged.
 //	58 Catalog oracle: for every table of the graph, global ones included, and every tenant,
 //	   a guarded SELECT of all its columns and its COUNT(*) include no row that the live
-//	   catalog attributes to other tenants only, and neither does the graph's own reading of
-//	   what the tenant sees. Ownership comes from the catalog and the rows alone, never from
+//	   catalog attributes to other tenants only, MIN and MAX of every integer and text column
+//	   are values a row not given to other tenants holds, and the graph's own reading of
+//	   what the tenant sees holds no such row either; property 20 takes a canary's owner
+//	   from both readings. Ownership comes from the catalog and the rows alone, never from
 //	   the declared graph: a row owns the (level, id) pairs of its level columns; a row that
 //	   references owning rows through enforced foreign keys owns their pairs too, transitively
 //	   (a row with several paths belongs to every tenant one of them leads to); a row owning

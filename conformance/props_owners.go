@@ -20,7 +20,8 @@ func init() {
 // all its columns returns and its COUNT(*) include no row that the
 // catalog oracle (owners.go: level columns and every enforced foreign key
 // of the live database, in both directions) attributes to other tenants
-// only, unless the run acknowledges the table as shared (Target.Shared).
+// only, unless the run acknowledges the table as shared (Target.Shared);
+// nor do MIN and MAX of its integer and text columns (extremesOwn).
 // The graph's own reading of which rows a tenant sees (the oracle of
 // properties 1–14) must not contain such a row either.
 func propCatalogOracle(p *pt, r *runner) {
