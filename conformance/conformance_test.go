@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
 var (
@@ -56,10 +54,6 @@ func TestConformance(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	if env.Mutate != "" {
-		t.Logf("%s=%s: the guard drops the tenant predicate of %s for this run; properties are expected to FAIL", EnvMutate, env.Mutate, env.Mutate)
-		defer guardfault.DropPredicate(env.Mutate)()
-	}
 	for _, dsn := range dsns {
 		e, _ := EngineOf(dsn)
 		var tg Target
@@ -68,7 +62,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tg = Target{Name: env.GraphFile, DSN: dsn, Graph: def, Seed: SyntheticSeed(def, 1)}
+			tg = Target{Name: env.GraphFile, DSN: dsn, Graph: def, Seed: SyntheticSeed(def, 1), Shared: env.Shared}
 		} else {
 			tg = hotelTarget(dsn, seed)
 		}

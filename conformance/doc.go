@@ -4,7 +4,9 @@
 // application role, and runs a table of security properties, each a
 // subtest with a primary criterion on the rows returned and on side
 // effects. Expected results are computed in Go from the seed data by the
-// suite's own reading of the schema graph, never from the guard's output.
+// suite's own reading of the schema graph, never from the guard's output,
+// and that reading is itself checked against ownership derived from the
+// live catalog (property 58), so a wrong declaration cannot pass.
 //
 // It is the suite a tool author runs before shipping, and the one this
 // module's CI runs on SQLite, PostgreSQL and MariaDB.
@@ -24,8 +26,9 @@
 //	TENANTMCP_CONFORMANCE_REPS    repetitions, each in a new random order (default 1)
 //	TENANTMCP_CONFORMANCE_SEED    the order seed (default from the clock; always printed)
 //	TENANTMCP_CONFORMANCE_SUMMARY also write the summary table to this file
-//	TENANTMCP_CONFORMANCE_MUTATE  drop the tenant predicate of this table for the whole run
-//	                              (test-only fault hook): watch the suite fail
+//	TENANTMCP_CONFORMANCE_MUTATE  break this table for every Run of the test binary (the guard
+//	                              drops its tenant predicate; PostgreSQL: its RLS too), in any
+//	                              module's tests: watch the suite fail (see Mutate)
 //
 // For example, the CI run:
 //
@@ -180,6 +183,35 @@
 //	48 An abandoned call never stops other tenants (PostgreSQL): with the row-level security
 //	   re-check due, a call whose context is already cancelled fails on its own; the next call,
 //	   another tenant's, runs the check and reads exactly its rows; no failed check is logged.
+//	58 Catalog oracle: for every table of the graph, global ones included, and every tenant,
+//	   a guarded SELECT of all its columns and its COUNT(*) include no row that the live
+//	   catalog attributes to other tenants only, MIN and MAX of every integer and text column
+//	   are values a row not given to other tenants holds, and the graph's own reading of
+//	   what the tenant sees holds no such row either; property 20 takes a canary's owner
+//	   from both readings. Ownership comes from the catalog and the rows alone, never from
+//	   the declared graph: a row owns the (level, id) pairs of its level columns; a row that
+//	   references owning rows through enforced foreign keys owns their pairs too, transitively
+//	   (a row with several paths belongs to every tenant one of them leads to); a row owning
+//	   nothing that owning rows reference owns their pairs (owned by reference: an address
+//	   belongs to the stores whose customers point at it; so does a country). Which catalog
+//	   columns carry a level: Target.LevelColumns, or by default every level column the graph
+//	   declares plus every column of the database named like one that is not the whole
+//	   primary key of its table (every store_id carries "store"); foreign keys carry it on
+//	   regardless of the graph. A table the run acknowledges as shared (Target.Shared, with a
+//	   reason: the run's option, not the schema's) is exempt; the summary prints each
+//	   acknowledgement. A tenant table declared global, with a GlobalReason or not, fails.
+//	59 No vacuous pass (runs last): every tool call a property makes is recorded per caller
+//	   (tenant × role set); a caller whose calls mostly failed (HTTP 403 or 429, a closed
+//	   session, a tool or internal error) fails the property itself with "vacuous: N of M
+//	   calls as WHO failed", and P59 re-checks the repetition and that property 20 made
+//	   successful calls as every tenant with every caller role set. A session the server
+//	   closes after a refused call is reopened for the next call.
+//	60 Typed seeds: in every primary or declared unique key of a tenant-bound table, a column
+//	   whose catalog type is a timestamp, date, decimal or UUID gets fresh values of that type
+//	   from the write controls (2037 timestamps and dates, decimals above the table's largest,
+//	   UUIDs), and every tenant's copy of an own row is accepted (rolled back). SyntheticSeed
+//	   types generated values by TableDef.Types the same way.
+//	61 Mutation check on your schema: Mutate (below).
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -216,7 +248,40 @@
 //
 // # Mutation check
 //
-// A suite that cannot fail proves nothing. This module's tests include
+// A suite that cannot fail proves nothing. Mutate runs the check on your
+// target from your own module's tests:
+//
+//	func TestMutation(t *testing.T) {
+//		conformance.Mutate(t, myTarget(), conformance.MutateOptions{})
+//	}
+//
+// It runs every property with nothing broken (all must pass), then breaks
+// each tenant-bound table in turn — the guard drops its tenant predicate
+// through a fault hook that works in test binaries only, and on PostgreSQL
+// the owner disables its row-level security, which alone would still
+// confine the app role — runs every property again, and fails unless
+// properties 1 and 58 ([MustCatch]) catch every table; the matrix of which
+// properties caught what is logged and returned. TENANTMCP_CONFORMANCE_MUTATE
+// does the same to every Run of a test binary, yours included, for one
+// table and without assertions: the run is expected to fail.
+// examples/usermodule's TestMutation is an example.
+//
+// The suite's own fixes of issue 25 are load-bearing, and
+// TestSuiteFixesAreLoadBearing shows it on a store-franchise fixture
+// (stores as tenants; customers, staff and inventory carry the store; a
+// rental references a copy, a customer and a clerk; a payment the rental,
+// the customer and the clerk; addresses referenced from customers, staff
+// and stores; films global): with property 58 switched off, payment
+// declared global with a GlobalReason passes; with the vacuous-pass rule
+// off, a customer column left untagged passes behind a role-gated first
+// call that closes the clerk's session; with typed seeds off, property 60
+// and on PostgreSQL and MySQL/MariaDB property 9's control fail on the
+// timestamp, date, decimal and UUID unique keys. TestFranchiseMistakes
+// asserts each mistake fails the run naming the table and the column, and
+// TestFranchiseClerkPathRefusedAtOpen that omitting the clerk path of
+// rentals and payments is refused at Open.
+//
+// This module's tests include
 // TestMutationIsCaught, which makes the guard drop the tenant predicate
 // of one table at a time (internal/guardfault, a test-only hook) and
 // asserts that the properties fail; TENANTMCP_CONFORMANCE_MUTATE=<table>
@@ -238,7 +303,7 @@
 // Summary, on SQLite, PostgreSQL and MariaDB alike:
 //
 //	fault removed                                    caught by
-//	guard predicate of one table (PostgreSQL: + RLS)  1 2 5 6 7 8 (9)
+//	guard predicate of one table (PostgreSQL: + RLS)  1 2 5 6 7 8 58 (9)
 //	grants checked along the whole path (ancestors)  21
 //	roles bound per grant (roles)                    22
 //	nullable composite keys (nullable_fk)            25

@@ -20,9 +20,16 @@ const (
 	// EnvSeed fixes the order seed (default: from the clock, printed).
 	EnvSeed = "TENANTMCP_CONFORMANCE_SEED"
 	// EnvMutate names a table whose tenant predicate the guard drops for
-	// the whole run (through the test-only fault hook), to watch the suite
-	// fail. Only this module's own tests honour it.
+	// the whole of every Run (through a fault hook that works in test
+	// binaries only; on PostgreSQL the table's row-level security is
+	// disabled too), to watch the suite fail. Run honours it in any test
+	// binary, a user's module included; Mutate is the same check with
+	// assertions, table by table.
 	EnvMutate = "TENANTMCP_CONFORMANCE_MUTATE"
+	// EnvShared acknowledges tables as shared for a run on a graph file
+	// (Target.Shared, which property 58 exempts): "table=reason" items
+	// separated by ";" ("labels=task labels every org picks from").
+	EnvShared = "TENANTMCP_CONFORMANCE_SHARED"
 	// EnvSummary names a file the summary table is also written to (go
 	// test shows a passing package's output only with -v).
 	EnvSummary = "TENANTMCP_CONFORMANCE_SUMMARY"
@@ -36,6 +43,7 @@ type Env struct {
 	OrderSeed   uint64
 	Mutate      string
 	SummaryFile string
+	Shared      map[string]string // from EnvShared
 }
 
 // FromEnv reads the environment variables above.
@@ -50,6 +58,17 @@ func FromEnv() (Env, error) {
 	for _, d := range e.DSNs {
 		if _, err := engineOf(d); err != nil {
 			return Env{}, fmt.Errorf("%s: %w", EnvDSN, err)
+		}
+	}
+	if v := strings.TrimSpace(os.Getenv(EnvShared)); v != "" {
+		e.Shared = map[string]string{}
+		for _, item := range strings.Split(v, ";") {
+			table, why, ok := strings.Cut(item, "=")
+			table, why = strings.TrimSpace(table), strings.TrimSpace(why)
+			if !ok || table == "" || why == "" {
+				return Env{}, fmt.Errorf("%s: item %q is not table=reason", EnvShared, item)
+			}
+			e.Shared[table] = why
 		}
 	}
 	if v := os.Getenv(EnvRepetitions); v != "" {

@@ -146,8 +146,15 @@ func ExampleProperties() {
 	// P46_narrow_never_widens     A narrowing selector never widens
 	// P47_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
 	// P48_abandoned_recheck       An abandoned call never stops other tenants
+	// P49_foreign_lock            Another tenant's lock is no oracle and no lever
+	// P50_error_kind_foreign_values An engine error never depends on another tenant's values
+	// P52_owned_by_reference      Rows owned by reference: visible through own referencing rows, claimed and changed only by their tenant
+	// P53_consistency_paths       Every foreign key between tenant rows is checked on every write kind
 	// P54_undeclared_fk           Undeclared foreign key between tenant tables refused at Open
 	// P55_global_read_only        Global tables are read-only unless declared writable
 	// P56_shared_unique           Unique keys shared across tenants refused unless acknowledged
 	// P57_triggers                Triggers and rules on tenant tables refused at Open
+	// P58_catalog_oracle          No row the live catalog gives another tenant is returned
+	// P59_no_vacuous_pass         No property passes on calls that failed
+	// P60_typed_seeds             Generated key values have their column's type
 }

@@ -40,6 +40,7 @@ func hotelTarget(dsn string, seed uint64) Target {
 			{Name: "hotel acme-lisbon", Grants: []scope.Grant{{Level: hotel.LevelHotel, ID: "acme-lisbon"}}},
 			{Name: "union", Grants: []scope.Grant{{Level: hotel.LevelChain, ID: "globex"}, {Level: hotel.LevelHotel, ID: "acme-paris"}}},
 		},
+		Shared:  map[string]string{"countries": "ISO country codes: one reference list that every chain's hotels and guests point at"},
 		Mutable: map[string]string{"chains": "name", "hotels": "name", "rooms": "number", "guests": "full_name", "bookings": "status", "payments": "card_number"},
 		Tools: &Tools{
 			Register:  hotel.Register,

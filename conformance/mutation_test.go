@@ -14,92 +14,6 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
-// fault is one way of breaking the isolation of one table.
-type fault struct {
-	kind   string // "guard", "rls", "guard+rls"
-	table  string
-	inject func() error // idempotent; called before every property
-	clear  func() error
-}
-
-func (r *runner) faults(table string) []fault {
-	guard := hookFault("guard", table, func() func() { return guardfault.DropPredicate(table) })
-	if r.engine != Postgres {
-		return []fault{guard}
-	}
-	// PostgreSQL has a second boundary: the table's row-level security,
-	// switched off by its owner (the start-up check would refuse to open
-	// a DB like that; the one open already carries on).
-	rls := fault{kind: "rls", table: table,
-		inject: func() error {
-			_, err := r.sc.owner.Exec(`ALTER TABLE ` + Postgres.quote(table) + ` DISABLE ROW LEVEL SECURITY`)
-			return err
-		},
-		clear: func() error { return prepareEngine(context.Background(), r.sc, r.sch) }}
-	both := fault{kind: "guard+rls", table: table,
-		inject: func() error { return errors.Join(guard.inject(), rls.inject()) },
-		clear:  func() error { return errors.Join(guard.clear(), rls.clear()) }}
-	// The policies trust the scope setting as written (the verifying
-	// function replaced by one that reads the document, signed or not,
-	// without checking the signature).
-	unsigned := fault{kind: "unsigned", table: table,
-		inject: func() error {
-			_, err := r.sc.owner.Exec(`CREATE OR REPLACE FUNCTION tenantmcp_scope_doc() RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-SELECT CASE WHEN left(v, 3) = 'v1.' THEN substr(v, 6 + length(split_part(v, '.', 2)) + 64)::jsonb ELSE nullif(v, '')::jsonb END
-FROM (SELECT current_setting('tenantmcp.scope', true) AS v) AS s $$`)
-			return err
-		},
-		clear: func() error { return prepareEngine(context.Background(), r.sc, r.sch) }}
-	norecheck := hookFault("no-recheck", table, guardfault.NoRecheck)
-	return []fault{guard, rls, both, unsigned, norecheck}
-}
-
-// failedClosed reports whether the failures of o are the DB refusing to
-// serve because its row-level security check failed (and the rows it
-// therefore did not read), with no other finding.
-func failedClosed(o outcome) bool {
-	if len(o.msgs) == 0 {
-		return false
-	}
-	refused := false
-	for _, m := range o.msgs {
-		switch {
-		case strings.Contains(m, "row-level security is not in force"):
-			refused = true
-		case strings.Contains(m, "only 0 tenant(s) see rows"): // the consequence: nothing read
-		default:
-			return false
-		}
-	}
-	return refused
-}
-
-// engineFaults break what does not depend on a table: engine errors
-// returned untranslated.
-func (r *runner) engineFaults() []fault {
-	return []fault{hookFault("raw-errors", "*", guardfault.RawEngineErrors)}
-}
-
-// hookFault is a fault switched by a guardfault hook: start switches it on
-// and returns what switches it off.
-func hookFault(kind, table string, start func() (restore func())) fault {
-	var restore func()
-	return fault{kind: kind, table: table,
-		inject: func() error {
-			if restore == nil {
-				restore = start()
-			}
-			return nil
-		},
-		clear: func() error {
-			if restore != nil {
-				restore()
-				restore = nil
-			}
-			return nil
-		}}
-}
-
 // TestMutationIsCaught is the mutation check: a suite that cannot fail
 // proves nothing. On every target engine (the embedded SQLite database
 // without TENANTMCP_DSN) it breaks the isolation of one table at a time
@@ -169,7 +83,7 @@ func mutationCheck(t *testing.T, dsn string) {
 	for _, p := range properties {
 		// Coverage audits the others within one repetition; it has no
 		// isolation behaviour of its own to break.
-		if p.id != 18 && (p.only == "" || p.only == r.engine) {
+		if p.id != 18 && p.id != 59 && (p.only == "" || p.only == r.engine) {
 			props = append(props, p)
 		}
 	}
@@ -247,7 +161,7 @@ func mutationCheck(t *testing.T, dsn string) {
 			case f.kind == "guard" && r.engine == Postgres:
 				mustPass = []int{1}
 			default:
-				must = []int{1, 2, 5, 6, 7, 8}
+				must = []int{1, 2, 5, 6, 7, 8, 58}
 				if parents[table] {
 					must = append(must, 9)
 				}
@@ -418,4 +332,110 @@ func TestWrongGlobalFailsSuite(t *testing.T) {
 	if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), "guests") {
 		t.Fatalf("setup: err = %v, want ErrGlobalDrift naming guests", err)
 	}
+}
+
+// runSome sets up tg and runs the properties ids once each (nil: every
+// property for the engine but coverage), returning their outcomes; a
+// target that does not open returns the error instead.
+func runSome(t *testing.T, tg Target, ids ...int) (map[int]outcome, error) {
+	t.Helper()
+	r, err := newRunner(tg)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := r.teardown(); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	}()
+	out := map[int]outcome{}
+	for _, p := range properties {
+		if (len(ids) == 0 && !p.last) || slices.Contains(ids, p.id) {
+			out[p.id] = r.runProperty(ctx, p, nil, 1)
+		}
+	}
+	return out, nil
+}
+
+// declareGlobal returns tg with table declared global, with the reason
+// guardedsql's start-up error asks for.
+func declareGlobal(tg Target, table string) Target {
+	tg.Schema = nil
+	tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
+	for i := range tg.Graph.Tables {
+		if tb := &tg.Graph.Tables[i]; tb.Name == table {
+			tb.Global, tb.Levels, tb.Parent = true, nil, ""
+			tb.GlobalReason = "shared lookup data"
+		}
+	}
+	return tg
+}
+
+// TestGlobalWithReasonFailsOracle: a tenant table declared global with a
+// GlobalReason opens (the start-up check takes the reason's word) but the
+// run fails: property 58 attributes its rows from the live catalog and
+// names the table. Before P58 the whole suite passed on such a graph.
+func TestGlobalWithReasonFailsOracle(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) { globalWithReason(t, dsn) })
+}
+
+// forEachDSN runs fn once per target of TENANTMCP_DSN (the embedded
+// SQLite database when unset), as a subtest named by the engine.
+func forEachDSN(t *testing.T, fn func(t *testing.T, dsn string)) {
+	env, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsns := env.DSNs
+	if len(dsns) == 0 {
+		dsns = []string{""}
+	}
+	for _, dsn := range dsns {
+		e, _ := EngineOf(dsn)
+		t.Run(string(e), func(t *testing.T) { fn(t, dsn) })
+	}
+}
+
+func globalWithReason(t *testing.T, dsn string) {
+	for _, table := range []string{"payments", "guests"} {
+		t.Run(table, func(t *testing.T) {
+			out, err := runSome(t, declareGlobal(hotelTarget(dsn, 1), table), 58)
+			if err != nil {
+				t.Fatalf("setup: %v", err)
+			}
+			o := out[58]
+			if !o.failed || !strings.Contains(strings.Join(o.msgs, "\n"), table+" (declared global") {
+				t.Fatalf("P58 with %s declared global: failed=%v %v; want a failure naming %s", table, o.failed, o.msgs, table)
+			}
+			t.Logf("P58: %s", o.msgs[0])
+		})
+	}
+	// The acknowledgement is the run's: without it, the hotel's countries
+	// (which hotels and guests reference) fail as well.
+	tg := hotelTarget(dsn, 1)
+	tg.Shared = nil
+	out, err := runSome(t, tg, 58)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := out[58]; !o.failed || !strings.Contains(strings.Join(o.msgs, "\n"), "countries (declared global)") {
+		t.Fatalf("P58 without acknowledging countries: failed=%v %v", o.failed, o.msgs)
+	}
+}
+
+// TestMutateExported runs the exported mutation check, as a user's module
+// calls it, on the franchise fixture on every
+// target engine: P1 and P58 must catch the broken table (rental; one, for
+// time: TestMutationIsCaught breaks every hotel table).
+func TestMutateExported(t *testing.T) {
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		ms := Mutate(t, franchiseTarget(dsn, false), MutateOptions{Tables: []string{"rental"}})
+		if len(ms) != 1 {
+			t.Fatalf("Mutate returned %d mutations, want 1", len(ms))
+		}
+	})
 }

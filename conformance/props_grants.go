@@ -1,13 +1,10 @@
 package conformance
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -202,27 +199,8 @@ func (r *runner) disjoint(a, b Tenant) bool {
 
 // callAll makes the calls as one MCP session with a real token for tn's
 // grants (roles bound per grant through role-suffixed groups) and the
-// token-wide roles claim, and returns all output text.
+// token-wide roles claim, and returns all output text; each call is
+// recorded for the vacuous-pass rule (vacuous.go).
 func (ts *toolServer) callAll(p *pt, tn Tenant, tokenRoles []string, calls []ToolCall) (string, error) {
-	cs, err := ts.session(p.ctx, tn, tokenRoles)
-	if err != nil {
-		return "", err
-	}
-	defer cs.Close()
-	var out strings.Builder
-	for _, call := range calls {
-		res, err := cs.CallTool(p.ctx, &mcp.CallToolParams{Name: call.Tool, Arguments: call.Args})
-		if err != nil {
-			out.WriteString(err.Error())
-			continue
-		}
-		raw, _ := json.Marshal(res.StructuredContent)
-		out.Write(raw)
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				out.WriteString(tc.Text)
-			}
-		}
-	}
-	return out.String(), nil
+	return ts.callTools(p, callerName(tn, tokenRoles), tn, tokenRoles, calls)
 }

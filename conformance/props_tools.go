@@ -333,11 +333,6 @@ func propCanaries(p *pt, r *runner) {
 	}
 	shown, calls, failed := 0, 0, 0
 	var firstFailure string
-	fail := func(tool, msg string) {
-		if failed++; firstFailure == "" {
-			firstFailure = tool + ": " + msg
-		}
-	}
 	for _, tn := range r.tenants {
 		for _, roles := range callers {
 			revealed := map[redact.Category]bool{}
@@ -346,36 +341,24 @@ func propCanaries(p *pt, r *runner) {
 					revealed[c] = true
 				}
 			}
-			cs, err := ts.session(p.ctx, tn, roles)
+			who := callerName(tn, roles)
+			text, err := ts.callTools(p, who, tn, roles, tools.Calls(r.data, tn))
 			if err != nil {
-				p.Fatalf("connecting as %s %v: %v", tn, roles, err)
+				p.Fatalf("calling as %s: %v", who, err)
 			}
-			var out strings.Builder
-			for _, call := range tools.Calls(r.data, tn) {
-				calls++
-				res, err := cs.CallTool(p.ctx, &mcp.CallToolParams{Name: call.Tool, Arguments: call.Args})
-				if err != nil {
-					fail(call.Tool, err.Error())
-					out.WriteString(err.Error())
-					continue
+			p.mu.Lock()
+			if t := p.tallies[who]; t != nil {
+				calls += t.calls
+				failed += t.failed
+				if firstFailure == "" {
+					firstFailure = t.first
 				}
-				raw, _ := json.Marshal(res.StructuredContent)
-				out.Write(raw)
-				var text strings.Builder
-				for _, c := range res.Content {
-					if tc, ok := c.(*mcp.TextContent); ok {
-						text.WriteString(tc.Text)
-					}
-				}
-				if res.IsError {
-					fail(call.Tool, text.String())
-				}
-				out.WriteString(text.String())
 			}
-			cs.Close()
-			text := out.String()
+			p.mu.Unlock()
 			for _, c := range canaries {
-				mine := r.or.visible(c.Table, tn.Grants)[c.Key]
+				// The caller's own row only if the graph's reading and the
+				// live catalog's (P58) agree that it is.
+				mine := r.or.visible(c.Table, tn.Grants)[c.Key] && !r.catForeign(c.Table, c.Key, tn)
 				allowed := mine && revealed[c.Category] && c.Category != redact.Secret
 				if !strings.Contains(text, c.Value) {
 					continue
@@ -388,7 +371,11 @@ func propCanaries(p *pt, r *runner) {
 				if mine {
 					why = fmt.Sprintf("of category %s, which roles %v may not see", c.Category, roles)
 				}
-				p.Errorf("tool output as %s with roles %v contains canary %q (%s.%s) %s", tn, roles, c.Value, c.Table, c.Key, why)
+				where := c.Table + "." + c.Key
+				if c.Column != "" {
+					where = fmt.Sprintf("%s.%s of row %s", c.Table, c.Column, c.Key)
+				}
+				p.Errorf("tool output as %s with roles %v contains canary %q (%s) %s", tn, roles, c.Value, where, why)
 			}
 		}
 	}

@@ -127,8 +127,10 @@ var freshSeq atomic.Int64
 
 // fresh returns a copy of template (a row as stored) with new values in
 // the columns of the primary key and of every declared unique key that are
-// not foreign-key columns (nor, in a unique key, level columns): integers
-// above every value in the table, text "tmconf-<n>". The copy stays under
+// not foreign-key columns (nor, in a unique key, level columns), each of
+// its column's type by the live catalog (typedValue): integers above every
+// value in the table, decimals likewise, timestamps, dates and UUIDs
+// that no seed holds, text "tmconf-<n>". The copy stays under
 // the template's parents and level ids, so a per-tenant
 // UNIQUE(company_id, email) is kept by the new email alone.
 func (r *runner) fresh(t *tinfo, template Row) Row {
@@ -152,15 +154,24 @@ func (r *runner) fresh(t *tinfo, template Row) Row {
 			continue
 		}
 		n := freshSeq.Add(1)
-		if isInt(r.data.Tables[t.name], c) {
-			var hi int64
+		kind := r.columnKind(t.name, c, template[c])
+		var hi int64
+		if kind == kindInt || kind == kindDecimal || isInt(r.data.Tables[t.name], c) {
 			for _, x := range r.data.Tables[t.name] {
-				hi = max(hi, asInt(x[c]))
+				f, _ := strconv.ParseFloat(number(x[c]), 64)
+				hi = max(hi, int64(f))
 			}
-			row[c] = hi + 1_000_000 + n
-		} else {
-			row[c] = "tmconf-" + strconv.FormatInt(n, 10)
+			if isInt(r.data.Tables[t.name], c) {
+				kind = kindInt
+			}
 		}
+		if kind == kindInt {
+			hi += 1_000_000
+		}
+		if offTypedSeeds.Load() && kind != kindInt {
+			kind = kindText
+		}
+		row[c] = typedValue(kind, "tmconf", hi, n)
 	}
 	return row
 }

@@ -22,6 +22,18 @@ type Report struct {
 	// Error is set when the run could not start (bad target, no server).
 	Error   string
 	Results []*PropertyResult
+	// Shared lists the run's acknowledgements of shared tables
+	// (Target.Shared), which property 58 exempts, with their reasons.
+	Shared []Acknowledgement
+}
+
+// Acknowledgement is one table a run acknowledged as shared.
+type Acknowledgement struct {
+	Table, Reason string
+	// OwnedRows counts the table's rows that the live catalog attributes
+	// to tenants (read by every tenant because of the acknowledgement);
+	// zero means the acknowledgement exempts nothing.
+	OwnedRows int
 }
 
 // PropertyResult counts one property's outcomes over the repetitions.
@@ -187,6 +199,19 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 			w := byReason[reason]
 			fmt.Fprintf(&b, "  %s on %s: %s\n", strings.Join(w.ids, " "), strings.Join(w.labels, ", "), reason)
 		}
+	}
+	var acks []string
+	for i, r := range reports {
+		for _, a := range r.Shared {
+			what := fmt.Sprintf("%d rows the live catalog attributes to tenants", a.OwnedRows)
+			if a.OwnedRows == 0 {
+				what = "no row the live catalog attributes to a tenant (the acknowledgement exempts nothing)"
+			}
+			acks = append(acks, fmt.Sprintf("  %s %s: %s; %s", labels[i], a.Table, a.Reason, what))
+		}
+	}
+	if len(acks) > 0 {
+		b.WriteString("\nAcknowledged shared by the run (Target.Shared; property 58 does not check them):\n" + strings.Join(acks, "\n") + "\n")
 	}
 	var fails []string
 	for i, r := range reports {

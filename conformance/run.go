@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -29,7 +30,10 @@ import (
 // tally of results, for WriteTable.
 //
 // Run must be called from a test; it does not call t.Parallel, and neither
-// may its caller while the fault hook of this module is in use.
+// may its caller while the fault hook of this module is in use. With
+// TENANTMCP_CONFORMANCE_MUTATE=<table> set, in any test binary (yours
+// too), Run breaks that table's isolation for the whole run (see [Mutate])
+// so that you can watch it fail.
 func Run(t *testing.T, target Target) *Report {
 	t.Helper()
 	rep := &Report{Target: target.Name, Repetitions: max(target.Repetitions, 1), OrderSeed: target.OrderSeed}
@@ -59,6 +63,19 @@ func Run(t *testing.T, target Target) *Report {
 		}
 	}()
 	rep.Version, rep.Where = r.sc.version, r.sc.where
+	restore, err := r.mutateFromEnv(t)
+	if err != nil {
+		rep.Error = err.Error()
+		t.Error(err)
+		return rep
+	}
+	if restore != nil {
+		defer restore()
+	}
+	for _, table := range slices.Sorted(maps.Keys(target.Shared)) {
+		rep.Shared = append(rep.Shared, Acknowledgement{Table: table, Reason: target.Shared[table], OwnedRows: r.cat.owned(table)})
+		t.Logf("acknowledged shared by the run: %s (%s); the live catalog attributes %d of its rows to tenants", table, target.Shared[table], r.cat.owned(table))
+	}
 	if rep.Embedded {
 		t.Logf("no target DSN: target %s on embedded SQLite (%s, %s)", target.Name, rep.Version, rep.Where)
 	} else {
@@ -73,7 +90,9 @@ func Run(t *testing.T, target Target) *Report {
 			ids[j] = fmt.Sprint(p.id)
 		}
 		t.Logf("repetition %d/%d, order seed %d: %s", i, rep.Repetitions, rep.OrderSeed, strings.Join(ids, " "))
-		r.touched = map[string]map[int]bool{}
+		r.mu.Lock()
+		r.touched, r.calls, r.ran = map[string]map[int]bool{}, map[int]*callLog{}, map[int]bool{}
+		r.mu.Unlock()
 		t.Run(fmt.Sprintf("rep%d", i), func(t *testing.T) {
 			for _, p := range order {
 				res := rep.result(p.id)
@@ -134,6 +153,9 @@ type pt struct {
 	skip   string
 	ctx    context.Context
 	rng    *rand.Rand
+	// tool calls made, per caller (vacuous.go)
+	callers []string
+	tallies map[string]*callTally
 }
 
 type abort struct{}
@@ -199,7 +221,8 @@ type runner struct {
 	closeDB func() error
 	data    *Dataset
 	or      *oracle
-	raw     *snapshot // the database right after seeding
+	cat     *catOracle // the live catalog's attribution of every row (P58)
+	raw     *snapshot  // the database right after seeding
 	tenants []Tenant
 	mutable map[string]string
 
@@ -208,6 +231,8 @@ type runner struct {
 	mu      sync.Mutex
 	cur     int                     // property running now
 	touched map[string]map[int]bool // table -> properties that queried it
+	calls   map[int]*callLog        // property -> its tool calls, this repetition (P59)
+	ran     map[int]bool            // properties run, this repetition
 }
 
 func newRunner(target Target) (*runner, error) {
@@ -231,6 +256,14 @@ func newRunner(target Target) (*runner, error) {
 	}
 	if target.Seed == nil {
 		target.Seed = SyntheticSeed(target.Graph, 1)
+	}
+	for table, why := range target.Shared {
+		if _, ok := g.tables[table]; !ok {
+			return nil, fmt.Errorf("conformance: Target.Shared acknowledges table %q, which the graph does not declare", table)
+		}
+		if strings.TrimSpace(why) == "" {
+			return nil, fmt.Errorf("conformance: Target.Shared acknowledges table %q without a reason", table)
+		}
 	}
 	return &runner{target: target, engine: e, g: g, sch: sch, touched: map[string]map[int]bool{}}, nil
 }
@@ -281,7 +314,19 @@ func (r *runner) setup(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	r.data, r.or, r.raw = data, or, raw
+	live, err := readCatalog(ctx, sc.owner, sc.engine)
+	if err != nil {
+		return fail(err)
+	}
+	lvl, err := levelColumns(r.target, r.target.Graph, live)
+	if err != nil {
+		return fail(err)
+	}
+	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl)
+	if err != nil {
+		return fail(err)
+	}
+	r.data, r.or, r.raw, r.cat = data, or, raw, cat
 	if r.tenants == nil {
 		r.tenants = r.target.Tenants
 		if r.tenants == nil {
@@ -355,6 +400,16 @@ func (r *runner) runProperty(ctx context.Context, p *property, tb testing.TB, se
 		}()
 		p.fn(x, r)
 	}()
+	if x.skip == "" {
+		x.checkVacuous()
+		r.keepCalls(p.id, x)
+		r.mu.Lock()
+		if r.ran == nil {
+			r.ran = map[int]bool{}
+		}
+		r.ran[p.id] = true
+		r.mu.Unlock()
+	}
 	if r.db != nil {
 		after, err := takeSnapshot(ctx, r.sc.owner, r.sc.engine, r.g)
 		switch {

@@ -30,9 +30,12 @@ import (
 // so the same id exists in every tenant. A plain column in a declared
 // unique key is numbered the same way within that key's other columns
 // (UNIQUE(company_id, email): "email-1", "email-2", … in every company),
-// so values repeat across tenants but never within one. A unique key made
-// only of foreign-key and level columns cannot be varied; use your own
-// Seed for such a schema.
+// so values repeat across tenants but never within one. A column whose
+// declared type is a timestamp, date, decimal or UUID gets values of that
+// type (numbered the same way when it is in a unique key: one second, one
+// day or one unit apart, or the n-th UUID). A unique key made only of
+// foreign-key and level columns cannot be varied; use your own Seed for
+// such a schema.
 func SyntheticSeed(def builder.SchemaDef, scale int) func(ctx context.Context, db *sql.DB, engine Engine) (*Dataset, error) {
 	return func(ctx context.Context, db *sql.DB, engine Engine) (*Dataset, error) {
 		g, err := newGraph(def)
@@ -147,6 +150,17 @@ func (sy *synth) kind(table, col string) string {
 	}
 	sy.kinds[key] = k
 	return k
+}
+
+// typed is the kind of a column whose declared type (TableDef.Types) is a
+// timestamp, date, decimal or UUID, whose values must be of that type;
+// "" for every other column.
+func (sy *synth) typed(table, col string) string {
+	switch k := typeKind(sy.declType(table, col)); k {
+	case kindTime, kindDate, kindDecimal, kindUUID:
+		return k
+	}
+	return ""
 }
 
 func (sy *synth) declType(table, col string) string {
@@ -307,6 +321,9 @@ func (sy *synth) rows(name string, d *Dataset) ([]Row, error) {
 					}
 				case kind == "int":
 					r[c] = int64((j+1)*100 + pi%3)
+				case sy.typed(name, c) != "":
+					// Shared across tenants, like the vocabulary.
+					r[c] = typedValue(sy.typed(name, c), c, 0, int64(j+pi%3+1))
 				default:
 					r[c] = c + "-" + vocabulary[(j+pi)%len(vocabulary)]
 				}
@@ -323,7 +340,12 @@ func (sy *synth) rows(name string, d *Dataset) ([]Row, error) {
 						prefix = lvl
 					}
 				}
-				r[c] = sy.value(sy.kind(name, c), prefix, sy.next(name, key, c, r))
+				n := sy.next(name, key, c, r)
+				if k := sy.typed(name, c); k != "" {
+					r[c] = typedValue(k, prefix, 0, n)
+				} else {
+					r[c] = sy.value(sy.kind(name, c), prefix, n)
+				}
 			}
 			out = append(out, r)
 		}

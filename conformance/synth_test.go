@@ -6,16 +6,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tenantmcp/tenantmcp/builder"
 )
 
 // TestSyntheticGraph runs the property table on a second graph, read from
 // JSON and seeded by SyntheticSeed, with integer tenant keys, tenants
 // derived from the data, a global table, and foreign keys to tenant-bound
 // tables that are not scope parents: the suite works on a graph it was not
-// written for. It uses the embedded SQLite database (the engines are the
+// written for. The global table (labels, which tasks reference) is
+// acknowledged as shared by the run (P58). It uses the embedded SQLite database (the engines are the
 // hotel run's business).
 func TestSyntheticGraph(t *testing.T) {
-	runSyntheticGraph(t, "projects.json")
+	runSyntheticGraph(t, "projects.json", map[string]string{"labels": "the label catalogue every org's tasks pick from"}, 60)
 }
 
 // TestSyntheticCompositeGraph runs the property table on a Citus-style
@@ -24,18 +27,18 @@ func TestSyntheticGraph(t *testing.T) {
 // composite foreign keys (company_id, campaign_id) → campaigns(company_id,
 // id), and per-tenant unique constraints UNIQUE(company_id, name) that the
 // controls of properties 9 and 10 must respect. It has one level (11, 12
-// and 21 skip) and no single-column key for property 38's unique-oracle
+// and 21 skip), no typed key column (60 skips) and no single-column key for property 38's unique-oracle
 // fixture to copy (38 skips, saying so), nor a key shared by tenants that
 // an upsert could conflict on (47 skips).
 func TestSyntheticCompositeGraph(t *testing.T) {
-	runSyntheticGraph(t, "adanalytics.json", 11, 12, 21, 38, 47)
+	runSyntheticGraph(t, "adanalytics.json", nil, 11, 12, 21, 38, 47, 60)
 }
 
 // runSyntheticGraph runs the table on a graph in testdata with synthetic
 // data, and requires every property to pass but those that cannot run on
 // SQLite without tools and those listed in mustSkip (for a graph of one
 // level, the hierarchy properties).
-func runSyntheticGraph(t *testing.T, file string, mustSkip ...int) {
+func runSyntheticGraph(t *testing.T, file string, shared map[string]string, mustSkip ...int) {
 	env, err := FromEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +50,7 @@ func runSyntheticGraph(t *testing.T, file string, mustSkip ...int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := Run(t, Target{Name: file, Graph: def, Repetitions: 1, OrderSeed: env.OrderSeed})
+	rep := Run(t, Target{Name: file, Graph: def, Repetitions: 1, OrderSeed: env.OrderSeed, Shared: shared})
 	reportsMu.Lock()
 	reports = append(reports, rep)
 	reportsMu.Unlock()
@@ -82,4 +85,37 @@ func TestReadGraphRefusesBadFiles(t *testing.T) {
 			t.Errorf("%s: ReadGraph accepted %s", name, doc)
 		}
 	}
+}
+
+// TestSyntheticTypedKeys: SyntheticSeed and the write controls give a
+// unique key holding a timestamp, a date or a decimal column values of
+// that type, on every target engine (before, text "tmconf-N" went into a
+// TIMESTAMP column, which PostgreSQL and MySQL/MariaDB refuse).
+func TestSyntheticTypedKeys(t *testing.T) {
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "events", Columns: []string{"id", "org_id", "starts_at", "day", "fee", "title"}, PrimaryKey: []string{"id"},
+				Levels:      map[string]string{"org_id": "org"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"}},
+				Unique:      [][]string{{"org_id", "starts_at"}, {"day", "org_id"}, {"fee", "org_id"}},
+				Types:       map[string]string{"starts_at": "TIMESTAMP", "day": "DATE", "fee": "DECIMAL(10,2)"}},
+			{Name: "tickets", Columns: []string{"id", "event_id", "issued_at", "seat"}, PrimaryKey: []string{"id"}, Parent: "event_id",
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"event_id"}, RefTable: "events"}},
+				Unique:      [][]string{{"issued_at", "event_id"}},
+				Types:       map[string]string{"issued_at": "TIMESTAMP"}},
+		},
+	}
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		rep := Run(t, Target{Name: "typed-keys", DSN: dsn, Graph: def})
+		if !rep.Passed() {
+			t.Fatalf("the run failed")
+		}
+		for _, p := range rep.Results {
+			if (p.ID == 9 || p.ID == 10 || p.ID == 60) && p.Pass == 0 {
+				t.Errorf("P%d did not pass (skip: %q)", p.ID, p.SkipReason)
+			}
+		}
+	})
 }

@@ -75,6 +75,29 @@ type Target struct {
 	// Tools, if set, is a tool server to check (properties 19 and 20).
 	Tools *Tools
 
+	// Shared acknowledges, per table, that rows the live catalog attributes
+	// to tenants may be read by every tenant, with the reason (reference
+	// data such as countries or a film catalogue, which tenant rows point
+	// at). Property 58 attributes every row from the catalog alone —
+	// level columns and every enforced foreign key, in both directions —
+	// and fails on any row a guarded query returns that belongs to
+	// another tenant, in every table not acknowledged here, whatever the
+	// graph declares: a tenant table declared global fails the run,
+	// GlobalReason or not. The acknowledgement is the run's, not the
+	// schema's, and the summary prints each one with its reason.
+	Shared map[string]string
+
+	// LevelColumns names the catalog columns that carry a level id
+	// ("stores.store_id": "store"), for the catalog oracle of property 58.
+	// Nil derives them: every level column the graph declares, plus every
+	// column of the database, in any table, named like a declared level
+	// column that is not the whole primary key of its own table (so a
+	// store_id column carries "store" wherever it is, declared or not).
+	// Foreign keys carry levels on from those columns regardless of the
+	// graph. Name them here when a level column of some table has a name
+	// no declared table uses and no foreign key into an owned row.
+	LevelColumns map[string]string
+
 	// Repetitions runs the property table this many times, each time in a
 	// new random order. Zero means 1.
 	Repetitions int
@@ -135,6 +158,10 @@ type Canary struct {
 	// renders it), so the suite knows which tenants may see it.
 	Table string
 	Key   string
+	// Column, if set, names the column holding it, for messages: a
+	// canary shown to a caller who may not see it names the column whose
+	// PII tag is missing.
+	Column string
 }
 
 // Row is one row: column name to value. Values are nil, bool, integers,
@@ -206,6 +233,8 @@ func canon(v any) string {
 		return "0"
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
+	case [16]byte: // a UUID as pgx scans it natively
+		return fmt.Sprintf("%x-%x-%x-%x-%x", x[0:4], x[4:6], x[6:8], x[8:10], x[10:16])
 	case driver.Valuer:
 		if dv, err := x.Value(); err == nil {
 			if _, again := dv.(driver.Valuer); !again {

@@ -55,34 +55,61 @@ func TestConformance(t *testing.T) {
 	tag := strconv.FormatInt(time.Now().UnixNano()%1_000_000_007, 36)
 	for _, dsn := range dsns(t) {
 		t.Run(engineName(t, dsn), func(t *testing.T) {
-			rep := conformance.Run(t, conformance.Target{
-				Name:   "adanalytics",
-				DSN:    dsn,
-				Graph:  adanalytics.SchemaDef(),
-				Schema: adanalytics.Schema,
-				// The write properties assign a plain column: not
-				// user_data, whose JSON type refuses arbitrary text.
-				Mutable: map[string]string{"clicks": "cost_cents"},
-				Seed: func(ctx context.Context, db *sql.DB, engine conformance.Engine) (*conformance.Dataset, error) {
-					data := adanalytics.Generate(3, tag)
-					if err := adanalytics.CreateTables(ctx, db, adanalytics.Engine(engine)); err != nil {
-						return nil, err
-					}
-					if err := adanalytics.Insert(ctx, db, adanalytics.Engine(engine), data); err != nil {
-						return nil, err
-					}
-					return dataset(data), nil
-				},
-				Tools: &conformance.Tools{
-					Register:  adanalytics.Register,
-					Levels:    []string{adanalytics.LevelCompany},
-					Redaction: adanalytics.Redaction,
-					Callers:   [][]string{{"analyst"}, {"viewer"}},
-					Calls:     calls,
-					Canaries:  canaries,
-				},
-			})
+			rep := conformance.Run(t, target(dsn, tag))
 			requirePassed(t, rep, 9, 10, 19, 20)
+		})
+	}
+}
+
+// target is this module's schema, seed and tools as a conformance target.
+func target(dsn, tag string) conformance.Target {
+	return conformance.Target{
+		Name:   "adanalytics",
+		DSN:    dsn,
+		Graph:  adanalytics.SchemaDef(),
+		Schema: adanalytics.Schema,
+		// The write properties assign a plain column: not
+		// user_data, whose JSON type refuses arbitrary text.
+		Mutable: map[string]string{"clicks": "cost_cents"},
+		Seed: func(ctx context.Context, db *sql.DB, engine conformance.Engine) (*conformance.Dataset, error) {
+			data := adanalytics.Generate(3, tag)
+			if err := adanalytics.CreateTables(ctx, db, adanalytics.Engine(engine)); err != nil {
+				return nil, err
+			}
+			if err := adanalytics.Insert(ctx, db, adanalytics.Engine(engine), data); err != nil {
+				return nil, err
+			}
+			return dataset(data), nil
+		},
+		Tools: &conformance.Tools{
+			Register:  adanalytics.Register,
+			Levels:    []string{adanalytics.LevelCompany},
+			Redaction: adanalytics.Redaction,
+			Callers:   [][]string{{"analyst"}, {"viewer"}},
+			Calls:     calls,
+			Canaries:  canaries,
+		},
+	}
+}
+
+// TestMutation is the mutation check on this module's own schema: with
+// the guard's tenant predicate of a table dropped (and, on PostgreSQL, its
+// row-level security disabled), the properties must fail — P1 and P58 at
+// least — or the suite above could not see a leak in this schema at all.
+// conformance.Mutate does it from any module's tests; campaigns and clicks
+// (the top of the composite-key chain and its leaf) keep it quick.
+// TENANTMCP_CONFORMANCE_MUTATE=<table> go test -run TestConformance shows
+// the same on a whole run, failing.
+func TestMutation(t *testing.T) {
+	if os.Getenv(conformance.EnvMutate) != "" {
+		t.Skipf("%s is set: every run is mutated already", conformance.EnvMutate)
+	}
+	tag := strconv.FormatInt(time.Now().UnixNano()%1_000_000_007, 36)
+	for _, dsn := range dsns(t) {
+		t.Run(engineName(t, dsn), func(t *testing.T) {
+			for _, m := range conformance.Mutate(t, target(dsn, tag), conformance.MutateOptions{Tables: []string{"campaigns", "clicks"}}) {
+				t.Logf("%s on %s caught by %v", m.Fault, m.Table, m.Caught)
+			}
 		})
 	}
 }

@@ -1,0 +1,243 @@
+package conformance
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// liveTable is one table as the live catalog describes it, read by the
+// suite's own queries over the owner connection: deliberately not through
+// guardedsql's catalog reader nor from the schema graph, so that the
+// ownership oracle (owners.go) shares no code or assumption with what it
+// checks.
+type liveTable struct {
+	name  string            // as the catalog spells it
+	cols  []string          // as the catalog spells them, in order
+	types map[string]string // lower-case column -> declared type, lower case
+	pk    []string          // lower case
+	fks   []liveFK
+}
+
+// liveFK is one foreign-key constraint of the catalog, every name lower
+// case.
+type liveFK struct {
+	cols, ref []string
+	to        string
+}
+
+// readCatalog reads, keyed by lower-case name, every base table of the scratch database with its
+// columns, declared types, primary key and foreign-key constraints. Every
+// foreign key the catalog lists is enforced on the scratch database: the
+// SQLite owner connection has PRAGMA foreign_keys on, and InnoDB and
+// PostgreSQL enforce every constraint they list.
+func readCatalog(ctx context.Context, db *sql.DB, e Engine) (map[string]*liveTable, error) {
+	out := map[string]*liveTable{}
+	var err error
+	switch e {
+	case SQLite:
+		err = readSQLiteCatalog(ctx, db, out)
+	case Postgres:
+		err = readPostgresCatalog(ctx, db, out)
+	case MySQL:
+		err = readMySQLCatalog(ctx, db, out)
+	default:
+		err = fmt.Errorf("conformance: no catalog reader for engine %q", e)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("conformance: reading the live catalog: %w", err)
+	}
+	for _, t := range out {
+		for i := range t.fks {
+			if len(t.fks[i].ref) == 0 { // SQLite: REFERENCES t without columns
+				if to := out[t.fks[i].to]; to != nil {
+					t.fks[i].ref = slices.Clone(to.pk)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func queryStrings(ctx context.Context, db *sql.DB, q string, args ...any) ([][]string, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		row := make([]string, len(cols))
+		for i, v := range vals {
+			row[i] = v.String
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
+func readSQLiteCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTable) error {
+	names, err := queryStrings(ctx, db, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\_%' ESCAPE '\'`)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		t := &liveTable{name: n[0], types: map[string]string{}}
+		cols, err := queryStrings(ctx, db, `SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid`, n[0])
+		if err != nil {
+			return err
+		}
+		type pkc struct {
+			col string
+			pos string
+		}
+		var pks []pkc
+		for _, c := range cols {
+			col := strings.ToLower(c[0])
+			t.cols = append(t.cols, c[0])
+			t.types[col] = strings.ToLower(c[1])
+			if c[2] != "0" {
+				pks = append(pks, pkc{col, c[2]})
+			}
+		}
+		sort.Slice(pks, func(i, j int) bool {
+			return len(pks[i].pos) < len(pks[j].pos) || (len(pks[i].pos) == len(pks[j].pos) && pks[i].pos < pks[j].pos)
+		})
+		for _, p := range pks {
+			t.pk = append(t.pk, p.col)
+		}
+		fks, err := queryStrings(ctx, db, `SELECT id, "table", "from", "to" FROM pragma_foreign_key_list(?) ORDER BY id, seq`, n[0])
+		if err != nil {
+			return err
+		}
+		last := ""
+		for _, f := range fks {
+			if f[0] != last || len(t.fks) == 0 {
+				t.fks = append(t.fks, liveFK{to: strings.ToLower(f[1])})
+				last = f[0]
+			}
+			lf := &t.fks[len(t.fks)-1]
+			lf.cols = append(lf.cols, strings.ToLower(f[2]))
+			if f[3] != "" {
+				lf.ref = append(lf.ref, strings.ToLower(f[3]))
+			}
+		}
+		out[strings.ToLower(t.name)] = t
+	}
+	return nil
+}
+
+func readPostgresCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTable) error {
+	cols, err := queryStrings(ctx, db, `SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid
+WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY c.relname, a.attnum`)
+	if err != nil {
+		return err
+	}
+	for _, c := range cols {
+		name := strings.ToLower(c[0])
+		t := out[name]
+		if t == nil {
+			t = &liveTable{name: c[0], types: map[string]string{}}
+			out[name] = t
+		}
+		col := strings.ToLower(c[1])
+		t.cols = append(t.cols, c[1])
+		t.types[col] = strings.ToLower(c[2])
+	}
+	cons, err := queryStrings(ctx, db, `SELECT c.relname, k.oid::text, k.contype, coalesce(r.relname, ''), a.attname, coalesce(ra.attname, '')
+FROM pg_constraint k
+JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+CROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum
+LEFT JOIN pg_class r ON r.oid = k.confrelid
+LEFT JOIN pg_attribute ra ON ra.attrelid = k.confrelid AND ra.attnum = k.confkey[u.ord]
+WHERE n.nspname = current_schema() AND k.contype IN ('p', 'f')
+ORDER BY c.relname, k.oid, u.ord`)
+	if err != nil {
+		return err
+	}
+	last := ""
+	for _, k := range cons {
+		t := out[strings.ToLower(k[0])]
+		if t == nil {
+			continue
+		}
+		col := strings.ToLower(k[4])
+		if k[2] == "p" {
+			t.pk = append(t.pk, col)
+			continue
+		}
+		if k[1] != last {
+			t.fks = append(t.fks, liveFK{to: strings.ToLower(k[3])})
+			last = k[1]
+		}
+		lf := &t.fks[len(t.fks)-1]
+		lf.cols = append(lf.cols, col)
+		lf.ref = append(lf.ref, strings.ToLower(k[5]))
+	}
+	return nil
+}
+
+func readMySQLCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTable) error {
+	cols, err := queryStrings(ctx, db, `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE FROM information_schema.COLUMNS c
+JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
+WHERE c.TABLE_SCHEMA = DATABASE() AND t.TABLE_TYPE = 'BASE TABLE' ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`)
+	if err != nil {
+		return err
+	}
+	for _, c := range cols {
+		name := strings.ToLower(c[0])
+		t := out[name]
+		if t == nil {
+			t = &liveTable{name: c[0], types: map[string]string{}}
+			out[name] = t
+		}
+		col := strings.ToLower(c[1])
+		t.cols = append(t.cols, c[1])
+		t.types[col] = strings.ToLower(c[2])
+	}
+	keys, err := queryStrings(ctx, db, `SELECT TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, coalesce(REFERENCED_TABLE_NAME, ''), coalesce(REFERENCED_COLUMN_NAME, '')
+FROM information_schema.KEY_COLUMN_USAGE
+WHERE TABLE_SCHEMA = DATABASE() AND (CONSTRAINT_NAME = 'PRIMARY' OR REFERENCED_TABLE_NAME IS NOT NULL)
+ORDER BY TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION`)
+	if err != nil {
+		return err
+	}
+	last := ""
+	for _, k := range keys {
+		t := out[strings.ToLower(k[0])]
+		if t == nil {
+			continue
+		}
+		col := strings.ToLower(k[2])
+		if k[1] == "PRIMARY" && k[3] == "" {
+			t.pk = append(t.pk, col)
+			continue
+		}
+		if id := k[0] + "\x00" + k[1]; id != last {
+			t.fks = append(t.fks, liveFK{to: strings.ToLower(k[3])})
+			last = id
+		}
+		lf := &t.fks[len(t.fks)-1]
+		lf.cols = append(lf.cols, col)
+		lf.ref = append(lf.ref, strings.ToLower(k[4]))
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package conformance
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// catOracle is the ownership oracle that does not trust the declaration:
+// it attributes every row of every table of the scratch database to
+// tenants from the live catalog and the rows alone (see [Target.LevelColumns]
+// for where levels come from):
+//
+//  1. a row owns the (level, id) pairs of its level columns;
+//  2. a row that references an owned row through an enforced foreign key
+//     owns that row's pairs as well, transitively (children belong to their
+//     parents' tenants; a row with several paths belongs to every tenant
+//     one of them leads to);
+//  3. a row that owns nothing by 1–2 but is referenced by rows that own
+//     pairs owns theirs, transitively (rows owned by reference: an address
+//     belongs to the tenants whose customers, staff or stores point at it;
+//     so does a country their hotels are in).
+//
+// A row with no pairs belongs to no tenant. A row is foreign to a scope
+// when it has pairs and the scope's grants admit none of them; the
+// property P58 fails on every foreign row a guarded query returns, unless
+// the run acknowledges its table as shared ([Target.Shared]). The graph's
+// declarations (global, parents, paths) play no part.
+type catOracle struct {
+	tables map[string]*liveTable // lower-case name -> table
+	rows   map[string][]Row      // lower-case name -> rows, lower-case columns, canonical text values
+	owners map[string][]pairs    // lower-case name -> row -> pairs
+	levels map[string]string     // "table.column" (lower case) -> level
+	idx    map[string]map[string][]int
+}
+
+// pairs is a set of "level\x1fid".
+type pairs map[string]bool
+
+func pairOf(level, id string) string { return level + "\x1f" + id }
+
+// levelColumns decides which catalog columns carry which level: the
+// target's LevelColumns if it names any, else every level column the
+// graph declares plus every catalog column, in any table, named like a
+// declared level column that is not the whole primary key of its table
+// (hotels.chain_id makes every chain_id column carry "chain"; hotels.id,
+// the key of the hotel level's own table, lends its name to nothing).
+// Foreign keys carry levels on from there, whatever the graph declares.
+func levelColumns(tg Target, def builder.SchemaDef, cat map[string]*liveTable) (map[string]string, error) {
+	out := map[string]string{}
+	known := map[string]bool{}
+	for _, l := range def.Levels {
+		known[l.Name] = true
+	}
+	if len(tg.LevelColumns) > 0 {
+		for tc, l := range tg.LevelColumns {
+			tab, col, ok := strings.Cut(strings.ToLower(tc), ".")
+			if !ok || cat[tab] == nil || cat[tab].types[col] == "" {
+				return nil, fmt.Errorf("conformance: Target.LevelColumns names %q, which is no table.column of the database", tc)
+			}
+			if !known[l] {
+				return nil, fmt.Errorf("conformance: Target.LevelColumns gives %q the level %q, which the graph does not declare", tc, l)
+			}
+			out[tab+"."+col] = l
+		}
+		return out, nil
+	}
+	names := map[string]string{}
+	for _, td := range def.Tables {
+		for c, l := range td.Levels {
+			out[strings.ToLower(td.Name+"."+c)] = l
+			if !(len(td.PrimaryKey) == 1 && td.PrimaryKey[0] == c) {
+				names[strings.ToLower(c)] = l
+			}
+		}
+	}
+	for tab, t := range cat {
+		for col := range t.types {
+			if l, ok := names[col]; ok {
+				if _, set := out[tab+"."+col]; !set {
+					out[tab+"."+col] = l
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// newCatOracle reads every table of the catalog whole, as the owner, and
+// attributes its rows.
+func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liveTable, levels map[string]string) (*catOracle, error) {
+	c := &catOracle{tables: cat, rows: map[string][]Row{}, owners: map[string][]pairs{}, levels: levels, idx: map[string]map[string][]int{}}
+	names := make([]string, 0, len(cat))
+	for n := range cat {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t := cat[n]
+		qc := make([]string, len(t.cols))
+		for i, col := range t.cols {
+			qc[i] = e.quote(col)
+		}
+		rs, err := db.QueryContext(ctx, "SELECT "+strings.Join(qc, ", ")+" FROM "+e.quote(t.name))
+		if err != nil {
+			return nil, fmt.Errorf("conformance: reading %s as owner: %w", t.name, err)
+		}
+		for rs.Next() {
+			vals := make([]any, len(t.cols))
+			ptrs := make([]any, len(t.cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rs.Scan(ptrs...); err != nil {
+				rs.Close()
+				return nil, err
+			}
+			row := Row{}
+			for i, col := range t.cols {
+				if vals[i] != nil {
+					row[strings.ToLower(col)] = canon(vals[i])
+				}
+			}
+			c.rows[n] = append(c.rows[n], row)
+		}
+		if err := rs.Close(); err != nil {
+			return nil, err
+		}
+		if err := rs.Err(); err != nil {
+			return nil, err
+		}
+		own := make([]pairs, len(c.rows[n]))
+		for i, row := range c.rows[n] {
+			own[i] = pairs{}
+			for col := range t.types {
+				if l, ok := levels[n+"."+col]; ok && row[col] != nil {
+					own[i][pairOf(l, row[col].(string))] = true
+				}
+			}
+		}
+		c.owners[n] = own
+	}
+	// 2: along foreign keys, from owning rows to the rows that reference
+	// them, until nothing changes (sets only grow; bounded by the number
+	// of pairs).
+	for changed := true; changed; {
+		changed = false
+		c.eachReference(func(from string, i int, to string, j int) {
+			for p := range c.owners[to][j] {
+				if !c.owners[from][i][p] {
+					c.owners[from][i][p] = true
+					changed = true
+				}
+			}
+		})
+	}
+	anchored := map[string][]bool{}
+	for n, own := range c.owners {
+		a := make([]bool, len(own))
+		for i, p := range own {
+			a[i] = len(p) > 0
+		}
+		anchored[n] = a
+	}
+	// 3: against foreign keys, into rows that own nothing of their own.
+	for changed := true; changed; {
+		changed = false
+		c.eachReference(func(from string, i int, to string, j int) {
+			if anchored[to][j] {
+				return
+			}
+			for p := range c.owners[from][i] {
+				if !c.owners[to][j][p] {
+					c.owners[to][j][p] = true
+					changed = true
+				}
+			}
+		})
+	}
+	return c, nil
+}
+
+// eachReference calls fn for every row i of a table that references row j
+// of another (or the same) table through a foreign key of the catalog.
+func (c *catOracle) eachReference(fn func(from string, i int, to string, j int)) {
+	for from, t := range c.tables {
+		for _, f := range t.fks {
+			if c.tables[f.to] == nil || len(f.ref) != len(f.cols) {
+				continue
+			}
+			target := c.index(f.to, f.ref)
+		next:
+			for i, row := range c.rows[from] {
+				parts := make([]string, len(f.cols))
+				for k, col := range f.cols {
+					v, ok := row[col]
+					if !ok {
+						continue next // a NULL part references nothing
+					}
+					parts[k] = v.(string)
+				}
+				for _, j := range target[tuple(parts...)] {
+					fn(from, i, f.to, j)
+				}
+			}
+		}
+	}
+}
+
+// index maps the canonical values of cols to the rows of table holding
+// them (rows with a NULL among cols are left out).
+func (c *catOracle) index(table string, cols []string) map[string][]int {
+	id := table + "\x00" + strings.Join(cols, "\x00")
+	if m, ok := c.idx[id]; ok {
+		return m
+	}
+	m := map[string][]int{}
+next:
+	for i, row := range c.rows[table] {
+		parts := make([]string, len(cols))
+		for k, col := range cols {
+			v, ok := row[col]
+			if !ok {
+				continue next
+			}
+			parts[k] = v.(string)
+		}
+		m[tuple(parts...)] = append(m[tuple(parts...)], i)
+	}
+	c.idx[id] = m
+	return m
+}
+
+// admitsPairs reports whether grants admit one of ps: a plain grant its
+// (level, canonical id) pair, a grant confined to ancestors every pair of
+// its path.
+func admitsPairs(ps pairs, g *graph, grants []scope.Grant) bool {
+	gs := g.grantSet(grants)
+	for l, ids := range gs {
+		for id := range ids {
+			if ps[pairOf(l, id)] {
+				return true
+			}
+		}
+	}
+next:
+	for _, gr := range grants {
+		if len(gr.Within) == 0 {
+			continue
+		}
+		for _, x := range append(slices.Clone(gr.Within), scope.Grant{Level: gr.Level, ID: gr.ID}) {
+			if !ps[pairOf(x.Level, x.ID)] {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// foreignRow reports whether row i of table belongs to tenants and to none
+// that grants admit.
+func (c *catOracle) foreignRow(table string, i int, g *graph, grants []scope.Grant) bool {
+	ps := c.owners[table][i]
+	return len(ps) > 0 && !admitsPairs(ps, g, grants)
+}
+
+// ownersText renders the pairs of a row for a message: "store=2 store=3".
+func ownersText(ps pairs) string {
+	var out []string
+	for p := range ps {
+		l, id, _ := strings.Cut(p, "\x1f")
+		out = append(out, l+"="+id)
+	}
+	slices.Sort(out)
+	if len(out) > 4 {
+		out = append(out[:4], "…")
+	}
+	return strings.Join(out, " ")
+}
+
+// foreignByKey reports whether every catalog row of table whose cols hold
+// the canonical values key is foreign to grants (so a returned row with
+// that key can only be another tenant's), with one such row's owners; found
+// is false when no catalog row has the key.
+func (c *catOracle) foreignByKey(table string, cols []string, key string, g *graph, grants []scope.Grant) (foreign, found bool, owners string) {
+	lt := strings.ToLower(table)
+	lc := make([]string, len(cols))
+	for i, col := range cols {
+		lc[i] = strings.ToLower(col)
+	}
+	rows := c.index(lt, lc)[key]
+	if len(rows) == 0 {
+		return false, false, ""
+	}
+	for _, i := range rows {
+		if !c.foreignRow(lt, i, g, grants) {
+			return false, true, ""
+		}
+	}
+	return true, true, ownersText(c.owners[lt][rows[0]])
+}
+
+// owned counts the rows of table the oracle attributes to tenants.
+func (c *catOracle) owned(table string) int {
+	n := 0
+	for _, ps := range c.owners[strings.ToLower(table)] {
+		if len(ps) > 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,25 @@
+package conformance
+
+import "sync/atomic"
+
+// The suite's own fixes, each switchable off by this package's tests
+// alone (the mutation check, TestSuiteFixesAreLoadBearing) to show that a
+// declaration mistake of the franchise fixture then goes unnoticed: the
+// fix is what catches it. Nothing outside this package can reach them.
+var (
+	// offCatalogOracle: property 58 checks nothing.
+	offCatalogOracle atomic.Bool
+	// offVacuous: tool calls after a refused one are made on the closed
+	// session (and fail), and no caller's failures fail a property: the
+	// behaviour before the vacuous-pass rule.
+	offVacuous atomic.Bool
+	// offTypedSeeds: fresh unique-key values are integers or text
+	// "tmconf-<n>" whatever the column's type.
+	offTypedSeeds atomic.Bool
+)
+
+// switchOff sets b until the returned function is called.
+func switchOff(b *atomic.Bool) (restore func()) {
+	b.Store(true)
+	return func() { b.Store(false) }
+}
