@@ -180,6 +180,11 @@
 //	48 An abandoned call never stops other tenants (PostgreSQL): with the row-level security
 //	   re-check due, a call whose context is already cancelled fails on its own; the next call,
 //	   another tenant's, runs the check and reads exactly its rows; no failed check is logged.
+//	51 A migration's lock neither hangs calls nor lets them through unverified (PostgreSQL): while
+//	   another connection holds ACCESS EXCLUSIVE on a tenant-bound table in an open transaction
+//	   and the re-check is due, calls (of another table) fail within 3s with the retryable
+//	   unavailable error (guardedsql.IsUnavailable) and none is served; once the lock is
+//	   released the same call reads exactly its rows again.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -257,4 +262,5 @@
 //	PostgreSQL: verifying function ignores the MAC   17 35
 //	PostgreSQL: re-check off (no-recheck)            37
 //	PostgreSQL: abandoned re-check recorded (recheck_interrupt) 48
+//	PostgreSQL: re-check's lock wait unbounded (check_lock_bound) 51
 package conformance

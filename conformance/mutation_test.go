@@ -306,6 +306,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.Windows), disable(guardfault.Windows), []int{44}},
 		{string(guardfault.UpsertConflict), disable(guardfault.UpsertConflict), []int{47}},
 		{string(guardfault.RecheckInterrupt), disable(guardfault.RecheckInterrupt), []int{48}},
+		{string(guardfault.CheckLockBound), disable(guardfault.CheckLockBound), []int{51}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
@@ -321,7 +322,7 @@ func mutationCheck(t *testing.T, dsn string) {
 			must = nil
 		}
 		// Only PostgreSQL re-checks its row-level security while serving.
-		if gf.kind == string(guardfault.RecheckInterrupt) && r.engine != Postgres {
+		if (gf.kind == string(guardfault.RecheckInterrupt) || gf.kind == string(guardfault.CheckLockBound)) && r.engine != Postgres {
 			must = nil
 		}
 		restore := gf.inject()
