@@ -146,4 +146,5 @@ func ExampleProperties() {
 	// P46_narrow_never_widens     A narrowing selector never widens
 	// P47_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
 	// P48_abandoned_recheck       An abandoned call never stops other tenants
+	// P51_migration_lock          A migration's lock neither hangs calls nor lets them through unverified
 }
