@@ -212,6 +212,11 @@
 //	   UUIDs), and every tenant's copy of an own row is accepted (rolled back). SyntheticSeed
 //	   types generated values by TableDef.Types the same way.
 //	61 Mutation check on your schema: Mutate (below).
+//	51 A migration's lock neither hangs calls nor lets them through unverified (PostgreSQL): while
+//	   another connection holds ACCESS EXCLUSIVE on a tenant-bound table in an open transaction
+//	   and the re-check is due, calls (of another table) fail within 3s with the retryable
+//	   unavailable error (guardedsql.IsUnavailable) and none is served; once the lock is
+//	   released the same call reads exactly its rows again.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,
@@ -327,4 +332,5 @@
 //	shared unique keys refused (shared_unique)       56
 //	triggers and rules refused (triggers)            57
 //	PostgreSQL: search_path pinned (search_path)     57
+//	PostgreSQL: re-check's lock wait unbounded (check_lock_bound) 51
 package conformance

@@ -148,6 +148,7 @@ func ExampleProperties() {
 	// P48_abandoned_recheck       An abandoned call never stops other tenants
 	// P49_foreign_lock            Another tenant's lock is no oracle and no lever
 	// P50_error_kind_foreign_values An engine error never depends on another tenant's values
+	// P51_migration_lock          A migration's lock neither hangs calls nor lets them through unverified
 	// P52_owned_by_reference      Rows owned by reference: visible through own referencing rows, claimed and changed only by their tenant
 	// P53_consistency_paths       Every foreign key between tenant rows is checked on every write kind
 	// P54_undeclared_fk           Undeclared foreign key between tenant tables refused at Open

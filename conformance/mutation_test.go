@@ -229,6 +229,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.SearchPath), disable(guardfault.SearchPath), []int{57}},
 		{string(guardfault.ByRef), disable(guardfault.ByRef), []int{52}},
 		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
+		{string(guardfault.CheckLockBound), disable(guardfault.CheckLockBound), []int{51}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
@@ -255,7 +256,7 @@ func mutationCheck(t *testing.T, dsn string) {
 			must = nil
 		}
 		// Only PostgreSQL re-checks its row-level security while serving.
-		if gf.kind == string(guardfault.RecheckInterrupt) && r.engine != Postgres {
+		if (gf.kind == string(guardfault.RecheckInterrupt) || gf.kind == string(guardfault.CheckLockBound)) && r.engine != Postgres {
 			must = nil
 		}
 		// Issue 26: only InnoDB locks what it scans (PostgreSQL tests its

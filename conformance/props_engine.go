@@ -376,3 +376,81 @@ func propAbandonedRecheck(p *pt, r *runner) {
 		p.Errorf("an abandoned call was logged as a failed row-level security check")
 	}
 }
+
+// propMigrationLock (P51): while a migration holds ACCESS EXCLUSIVE on a
+// tenant-bound table in an open transaction, a due row-level security
+// re-check cannot read the policies. It must neither wait (every call
+// would hang behind it until its deadline) nor let calls through on the
+// unverified verdict (the migration may be changing a policy): calls,
+// even of another table, fail within a bound with the retryable
+// unavailable error, and are served again once the lock is released.
+func propMigrationLock(p *pt, r *runner) {
+	const interval = 150 * time.Millisecond
+	db, closeDB, err := r.sc.openGuarded(p.ctx, r.sch, guardedsql.Options{
+		RLSRecheck: interval,
+		Logger:     slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		p.Fatalf("opening a DB with a %v re-check: %v", interval, err)
+	}
+	defer closeDB()
+	locked := r.g.bound[p.rng.IntN(len(r.g.bound))]
+	name := locked
+	for _, n := range r.g.bound {
+		if n != locked {
+			name = n // read another table: only the check can block on the lock
+			break
+		}
+	}
+	t := r.g.tables[name]
+	x := r.ref(name, "x")
+	q := builder.Must(builder.Select(keyCols(x, t)...).From(x).Build())
+	a := r.tenants[0]
+	want := r.or.visible(name, a.Grants)
+	if got, err := keysThrough(r.scoped(p.ctx, a), db, q, len(t.pk)); err != nil || diff(got, want) != "" {
+		p.Fatalf("control: %s as %s: %v %s", name, a, err, diff(got, want))
+	}
+	migration, err := r.sc.owner.BeginTx(p.ctx, nil)
+	if err != nil {
+		p.Fatalf("migration: %v", err)
+	}
+	defer migration.Rollback()
+	if _, err := migration.ExecContext(p.ctx, `LOCK TABLE `+Postgres.quote(locked)+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		p.Fatalf("migration: lock %s: %v", locked, err)
+	}
+	const bound = 3 * time.Second
+	for i := range 2 {
+		time.Sleep(interval + 50*time.Millisecond) // the re-check is due
+		ctx, cancel := context.WithTimeout(r.scoped(p.ctx, a), 3*bound)
+		start := time.Now()
+		got, err := keysThrough(ctx, db, q, len(t.pk))
+		d := time.Since(start)
+		cancel()
+		switch {
+		case err == nil:
+			p.Errorf("call %d: %s served (%d rows) while %s was locked and the policies unverified", i, name, len(got), locked)
+		case d > bound:
+			p.Errorf("call %d: waited %s for the migration's lock on %s (bound %s): %v", i, d.Round(time.Millisecond), locked, bound, err)
+		case !guardedsql.IsUnavailable(err):
+			p.Errorf("call %d: %v, want the retryable unavailable error", i, err)
+		}
+	}
+	if err := migration.Rollback(); err != nil {
+		p.Fatalf("migration: rollback: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := keysThrough(r.scoped(p.ctx, a), db, q, len(t.pk))
+		if err == nil {
+			if d := diff(got, want); d != "" {
+				p.Errorf("after the migration: %s as %s: %s", name, a, d)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			p.Errorf("not served again 5s after the migration ended: %v", err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

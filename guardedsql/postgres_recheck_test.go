@@ -208,8 +208,8 @@ func TestPostgresRecheckUnderMigrationLock(t *testing.T) {
 		if err == nil {
 			t.Fatalf("call %d served while the check could not run", i)
 		}
-		if !guardedsql.IsUnavailable(err) {
-			t.Errorf("call %d: %v, want the unavailable error", i, err)
+		if !guardedsql.IsUnavailable(err) || !errors.Is(err, guardedsql.ErrRLSUnsafe) {
+			t.Errorf("call %d: %v, want the unavailable error, failing closed (ErrRLSUnsafe)", i, err)
 		}
 		if d > 3*time.Second {
 			t.Errorf("call %d took %s: it waited for the migration's lock", i, d)

@@ -123,8 +123,10 @@ func (m *rlsMonitor) record(ctx context.Context, err error, when string, start t
 		// change, so this fails closed like any check that could not run;
 		// but it is a passing condition, not a fault, so the calls get the
 		// retryable "unavailable" error instead of hanging behind the
-		// lock, and the check runs again soon.
-		err = fmt.Errorf("%w: the row-level security check waited too long for a lock (a migration in progress?): %w", ErrUnavailable, err)
+		// lock, and the check runs again soon. Like every check that
+		// could not run it matches ErrRLSUnsafe; it also matches
+		// ErrUnavailable, which is what makes it retryable.
+		err = fmt.Errorf("%w: %w: the check waited too long for a lock (a migration in progress?): %w", ErrUnavailable, ErrRLSUnsafe, err)
 		m.failing.Store(&err)
 		m.log.LogAttrs(ctx, slog.LevelWarn, "guardedsql: row-level security check blocked by a lock; refusing guarded statements (retryable) until it runs",
 			slog.String("check", when))

@@ -130,7 +130,12 @@
 // fails because the database is unreachable ([guardedsql.IsUnavailable]) is
 // answered with the JSON-RPC error [CodeUnavailable], marked retryable and
 // saying nothing about the database, so a client can tell "retry later"
-// from a bug. [Options.Logger] is rate-limited per kind of record
+// from a bug. A call whose transaction lost to a concurrent one
+// ([guardedsql.IsRetryable]: a serialization failure or deadlock, after
+// the retries the tool asked of [guardedsql.DB.TxWith]) is answered with
+// the tool error [RetryableMessage], structured {"retryable": true}, and
+// audited as [OutcomeRetryable]; a lock timeout stays "timed out waiting
+// for the database". [Options.Logger] is rate-limited per kind of record
 // ([LogLimit]), so an outage cannot flood the log.
 //
 // # Limits and timeouts

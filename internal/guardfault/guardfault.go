@@ -87,6 +87,12 @@ const (
 	// as a failed check, so every tenant's statements fail closed until
 	// the next one; property 48 must notice.
 	RecheckInterrupt Fix = "recheck_interrupt"
+	// CheckLockBound: the PostgreSQL row-level security check runs under
+	// a lock_timeout, so a migration's table lock makes calls fail fast
+	// with the retryable unavailable error. Switching it off lets the
+	// check wait for the lock, and every call with it; property 51 must
+	// notice.
+	CheckLockBound Fix = "check_lock_bound"
 )
 
 var (

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
 // Timeouts bound what one guarded transaction may spend in the server.
@@ -70,6 +71,9 @@ var checkLockSQL = `SELECT pg_catalog.set_config('lock_timeout', ` + ms(CheckLoc
 // boundLocks puts CheckLockTimeout on the check transaction tx, in the
 // batch of its first statement where the driver queues statements.
 func boundLocks(ctx context.Context, tx dialect.Querier) error {
+	if guardfault.Off(guardfault.CheckLockBound) {
+		return nil
+	}
 	if dt, ok := driverTx[deferrer](tx); ok {
 		dt.Defer(checkLockSQL)
 		return nil
