@@ -146,4 +146,6 @@ func ExampleProperties() {
 	// P46_narrow_never_widens     A narrowing selector never widens
 	// P47_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
 	// P48_abandoned_recheck       An abandoned call never stops other tenants
+	// P52_owned_by_reference      Rows owned by reference: visible through own referencing rows, claimed and changed only by their tenant
+	// P53_consistency_paths       Every foreign key between tenant rows is checked on every write kind
 }
