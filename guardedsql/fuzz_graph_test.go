@@ -27,6 +27,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -1039,5 +1040,60 @@ func TestGraphDifferential(t *testing.T) {
 	t.Logf("%d graphs: %d reads ran (%d compared, %d non-empty, %d rows), %d writes (%d wrote rows, %d refused)", graphs, ran, reads, nonEmpty, readRows, writes, wrote, refused)
 	if ran < graphs*4 || nonEmpty < graphs*2 || wrote < graphs || refused < graphs/2 {
 		t.Fatalf("the graph fuzz is vacuous: %d reads ran, %d rows, %d writes wrote, %d refused", ran, readRows, wrote, refused)
+	}
+}
+
+// TestGraphFuzzCatchesDroppedPredicate: with one tenant table's predicate
+// dropped, the read oracle notices on nearly every (graph, table) pair,
+// and the write oracle on most: the differential is not vacuous on the
+// generated shapes (level tables, own level columns, parent paths).
+func TestGraphFuzzCatchesDroppedPredicate(t *testing.T) {
+	type pair struct {
+		seed  uint64
+		table string
+	}
+	var reads, writes, missedReads, missedWrites []pair
+	for seed := uint64(2000); seed < 2012; seed++ {
+		c := newGraphCase(t, seed)
+		for _, tb := range c.g.tables {
+			if tb.kind == gkGlobal {
+				continue
+			}
+			restore := guardfault.DropPredicate(tb.name)
+			caught := false
+			r := rand.New(rand.NewPCG(seed, 11))
+			buf := make([]byte, 48)
+			for k := 0; k < 400 && !caught; k++ {
+				for i := range buf {
+					buf[i] = byte(r.Uint32())
+				}
+				buf[0] = byte(slices.IndexFunc(c.g.tables, func(x *gtable) bool { return x == tb })) // FROM the table itself
+				_, err := c.checkRead(t, k%len(c.scopes), buf)
+				caught = err != nil
+			}
+			reads = append(reads, pair{seed, tb.name})
+			if !caught {
+				missedReads = append(missedReads, pair{seed, tb.name})
+			}
+			// Writes, on a fresh database each time.
+			w := newGraphCase(t, seed)
+			caught = false
+			for k := 0; k < 300 && !caught; k++ {
+				for i := range buf {
+					buf[i] = byte(r.Uint32())
+				}
+				caught = w.checkWrite(t, k%len(w.scopes), buf) != nil
+			}
+			writes = append(writes, pair{seed, tb.name})
+			if !caught {
+				missedWrites = append(missedWrites, pair{seed, tb.name})
+			}
+			restore()
+		}
+	}
+	t.Logf("dropped predicates: reads caught %d of %d (missed %v), writes caught %d of %d (missed %v)",
+		len(reads)-len(missedReads), len(reads), missedReads, len(writes)-len(missedWrites), len(writes), missedWrites)
+	if len(missedReads) > 0 || len(missedWrites)*10 > len(writes) {
+		t.Fatal("the graph fuzz misses too many dropped predicates")
 	}
 }
