@@ -45,7 +45,14 @@ const (
 	gkLevel
 	gkTenant
 	gkChild
+	gkByRef
 )
+
+// graphByRef turns on tables owned by reference in the generated graphs
+// (builder.TableDef.OwnedByReference): rN(id, v, n), referenced from one
+// to three tenant tables through a nullable rfN column, one of them now
+// and then Unchecked (no path of ownership).
+var graphByRef = false
 
 type gcol struct {
 	name    string
@@ -53,8 +60,9 @@ type gcol struct {
 	notNull bool
 }
 
-// gfk is a single-column foreign key onto to.id.
-type gfk struct{ col, to string }
+// gfk is a single-column foreign key onto to.id; unchecked is its
+// ForeignKey.Unchecked reason.
+type gfk struct{ col, to, unchecked string }
 
 type gtable struct {
 	name   string
@@ -117,6 +125,14 @@ func genGraph(r *rand.Rand) *ggraph {
 		add(&gtable{name: name, kind: gkGlobal, cols: []gcol{{"id", r.IntN(2) == 0, true}, {"gname", true, false}}})
 		globals = append(globals, name)
 	}
+	var byref []string
+	if graphByRef {
+		for i := r.IntN(3); i > 0; i-- {
+			name := fmt.Sprintf("r%d", len(byref))
+			add(&gtable{name: name, kind: gkByRef, cols: []gcol{{"id", r.IntN(3) == 0, true}, {"v", true, false}, {"n", false, false}}})
+			byref = append(byref, name)
+		}
+	}
 	var tenant []string
 	for i := 0; i < nl; i++ {
 		text := g.levels[i].Key == builder.TextKey
@@ -124,7 +140,7 @@ func genGraph(r *rand.Rand) *ggraph {
 			levels: map[string]string{"id": g.levels[i].Name}}
 		if i > 0 {
 			t.cols = append(t.cols, gcol{"up", g.levels[i-1].Key == builder.TextKey, true})
-			t.fks = append(t.fks, gfk{"up", fmt.Sprintf("lv%d", i-1)})
+			t.fks = append(t.fks, gfk{col: "up", to: fmt.Sprintf("lv%d", i-1)})
 			switch r.IntN(3) {
 			case 0: // hotels-like: up carries the level above, and is the path further up
 				t.levels["up"], t.parent = g.levels[i-1].Name, "up"
@@ -146,34 +162,51 @@ func genGraph(r *rand.Rand) *ggraph {
 				cols:   []gcol{{"id", false, true}, {"lk", g.levels[L].Key == builder.TextKey, true}},
 				levels: map[string]string{"lk": g.levels[L].Name}}
 			if r.IntN(3) != 0 {
-				t.fks = append(t.fks, gfk{"lk", fmt.Sprintf("lv%d", L)})
+				t.fks = append(t.fks, gfk{col: "lk", to: fmt.Sprintf("lv%d", L)})
 			}
 			if M := r.IntN(nl); nl > 1 && M != L && r.IntN(3) == 0 {
 				t.cols = append(t.cols, gcol{"lk2", g.levels[M].Key == builder.TextKey, true})
 				t.levels["lk2"] = g.levels[M].Name
 				if r.IntN(2) == 0 {
-					t.fks = append(t.fks, gfk{"lk2", fmt.Sprintf("lv%d", M)})
+					t.fks = append(t.fks, gfk{col: "lk2", to: fmt.Sprintf("lv%d", M)})
 				}
 			}
 		} else {
 			p := g.by[tenant[r.IntN(len(tenant))]]
 			t = &gtable{name: fmt.Sprintf("c%d", j), kind: gkChild,
 				cols: []gcol{{"id", false, true}, {"pid", p.cols[0].text, true}}, parent: "pid"}
-			t.fks = append(t.fks, gfk{"pid", p.name})
+			t.fks = append(t.fks, gfk{col: "pid", to: p.name})
 		}
 		if r.IntN(2) == 0 {
 			x := g.by[tenant[r.IntN(len(tenant))]]
 			t.cols = append(t.cols, gcol{"xid", x.cols[0].text, false})
-			t.fks = append(t.fks, gfk{"xid", x.name})
+			fk := gfk{col: "xid", to: x.name}
+			if r.IntN(5) == 0 {
+				fk.unchecked = "a historical pointer, kept as it was written"
+			}
+			t.fks = append(t.fks, fk)
 		}
 		if len(globals) > 0 && r.IntN(2) == 0 {
 			gt := g.by[globals[r.IntN(len(globals))]]
 			t.cols = append(t.cols, gcol{"gid", gt.cols[0].text, false})
-			t.fks = append(t.fks, gfk{"gid", gt.name})
+			t.fks = append(t.fks, gfk{col: "gid", to: gt.name})
 		}
 		t.cols = append(t.cols, gcol{"v", true, false}, gcol{"n", false, false})
 		add(t)
 		tenant = append(tenant, t.name)
+	}
+	// References to the tables owned by reference, from one to three
+	// tenant tables each (a column appended to each).
+	for i, rn := range byref {
+		for _, k := range r.Perm(len(tenant))[:min(len(tenant), 1+r.IntN(3))] {
+			t := g.by[tenant[k]]
+			fk := gfk{col: fmt.Sprintf("rf%d", i), to: rn}
+			if r.IntN(6) == 0 {
+				fk.unchecked = "a copy of the address at the time, not its owner"
+			}
+			t.cols = append(t.cols, gcol{fk.col, g.by[rn].cols[0].text, false})
+			t.fks = append(t.fks, fk)
+		}
 	}
 	return g
 }
@@ -196,11 +229,17 @@ func (g *ggraph) def(allGlobal bool) builder.SchemaDef {
 			td.Types[c.name] = sqlType(c)
 		}
 		for _, fk := range t.fks {
-			td.ForeignKeys = append(td.ForeignKeys, builder.ForeignKey{Columns: []string{fk.col}, RefTable: fk.to})
+			td.ForeignKeys = append(td.ForeignKeys, builder.ForeignKey{Columns: []string{fk.col}, RefTable: fk.to, Unchecked: fk.unchecked})
+			if allGlobal {
+				td.ForeignKeys[len(td.ForeignKeys)-1].Unchecked = ""
+			}
 		}
-		if allGlobal || t.kind == gkGlobal {
+		switch {
+		case allGlobal || t.kind == gkGlobal:
 			td.Global = true
-		} else {
+		case t.kind == gkByRef:
+			td.OwnedByReference = true
+		default:
 			td.Levels, td.Parent = t.levels, t.parent
 		}
 		def.Tables = append(def.Tables, td)
@@ -251,13 +290,16 @@ func (g *ggraph) String() string {
 			}
 			if fk := t.fkOf(c.name); fk != nil {
 				s += "->" + fk.to
+				if fk.unchecked != "" {
+					s += "(unchecked)"
+				}
 			}
 			if c.name == t.parent {
 				s += "(parent)"
 			}
 			cs = append(cs, s)
 		}
-		kind := map[int]string{gkGlobal: "global", gkLevel: "level", gkTenant: "tenant", gkChild: "child"}[t.kind]
+		kind := map[int]string{gkGlobal: "global", gkLevel: "level", gkTenant: "tenant", gkChild: "child", gkByRef: "byref"}[t.kind]
 		fmt.Fprintf(&b, "  %s %s(%s)\n", kind, t.name, strings.Join(cs, ", "))
 	}
 	return b.String()
@@ -328,6 +370,14 @@ func genData(r *rand.Rand, g *ggraph) gstate {
 			return rows[r.IntN(len(rows))][0]
 		}
 		switch t.kind {
+		case gkByRef:
+			for k := 6 + r.IntN(4); k > 0; k-- {
+				row := make([]any, len(t.cols))
+				row[0] = next()
+				plain(row, k)
+				st[t.name] = append(st[t.name], row)
+			}
+			continue
 		case gkGlobal:
 			for k := 0; k < 3; k++ {
 				st[t.name] = append(st[t.name], []any{next(), []string{"red", "green", "blue"}[k]})
@@ -389,6 +439,12 @@ func genData(r *rand.Rand, g *ggraph) gstate {
 				case c.name == "gid":
 					if r.IntN(3) != 0 {
 						row[i] = pick(fk.to)
+					}
+				case g.by[fk.to].kind == gkByRef:
+					// The last two rows stay unreferenced; the others are
+					// drawn at random, so some end up shared by tenants.
+					if rows := st[fk.to]; r.IntN(3) != 0 {
+						row[i] = rows[r.IntN(len(rows)-2)][0]
 					}
 				}
 			}
@@ -465,19 +521,51 @@ func grantAdmits(gr scope.Grant, lv map[string]string) bool {
 }
 
 // visibleRows returns, per table, the vkeys of the ids of the rows
-// grants may see (every row of a global table).
+// grants may see: every row of a global table; a row of a tenant table
+// some grant admits; a row of a table owned by reference that a visible
+// row references through a checked foreign key.
 func (g *ggraph) visibleRows(st gstate, grants []scope.Grant) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	for _, t := range g.tables {
 		out[t.name] = map[string]bool{}
+	}
+	for _, t := range g.tables {
+		if t.kind == gkByRef {
+			continue
+		}
 		for _, row := range st[t.name] {
 			ok := t.kind == gkGlobal
 			if !ok {
 				lv := g.rowLevels(st, t.name, row)
 				ok = slices.ContainsFunc(grants, func(gr scope.Grant) bool { return grantAdmits(gr, lv) })
 			}
-			if ok {
-				out[t.name][vkey(row[0])] = true
+			if !ok {
+				continue
+			}
+			out[t.name][vkey(row[0])] = true
+			for _, fk := range t.fks {
+				if v := row[t.idx(fk.col)]; g.by[fk.to].kind == gkByRef && fk.unchecked == "" && v != nil {
+					out[fk.to][vkey(v)] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// referrers returns the rows (as "table id") that reference row id of
+// table to, a table owned by reference, through checked foreign keys.
+func (g *ggraph) referrers(st gstate, to string, id any) [][2]any {
+	var out [][2]any
+	for _, t := range g.tables {
+		for _, fk := range t.fks {
+			if fk.to != to || fk.unchecked != "" {
+				continue
+			}
+			for _, r := range st[t.name] {
+				if v := r[t.idx(fk.col)]; v != nil && vkey(v) == vkey(id) {
+					out = append(out, [2]any{t.name, r[0]})
+				}
 			}
 		}
 	}

@@ -591,7 +591,7 @@ func (w *wgen) pred(t *gtable, depth int) *wpred {
 	for _, x := range w.gr.tables {
 		for _, fk := range x.fks {
 			if x.name == t.name || fk.to == t.name {
-				fks = append(fks, gfk{x.name + "." + fk.col, fk.to})
+				fks = append(fks, gfk{col: x.name + "." + fk.col, to: fk.to})
 			}
 		}
 	}
@@ -675,19 +675,28 @@ func inScopeValue(grants []scope.Grant, level string, v any) bool {
 
 // allowed decides, from the rules alone, whether the values m writes into
 // table t are allowed in scope grants, given the state st before and its
-// visible rows: every non-NULL reference to a tenant table names a visible
-// row; the scope parent is never NULL (and set by an INSERT); a level
-// column no such reference vouches for holds a value of a plain grant
-// (NULL only on INSERT, where the engine decides); a root row inserted is
-// in scope by one of its level columns.
+// visible rows: every non-NULL reference to a tenant table through a
+// checked foreign key names a visible row (or, for a table owned by
+// reference, a row no one references); the scope parent is never NULL
+// (and set by an INSERT); a level column no such reference vouches for
+// holds a value of a plain grant (NULL only on INSERT, where the engine
+// decides); a root row inserted is in scope by one of its level columns;
+// a row inserted into a table owned by reference belongs to no one yet.
 func (g *ggraph) allowed(t *gtable, vals map[string]any, insert bool, grants []scope.Grant, st gstate, vis map[string]map[string]bool) (bool, string) {
+	if t.kind == gkByRef {
+		return true, ""
+	}
 	covered := map[string]bool{}
 	for _, fk := range t.fks {
-		if g.global(fk.to) {
+		if g.global(fk.to) || fk.unchecked != "" {
 			continue
 		}
 		v, set := vals[fk.col]
 		switch {
+		case set && v != nil && g.by[fk.to].kind == gkByRef:
+			if !vis[fk.to][vkey(v)] && len(g.referrers(st, fk.to, v)) > 0 {
+				return false, fmt.Sprintf("%s = %v: a %s row another tenant references", fk.col, v, fk.to)
+			}
 		case !set && insert && fk.col == t.parent:
 			return false, "INSERT without the scope parent " + fk.col
 		case !set:
@@ -864,8 +873,8 @@ func (c *graphCase) checkWrite(t testing.TB, si int, data []byte) error {
 	visAfter := g.visibleRows(after, grants)
 	for _, k := range got {
 		table, row, _ := strings.Cut(k[1:], "|")
-		if k[0] != '+' {
-			continue
+		if k[0] != '+' || m.kind == "insert" && g.by[table].kind == gkByRef {
+			continue // a row inserted into a table owned by reference is no one's yet
 		}
 		for _, r := range after[table] {
 			if fmt.Sprintf("%#v", r) == row && !visAfter[table][vkey(r[0])] {
@@ -922,6 +931,23 @@ func (c *graphCase) checkWrite(t testing.TB, si int, data []byte) error {
 			for _, r := range cbefore[m.table] {
 				if fmt.Sprintf("%#v", r) == row {
 					deleted[vkey(r[0])] = true
+				}
+			}
+		}
+	}
+	// A row of a table owned by reference that another tenant's row
+	// references is writable by no one.
+	if tt.kind == gkByRef && m.kind != "insert" && ok {
+		for _, k := range want {
+			_, row, _ := strings.Cut(k[1:], "|")
+			for _, r := range cbefore[m.table] {
+				if k[0] != '-' || fmt.Sprintf("%#v", r) != row {
+					continue
+				}
+				for _, ref := range g.referrers(before, m.table, r[0]) {
+					if !vis[ref[0].(string)][vkey(ref[1])] {
+						ok, why = false, fmt.Sprintf("%s %v is shared with %s %v", m.table, r[0], ref[0], ref[1])
+					}
 				}
 			}
 		}
