@@ -52,7 +52,7 @@ const (
 // (builder.TableDef.OwnedByReference): rN(id, v, n), referenced from one
 // to three tenant tables through a nullable rfN column, one of them now
 // and then Unchecked (no path of ownership).
-var graphByRef = false
+var graphByRef = true
 
 type gcol struct {
 	name    string
@@ -198,10 +198,10 @@ func genGraph(r *rand.Rand) *ggraph {
 	// References to the tables owned by reference, from one to three
 	// tenant tables each (a column appended to each).
 	for i, rn := range byref {
-		for _, k := range r.Perm(len(tenant))[:min(len(tenant), 1+r.IntN(3))] {
+		for n, k := range r.Perm(len(tenant))[:min(len(tenant), 1+r.IntN(3))] {
 			t := g.by[tenant[k]]
 			fk := gfk{col: fmt.Sprintf("rf%d", i), to: rn}
-			if r.IntN(6) == 0 {
+			if n > 0 && r.IntN(4) == 0 { // the first is a path of ownership
 				fk.unchecked = "a copy of the address at the time, not its owner"
 			}
 			t.cols = append(t.cols, gcol{fk.col, g.by[rn].cols[0].text, false})
