@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"modernc.org/sqlite"
@@ -625,6 +626,8 @@ func genScopes(r *rand.Rand, g *ggraph, st gstate) [][]scope.Grant {
 // fuzz is about, and thousands of them would bury the test's output.
 var quiet = slog.New(slog.DiscardHandler)
 
+var copyN atomic.Int64
+
 // gdb is one graph's shared database, guarded.
 type gdb struct {
 	g     *ggraph
@@ -633,7 +636,7 @@ type gdb struct {
 	db    *guardedsql.DB
 	gsch  *builder.Schema // every table global: for the filtered copies
 	dir   string
-	ncopy int
+	wcopy *sql.DB // the copy for writes (writeCopy)
 }
 
 func openGraphDB(t testing.TB, g *ggraph, st gstate) *gdb {
@@ -727,13 +730,35 @@ func dumpState(ctx context.Context, raw *sql.DB, g *ggraph) (gstate, error) {
 	return st, nil
 }
 
+// writeCopy returns the graph's copy for writes, emptied and refilled
+// with st: one database per graph, reused by every write.
+func (d *gdb) writeCopy(t testing.TB, st gstate) *sql.DB {
+	t.Helper()
+	ctx := context.Background()
+	if d.wcopy == nil {
+		d.wcopy, _ = d.copyDB(t, st)
+		return d.wcopy
+	}
+	for _, tb := range d.g.tables {
+		if _, err := d.wcopy.ExecContext(ctx, `DELETE FROM "`+tb.name+`"`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := insertState(ctx, d.wcopy, d.g, st); err != nil {
+		t.Fatal(err)
+	}
+	return d.wcopy
+}
+
 // copyDB writes a new database holding st (foreign keys off: visible rows
 // may reference hidden ones). guarded is the copy guarded with every table
 // global, so builder statements run on it with no predicate.
 func (d *gdb) copyDB(t testing.TB, st gstate) (raw *sql.DB, guarded *guardedsql.DB) {
 	t.Helper()
-	d.ncopy++
-	raw, err := sql.Open("sqlite", "file:"+filepath.Join(d.dir, fmt.Sprintf("copy%d.db", d.ncopy))+"?_pragma=synchronous(0)&_pragma=journal_mode(memory)")
+	// In memory, shared by the pool's connections under a name no other
+	// copy uses.
+	copyN.Add(1)
+	raw, err := sql.Open("sqlite", fmt.Sprintf("file:tmgraphcopy%d?mode=memory&cache=shared", copyN.Load()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -248,6 +248,12 @@ type graphCase struct {
 	copies map[int]*guardedsql.DB
 	// counters
 	reads, readRows, nonEmpty, writes, wrote, refused int
+	// byRefRead: reads returning rows with a table owned by reference in
+	// the statement; byRefWrote: writes of such a table's rows that
+	// changed rows; claims: writes that set a reference to one (allowed
+	// or not); heldBack: writes where the rules held back a row the
+	// caller sees (shared, or a consistency path out of scope).
+	byRefRead, byRefWrote, claims, heldBack int
 }
 
 func newGraphCase(t testing.TB, seed uint64) *graphCase {
@@ -310,6 +316,9 @@ func (c *graphCase) checkRead(t testing.TB, si int, data []byte) (bool, error) {
 	c.readRows += len(got)
 	if len(got) > 0 {
 		c.nonEmpty++
+		if slices.ContainsFunc(q.Tables(), func(r builder.TableRef) bool { return c.g.by[r.Name()].kind == gkByRef }) {
+			c.byRefRead++
+		}
 	}
 	return gerr == nil, nil
 }
@@ -945,7 +954,7 @@ func (c *graphCase) checkWrite(t testing.TB, si int, data []byte) error {
 		c.refused++
 		return nil
 	}
-	craw, _ := c.d.copyDB(t, before.filter(vis))
+	craw := c.d.writeCopy(t, before.filter(vis))
 	cbefore, err := dumpState(ctx, craw, g)
 	if err != nil {
 		return err
@@ -1016,6 +1025,15 @@ func (c *graphCase) checkWrite(t testing.TB, si int, data []byte) error {
 	if ok {
 		engine = g.engineRefuses(m, before, deleted)
 	}
+	if len(held) > 0 && slices.ContainsFunc(matched, func(id string) bool { return held[id] != "" }) {
+		c.heldBack++
+	}
+	if slices.ContainsFunc(append(slices.Clone(m.cols), m.set...), func(cn string) bool {
+		fk := tt.fkOf(cn)
+		return fk != nil && g.by[fk.to].kind == gkByRef
+	}) {
+		c.claims++
+	}
 	switch {
 	case !ok || engine != "" || cerr != nil:
 		// Refused by the rules, by a constraint, or (expect-one) by the
@@ -1036,6 +1054,9 @@ func (c *graphCase) checkWrite(t testing.TB, si int, data []byte) error {
 		}
 		if len(got) > 0 {
 			c.wrote++
+			if tt.kind == gkByRef {
+				c.byRefWrote++
+			}
 		}
 	}
 	return nil
@@ -1089,7 +1110,7 @@ func TestGraphDifferential(t *testing.T) {
 	if testing.Short() {
 		graphs = 40
 	}
-	var reads, readRows, nonEmpty, ran, writes, wrote, refused int
+	var reads, readRows, nonEmpty, ran, writes, wrote, refused, byRefRead, byRefWrote, claims, heldBack int
 	for seed := uint64(1000); seed < uint64(1000+graphs); seed++ {
 		c := newGraphCase(t, seed)
 		r := rand.New(rand.NewPCG(seed, 7))
@@ -1119,12 +1140,19 @@ func TestGraphDifferential(t *testing.T) {
 		reads += c.reads
 		readRows += c.readRows
 		nonEmpty += c.nonEmpty
+		byRefRead += c.byRefRead
+		byRefWrote += c.byRefWrote
+		claims += c.claims
+		heldBack += c.heldBack
 		writes += c.writes
 		wrote += c.wrote
 		refused += c.refused
 	}
 	t.Logf("%d graphs: %d reads ran (%d compared, %d non-empty, %d rows), %d writes (%d wrote rows, %d refused)", graphs, ran, reads, nonEmpty, readRows, writes, wrote, refused)
-	if ran < graphs*4 || nonEmpty < graphs*2 || wrote < graphs || refused < graphs/2 {
+	t.Logf("tables owned by reference: %d non-empty reads, %d writes of their rows, %d writes setting a reference to one; %d writes with rows held back",
+		byRefRead, byRefWrote, claims, heldBack)
+	if ran < graphs*4 || nonEmpty < graphs*2 || wrote < graphs || refused < graphs/2 ||
+		graphByRef && (byRefRead < graphs/4 || byRefWrote < graphs/20 || claims < graphs/4) || heldBack < graphs/10 {
 		t.Fatalf("the graph fuzz is vacuous: %d reads ran, %d rows, %d writes wrote, %d refused", ran, readRows, wrote, refused)
 	}
 }
@@ -1181,5 +1209,52 @@ func TestGraphFuzzCatchesDroppedPredicate(t *testing.T) {
 		len(reads)-len(missedReads), len(reads), missedReads, len(writes)-len(missedWrites), len(writes), missedWrites)
 	if len(missedReads) > 0 || len(missedWrites)*10 > len(writes) {
 		t.Fatal("the graph fuzz misses too many dropped predicates")
+	}
+}
+
+// TestGraphFuzzCatchesWriteRuleFaults: with the write rules of tables
+// owned by reference (guardfault.ByRef) or of consistency paths
+// (guardfault.ConsistencyPaths) removed, the write oracle sees rows change
+// that the rules protect (not only statements the guard refuses).
+func TestGraphFuzzCatchesWriteRuleFaults(t *testing.T) {
+	if !graphByRef {
+		t.Skip("tables owned by reference are off in the generator")
+	}
+	// run returns the failures of 30 writes on each of 60 graphs.
+	run := func() (writes int, errs []error) {
+		for seed := uint64(3000); seed < 3060; seed++ {
+			c := newGraphCase(t, seed)
+			r := rand.New(rand.NewPCG(seed, 13))
+			buf := make([]byte, 48)
+			for k := 0; k < 30; k++ {
+				for i := range buf {
+					buf[i] = byte(r.Uint32())
+				}
+				writes++
+				if err := c.checkWrite(t, k%len(c.scopes), buf); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		return writes, errs
+	}
+	if n, errs := run(); len(errs) > 0 {
+		t.Fatalf("with the rules, %d of %d writes fail: %v", len(errs), n, errs[0])
+	}
+	for _, fault := range []guardfault.Fix{guardfault.ByRef, guardfault.ConsistencyPaths} {
+		restore := guardfault.Disable(fault)
+		n, errs := run()
+		restore()
+		var changed []error
+		for _, err := range errs {
+			if !strings.Contains(err.Error(), "but the guard refused") {
+				changed = append(changed, err)
+			}
+		}
+		if len(changed) == 0 {
+			t.Errorf("with %s removed, %d writes on 60 graphs and no protected row changed (%d other failures)", fault, n, len(errs))
+			continue
+		}
+		t.Logf("with %s removed, %d of %d writes changed protected rows; the first:\n%v", fault, len(changed), n, changed[0])
 	}
 }
