@@ -1302,3 +1302,32 @@ func TestGraphFuzzCatchesWriteRuleFaults(t *testing.T) {
 		t.Logf("with %s removed, %d of %d writes changed protected rows; the first:\n%v", fault, len(changed), n, changed[0])
 	}
 }
+
+// TestGraphVouchedWrites replays the graphs on which 1000 random graphs
+// found rows written out of their writer's sight (see ggraph.vouched):
+// each must see such a write, accepted, and no other failure.
+func TestGraphVouchedWrites(t *testing.T) {
+	for _, seed := range []uint64{10358, 10837, 10963} {
+		c := newGraphCase(t, seed)
+		r := rand.New(rand.NewPCG(seed, 7))
+		buf := make([]byte, 64)
+		for range c.scopes {
+			for k := 0; k < 10; k++ {
+				for i := range buf {
+					buf[i] = byte(r.Uint32())
+				}
+			}
+		}
+		for k := 0; k < 25; k++ {
+			for i := range buf {
+				buf[i] = byte(r.Uint32())
+			}
+			if err := c.checkWrite(t, k%len(c.scopes), buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c.vouched == 0 {
+			t.Errorf("graph %d: no row written out of its writer's sight", seed)
+		}
+	}
+}
