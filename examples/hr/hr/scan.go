@@ -28,6 +28,30 @@ func (s *dateScanner) Scan(src any) error {
 	return nil
 }
 
+// dateValue scans a DATE into a time.Time at midnight UTC (the zero time
+// for NULL).
+func dateValue(dst *time.Time) *dateTimeScanner { return &dateTimeScanner{dst: dst} }
+
+type dateTimeScanner struct{ dst *time.Time }
+
+// Scan implements sql.Scanner.
+func (s *dateTimeScanner) Scan(src any) error {
+	var text string
+	if err := dateInto(&text).Scan(src); err != nil {
+		return err
+	}
+	if text == "" {
+		*s.dst = time.Time{}
+		return nil
+	}
+	t, err := time.Parse(time.DateOnly, text)
+	if err != nil {
+		return fmt.Errorf("hr: %q is not a date", text)
+	}
+	*s.dst = t
+	return nil
+}
+
 // dateText keeps the date part of the text forms engines return
 // ("2026-01-05", "2026-01-05 00:00:00", "2026-01-05T00:00:00Z").
 func dateText(v string) string {

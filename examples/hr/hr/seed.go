@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Demo data, in the rows of the sample schema. Generate builds it
@@ -334,6 +335,17 @@ func Create(ctx context.Context, db *sql.DB, engine Engine, d *Data) error {
 		}
 		return v
 	}
+	// Dates are bound as time.Time on every engine, as tools bind them:
+	// on SQLite, where a DATE is text, every date then has the one text
+	// form the driver gives a time.Time, so keys holding a date compare
+	// equal whoever wrote them.
+	day := func(s string) any {
+		t, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			return s // refused by the engine's date type, or stored as given
+		}
+		return t
+	}
 	nullFloat := func(v float64) any {
 		if v == 0 {
 			return nil
@@ -363,7 +375,7 @@ func Create(ctx context.Context, db *sql.DB, engine Engine, d *Data) error {
 	for _, e := range d.Employees {
 		err = firstErr(err, ins("employees", []string{"employee_id", "company_id", "first_name", "last_name", "email", "phone_number",
 			"hire_date", "job_id", "salary", "commission_pct", "manager_id", "department_id"},
-			e.EmployeeID, e.CompanyID, e.FirstName, e.LastName, e.Email, e.PhoneNumber, e.HireDate, e.JobID, e.Salary,
+			e.EmployeeID, e.CompanyID, e.FirstName, e.LastName, e.Email, e.PhoneNumber, day(e.HireDate), e.JobID, e.Salary,
 			nullFloat(e.CommissionPct), nullInt(e.ManagerID), nullInt(e.DepartmentID)))
 	}
 	for _, x := range d.Departments {
@@ -373,7 +385,7 @@ func Create(ctx context.Context, db *sql.DB, engine Engine, d *Data) error {
 	}
 	for _, h := range d.JobHistory {
 		err = firstErr(err, ins("job_history", []string{"employee_id", "start_date", "end_date", "job_id", "department_id"},
-			h.EmployeeID, h.StartDate, h.EndDate, h.JobID, nullInt(h.DepartmentID)))
+			h.EmployeeID, day(h.StartDate), day(h.EndDate), h.JobID, nullInt(h.DepartmentID)))
 	}
 	if err != nil {
 		return err

@@ -44,14 +44,15 @@ func HireEmployee(ctx context.Context, db *guardedsql.DB, in HireIn) (HiredOut, 
 	if len(in.Email) > 25 || len(in.LastName) > 25 || len(in.FirstName) > 20 || len(in.PhoneNumber) > 20 {
 		return HiredOut{}, invalid("email and last_name take at most 25 characters, first_name and phone_number 20")
 	}
-	if _, err := parseDate("hire_date", in.HireDate); err != nil {
+	hired, err := parseDate("hire_date", in.HireDate)
+	if err != nil {
 		return HiredOut{}, err
 	}
 	if in.CommissionPct != nil && (*in.CommissionPct < 0 || *in.CommissionPct >= 1) {
 		return HiredOut{}, invalid("commission_pct must be at least 0 and below 1")
 	}
 	var out HiredOut
-	err := db.Tx(ctx, func(tx *guardedsql.Tx) error {
+	err = db.Tx(ctx, func(tx *guardedsql.Tx) error {
 		company, deptManager, err := departmentCompany(ctx, tx, in.DepartmentID)
 		if err != nil {
 			return err
@@ -69,7 +70,7 @@ func HireEmployee(ctx context.Context, db *guardedsql.DB, in HireIn) (HiredOut, 
 		ins, err := builder.InsertInto(employeesT.Ref()).
 			Columns("company_id", "first_name", "last_name", "email", "phone_number", "hire_date", "job_id",
 				"salary", "commission_pct", "manager_id", "department_id").
-			Values(company, nullText(in.FirstName), in.LastName, in.Email, nullText(in.PhoneNumber), in.HireDate, in.JobID,
+			Values(company, nullText(in.FirstName), in.LastName, in.Email, nullText(in.PhoneNumber), hired, in.JobID,
 				in.Salary, ptrValue(in.CommissionPct), ptrValue(manager), in.DepartmentID).
 			Returning("employee_id").Build()
 		if err != nil {
@@ -177,9 +178,10 @@ func TransferEmployee(ctx context.Context, db *guardedsql.DB, in TransferIn) (Tr
 		if err != nil {
 			return err
 		}
-		var company, hired, job string
+		var company, job string
+		var hired time.Time
 		var dept *int64
-		if err := tx.QueryRow(ctx, q).Scan(&company, dateInto(&hired), &job, &dept); err != nil {
+		if err := tx.QueryRow(ctx, q).Scan(&company, dateValue(&hired), &job, &dept); err != nil {
 			return err
 		}
 		toCompany, toManager, err := departmentCompany(ctx, tx, in.DepartmentID)
@@ -197,22 +199,13 @@ func TransferEmployee(ctx context.Context, db *guardedsql.DB, in TransferIn) (Tr
 		if err != nil {
 			return err
 		}
-		var lastEnd string
-		if err := tx.QueryRow(ctx, lq).Scan(dateInto(&lastEnd)); err != nil {
+		var lastEnd time.Time
+		if err := tx.QueryRow(ctx, lq).Scan(dateValue(&lastEnd)); err != nil {
 			return err
 		}
-		start, err := time.Parse(time.DateOnly, hired)
-		if err != nil {
-			return err
-		}
-		if lastEnd != "" {
-			le, err := time.Parse(time.DateOnly, lastEnd)
-			if err != nil {
-				return err
-			}
-			if next := le.AddDate(0, 0, 1); next.After(start) {
-				start = next
-			}
+		start := hired
+		if next := lastEnd.AddDate(0, 0, 1); !lastEnd.IsZero() && next.After(start) {
+			start = next
 		}
 		end := eff.AddDate(0, 0, -1)
 		if !end.After(start) {
@@ -224,7 +217,7 @@ func TransferEmployee(ctx context.Context, db *guardedsql.DB, in TransferIn) (Tr
 		}
 		rec := HistoryEntry{StartDate: start.Format(time.DateOnly), EndDate: end.Format(time.DateOnly), JobID: job, DepartmentID: dept}
 		ins, err := builder.InsertInto(jobHistoryT.Ref()).Columns("employee_id", "start_date", "end_date", "job_id", "department_id").
-			Values(in.EmployeeID, rec.StartDate, rec.EndDate, rec.JobID, ptrValue(dept)).Build()
+			Values(in.EmployeeID, start, end, rec.JobID, ptrValue(dept)).Build()
 		if err != nil {
 			return err
 		}
