@@ -43,6 +43,15 @@ type ForeignKey struct {
 	Columns    []string
 	RefTable   string
 	RefColumns []string
+	// (h4-ref)
+	// Unchecked, when not empty, is the reason why this foreign key from a
+	// tenant-bound table to a tenant-bound table (or one owned by
+	// reference) is not checked on writes. Every other such key is checked
+	// on every write (INSERT, UPDATE, upsert, INSERT ... SELECT): the row it
+	// references must be in the writer's scope. An unchecked key is no
+	// path of ownership for a table owned by reference, and cannot be the
+	// scope parent.
+	Unchecked string
 }
 
 // TableDef declares one table.
@@ -79,8 +88,26 @@ type TableDef struct {
 	// hotels.id carries "hotel", hotels.chain_id carries "chain".
 	Levels map[string]string
 	// Parent names a column of the foreign key through which the table
-	// reaches its scope (rooms: "hotel_id").
+	// reaches its scope (rooms: "hotel_id"). It is the path that decides
+	// visibility; every other foreign key to a tenant-bound table is a
+	// consistency path, checked on writes (see ForeignKey.Unchecked).
 	Parent string
+
+	// (h4-ref)
+	// OwnedByReference declares a table with no tenant column whose rows
+	// belong to the tenant rows that reference them (addresses referenced
+	// from customers, staff and stores): a row is visible to a caller when
+	// some row referencing it, through a declared foreign key of a
+	// tenant-bound table (Unchecked ones excluded), is in the caller's
+	// scope, and to no one while nothing references it. UPDATE and DELETE
+	// need every referencing row in scope (a row shared by two tenants is
+	// readable by both and writable by neither); INSERT creates an
+	// unreferenced row; a tenant row may be made to reference only a row
+	// that is unreferenced or already visible to the writer. Such a table
+	// needs a one-column primary key, which every referencing foreign key
+	// references, cannot be Global, has no Levels and no Parent, and has no
+	// foreign key into a tenant-bound table.
+	OwnedByReference bool
 }
 
 // SchemaDef declares the levels and tables of a schema. Levels are listed
@@ -153,6 +180,10 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 		}
 		t := sqlast.NewTable(td.Name, td.Columns)
 		t.Global = td.Global
+		t.ByRef = td.OwnedByReference
+		if t.ByRef && t.Global {
+			return nil, schemaErr("table %q cannot be both Global and OwnedByReference", td.Name)
+		}
 		if td.GlobalReason != "" && !td.Global {
 			return nil, schemaErr("table %q has a GlobalReason but is not Global", td.Name)
 		}
@@ -204,6 +235,12 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 			}
 			continue
 		}
+		if err := checkByRefDecl(t, td); err != nil {
+			return nil, err
+		}
+		if t.ByRef {
+			continue
+		}
 		for _, c := range t.Columns {
 			ln, ok := td.Levels[c]
 			if !ok {
@@ -227,9 +264,12 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 			t.Identity = t.PK[0]
 		}
 	}
+	if err := resolveReferrers(g); err != nil {
+		return nil, err
+	}
 	for _, td := range def.Tables {
 		t := g.Tables[td.Name]
-		if t.Global {
+		if t.Global || t.ByRef {
 			continue
 		}
 		p, err := pickParent(t, td.Parent)
@@ -237,11 +277,14 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 			return nil, err
 		}
 		t.Parent = p
+		if p != nil && p.Unchecked != "" {
+			return nil, schemaErr("table %q: its scope parent %s(%s) cannot be Unchecked", t.Name, t.Name, strings.Join(p.Cols, ","))
+		}
 	}
 	// Chains, with cycle detection, then anchors from the root down.
 	for _, name := range g.Names {
 		t := g.Tables[name]
-		if t.Global {
+		if t.Global || t.ByRef {
 			continue
 		}
 		seen := map[*sqlast.Table]bool{t: true}
@@ -256,7 +299,7 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 	done := map[*sqlast.Table]bool{}
 	for _, name := range g.Names {
 		t := g.Tables[name]
-		if t.Global {
+		if t.Global || t.ByRef {
 			continue
 		}
 		resolveAnchors(t, done)
@@ -297,7 +340,7 @@ func resolveFK(g *sqlast.Schema, t *sqlast.Table, fd ForeignKey) (*sqlast.FK, er
 			return nil, schemaErr("foreign key %s -> %s.%s: not a column", t.Name, to.Name, c)
 		}
 	}
-	return &sqlast.FK{From: t, Cols: slices.Clone(fd.Columns), To: to, RefCols: slices.Clone(ref)}, nil
+	return &sqlast.FK{From: t, Cols: slices.Clone(fd.Columns), To: to, RefCols: slices.Clone(ref), Unchecked: fd.Unchecked}, nil
 }
 
 // ErrFKTarget is wrapped (with ErrSchema) when a foreign key into a
@@ -329,6 +372,9 @@ func pickParent(t *sqlast.Table, parent string) (*sqlast.FK, error) {
 				if fk.To.Global {
 					return nil, schemaErr("parent %s.%s references global table %q, which carries no scope", t.Name, parent, fk.To.Name)
 				}
+				if fk.To.ByRef {
+					return nil, schemaErr("parent %s.%s references %q, which is owned by reference and carries no scope of its own", t.Name, parent, fk.To.Name)
+				}
 				return fk, nil
 			}
 		}
@@ -339,7 +385,7 @@ func pickParent(t *sqlast.Table, parent string) (*sqlast.FK, error) {
 	}
 	var cands []*sqlast.FK
 	for _, fk := range t.FKs {
-		if !fk.To.Global && fk.To != t {
+		if !fk.To.Global && !fk.To.ByRef && fk.Unchecked == "" && fk.To != t {
 			cands = append(cands, fk)
 		}
 	}
@@ -467,6 +513,13 @@ func (s *Schema) Levels() []Level {
 	return out
 }
 
+// IsOwnedByReference reports whether the named table is owned by reference
+// (TableDef.OwnedByReference).
+func (s *Schema) IsOwnedByReference(table string) bool {
+	t, ok := s.g.Tables[table]
+	return ok && t.ByRef
+}
+
 // IsGlobal reports whether the named table is global (unscoped).
 func (s *Schema) IsGlobal(table string) bool {
 	t, ok := s.g.Tables[table]
@@ -483,6 +536,13 @@ func (s *Schema) ScopePath(table string) string {
 	}
 	if t.Global {
 		return "global"
+	}
+	if t.ByRef {
+		refs := make([]string, len(t.Referrers))
+		for i, fk := range t.Referrers {
+			refs[i] = fk.From.Name + "." + strings.Join(fk.Cols, ",")
+		}
+		return "owned by reference: " + strings.Join(refs, ", ")
 	}
 	var lines []string
 	for _, a := range t.Anchors {
@@ -529,6 +589,15 @@ type Tenancy struct {
 	// Ignore lists tables left out of the schema (migration bookkeeping and
 	// the like); the builder cannot reference them at all.
 	Ignore []string
+
+	// (h4-ref)
+	// OwnedByReference lists the tables owned by reference (see
+	// TableDef.OwnedByReference).
+	OwnedByReference []string
+	// Unchecked maps "table.column", a column of one of the table's foreign
+	// keys, to the reason that key is not checked on writes (see
+	// ForeignKey.Unchecked).
+	Unchecked map[string]string
 }
 
 // Apply returns a SchemaDef made of the catalog's tables (typically from
@@ -547,6 +616,7 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 		td.Parent = ""
 		td.Global = slices.Contains(t.Global, td.Name)
 		td.GlobalReason = t.GlobalReasons[td.Name]
+		td.OwnedByReference = slices.Contains(t.OwnedByReference, td.Name)
 		byName[td.Name] = len(def.Tables)
 		def.Tables = append(def.Tables, td)
 	}
@@ -585,6 +655,9 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 		}
 		def.Tables[i].Levels[cn] = lvl
 	}
+	if err := t.applyByRef(def.Tables, byName); err != nil {
+		return SchemaDef{}, err
+	}
 	for tn, col := range t.Parents {
 		i, found := byName[tn]
 		if !found {
@@ -593,4 +666,93 @@ func (t Tenancy) Apply(catalog []TableDef) (SchemaDef, error) {
 		def.Tables[i].Parent = col
 	}
 	return def, nil
+}
+
+// (h4-ref) Tables owned by reference and unchecked foreign keys.
+
+// checkByRefDecl validates the declaration of t, a non-global table, as
+// owned by reference, and refuses Unchecked on foreign keys of tables that
+// are not tenant-bound (it only means something between tenant tables).
+func checkByRefDecl(t *sqlast.Table, td TableDef) error {
+	if !t.ByRef {
+		return nil
+	}
+	switch {
+	case len(td.Levels) > 0 || td.Parent != "":
+		return schemaErr("table %q is owned by reference and cannot have level columns or a scope parent", t.Name)
+	case len(t.PK) != 1:
+		return schemaErr("table %q is owned by reference and needs a one-column primary key", t.Name)
+	}
+	for _, fk := range t.FKs {
+		if !fk.To.Global {
+			return schemaErr("table %q is owned by reference and cannot reference %q, which is not global (declare it tenant-bound with a Parent instead)", t.Name, fk.To.Name)
+		}
+	}
+	return nil
+}
+
+// resolveReferrers sets the Referrers of every table owned by reference and
+// checks every Unchecked foreign key.
+//
+// Invariant: a row of a table owned by reference is owned exactly through
+// Referrers, every one of which references its one-column primary key.
+func resolveReferrers(g *sqlast.Schema) error {
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		for _, fk := range t.FKs {
+			if fk.Unchecked != "" && (t.Global || t.ByRef || fk.To.Global) {
+				return schemaErr("foreign key %s(%s) -> %s is declared Unchecked, which only applies between tenant-bound tables", t.Name, strings.Join(fk.Cols, ","), fk.To.Name)
+			}
+			if !fk.To.ByRef || fk.Unchecked != "" || t.Global {
+				continue
+			}
+			if t.ByRef {
+				continue // refused by checkByRefDecl
+			}
+			if !slices.Equal(fk.RefCols, fk.To.PK) {
+				return schemaErr("foreign key %s(%s) -> %s(%s): a table owned by reference is referenced by its primary key (%s)",
+					t.Name, strings.Join(fk.Cols, ","), fk.To.Name, strings.Join(fk.RefCols, ","), strings.Join(fk.To.PK, ","))
+			}
+			fk.To.Referrers = append(fk.To.Referrers, fk)
+		}
+	}
+	for _, name := range g.Names {
+		if t := g.Tables[name]; t.ByRef && len(t.Referrers) == 0 {
+			return schemaErr("table %q is owned by reference but no tenant-bound table references it (through a foreign key that is not Unchecked)", t.Name)
+		}
+	}
+	return nil
+}
+
+// applyByRef applies OwnedByReference and Unchecked to the tables of def.
+func (t Tenancy) applyByRef(tables []TableDef, byName map[string]int) error {
+	for _, n := range t.OwnedByReference {
+		if _, ok := byName[n]; !ok {
+			return schemaErr("tenancy names table %q owned by reference, which the catalog lacks", n)
+		}
+		if slices.Contains(t.Global, n) {
+			return schemaErr("tenancy names table %q both global and owned by reference", n)
+		}
+	}
+	for tc, reason := range t.Unchecked {
+		tn, cn, ok := strings.Cut(tc, ".")
+		i, found := byName[tn]
+		if !ok || !found {
+			return schemaErr("tenancy unchecked foreign key %q: no such table", tc)
+		}
+		if reason == "" {
+			return schemaErr("tenancy unchecked foreign key %q: give the reason it is not checked", tc)
+		}
+		n := 0
+		for k, fk := range tables[i].ForeignKeys {
+			if slices.Contains(fk.Columns, cn) {
+				tables[i].ForeignKeys[k].Unchecked = reason
+				n++
+			}
+		}
+		if n == 0 {
+			return schemaErr("tenancy unchecked foreign key %q: no foreign key of %s has column %s", tc, tn, cn)
+		}
+	}
+	return nil
 }

@@ -66,6 +66,15 @@ type Table struct {
 	// is global after all; the start-up catalog check refuses such a table
 	// without one.
 	GlobalReason string
+	// ByRef: the table is owned by reference (builder.TableDef.OwnedByReference):
+	// it has no tenant column, and a row belongs to the tenants of the
+	// tenant-bound rows that reference it through Referrers. It has no
+	// Parent, Chain or Anchors.
+	ByRef bool
+	// Referrers are, for a ByRef table, the declared foreign keys of
+	// tenant-bound tables that reference its primary key, Unchecked ones
+	// excluded: the paths that decide which tenants own each row.
+	Referrers []*FK
 
 	// LevelCols are this table's own level columns, in column order.
 	LevelCols []LevelCol
@@ -113,12 +122,13 @@ func (t *Table) LevelOf(c string) *Level {
 }
 
 // TenantFKs returns the foreign keys of t whose referenced table is
-// tenant-bound: every such reference must point at a row in scope when it
-// is written.
+// tenant-bound or owned by reference, except those declared Unchecked:
+// every such reference must point at a row in scope (for a table owned by
+// reference: a row in scope or referenced by no one) when it is written.
 func (t *Table) TenantFKs() []*FK {
 	var out []*FK
 	for _, fk := range t.FKs {
-		if !fk.To.Global {
+		if !fk.To.Global && fk.Unchecked == "" {
 			out = append(out, fk)
 		}
 	}
@@ -128,7 +138,7 @@ func (t *Table) TenantFKs() []*FK {
 // FKCovering returns the tenant foreign key of t that includes column c.
 func (t *Table) FKCovering(c string) *FK {
 	for _, fk := range t.FKs {
-		if fk.To.Global {
+		if fk.To.Global || fk.Unchecked != "" {
 			continue
 		}
 		if slices.Contains(fk.Cols, c) {
@@ -160,6 +170,10 @@ type FK struct {
 	Cols    []string
 	To      *Table
 	RefCols []string
+	// Unchecked, when not empty, is the declared reason why this foreign
+	// key between tenant-bound tables is not checked on writes (and is no
+	// path of ownership for a table owned by reference).
+	Unchecked string
 }
 
 // Anchor says where a level can be read for rows of a table: follow Hops
