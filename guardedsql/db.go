@@ -282,6 +282,8 @@ func runSteps(ctx context.Context, q dialect.Querier, p guard.Plan) (Result, err
 		}
 		if st.Expect == guard.ExpectOne {
 			switch {
+			case r.RowsAffected == 0 && !st.Probe.IsZero():
+				return Result{}, probeShared(ctx, q, st, p.Kind) // (h4-ref) byref.go
 			case r.RowsAffected == 0:
 				return Result{}, fmt.Errorf("%w (%s)", st.Fail, p.Kind)
 			case r.RowsAffected > 1 && !expectOneOff():

@@ -50,6 +50,10 @@ type Step struct {
 	Expect Expect
 	// Fail is the error for a step affecting no row when ExpectOne.
 	Fail error
+	// Probe, when set, is run after an ExpectOne step affected no row: a
+	// row from it means the step matched a row in scope that its write
+	// guard held back (byref.go), and the error is ErrSharedRow, not Fail.
+	Probe dialect.Frag
 	// Returning: the step is an INSERT ... RETURNING the table's key, run
 	// as a query; its rows count as affected and the last integer key is
 	// the insert id (dialects without a last-insert id, see

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -94,6 +95,9 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 			checks = append(checks, fragFalse) // an orphan is in no scope
 		case hasNull:
 			// A NULL reference points at no tenant.
+		case fk.To.ByRef:
+			checks = append(checks, r.claimCheck(fk, vals[fk.Cols[0]].V)) // byref.go
+			viaFK = true
 		default:
 			checks = append(checks, r.parentCheck(fk, vals))
 			viaFK = true
@@ -121,7 +125,7 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 			checks = append(checks, r.valueInScope(lc.Level, v))
 		}
 	}
-	if insert && t.Parent == nil {
+	if insert && t.Parent == nil && !t.ByRef {
 		var f fb
 		n := 0
 		for _, lc := range t.LevelCols {
@@ -201,6 +205,11 @@ func (r *renderer) insertRowChecks(t *sqlast.Table, cols []string, row []sqlast.
 	checks, viaFK, err := r.writeChecks(t, vals, true)
 	if err != nil {
 		return nil, nil, false, err
+	}
+	if len(checks) == 0 && t.ByRef {
+		// A new row of a table owned by reference is referenced by no
+		// one: visible to no one until a row in scope references it.
+		checks = []dialect.Frag{fragTrue}
 	}
 	if len(checks) == 0 {
 		return nil, nil, false, fmt.Errorf("%w: no scope check for INSERT into %s", ErrInternal, t.Name)
@@ -289,6 +298,17 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	for _, c := range checks {
 		ub = ub.Where(c)
 	}
+	assigned := maps.Clone(vals)
+	for _, a := range s.Set {
+		assigned[a.Col] = a.V
+	}
+	wg := r.writeGuard(t, s.Ref.Alias, assigned) // byref.go
+	for _, c := range wg {
+		ub = ub.Where(c)
+	}
+	if len(wg) > 0 {
+		g = and(append([]dialect.Frag{g}, wg...))
+	}
 	if s.Returning != nil {
 		return r.updateReturning(s, ub, w, g, checks)
 	}
@@ -302,6 +322,9 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	st := Step{SQL: text, Args: args, Fail: ErrNotFound}
 	if s.ExpectOne {
 		st.Expect = ExpectOne
+		if st.Probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
+			return Plan{}, err
+		}
 	}
 	return Plan{Kind: Update, Steps: []Step{st}, Atomic: s.ExpectOne}, nil
 }
@@ -324,6 +347,13 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 		return Plan{}, err
 	}
 	db := sq.Delete(r.q(t.Name)).Where(paren(w)).Where(g)
+	wg := r.writeGuard(t, s.Ref.Alias, nil) // byref.go
+	for _, c := range wg {
+		db = db.Where(c)
+	}
+	if len(wg) > 0 {
+		g = and(append([]dialect.Frag{g}, wg...))
+	}
 	if s.Returning != nil {
 		return r.deleteReturning(s, db, w, g)
 	}
@@ -337,6 +367,9 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	st := Step{SQL: text, Args: args, Fail: ErrNotFound}
 	if s.ExpectOne {
 		st.Expect = ExpectOne
+		if st.Probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
+			return Plan{}, err
+		}
 	}
 	return Plan{Kind: Delete, Steps: []Step{st}, Atomic: s.ExpectOne}, nil
 }

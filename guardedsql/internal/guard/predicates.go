@@ -61,6 +61,9 @@ func (r *renderer) readGuard(t *sqlast.Table, alias string) dialect.Frag {
 	if guardfault.Dropped(t.Name) || r.opt.EngineEnforcesReads || r.exprFault() {
 		return fragTrue
 	}
+	if t.ByRef {
+		return r.byRefGuard(t, alias) // byref.go
+	}
 	own, path, deep := r.activeTerms(t)
 	if len(own) == 0 && len(path) == 0 {
 		return fragFalse

@@ -243,6 +243,10 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			if updChecks, _, err = r.writeChecks(t, uv, false); err != nil {
 				return Plan{}, err
 			}
+			// (h4-ref) The conflicting row is updated only if every
+			// consistency path it keeps leads into the scope (and, owned
+			// by reference, if every row referencing it is in scope).
+			updChecks = append(updChecks, r.writeGuard(t, t.Name, uv)...)
 		}
 		if up != nil && upNative {
 			var f fb
@@ -297,6 +301,9 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			}
 			if style == dialect.UpsertLocked {
 				g := r.conflictGuard(t)
+				if !up.Nothing {
+					g = and(append([]dialect.Frag{g}, r.writeGuard(t, t.Name, nil)...)) // (h4-ref)
+				}
 				if ir.lock, err = r.selectStmt(g, t, []dialect.Frag{r.keyEq(t, t.Name, up.Target, tv)}, true); err != nil {
 					return Plan{}, err
 				}
@@ -622,6 +629,9 @@ func (r *renderer) readBack(t *sqlast.Table, s *sqlast.Insert, vals map[string]s
 		kv[i] = vals[c].V
 	}
 	g := r.conflictGuard(t)
+	if t.ByRef {
+		g = r.readBackGuard(t) // (h4-ref) byref.go
+	}
 	what := dialect.Frag{SQL: strings.Join(quoteAll(r, s.Returning), ", ")}
 	return func(lastID int64) (dialect.Frag, error) {
 		cols, v := key, kv

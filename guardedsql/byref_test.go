@@ -1,0 +1,312 @@
+package guardedsql_test
+
+// (h4-ref) Issue 25 §1–2: tables owned by reference and rows with several
+// paths to a tenant, on SQLite and (when their DSNs are set) PostgreSQL
+// and MariaDB/MySQL. Two stores; ids interleave between them.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+var storesDDL = []string{
+	`CREATE TABLE addresses (id INT_T PRIMARY KEY, line KEY_T NOT NULL)`,
+	`CREATE TABLE stores (id INT_T PRIMARY KEY, address_id INT_T NULL REFERENCES addresses(id))`,
+	`CREATE TABLE customers (id INT_T PRIMARY KEY, store_id INT_T NOT NULL REFERENCES stores(id), address_id INT_T NULL REFERENCES addresses(id), name KEY_T NULL)`,
+	`CREATE TABLE staff (id INT_T PRIMARY KEY, store_id INT_T NOT NULL REFERENCES stores(id), address_id INT_T NULL REFERENCES addresses(id))`,
+	`CREATE TABLE rentals (id INT_T PRIMARY KEY, customer_id INT_T NOT NULL REFERENCES customers(id), staff_id INT_T NOT NULL REFERENCES staff(id), returned INT_T NULL)`,
+	`CREATE TABLE payments (id INT_T PRIMARY KEY, rental_id INT_T NOT NULL REFERENCES rentals(id), staff_id INT_T NOT NULL REFERENCES staff(id), amount INT_T NOT NULL)`,
+	// 100, 102, 106: store 1's; 101, 103, 107: store 2's; 104 shared by a
+	// customer of each; 105 referenced by no one.
+	`INSERT INTO addresses VALUES (100, 's1-store'), (101, 's2-store'), (102, 's1-cust'), (103, 's2-cust'), (104, 'shared'), (105, 'orphan'), (106, 's1-staff'), (107, 's2-staff')`,
+	`INSERT INTO stores VALUES (1, 100), (2, 101)`,
+	`INSERT INTO customers VALUES (10, 1, 102, 'a'), (11, 2, 103, 'b'), (12, 1, 104, 'a2'), (13, 2, 104, 'b2')`,
+	`INSERT INTO staff VALUES (20, 1, 106), (21, 2, 107)`,
+	// 32: store 1's customer, store 2's clerk (visible to store 1 only).
+	`INSERT INTO rentals VALUES (30, 10, 20, NULL), (31, 11, 21, NULL), (32, 10, 21, NULL)`,
+	`INSERT INTO payments VALUES (40, 30, 20, 5), (41, 31, 21, 6), (42, 32, 21, 7)`,
+}
+
+func storesSchemaDef() builder.SchemaDef {
+	fk := func(col, ref string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+	}
+	return builder.SchemaDef{
+		Levels: []builder.Level{{Name: "store", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "addresses", Columns: []string{"id", "line"}, PrimaryKey: []string{"id"}, OwnedByReference: true},
+			{Name: "stores", Columns: []string{"id", "address_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "store"},
+				ForeignKeys: []builder.ForeignKey{fk("address_id", "addresses")}},
+			{Name: "customers", Columns: []string{"id", "store_id", "address_id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"store_id": "store"},
+				ForeignKeys: []builder.ForeignKey{fk("store_id", "stores"), fk("address_id", "addresses")}},
+			{Name: "staff", Columns: []string{"id", "store_id", "address_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"store_id": "store"},
+				ForeignKeys: []builder.ForeignKey{fk("store_id", "stores"), fk("address_id", "addresses")}},
+			{Name: "rentals", Columns: []string{"id", "customer_id", "staff_id", "returned"}, PrimaryKey: []string{"id"}, Parent: "customer_id",
+				ForeignKeys: []builder.ForeignKey{fk("customer_id", "customers"), fk("staff_id", "staff")}},
+			{Name: "payments", Columns: []string{"id", "rental_id", "staff_id", "amount"}, PrimaryKey: []string{"id"}, Parent: "rental_id",
+				ForeignKeys: []builder.ForeignKey{fk("rental_id", "rentals"), fk("staff_id", "staff")}},
+		},
+	}
+}
+
+func storeCtx(id string) context.Context {
+	return grantCtx(scope.Grant{Level: "store", ID: id})
+}
+
+// ids reads the ids q selects as ctx's caller.
+func byrefIDs(t *testing.T, ctx context.Context, db *guardedsql.DB, q builder.Query) []int64 {
+	t.Helper()
+	got, err := guardedsql.All(ctx, db, q, func(r *guardedsql.Rows) (id int64, err error) { err = r.Scan(&id); return })
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	slices.Sort(got)
+	return got
+}
+
+// built returns a mutation Build returned, panicking on its error (a test
+// bug, not a finding).
+func built[M any](m M, err error) M {
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// TestOwnedByReferenceRead: an address is visible to a store iff one of its
+// customers, staff or the store itself references it; an unreferenced one
+// to no one; joins, subqueries and aggregates see the same rows.
+func TestOwnedByReferenceRead(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, storesDDL)
+		sch := builder.MustSchema(storesSchemaDef())
+		db, err := s.open(sch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, cust := sch.Table("addresses"), sch.Table("customers")
+		all := mustQuery(t, builder.Select(addr.Col("id")).From(addr))
+		for store, want := range map[string][]int64{"1": {100, 102, 104, 106}, "2": {101, 103, 104, 107}, "3": nil} {
+			if got := byrefIDs(t, storeCtx(store), db, all); !slices.Equal(got, want) {
+				t.Errorf("store %s reads addresses %v, want %v", store, got, want)
+			}
+		}
+		// A join from customers, and one from addresses, a subquery and a count.
+		j := mustQuery(t, builder.Select(addr.Col("id")).From(cust).Join(addr, cust.Col("address_id").EqCol(addr.Col("id"))))
+		if got := byrefIDs(t, storeCtx("1"), db, j); !slices.Equal(got, []int64{102, 104}) {
+			t.Errorf("customers join addresses as store 1: %v", got)
+		}
+		lj := mustQuery(t, builder.Select(addr.Col("id")).From(addr).LeftJoin(cust, cust.Col("address_id").EqCol(addr.Col("id"))).Where(cust.Col("id").IsNull()))
+		if got := byrefIDs(t, storeCtx("1"), db, lj); !slices.Equal(got, []int64{100, 106}) {
+			t.Errorf("addresses without a visible customer as store 1: %v", got)
+		}
+		sub := mustQuery(t, builder.Select(cust.Col("id")).From(cust).Where(cust.Col("address_id").InQuery(mustQuery(t, builder.Select(addr.Col("id")).From(addr)))))
+		if got := byrefIDs(t, storeCtx("2"), db, sub); !slices.Equal(got, []int64{11, 13}) {
+			t.Errorf("customers with a visible address as store 2: %v", got)
+		}
+		n := mustQuery(t, builder.Select(builder.CountAll()).From(addr).Where(addr.Col("id").In(105, 103)))
+		if got := byrefIDs(t, storeCtx("1"), db, n); !slices.Equal(got, []int64{0}) {
+			t.Errorf("store 1 counts %v of the orphan and store 2's address, want 0", got)
+		}
+	})
+}
+
+// TestOwnedByReferenceWrite: writes to a table owned by reference need
+// every referencing row in scope; a tenant row can be pointed only at an
+// address that is unreferenced or already visible to the writer, by every
+// statement kind.
+func TestOwnedByReferenceWrite(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, storesDDL)
+		sch := builder.MustSchema(storesSchemaDef())
+		db, err := s.open(sch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, cust := sch.Table("addresses"), sch.Table("customers")
+		src := cust.As("src")
+		s1, s2 := storeCtx("1"), storeCtx("2")
+		setLine := func(id int64) builder.Update {
+			return built(builder.UpdateTable(addr).Set("line", "changed").Where(addr.Col("id").Eq(id)).ExpectOne().Build())
+		}
+		del := func(id int64) builder.Delete {
+			return built(builder.DeleteFrom(addr).Where(addr.Col("id").Eq(id)).ExpectOne().Build())
+		}
+		changed := func() int { return s.count(`SELECT COUNT(*) FROM addresses WHERE line = 'changed'`) }
+
+		if _, err := db.Exec(s1, setLine(102)); err != nil {
+			t.Fatalf("store 1 updates its customer's address: %v", err)
+		}
+		for _, c := range []struct {
+			name string
+			ctx  context.Context
+			m    builder.Mutation
+			want error
+		}{
+			{"store 1 updates store 2's address", s1, setLine(103), guardedsql.ErrNotFound},
+			{"store 1 updates the orphan", s1, setLine(105), guardedsql.ErrNotFound},
+			{"store 1 updates the shared address", s1, setLine(104), guardedsql.ErrSharedRow},
+			{"store 2 updates the shared address", s2, setLine(104), guardedsql.ErrSharedRow},
+			{"store 2 deletes the shared address", s2, del(104), guardedsql.ErrSharedRow},
+			{"store 1 deletes store 2's address", s1, del(107), guardedsql.ErrNotFound},
+		} {
+			_, err := db.Exec(c.ctx, c.m)
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+			}
+			if c.want == guardedsql.ErrNotFound && errors.Is(err, guardedsql.ErrSharedRow) {
+				t.Errorf("%s: ErrSharedRow for a row the caller cannot see", c.name)
+			}
+		}
+		if n := changed(); n != 1 {
+			t.Fatalf("%d addresses changed, want store 1's own 1", n)
+		}
+		if n := s.count(`SELECT COUNT(*) FROM addresses`); n != 8 {
+			t.Fatalf("%d addresses left, want 8", n)
+		}
+
+		// Pointing a tenant row at another tenant's address, by every kind
+		// of write, fails as not found and changes nothing.
+		attacks := []struct {
+			name string
+			m    builder.Mutation
+		}{
+			{"insert", built(builder.InsertInto(cust).Columns("id", "store_id", "address_id").Values(14, 1, 103).Build())},
+			{"update", built(builder.UpdateTable(cust).Set("address_id", 107).Where(cust.Col("id").Eq(10)).ExpectOne().Build())},
+			{"upsert", built(builder.InsertInto(cust).Columns("id", "store_id", "address_id", "name").Values(15, 1, 101, "x").OnConflict("id").DoUpdate("name").Build())},
+			{"insert select", built(builder.InsertInto(cust).Columns("id", "store_id", "address_id").
+				Select(mustQuery(t, builder.Select(src.Col("id").Add(1000), src.Col("store_id"), src.Col("address_id").Add(1)).From(src).Where(src.Col("id").Eq(10)))).Build())},
+			{"shared address onto store 2's", built(builder.UpdateTable(cust).Set("address_id", 103).Where(cust.Col("id").Eq(12)).ExpectOne().Build())},
+		}
+		for _, a := range attacks {
+			if _, err := db.Exec(s1, a.m); !errors.Is(err, guardedsql.ErrNotFound) {
+				t.Errorf("%s: err = %v, want ErrNotFound", a.name, err)
+			}
+		}
+		if n := s.count(`SELECT COUNT(*) FROM customers WHERE store_id = 1 AND address_id IN (101, 103, 107)`); n != 0 {
+			t.Fatalf("store 1 has %d customers at store 2's addresses", n)
+		}
+		if n := s.count(`SELECT COUNT(*) FROM customers`); n != 4 {
+			t.Fatalf("%d customers, want 4", n)
+		}
+		if got := byrefIDs(t, s1, db, mustQuery(t, builder.Select(addr.Col("id")).From(addr))); slices.Contains(got, 103) || slices.Contains(got, 107) || slices.Contains(got, 101) {
+			t.Fatalf("store 1 reads store 2's addresses: %v", got)
+		}
+
+		// A new address is no one's until a row in scope references it;
+		// then it is the writer's, and not claimable by the other store.
+		if _, err := db.Exec(s1, built(builder.InsertInto(addr).Columns("id", "line").Values(108, "new").Build())); err != nil {
+			t.Fatalf("store 1 inserts an address: %v", err)
+		}
+		if got := byrefIDs(t, s1, db, mustQuery(t, builder.Select(addr.Col("id")).From(addr).Where(addr.Col("id").Eq(108)))); len(got) != 0 {
+			t.Errorf("an unreferenced new address is visible: %v", got)
+		}
+		if _, err := db.Exec(s1, built(builder.InsertInto(cust).Columns("id", "store_id", "address_id").Values(16, 1, 108).Build())); err != nil {
+			t.Fatalf("store 1 references its new address: %v", err)
+		}
+		if got := byrefIDs(t, s1, db, mustQuery(t, builder.Select(addr.Col("id")).From(addr).Where(addr.Col("id").Eq(108)))); !slices.Equal(got, []int64{108}) {
+			t.Errorf("store 1 does not see its referenced new address: %v", got)
+		}
+		if _, err := db.Exec(s2, built(builder.InsertInto(cust).Columns("id", "store_id", "address_id").Values(17, 2, 108).Build())); !errors.Is(err, guardedsql.ErrNotFound) {
+			t.Errorf("store 2 claims store 1's new address: %v, want ErrNotFound", err)
+		}
+		// Control: store 1 points another row at its own (shared) address.
+		if _, err := db.Exec(s1, built(builder.UpdateTable(cust).Set("address_id", 104).Where(cust.Col("id").Eq(10)).ExpectOne().Build())); err != nil {
+			t.Errorf("store 1 points its customer at an address it sees: %v", err)
+		}
+	})
+}
+
+// TestConsistencyPaths: a rental reaches its store through its customer
+// (the scope parent) and through its clerk (a consistency path). Every
+// write kind checks both; an existing rental whose paths lead to different
+// stores is visible through its customer only and writable by no one, and
+// so is its payment. An Unchecked clerk key is not checked.
+func TestConsistencyPaths(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, storesDDL)
+		sch := builder.MustSchema(storesSchemaDef())
+		db, err := s.open(sch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ren, pay := sch.Table("rentals"), sch.Table("payments")
+		src := ren.As("src")
+		s1, s2 := storeCtx("1"), storeCtx("2")
+		all := mustQuery(t, builder.Select(ren.Col("id")).From(ren))
+		if got := byrefIDs(t, s1, db, all); !slices.Equal(got, []int64{30, 32}) {
+			t.Errorf("store 1 reads rentals %v, want [30 32] (by customer)", got)
+		}
+		if got := byrefIDs(t, s2, db, all); !slices.Equal(got, []int64{31}) {
+			t.Errorf("store 2 reads rentals %v, want [31]", got)
+		}
+		ret := func(id int64) builder.Update {
+			return built(builder.UpdateTable(ren).Set("returned", 1).Where(ren.Col("id").Eq(id)).ExpectOne().Build())
+		}
+		cases := []struct {
+			name string
+			ctx  context.Context
+			m    builder.Mutation
+			want error
+		}{
+			{"insert with a foreign clerk", s1, built(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id").Values(33, 10, 21).Build()), guardedsql.ErrNotFound},
+			{"update to a foreign clerk", s1, built(builder.UpdateTable(ren).Set("staff_id", 21).Where(ren.Col("id").Eq(30)).ExpectOne().Build()), guardedsql.ErrNotFound},
+			{"upsert with a foreign clerk", s1, built(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id", "returned").Values(34, 10, 21, 0).OnConflict("id").DoUpdate("returned").Build()), guardedsql.ErrNotFound},
+			{"insert select with a foreign clerk", s1, built(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id").
+				Select(mustQuery(t, builder.Select(src.Col("id").Add(100), src.Col("customer_id"), src.Col("staff_id").Add(1)).From(src).Where(src.Col("id").Eq(30)))).Build()), guardedsql.ErrNotFound},
+			{"store 1 returns the mixed rental", s1, ret(32), guardedsql.ErrSharedRow},
+			{"store 2 returns the mixed rental", s2, ret(32), guardedsql.ErrNotFound},
+			{"store 1 deletes the mixed rental's payment", s1, built(builder.DeleteFrom(pay).Where(pay.Col("id").Eq(42)).ExpectOne().Build()), guardedsql.ErrSharedRow},
+			{"store 1 upserts onto the mixed rental", s1, built(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id", "returned").Values(32, 10, 20, 1).OnConflict("id").DoUpdate("returned").Build()), guardedsql.ErrNotFound},
+			{"store 1 deletes the mixed rental", s1, built(builder.DeleteFrom(ren).Where(ren.Col("id").Eq(32)).ExpectOne().Build()), guardedsql.ErrSharedRow},
+		}
+		for _, c := range cases {
+			_, err := db.Exec(c.ctx, c.m)
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+			}
+			if c.want == guardedsql.ErrNotFound && errors.Is(err, guardedsql.ErrSharedRow) {
+				t.Errorf("%s: ErrSharedRow for a row the caller cannot see", c.name)
+			}
+		}
+		if n := s.count(`SELECT COUNT(*) FROM rentals`); n != 3 {
+			t.Fatalf("%d rentals, want 3", n)
+		}
+		if n := s.count(`SELECT COUNT(*) FROM rentals WHERE returned IS NOT NULL`); n != 0 {
+			t.Fatalf("%d rentals returned, want 0", n)
+		}
+		if n := s.count(`SELECT COUNT(*) FROM payments`); n != 3 {
+			t.Fatalf("%d payments, want 3", n)
+		}
+		// Controls: a consistent rental is returned; the read of the mixed
+		// payment works for its owner.
+		if _, err := db.Exec(s1, ret(30)); err != nil {
+			t.Errorf("store 1 returns its consistent rental: %v", err)
+		}
+		if got := byrefIDs(t, s1, db, mustQuery(t, builder.Select(pay.Col("id")).From(pay))); !slices.Equal(got, []int64{40, 42}) {
+			t.Errorf("store 1 reads payments %v, want [40 42]", got)
+		}
+
+		// With the clerk key declared Unchecked, the clerk is not checked.
+		def := storesSchemaDef()
+		def.Tables[4].ForeignKeys[1].Unchecked = "clerks serve every store"
+		sch2 := builder.MustSchema(def)
+		db2, err := s.open(sch2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ren = sch2.Table("rentals")
+		if _, err := db2.Exec(s1, ret(32)); err != nil {
+			t.Errorf("unchecked clerk: store 1 returns the mixed rental: %v", err)
+		}
+		if _, err := db2.Exec(s1, built(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id").Values(35, 10, 21).Build())); err != nil {
+			t.Errorf("unchecked clerk: store 1 inserts with store 2's clerk: %v", err)
+		}
+	})
+}
