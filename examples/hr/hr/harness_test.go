@@ -46,7 +46,7 @@ func randName(prefix string) string {
 // tools on it through the guard, as a deployment would: on PostgreSQL as a
 // login role with forced row-level security, on MariaDB in a scratch
 // database. Everything it creates is dropped when the test ends.
-func serve(t *testing.T, engine, dsn string) *served {
+func serve(t testing.TB, engine, dsn string) *served {
 	t.Helper()
 	ctx := context.Background()
 	s := &served{engine: engine, data: hr.Generate(3)}
@@ -168,7 +168,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // as connects a client whose token carries groups (/companies/acme/hr…).
-func (s *served) as(t *testing.T, subject string, groups ...string) *client {
+func (s *served) as(t testing.TB, subject string, groups ...string) *client {
 	t.Helper()
 	tok, err := s.app.Issuer.Mint(devissuer.Token{Subject: subject, Groups: groups, TTL: time.Hour})
 	if err != nil {
@@ -198,7 +198,7 @@ type client struct {
 
 // call calls tool and returns its structured result decoded into out (when
 // the call succeeded), whether it failed, and its text.
-func (c *client) call(t *testing.T, tool string, args any, out any) (failed bool, text string) {
+func (c *client) call(t testing.TB, tool string, args any, out any) (failed bool, text string) {
 	t.Helper()
 	res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
@@ -223,7 +223,7 @@ func (c *client) call(t *testing.T, tool string, args any, out any) (failed bool
 }
 
 // ok calls tool and fails the test unless it succeeds.
-func (c *client) ok(t *testing.T, tool string, args any, out any) {
+func (c *client) ok(t testing.TB, tool string, args any, out any) {
 	t.Helper()
 	if failed, text := c.call(t, tool, args, out); failed {
 		t.Fatalf("%s: %s(%v): %s", c.name, tool, args, text)
@@ -231,7 +231,7 @@ func (c *client) ok(t *testing.T, tool string, args any, out any) {
 }
 
 // count runs a COUNT(*) query as the owner.
-func (s *served) count(t *testing.T, query string, args ...any) int {
+func (s *served) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	if s.engine == "postgres" {
 		for i := 1; strings.Contains(query, "?"); i++ {

@@ -84,10 +84,9 @@ func locationsDef() builder.TableDef {
 		Columns:     []string{"location_id", "street_address", "postal_code", "city", "state_province", "country_id"},
 		PrimaryKey:  []string{"location_id"},
 		ForeignKeys: []builder.ForeignKey{{Columns: []string{"country_id"}, RefTable: "countries"}},
-		// Stop-gap until tables owned by reference exist: global, so every
-		// company reads every address and no tool can change one.
-		Global:       true,
-		GlobalReason: "office addresses are shared until locations can be owned by the departments that reference them",
+		// A location is visible to a company while one of its departments
+		// references it; writable only while no other company's does.
+		OwnedByReference: true,
 	}
 }
 

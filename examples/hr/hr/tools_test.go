@@ -55,7 +55,7 @@ func visibleLocations(d *hr.Data, company string) []int64 {
 	return out
 }
 
-func checkReads(t *testing.T, s *served, company string) {
+func checkReads(t testing.TB, s *served, company string) {
 	d := s.data
 	cl := s.as(t, company+"-hr", "/companies/"+company+"/hr")
 	var missingText string
@@ -222,7 +222,7 @@ func checkReads(t *testing.T, s *served, company string) {
 }
 
 // firstOf returns the first department of company named name.
-func firstOf(t *testing.T, d *hr.Data, company, name string) hr.DepartmentRow {
+func firstOf(t testing.TB, d *hr.Data, company, name string) hr.DepartmentRow {
 	for _, x := range d.DepartmentsOf(company) {
 		if x.DepartmentName == name {
 			return x
@@ -232,7 +232,7 @@ func firstOf(t *testing.T, d *hr.Data, company, name string) hr.DepartmentRow {
 	return hr.DepartmentRow{}
 }
 
-func employeeOf(t *testing.T, d *hr.Data, company, last string) hr.EmployeeRow {
+func employeeOf(t testing.TB, d *hr.Data, company, last string) hr.EmployeeRow {
 	for _, e := range d.Employees {
 		if e.CompanyID == company && e.LastName == last {
 			return e
@@ -242,7 +242,7 @@ func employeeOf(t *testing.T, d *hr.Data, company, last string) hr.EmployeeRow {
 	return hr.EmployeeRow{}
 }
 
-func checkHire(t *testing.T, s *served) {
+func checkHire(t testing.TB, s *served) {
 	d := s.data
 	alice := s.as(t, "alice", "/companies/acme/hr")
 	bob := s.as(t, "bob", "/companies/globex/hr")
@@ -299,7 +299,7 @@ func checkHire(t *testing.T, s *served) {
 	}
 }
 
-func checkTransfer(t *testing.T, s *served) {
+func checkTransfer(t testing.TB, s *served) {
 	d := s.data
 	alice := s.as(t, "alice", "/companies/acme/hr")
 	both := s.as(t, "dana", "/companies/acme/hr", "/companies/globex/hr")
@@ -348,7 +348,7 @@ func checkTransfer(t *testing.T, s *served) {
 	}
 }
 
-func checkLocationWrites(t *testing.T, s *served) {
+func checkLocationWrites(t testing.TB, s *served) {
 	d := s.data
 	alice := s.as(t, "alice", "/companies/acme/hr")
 	bob := s.as(t, "bob", "/companies/globex/hr")
@@ -372,15 +372,18 @@ func checkLocationWrites(t *testing.T, s *served) {
 		return
 	}
 	sharedBefore, globexBefore := streetOf(acmeSales.LocationID), streetOf(globexIT.LocationID)
+	_, missing := alice.call(t, "update_location_address", addr(999999, "1 Moved St"), nil)
 	for _, c := range []struct {
 		args map[string]any
 		why  string
+		want string
 	}{
-		{addr(acmeSales.DepartmentID, "1 Moved St"), "an office globex's Sales shares"},
-		{addr(globexIT.DepartmentID, "1 Moved St"), "globex's office"},
+		{addr(acmeSales.DepartmentID, "1 Moved St"), "an office globex's Sales shares",
+			fmt.Sprintf("the office of department %d is shared with departments outside your companies; it cannot be changed here", acmeSales.DepartmentID)},
+		{addr(globexIT.DepartmentID, "1 Moved St"), "globex's office", missing},
 	} {
-		if failed, text := alice.call(t, "update_location_address", c.args, nil); !failed {
-			t.Fatalf("alice changed %s: %s", c.why, text)
+		if failed, text := alice.call(t, "update_location_address", c.args, nil); !failed || text != c.want {
+			t.Fatalf("alice changing %s: %v %q, want the error %q", c.why, failed, text, c.want)
 		}
 	}
 	if streetOf(acmeSales.LocationID) != sharedBefore || streetOf(globexIT.LocationID) != globexBefore {
@@ -403,40 +406,50 @@ func checkLocationWrites(t *testing.T, s *served) {
 // checkGuardPaths writes through the guard directly, as acme, what no tool
 // writes: rows whose other paths (job_history.department_id,
 // employees.manager_id, employees.department_id, departments.manager_id)
-// point into globex. Each must be refused and change nothing; the same
+// point into globex, and departments pointed at globex's own office (a
+// location owned by reference: no company may claim another's). Each must be refused and change nothing; the same
 // statement pointing at acme's own rows is accepted (in a transaction
 // rolled back), so each refusal is the guard's, not a broken statement.
-func checkGuardPaths(t *testing.T, s *served) {
+func checkGuardPaths(t testing.TB, s *served) {
 	d := s.data
 	ctx := scopetest.NewContext(context.Background(), scopetest.New("acme-writer", []scope.Grant{{Level: hr.LevelCompany, ID: "acme"}}))
 	db := s.app.DB
 	acmeKing, globexKing := employeeOf(t, d, "acme", "King"), employeeOf(t, d, "globex", "King")
 	acmeIT, acmeFinance, globexIT := firstOf(t, d, "acme", "IT"), firstOf(t, d, "acme", "Finance"), firstOf(t, d, "globex", "IT")
+	acmeShipping := firstOf(t, d, "acme", "Shipping")
 	grant := employeeOf(t, d, "acme", "Grant")
 	day := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 	emp, dep, jh := hr.Schema.Table("employees"), hr.Schema.Table("departments"), hr.Schema.Table("job_history")
-	// Each write takes the department and the manager it points at.
+	// Each write takes the department, the manager and the office it
+	// points at.
 	writes := []struct {
 		what string
-		m    func(dept, mgr int64) (builder.Mutation, error)
+		m    func(dept, mgr, loc int64) (builder.Mutation, error)
 	}{
-		{"job_history of an acme employee in the department", func(dept, _ int64) (builder.Mutation, error) {
+		{"job_history of an acme employee in the department", func(dept, _, _ int64) (builder.Mutation, error) {
 			return builder.InsertInto(jh).Columns("employee_id", "start_date", "end_date", "job_id", "department_id").
 				Values(grant.EmployeeID, day, day.AddDate(0, 1, 0), "SA_REP", dept).Build()
 		}},
-		{"an acme job_history row moved to the department", func(dept, _ int64) (builder.Mutation, error) {
+		{"an acme job_history row moved to the department", func(dept, _, _ int64) (builder.Mutation, error) {
 			return builder.UpdateTable(jh).Set("department_id", dept).Where(jh.Col("employee_id").Eq(grant.EmployeeID)).Build()
 		}},
-		{"an acme employee managed by the manager", func(_, mgr int64) (builder.Mutation, error) {
+		{"an acme employee managed by the manager", func(_, mgr, _ int64) (builder.Mutation, error) {
 			return builder.UpdateTable(emp).Set("manager_id", mgr).Where(emp.Col("employee_id").Eq(grant.EmployeeID)).Build()
 		}},
-		{"an acme employee moved to the department", func(dept, _ int64) (builder.Mutation, error) {
+		{"an acme employee moved to the department", func(dept, _, _ int64) (builder.Mutation, error) {
 			return builder.UpdateTable(emp).Set("department_id", dept).Where(emp.Col("employee_id").Eq(grant.EmployeeID)).Build()
 		}},
-		{"an acme department managed by the manager", func(_, mgr int64) (builder.Mutation, error) {
+		{"an acme department managed by the manager", func(_, mgr, _ int64) (builder.Mutation, error) {
 			return builder.UpdateTable(dep).Set("manager_id", mgr).Where(dep.Col("department_id").Eq(acmeIT.DepartmentID)).Build()
 		}},
-		{"a new acme employee managed by the manager", func(_, mgr int64) (builder.Mutation, error) {
+		{"an acme department moved into the office", func(_, _, loc int64) (builder.Mutation, error) {
+			return builder.UpdateTable(dep).Set("location_id", loc).Where(dep.Col("department_id").Eq(acmeIT.DepartmentID)).Build()
+		}},
+		{"a new acme department in the office", func(_, mgr, loc int64) (builder.Mutation, error) {
+			return builder.InsertInto(dep).Columns("company_id", "department_name", "manager_id", "location_id").
+				Values("acme", "Probe", mgr, loc).Build()
+		}},
+		{"a new acme employee managed by the manager", func(_, mgr, _ int64) (builder.Mutation, error) {
 			return builder.InsertInto(emp).Columns("company_id", "last_name", "email", "hire_date", "job_id", "manager_id").
 				Values("acme", "Probe", "PROBE", day, "IT_PROG", mgr).Build()
 		}},
@@ -445,12 +458,13 @@ func checkGuardPaths(t *testing.T, s *served) {
 		return fmt.Sprint(s.count(t, "SELECT COUNT(*) FROM job_history"), s.count(t, "SELECT COUNT(*) FROM employees"),
 			s.count(t, "SELECT COUNT(*) FROM job_history WHERE department_id = ?", globexIT.DepartmentID),
 			s.count(t, "SELECT COUNT(*) FROM employees WHERE manager_id = ? OR department_id = ?", globexKing.EmployeeID, globexIT.DepartmentID),
-			s.count(t, "SELECT COUNT(*) FROM departments WHERE manager_id = ?", globexKing.EmployeeID))
+			s.count(t, "SELECT COUNT(*) FROM departments WHERE manager_id = ? OR location_id = ?", globexKing.EmployeeID, globexIT.LocationID),
+			s.count(t, "SELECT COUNT(*) FROM departments"))
 	}
 	before := snapshot()
 	errDone := errors.New("rollback")
 	for _, w := range writes {
-		foreign, err := w.m(globexIT.DepartmentID, globexKing.EmployeeID)
+		foreign, err := w.m(globexIT.DepartmentID, globexKing.EmployeeID, globexIT.LocationID)
 		if err != nil {
 			t.Fatalf("%s: %v", w.what, err)
 		}
@@ -461,7 +475,7 @@ func checkGuardPaths(t *testing.T, s *served) {
 		case err != nil && !errors.Is(err, guardedsql.ErrNotFound) && !errors.Is(err, guardedsql.ErrOutOfScope) && !errors.Is(err, guardedsql.ErrRefused):
 			t.Errorf("%s of globex: %v, want the guard's refusal", w.what, err)
 		}
-		own, err := w.m(acmeFinance.DepartmentID, acmeKing.EmployeeID)
+		own, err := w.m(acmeFinance.DepartmentID, acmeKing.EmployeeID, acmeShipping.LocationID)
 		if err != nil {
 			t.Fatalf("%s: %v", w.what, err)
 		}

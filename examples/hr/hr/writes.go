@@ -2,6 +2,7 @@ package hr
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -285,7 +286,11 @@ func UpdateLocationAddress(ctx context.Context, db *guardedsql.DB, in LocationIn
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, u); err != nil {
+		if _, err := tx.Exec(ctx, u); errors.Is(err, guardedsql.ErrSharedRow) {
+			// Says only that a department outside the caller's companies
+			// references the office too, nothing about which.
+			return invalid("the office of department %d is shared with departments outside your companies; it cannot be changed here", in.DepartmentID)
+		} else if err != nil {
 			return err
 		}
 		r := locationsT.As("l")
