@@ -28,9 +28,12 @@ func (r *recorder) note(msg string) {
 
 func (r *recorder) Errorf(format string, args ...any) { r.note(fmt.Sprintf(format, args...)) }
 func (r *recorder) Error(args ...any)                 { r.note(fmt.Sprint(args...)) }
-func (r *recorder) Fatalf(format string, args ...any) { r.note(fmt.Sprintf(format, args...)); panic(errStopped) }
-func (r *recorder) Fatal(args ...any)                 { r.note(fmt.Sprint(args...)); panic(errStopped) }
-func (r *recorder) FailNow()                          { r.note("FailNow"); panic(errStopped) }
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.note(fmt.Sprintf(format, args...))
+	panic(errStopped)
+}
+func (r *recorder) Fatal(args ...any) { r.note(fmt.Sprint(args...)); panic(errStopped) }
+func (r *recorder) FailNow()          { r.note("FailNow"); panic(errStopped) }
 
 // run runs check as r, recovering the panic of a stopped check.
 func (r *recorder) run(check func(testing.TB)) {
