@@ -19,6 +19,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -32,28 +33,33 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hr:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run is the command with its arguments, printing to stderr, serving until
+// ctx is done.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var cfg hr.Options
-	flag.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "listen address for streamable HTTP")
-	flag.StringVar(&cfg.DB, "db", os.Getenv("HR_DB"), "database DSN: sqlite:PATH, postgres://…, mysql://… (default: fresh embedded SQLite with demo data)")
-	flag.StringVar(&cfg.JWKSURL, "jwks-url", "", "identity provider JWKS URL (default: development issuer on loopback)")
-	flag.StringVar(&cfg.Issuer, "issuer", "", "expected token issuer (with -jwks-url)")
-	flag.StringVar(&cfg.Audience, "audience", "", "expected token audience (default: the endpoint URL)")
-	flag.IntVar(&cfg.Companies, "companies", 3, fmt.Sprintf("demo companies (2 to %d)", hr.MaxCompanies))
-	rlsKey := flag.String("rls-key-file", "", "PostgreSQL: file holding the scope-signing key as <id>:<hex secret>; with -setup-demo and no file, an ephemeral key is generated for this run")
-	setupDemo := flag.String("setup-demo", "", "before serving, (re)create the HR tables and demo data in this database as its administrator (postgres:// or mysql:// DSN; on PostgreSQL also install row-level security and grant -db's user); DESTROYS the HR tables there")
-	flag.Parse()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	fs := flag.NewFlagSet("hr", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8081", "listen address for streamable HTTP")
+	fs.StringVar(&cfg.DB, "db", os.Getenv("HR_DB"), "database DSN: sqlite:PATH, postgres://…, mysql://… (default: fresh embedded SQLite with demo data)")
+	fs.StringVar(&cfg.JWKSURL, "jwks-url", "", "identity provider JWKS URL (default: development issuer on loopback)")
+	fs.StringVar(&cfg.Issuer, "issuer", "", "expected token issuer (with -jwks-url)")
+	fs.StringVar(&cfg.Audience, "audience", "", "expected token audience (default: the endpoint URL)")
+	fs.IntVar(&cfg.Companies, "companies", 3, fmt.Sprintf("demo companies (2 to %d)", hr.MaxCompanies))
+	rlsKey := fs.String("rls-key-file", "", "PostgreSQL: file holding the scope-signing key as <id>:<hex secret>; with -setup-demo and no file, an ephemeral key is generated for this run")
+	setupDemo := fs.String("setup-demo", "", "before serving, (re)create the HR tables and demo data in this database as its administrator (postgres:// or mysql:// DSN; on PostgreSQL also install row-level security and grant -db's user); DESTROYS the HR tables there")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger, cfg.AuditLogger = logger, logger.With("log", "audit")
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if *rlsKey != "" {
 		text, err := os.ReadFile(*rlsKey)
 		if err != nil {
@@ -83,15 +89,15 @@ func run() error {
 		return err
 	}
 	defer app.Close()
-	fmt.Fprintf(os.Stderr, "MCP endpoint: %s\n", app.HTTP.ResourceURL)
+	fmt.Fprintf(stderr, "MCP endpoint: %s\n", app.HTTP.ResourceURL)
 	if app.Issuer != nil {
-		fmt.Fprintln(os.Stderr, "DEVELOPMENT issuer on loopback; demo tokens (12 h):")
+		fmt.Fprintln(stderr, "DEVELOPMENT issuer on loopback; demo tokens (12 h):")
 		for _, u := range hr.DemoUsers {
 			tok, err := app.Token(u, 12*time.Hour)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "%s (%s):\n  export TOKEN_%s=%s\n", u.Subject, u.Description, u.Subject, tok)
+			fmt.Fprintf(stderr, "%s (%s):\n  export TOKEN_%s=%s\n", u.Subject, u.Description, u.Subject, tok)
 		}
 	}
 	return app.Serve(ctx)

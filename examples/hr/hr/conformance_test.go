@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -244,5 +243,3 @@ func dataset(d *hr.Data, engine conformance.Engine) *conformance.Dataset {
 	}
 	return ds
 }
-
-var _ = slices.Contains[[]string]

@@ -309,7 +309,8 @@ func checkTransfer(t testing.TB, s *served) {
 	state := func() string {
 		var dept, mgr int64
 		var job string
-		if err := s.owner.QueryRowContext(context.Background(), strings.ReplaceAll("SELECT department_id, manager_id, job_id FROM employees WHERE employee_id = "+fmt.Sprint(ernst.EmployeeID), "?", ""), nil...).Scan(&dept, &mgr, &job); err != nil {
+		q := "SELECT department_id, manager_id, job_id FROM employees WHERE employee_id = " + fmt.Sprint(ernst.EmployeeID)
+		if err := s.owner.QueryRowContext(context.Background(), q).Scan(&dept, &mgr, &job); err != nil {
 			t.Fatal(err)
 		}
 		return fmt.Sprintf("%d/%d/%s/%d", dept, mgr, job, s.count(t, "SELECT COUNT(*) FROM job_history"))
