@@ -62,9 +62,9 @@ func (r *renderer) byRefGuard(t *sqlast.Table, alias string) dialect.Frag {
 
 // refCount is the number of rows, in every tenant, that reference the row
 // of t (owned by reference) keyed by key.
-func (r *renderer) refCount(t *sqlast.Table, key dialect.Frag) dialect.Frag {
+func (r *renderer) refCount(t *sqlast.Table, key dialect.Frag, lock bool) dialect.Frag {
 	if rc, ok := r.d.(dialect.RefCounter); ok {
-		return rc.RefCount(t, key)
+		return rc.RefCount(t, key, lock)
 	}
 	var f fb
 	f.s("(")
@@ -121,7 +121,7 @@ func (r *renderer) exclusiveGuard(t *sqlast.Table, alias string) dialect.Frag {
 	}
 	var f fb
 	f.s("(")
-	f.frag(r.refCount(t, dialect.Frag{SQL: r.col(alias, t.PK[0])}))
+	f.frag(r.refCount(t, dialect.Frag{SQL: r.col(alias, t.PK[0])}, false))
 	f.s(" = ")
 	f.frag(r.visibleRefCount(t, alias))
 	f.s(")")
@@ -148,7 +148,7 @@ func (r *renderer) claimCheck(fk *sqlast.FK, v any) dialect.Frag {
 	}
 	var f fb
 	f.s("(")
-	f.frag(r.refCount(t, dialect.Frag{SQL: "?", Args: []any{v}}))
+	f.frag(r.refCount(t, dialect.Frag{SQL: "?", Args: []any{v}}, true))
 	a := r.newAlias()
 	f.s(" = 0 OR EXISTS (SELECT 1 FROM ", r.q(t.Name), " AS ", r.q(a), " WHERE ", r.col(a, t.PK[0]), " = ")
 	f.arg(v)
@@ -243,7 +243,7 @@ func (r *renderer) sharedProbe(ref *sqlast.Ref, w dialect.Frag, guards []dialect
 func (r *renderer) readBackGuard(t *sqlast.Table) dialect.Frag {
 	var f fb
 	f.s("(")
-	f.frag(r.refCount(t, dialect.Frag{SQL: r.col(t.Name, t.PK[0])}))
+	f.frag(r.refCount(t, dialect.Frag{SQL: r.col(t.Name, t.PK[0])}, false))
 	f.s(" = 0 OR ")
 	f.frag(r.conflictGuard(t))
 	f.s(")")

@@ -238,7 +238,10 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 			ib = ib.PrefixExpr(pre)
 		}
 		returning := false
-		if rt, ok := r.d.(dialect.Returner); ok && rt.Returning() && len(t.PK) == 1 {
+		// (h4-ref) Not for a table owned by reference: the new row is
+		// visible to no one, and PostgreSQL's row-level security refuses
+		// to return it.
+		if rt, ok := r.d.(dialect.Returner); ok && rt.Returning() && len(t.PK) == 1 && !t.ByRef {
 			ib = ib.Suffix("RETURNING " + r.q(t.PK[0]))
 			returning = true
 		}

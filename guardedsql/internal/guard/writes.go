@@ -215,6 +215,11 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 	if len(s.Returning) > 0 && !retNative && up == nil && !t.IsKey(s.Cols) && len(t.PK) != 1 {
 		return Plan{}, fmt.Errorf("%w: INSERT into %s ... RETURNING on %s needs the table's key among the inserted columns (the engine has no RETURNING)", ErrRefused, t.Name, r.d.Name())
 	}
+	if _, rc := r.d.(dialect.RefCounter); rc && t.ByRef && len(s.Returning) > 0 {
+		// (h4-ref) The new row is visible to no one until referenced; the
+		// engine's row-level security will not return it.
+		return Plan{}, fmt.Errorf("%w: INSERT into %s ... RETURNING: the table is owned by reference and a new row is visible to no one on %s; insert the key", ErrRefused, t.Name, r.d.Name())
+	}
 	p := Plan{Kind: Insert, Atomic: true, Returns: s.Returning}
 	var rows []insertRow
 	for _, row := range s.Rows {

@@ -294,6 +294,9 @@ func (d Dialect) Check(ctx context.Context, q dialect.Querier, g *sqlast.Schema)
 		}
 		return fmt.Errorf("%w (table %q, policy %q)", ErrRLSPolicyUnexpected, p.table, p.name)
 	}
+	if err := d.checkByRef(ctx, q, g); err != nil { // (h4-ref) byref.go
+		return err
+	}
 	return d.checkSigned(ctx, q, user)
 }
 

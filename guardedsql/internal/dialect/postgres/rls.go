@@ -38,8 +38,13 @@ func (d Dialect) Policies(g *sqlast.Schema) []Policy {
 			continue
 		}
 		pg := &policyGen{d: d}
-		expr := pg.tableExpr(t)
-		check := pg.writeCheckExpr(t, expr)
+		var expr, check string
+		if t.ByRef {
+			expr, check = pg.byRefExprs(t) // (h4-ref)
+		} else {
+			expr = pg.tableExpr(t)
+			check = pg.writeCheckExpr(t, expr)
+		}
 		sum := sha256.Sum256([]byte(d.Setting() + "\x00" + t.Name + "\x00" + expr + "\x00" + check))
 		out = append(out, Policy{
 			Table:  t.Name,
@@ -84,6 +89,7 @@ func (d Dialect) RLSDDL(g *sqlast.Schema) []string {
 	if len(ps) == 0 {
 		return out
 	}
+	out = append(out, d.byRefDDL(g)...) // (h4-ref)
 	out = append(out, `DO $tm$
 DECLARE
   prev text := pg_catalog.current_setting('search_path');
