@@ -38,6 +38,7 @@ func TestToolLeaks(t *testing.T) {
 			t.Run("transfer", func(t *testing.T) { checkTransfer(t, s) })
 			t.Run("locations", func(t *testing.T) { checkLocationWrites(t, s) })
 			t.Run("guard paths", func(t *testing.T) { checkGuardPaths(t, s) })
+			t.Run("legacy row across companies", func(t *testing.T) { checkLegacyRow(t, s) })
 		})
 	}
 }
@@ -497,6 +498,63 @@ func checkGuardPaths(t testing.TB, s *served) {
 	if after := snapshot(); after != before {
 		t.Fatalf("writes along other paths into globex changed the database: %s, was %s", after, before)
 	}
+}
+
+// checkLegacyRow plants, as the owner, what the guard never lets a tool
+// write: a job_history row of an acme employee whose department is
+// globex's (data from before the company split, say). The row is acme's,
+// by its scope parent; acme reads it without globex's department (the
+// LEFT JOIN finds no department acme may see), globex does not see it, and
+// acme may not delete it: its other path leads outside acme
+// (guardedsql.ErrSharedRow), so it stays.
+func checkLegacyRow(t testing.TB, s *served) {
+	d := s.data
+	grant := employeeOf(t, d, "acme", "Grant")
+	globexSales := firstOf(t, d, "globex", "Sales")
+	ph := func(i int) string {
+		if s.engine == "postgres" {
+			return fmt.Sprintf("$%d", i)
+		}
+		return "?"
+	}
+	start := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.owner.ExecContext(context.Background(),
+		fmt.Sprintf("INSERT INTO job_history (employee_id, start_date, end_date, job_id, department_id) VALUES (%s, %s, %s, %s, %s)", ph(1), ph(2), ph(3), ph(4), ph(5)),
+		grant.EmployeeID, start, start.AddDate(0, 11, 30), "SA_REP", globexSales.DepartmentID); err != nil {
+		t.Fatal(err)
+	}
+	alice := s.as(t, "alice", "/companies/acme/hr")
+	bob := s.as(t, "bob", "/companies/globex/hr")
+	var h hr.JobHistoryOut
+	alice.ok(t, "employee_job_history", map[string]any{"employee_id": grant.EmployeeID}, &h)
+	if len(h.History) == 0 || h.History[0].StartDate != "1990-01-01" || h.History[0].DepartmentName != "" {
+		t.Fatalf("alice reads the legacy row as %+v, want it first and without globex's department", h.History)
+	}
+	if failed, text := bob.call(t, "employee_job_history", map[string]any{"employee_id": grant.EmployeeID}, nil); !failed {
+		t.Fatalf("bob reads acme's employee: %s", text)
+	}
+	ctx := scopetest.NewContext(context.Background(), scopetest.New("acme-writer", []scope.Grant{{Level: hr.LevelCompany, ID: "acme"}}))
+	jh := hr.Schema.Table("job_history")
+	del, err := builder.DeleteFrom(jh).Where(jh.Col("employee_id").Eq(grant.EmployeeID), jh.Col("start_date").Eq(start)).ExpectOne().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.app.DB.Exec(ctx, del); !errors.Is(err, guardedsql.ErrSharedRow) {
+		t.Fatalf("acme deleting its row that points at globex: %v, want ErrSharedRow", err)
+	}
+	if n := s.count(t, "SELECT COUNT(*) FROM job_history WHERE department_id = ?", globexSales.DepartmentID); n != 1+countHistory(d, globexSales.DepartmentID) {
+		t.Fatalf("after the refused delete %d rows point at globex's Sales", n)
+	}
+}
+
+func countHistory(d *hr.Data, dept int64) int {
+	n := 0
+	for _, h := range d.JobHistory {
+		if h.DepartmentID == dept {
+			n++
+		}
+	}
+	return n
 }
 
 func deref(p *int64) int64 {
