@@ -100,6 +100,9 @@ func hrTarget(dsn string, seed uint64) conformance.Target {
 			{Name: "company initech", Grants: grant("initech")},
 			{Name: "acme and globex", Grants: grant("acme", "globex")},
 		},
+		// job_history's only plain column, end_date, is bound to start_date
+		// by the sample's rule; its job_id (any job is valid) is what the
+		// write properties may assign instead.
 		Mutable: map[string]string{"companies": "company_name", "departments": "department_name", "employees": "phone_number", "job_history": "job_id"},
 		Tools: &conformance.Tools{
 			Register:  hr.Register,
