@@ -212,9 +212,9 @@ func (c *client) call(t testing.TB, tool string, args any, out any) (failed bool
 		}
 	}
 	c.transcript.WriteString(b.String() + "\n")
+	raw, _ := json.Marshal(res.StructuredContent)
+	c.transcript.Write(raw)
 	if !res.IsError && out != nil {
-		raw, _ := json.Marshal(res.StructuredContent)
-		c.transcript.Write(raw)
 		if err := json.Unmarshal(raw, out); err != nil {
 			t.Fatalf("%s: %s: decoding %s: %v", c.name, tool, raw, err)
 		}

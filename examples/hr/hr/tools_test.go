@@ -34,6 +34,7 @@ func TestToolLeaks(t *testing.T) {
 					checkReads(t, s, c)
 				}
 			})
+			t.Run("redaction", func(t *testing.T) { checkRedaction(t, s) })
 			t.Run("hire", func(t *testing.T) { checkHire(t, s) })
 			t.Run("transfer", func(t *testing.T) { checkTransfer(t, s) })
 			t.Run("locations", func(t *testing.T) { checkLocationWrites(t, s) })
@@ -219,6 +220,42 @@ func checkReads(t testing.TB, s *served, company string) {
 	}
 	if !strings.Contains(shown, "Mk") {
 		t.Fatalf("%s saw none of its own marker names: the reads showed nothing", company)
+	}
+}
+
+// checkRedaction reads acme's IT department as HR and as staff: HR sees
+// names, e-mail ids, phone numbers and salaries; staff sees the names and
+// none of the rest.
+func checkRedaction(t testing.TB, s *served) {
+	d := s.data
+	it := firstOf(t, d, "acme", "IT")
+	var secrets, names []string
+	for _, e := range d.Employees {
+		if e.DepartmentID == it.DepartmentID {
+			names = append(names, e.FirstName)
+			secrets = append(secrets, e.Email, e.PhoneNumber, fmt.Sprintf(`"salary":%g`, e.Salary))
+		}
+	}
+	hrUser, staff := s.as(t, "alice", "/companies/acme/hr"), s.as(t, "carol", "/companies/acme/staff")
+	var out hr.DepartmentEmployeesOut
+	hrUser.ok(t, "list_department_employees", map[string]any{"department_id": it.DepartmentID}, &out)
+	if failed, text := staff.call(t, "list_department_employees", map[string]any{"department_id": it.DepartmentID}, nil); failed {
+		t.Fatalf("staff: %s", text)
+	}
+	for _, v := range append(names, secrets...) {
+		if !strings.Contains(hrUser.transcript.String(), v) {
+			t.Fatalf("HR was not shown %q", v)
+		}
+	}
+	for _, v := range names {
+		if !strings.Contains(staff.transcript.String(), v) {
+			t.Fatalf("staff was not shown the name %q", v)
+		}
+	}
+	for _, v := range secrets {
+		if strings.Contains(staff.transcript.String(), v) {
+			t.Fatalf("staff was shown %q:\n%s", v, staff.transcript.String())
+		}
 	}
 }
 
