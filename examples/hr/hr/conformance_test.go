@@ -132,6 +132,16 @@ func plantCanaries(d *hr.Data, seed uint64) {
 		e.Email = "CN" + strings.ToUpper(tag+e.CompanyID[:3])
 		e.PhoneNumber = fmt.Sprintf("650.%03d.%04d", 100+rng.IntN(900), rng.IntN(10_000))
 	}
+	// And each company's first office of its own (owned by reference) a
+	// street address found nowhere else.
+	seen = map[string]bool{}
+	for i := range d.Locations {
+		l := &d.Locations[i]
+		if cs := d.LocationCompanies(l.LocationID); len(cs) == 1 && !seen[cs[0]] {
+			seen[cs[0]] = true
+			l.StreetAddress = fmt.Sprintf("%d Canary%s Rd", 100+rng.IntN(900), strconv.FormatUint(100_000_000+rng.Uint64()%1_000_000_000, 36))
+		}
+	}
 }
 
 func isCanary(r conformance.Row) bool {
@@ -150,6 +160,11 @@ func hrCanaries(ds *conformance.Dataset) []conformance.Canary {
 			conformance.Canary{Value: r["last_name"].(string), Category: redact.Name, Table: "employees", Key: k},
 			conformance.Canary{Value: r["email"].(string), Category: redact.Email, Table: "employees", Key: k},
 			conformance.Canary{Value: r["phone_number"].(string), Category: redact.Phone, Table: "employees", Key: k})
+	}
+	for _, r := range ds.Tables["locations"] {
+		if street, _ := r["street_address"].(string); strings.Contains(street, " Canary") {
+			out = append(out, conformance.Canary{Value: street, Category: redact.Address, Table: "locations", Key: conformance.Key(r, []string{"location_id"})})
+		}
 	}
 	return out
 }
