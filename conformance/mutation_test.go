@@ -306,6 +306,8 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.Windows), disable(guardfault.Windows), []int{44}},
 		{string(guardfault.UpsertConflict), disable(guardfault.UpsertConflict), []int{47}},
 		{string(guardfault.RecheckInterrupt), disable(guardfault.RecheckInterrupt), []int{48}},
+		{string(guardfault.ByRef), disable(guardfault.ByRef), []int{52}},
+		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
@@ -318,6 +320,13 @@ func mutationCheck(t *testing.T, dsn string) {
 		// conflicting row on its own: removing the guard's check there
 		// must change nothing.
 		if gf.kind == string(guardfault.UpsertConflict) && r.engine == Postgres {
+			must = nil
+		}
+		// (h4-ref) PostgreSQL's policies enforce the rules of tables owned
+		// by reference and of consistency paths on their own (WITH CHECK,
+		// the restrictive policies): removing the guard's checks there must
+		// change nothing.
+		if (gf.kind == string(guardfault.ByRef) || gf.kind == string(guardfault.ConsistencyPaths)) && r.engine == Postgres {
 			must = nil
 		}
 		// Only PostgreSQL re-checks its row-level security while serving.

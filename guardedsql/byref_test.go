@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
@@ -55,6 +57,17 @@ func storesSchemaDef() builder.SchemaDef {
 	}
 }
 
+// storeModes runs fn on every engine, and on PostgreSQL once more with
+// Options.RLSOnly: the row-level security policies alone.
+func storeModes(t *testing.T, fn func(t *testing.T, e engine, opts guardedsql.Options)) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		fn(t, e, guardedsql.Options{})
+		if e.name == "postgres" {
+			t.Run("rlsonly", func(t *testing.T) { fn(t, e, guardedsql.Options{RLSOnly: true}) })
+		}
+	})
+}
+
 func storeCtx(id string) context.Context {
 	return grantCtx(scope.Grant{Level: "store", ID: id})
 }
@@ -83,10 +96,10 @@ func built[M any](m M, err error) M {
 // customers, staff or the store itself references it; an unreferenced one
 // to no one; joins, subqueries and aggregates see the same rows.
 func TestOwnedByReferenceRead(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e engine) {
+	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
 		s := newScratch(t, e, storesDDL)
 		sch := builder.MustSchema(storesSchemaDef())
-		db, err := s.open(sch)
+		db, err := s.open(sch, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,10 +135,10 @@ func TestOwnedByReferenceRead(t *testing.T) {
 // address that is unreferenced or already visible to the writer, by every
 // statement kind.
 func TestOwnedByReferenceWrite(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e engine) {
+	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
 		s := newScratch(t, e, storesDDL)
 		sch := builder.MustSchema(storesSchemaDef())
-		db, err := s.open(sch)
+		db, err := s.open(sch, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,10 +242,10 @@ func TestOwnedByReferenceWrite(t *testing.T) {
 // stores is visible through its customer only and writable by no one, and
 // so is its payment. An Unchecked clerk key is not checked.
 func TestConsistencyPaths(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, e engine) {
+	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
 		s := newScratch(t, e, storesDDL)
 		sch := builder.MustSchema(storesSchemaDef())
-		db, err := s.open(sch)
+		db, err := s.open(sch, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +310,7 @@ func TestConsistencyPaths(t *testing.T) {
 		def := storesSchemaDef()
 		def.Tables[4].ForeignKeys[1].Unchecked = "clerks serve every store"
 		sch2 := builder.MustSchema(def)
-		db2, err := s.open(sch2)
+		db2, err := s.open(sch2, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,4 +322,115 @@ func TestConsistencyPaths(t *testing.T) {
 			t.Errorf("unchecked clerk: store 1 inserts with store 2's clerk: %v", err)
 		}
 	})
+}
+
+// TestOwnedByReferenceRawSQL: on PostgreSQL, raw SQL as the application
+// role (the compromised-credentials adversary) meets the same rules in the
+// row-level security policies: it cannot point a row at another store's
+// address or clerk, read that address through it, change a shared address,
+// or complete the mixed rental.
+func TestOwnedByReferenceRawSQL(t *testing.T) {
+	s := newScratch(t, enginePostgres, storesDDL)
+	if _, err := s.open(builder.MustSchema(storesSchemaDef())); err != nil {
+		t.Fatal(err)
+	}
+	const doc = `{"store":[1]}`
+	for _, q := range []string{
+		`INSERT INTO customers VALUES (50, 1, 103, 'x')`,
+		`UPDATE customers SET address_id = 107 WHERE id = 10`,
+		`INSERT INTO rentals VALUES (60, 10, 21, NULL)`,
+		`UPDATE rentals SET returned = 1 WHERE id = 32`,
+		`UPDATE payments SET amount = 0 WHERE id = 42`,
+	} {
+		if err := s.appExec(doc, q); err == nil {
+			t.Errorf("raw SQL as store 1 succeeded: %s", q)
+		}
+	}
+	for _, q := range []string{
+		`UPDATE addresses SET line = 'changed' WHERE id IN (103, 104, 105)`,
+		`DELETE FROM addresses WHERE id IN (103, 104, 105)`,
+		`UPDATE customers SET name = (SELECT line FROM addresses WHERE id = 103) WHERE id = 10`,
+	} {
+		if err := s.appExec(doc, q); err != nil {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+	if n := s.count(`SELECT COUNT(*) FROM addresses WHERE line = 'changed'`); n != 0 {
+		t.Errorf("raw SQL changed %d addresses not store 1's alone", n)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM addresses`); n != 8 {
+		t.Errorf("%d addresses left, want 8", n)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM customers WHERE name = 's2-cust'`); n != 0 {
+		t.Error("raw SQL as store 1 read store 2's address")
+	}
+	if n := s.count(`SELECT COUNT(*) FROM rentals WHERE returned IS NOT NULL`) + s.count(`SELECT COUNT(*) FROM payments WHERE amount = 0`); n != 0 {
+		t.Errorf("raw SQL completed %d mixed rows", n)
+	}
+	// Controls: its own address, and pointing a row at it.
+	if err := s.appExec(doc, `UPDATE addresses SET line = 'mine' WHERE id = 102`); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM addresses WHERE line = 'mine'`); n != 1 {
+		t.Errorf("store 1 could not change its own address by raw SQL")
+	}
+	if err := s.appExec(doc, `UPDATE customers SET address_id = 100 WHERE id = 10`); err != nil {
+		t.Errorf("store 1 points its customer at its store's address: %v", err)
+	}
+}
+
+// TestOwnedByReferenceClaimRace: on PostgreSQL two stores claiming the same
+// unreferenced address at once queue on the claim lock; the second, once
+// the first committed, is refused, so the address never becomes shared.
+func TestOwnedByReferenceClaimRace(t *testing.T) {
+	s := newScratch(t, enginePostgres, storesDDL)
+	sch := builder.MustSchema(storesSchemaDef())
+	db, err := s.open(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cust := sch.Table("customers")
+	s.mustExec(t, `INSERT INTO addresses VALUES (109, 'fresh')`)
+	claim := func(id, store int64) builder.Insert {
+		return built(builder.InsertInto(cust).Columns("id", "store_id", "address_id").Values(id, store, 109).Build())
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // a failure below must not leave the pool held at cleanup
+	first := make(chan error, 1)
+	go func() {
+		first <- db.Tx(storeCtx("1"), func(tx *guardedsql.Tx) error {
+			if _, err := tx.Exec(storeCtx("1"), claim(70, 1)); err != nil {
+				close(held)
+				return err
+			}
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	second := make(chan error, 1)
+	go func() {
+		_, err := db.Exec(storeCtx("2"), claim(71, 2))
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		unblock()
+		<-first
+		t.Fatalf("store 2's claim did not wait for store 1's open claim: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	unblock()
+	if err := <-first; err != nil {
+		t.Fatalf("store 1's claim: %v", err)
+	}
+	if err := <-second; !errors.Is(err, guardedsql.ErrNotFound) {
+		t.Errorf("store 2's claim after store 1's: %v, want ErrNotFound", err)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM customers WHERE address_id = 109`); n != 1 {
+		t.Errorf("%d customers reference the claimed address, want 1", n)
+	}
 }

@@ -37,6 +37,49 @@
 // hold granted ids, and a root row (no parent) must itself be in scope.
 // Global tables are read-only ([ErrReadOnly]).
 //
+// # Tables owned by reference, and rows with several paths to a tenant
+//
+// A table declared builder.TableDef.OwnedByReference (addresses, referenced
+// from customers, staff and stores) has no tenant column: its rows belong to
+// the tenants of the rows that reference them, through every declared
+// foreign key of a tenant-bound table into it (builder.ForeignKey.Unchecked
+// ones excluded). On every engine, and in the PostgreSQL policies:
+//
+//   - a row is visible iff some referencing row is in the caller's scope;
+//     an unreferenced row is visible to no one. Joins, subqueries,
+//     aggregates and redaction treat it like any other table;
+//   - UPDATE and DELETE need the row visible and every referencing row in
+//     the caller's scope: a row two tenants reference is readable by both
+//     and writable by neither (an ExpectOne write fails with
+//     [ErrSharedRow], which matches ErrNotFound; a plain one skips it);
+//   - INSERT creates an unreferenced row, visible to no one until a row in
+//     scope references it (no RETURNING on PostgreSQL, whose row-level
+//     security will not return it: insert the key);
+//   - a tenant row may be made to reference (INSERT, UPDATE, upsert,
+//     INSERT ... SELECT) only a row that is unreferenced or already visible
+//     to the writer; otherwise the write fails with ErrNotFound. Two
+//     transactions claiming the same unreferenced row: on PostgreSQL the
+//     check takes an advisory lock on the row's key, so the second waits
+//     and (READ COMMITTED) is refused; SQLite has one writer; on
+//     MariaDB/MySQL the check's read of the referencing table is the only
+//     serialisation (locking under REPEATABLE READ, not under READ
+//     COMMITTED), so there the race is open: see Limits.
+//
+// A tenant-bound table with several foreign keys into tenant-bound tables
+// (a rental: its customer, its clerk) reaches its tenant through its scope
+// parent (builder.TableDef.Parent), which alone decides visibility; every
+// other such key is a consistency path, checked on every write (INSERT,
+// UPDATE, upsert, INSERT ... SELECT: the referenced row must be in the
+// writer's scope) unless declared Unchecked with a reason. An existing row
+// whose paths lead to different tenants (store A's customer, store B's
+// clerk) is visible by its parent path only (to store A, with its
+// payments), and writable by no one: an UPDATE or DELETE of it, or of a
+// row whose own consistency path leads outside the scope, needs every
+// consistency path it leaves unchanged to reach a row in scope too, so an
+// ExpectOne write fails with ErrSharedRow and neither store completes the
+// rental silently. A key into the table itself is not tested this way (a
+// MySQL UPDATE cannot read its own table).
+//
 // Derived tables, CTE bodies and every branch of a set operation are
 // guarded like subqueries: each schema table reference in them gets its
 // predicate, and the statement is refused (ErrInternal) unless every one
@@ -266,6 +309,16 @@
 //     foreign key that includes it is fully non-NULL in the written row
 //     (a composite key with a NULL part is not checked by the engine,
 //     MATCH SIMPLE); on PostgreSQL the policies' WITH CHECK does the same.
+//     Every foreign key into a tenant-bound table that is not Unchecked is
+//     checked on every write kind, the parent and the consistency paths
+//     alike, and an UPDATE or DELETE also needs the consistency paths it
+//     leaves unchanged in scope; a key into a table owned by reference
+//     may point only at a row unreferenced or visible to the writer, and
+//     such a row is changed only by the tenant that alone references it.
+//     On PostgreSQL the policies enforce the same (WITH CHECK, and
+//     restrictive UPDATE/DELETE policies on tables owned by reference),
+//     counting other tenants' references through a SECURITY DEFINER
+//     function that Check verifies is installed.
 //   - At Open, NewSQLite, postgres.New and NewMySQL, on every engine, the
 //     graph is compared with the live catalog as the connected role sees
 //     it (CheckCatalog, errors matching ErrCatalog): a global table with a
@@ -338,4 +391,14 @@
 //     let the database generate the values.
 //   - Columns an INSERT omits are not checked: a database DEFAULT that
 //     points at another tenant's row would not be caught.
+//   - A row of a table owned by reference that nothing references any more
+//     (its last referencing row pointed elsewhere or deleted) can be
+//     claimed by any tenant that knows its key, and then read: delete such
+//     rows when they stop being referenced. Whether a key is referenced by
+//     another tenant is revealed (a claim fails), never by whom or what.
+//   - On MariaDB/MySQL under READ COMMITTED two tenants claiming the same
+//     unreferenced row at the same instant can both succeed (the row is
+//     then shared: readable by both, writable by neither).
+//   - A consistency path into the row's own table (a self-reference) is
+//     checked when written, not re-tested when other columns change.
 package guardedsql

@@ -60,11 +60,11 @@ func (r *renderer) byRefGuard(t *sqlast.Table, alias string) dialect.Frag {
 	return f.done()
 }
 
-// refCount is the number of rows, in every tenant, that reference the row
-// of t (owned by reference) keyed by key.
-func (r *renderer) refCount(t *sqlast.Table, key dialect.Frag, lock bool) dialect.Frag {
+// foreignRefs is the number of rows outside the caller's scope that
+// reference the row of t (owned by reference) keyed by key.
+func (r *renderer) foreignRefs(t *sqlast.Table, key dialect.Frag) dialect.Frag {
 	if rc, ok := r.d.(dialect.RefCounter); ok {
-		return rc.RefCount(t, key, lock)
+		return rc.ForeignRefs(t, key)
 	}
 	var f fb
 	f.s("(")
@@ -75,33 +75,18 @@ func (r *renderer) refCount(t *sqlast.Table, key dialect.Frag, lock bool) dialec
 		x := r.newAlias()
 		f.s("(SELECT COUNT(*) FROM ", r.q(fk.From.Name), " AS ", r.q(x), " WHERE ", r.col(x, fk.Cols[0]), " = ")
 		f.frag(key)
-		f.s(")")
-	}
-	f.s(")")
-	return f.done()
-}
-
-// visibleRefCount is the number of referencing rows of the row of t under
-// alias that are in scope (by the guard, and on PostgreSQL by row-level
-// security as well).
-func (r *renderer) visibleRefCount(t *sqlast.Table, alias string) dialect.Frag {
-	var f fb
-	f.s("(")
-	for i, fk := range t.Referrers {
-		if i > 0 {
-			f.s(" + ")
-		}
-		x := r.newAlias()
-		f.s("(SELECT COUNT(*) FROM ", r.q(fk.From.Name), " AS ", r.q(x), " WHERE ", r.eqs(x, fk.Cols, alias, fk.RefCols), " AND ")
+		// NULL-safe: a referencing row whose guard is NULL (an orphan) is
+		// outside the scope.
+		f.s(" AND CASE WHEN ")
 		f.frag(r.readGuardWrite(fk.From, x))
-		f.s(")")
+		f.s(" THEN 0 ELSE 1 END = 1)")
 	}
 	f.s(")")
 	return f.done()
 }
 
 // readGuardWrite is readGuard, rendered even where the engine enforces
-// reads itself: a count compared with refCount must be of rows in scope.
+// reads itself: a count of the rows outside the scope needs the predicate.
 func (r *renderer) readGuardWrite(t *sqlast.Table, alias string) dialect.Frag {
 	saved := r.opt.EngineEnforcesReads
 	r.opt.EngineEnforcesReads = false
@@ -110,7 +95,8 @@ func (r *renderer) readGuardWrite(t *sqlast.Table, alias string) dialect.Frag {
 }
 
 // exclusiveGuard is true for a row of t (owned by reference, under alias)
-// every one of whose referencing rows is in scope, and at least one.
+// that no row outside the scope references. With the read guard (some
+// referencing row in scope) it makes the row the caller's alone.
 //
 // Invariant: a row of a table owned by reference is updated or deleted only
 // when this holds, so no tenant changes a row another tenant's row
@@ -121,16 +107,14 @@ func (r *renderer) exclusiveGuard(t *sqlast.Table, alias string) dialect.Frag {
 	}
 	var f fb
 	f.s("(")
-	f.frag(r.refCount(t, dialect.Frag{SQL: r.col(alias, t.PK[0])}, false))
-	f.s(" = ")
-	f.frag(r.visibleRefCount(t, alias))
-	f.s(")")
+	f.frag(r.foreignRefs(t, dialect.Frag{SQL: r.col(alias, t.PK[0])}))
+	f.s(" = 0)")
 	return f.done()
 }
 
 // claimCheck is true when the row of fk.To (owned by reference) keyed by
-// the value v may be referenced by a row the caller writes: nothing
-// references it yet, or it is visible to the caller.
+// the value v may be referenced by a row the caller writes: no row
+// references it yet, or some row in the caller's scope does.
 //
 // Invariant: a tenant row never comes to reference a row of a table owned
 // by reference that only other tenants' rows reference.
@@ -146,11 +130,23 @@ func (r *renderer) claimCheck(fk *sqlast.FK, v any) dialect.Frag {
 	if guardfault.Off(guardfault.ByRef) {
 		return fragTrue
 	}
+	key := dialect.Frag{SQL: "?", Args: []any{v}}
+	if rc, ok := r.d.(dialect.RefCounter); ok {
+		return rc.Claimable(t, key)
+	}
 	var f fb
 	f.s("(")
-	f.frag(r.refCount(t, dialect.Frag{SQL: "?", Args: []any{v}}, true))
+	for i, fk := range t.Referrers {
+		if i > 0 {
+			f.s(" AND ")
+		}
+		x := r.newAlias()
+		f.s("NOT EXISTS (SELECT 1 FROM ", r.q(fk.From.Name), " AS ", r.q(x), " WHERE ", r.col(x, fk.Cols[0]), " = ")
+		f.frag(key)
+		f.s(")")
+	}
 	a := r.newAlias()
-	f.s(" = 0 OR EXISTS (SELECT 1 FROM ", r.q(t.Name), " AS ", r.q(a), " WHERE ", r.col(a, t.PK[0]), " = ")
+	f.s(" OR EXISTS (SELECT 1 FROM ", r.q(t.Name), " AS ", r.q(a), " WHERE ", r.col(a, t.PK[0]), " = ")
 	f.arg(v)
 	f.s(" AND ")
 	f.frag(r.byRefGuard(t, a))
@@ -238,14 +234,12 @@ func (r *renderer) sharedProbe(ref *sqlast.Ref, w dialect.Frag, guards []dialect
 
 // readBackGuard is true for a row of t (owned by reference, read under the
 // table's own name) that the writer may read back after inserting or
-// upserting it: referenced by no one (the row it just inserted, in its own
-// transaction) or visible.
+// upserting it: referenced by no row outside the scope (the row it just
+// inserted, in its own transaction, is referenced by none).
 func (r *renderer) readBackGuard(t *sqlast.Table) dialect.Frag {
 	var f fb
 	f.s("(")
-	f.frag(r.refCount(t, dialect.Frag{SQL: r.col(t.Name, t.PK[0])}, false))
-	f.s(" = 0 OR ")
-	f.frag(r.conflictGuard(t))
-	f.s(")")
+	f.frag(r.foreignRefs(t, dialect.Frag{SQL: r.col(t.Name, t.PK[0])}))
+	f.s(" = 0)")
 	return f.done()
 }

@@ -43,7 +43,7 @@ func (d Dialect) Policies(g *sqlast.Schema) []Policy {
 			expr, check = pg.byRefExprs(t) // (h4-ref)
 		} else {
 			expr = pg.tableExpr(t)
-			check = pg.writeCheckExpr(t, expr)
+			check = pg.pathsCheckExpr(t, pg.writeCheckExpr(t, expr)) // (h4-ref) byref.go
 		}
 		sum := sha256.Sum256([]byte(d.Setting() + "\x00" + t.Name + "\x00" + expr + "\x00" + check))
 		out = append(out, Policy{
@@ -73,6 +73,7 @@ func (d Dialect) RLSDDL(g *sqlast.Schema) []string {
 	ps := d.Policies(g)
 	if len(ps) > 0 {
 		out = append(out, d.signedDDL()...)
+		out = append(out, d.byRefDDL(g)...) // (h4-ref): before the policies that call its functions
 	}
 	for _, p := range ps {
 		qt := d.Quote(p.Table)
@@ -89,7 +90,6 @@ func (d Dialect) RLSDDL(g *sqlast.Schema) []string {
 	if len(ps) == 0 {
 		return out
 	}
-	out = append(out, d.byRefDDL(g)...) // (h4-ref)
 	out = append(out, `DO $tm$
 DECLARE
   prev text := pg_catalog.current_setting('search_path');
@@ -169,6 +169,13 @@ func (pg *policyGen) tableExpr(t *sqlast.Table) string {
 		return "(" + c + " = ANY (ARRAY(SELECT " + pg.col(sub, fk.RefCols[0]) + " FROM " +
 			pg.d.Quote(fk.To.Name) + " AS " + pg.d.Quote(sub) + ")) OR " + c + " = ANY ('{}'))"
 	}
+	return pg.fullExpr(t)
+}
+
+// fullExpr is the policy expression of t along its whole scope path, with
+// no reliance on another table's policy (tableExpr's form when t's cannot
+// be chained).
+func (pg *policyGen) fullExpr(t *sqlast.Table) string {
 	deep := 0
 	for _, a := range t.Anchors {
 		deep = max(deep, len(a.Hops))
