@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,8 +38,8 @@ func liveDSNs(t testing.TB) map[string]string {
 // numbers in every company, canaries planted per company) and its tools,
 // on every engine of liveDSNs.
 func TestConformance(t *testing.T) {
-	if hr.Schema.IsOwnedByReference("locations") && !suiteModelsOwnedByReference() {
-		t.Skip("the conformance suite of this checkout has no property of tables owned by reference (P52) and refuses locations' graph; TestToolLeaks covers locations meanwhile")
+	if err := suiteReadsGraph(t); err != nil {
+		t.Skipf("the conformance suite of this checkout cannot read the HR graph yet (%v); TestToolLeaks covers locations meanwhile", err)
 	}
 	dsns := liveDSNs(t)
 	for _, engine := range []string{"sqlite", "postgres", "mysql"} {
@@ -58,16 +59,26 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// suiteModelsOwnedByReference reports whether the conformance suite has
-// the owned-by-reference property (52), and so reads such tables in a
-// graph instead of refusing them.
-func suiteModelsOwnedByReference() bool {
-	for _, p := range conformance.Properties() {
-		if p.ID == 52 {
-			return true
-		}
+// suiteReadsGraph reports the suite's refusal of the HR graph's table
+// owned by reference (locations), nil when it reads the graph: the suite's
+// own synthetic seed builds its reading of the graph first, here into a
+// scratch SQLite file (its data is not used: TestConformance runs on its
+// own seed).
+func suiteReadsGraph(t *testing.T) error {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "probe.db"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return false
+	defer db.Close()
+	_, err = conformance.SyntheticSeed(hr.SchemaDef(), 1)(context.Background(), db, conformance.SQLite)
+	if err != nil && strings.Contains(err.Error(), "locations") && strings.Contains(err.Error(), "scope parent") {
+		return err
+	}
+	if err != nil {
+		// Past the graph: the synthetic data is not what this test runs on.
+		t.Logf("the suite's synthetic seed of the HR graph: %v", err)
+	}
+	return nil
 }
 
 // companies are the tenants of the conformance run.
