@@ -84,8 +84,8 @@ func TestTracerSeesEveryCall(t *testing.T) {
 	cs := f.session(t, "ann", "org:north")
 	ctx := context.Background()
 	for _, deny := range []bool{false, false, true} {
-		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{"deny": deny}}); err != nil {
-			t.Fatal(err)
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{"deny": deny}}); (err != nil) != deny {
+			t.Fatalf("deny %v: %v", deny, err)
 		}
 	}
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{}})
