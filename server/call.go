@@ -91,7 +91,9 @@ func (s *Server) wrap(tool string, narrowable bool, in *jsonschema.Resolved, ft 
 		defer s.inflight.Add(-1)
 		start := s.opts.Now()
 		a := auditRecord{tool: tool, callID: newCorrelationID(), narrowable: narrowable}
-		ctx, span := s.opts.Telemetry.startCall(ctx, tool)
+		if s.opts.Tracer != nil {
+			ctx = s.opts.Tracer.TraceCallStart(ctx, TraceCallStartData{Tool: tool})
+		}
 		sc, denyErr := s.scopeOf(ctx, req)
 		a.scope = sc
 		// A zero scope (denied) gets the most restrictive redaction.
@@ -113,7 +115,10 @@ func (s *Server) wrap(tool string, narrowable bool, in *jsonschema.Resolved, ft 
 		a.duration = s.opts.Now().Sub(start)
 		a.report = red.Report()
 		s.audit(ctx, &a)
-		s.opts.Telemetry.finishCall(ctx, span, &a)
+		if s.opts.Tracer != nil {
+			s.opts.Tracer.TraceCallEnd(ctx, TraceCallEndData{Tool: tool, CallID: a.callID, Outcome: a.outcome,
+				Rule: a.rule, Scope: a.scope, Duration: a.duration, Redactions: a.report})
+		}
 		return res, rpcErr
 	}
 }

@@ -122,11 +122,12 @@
 // Operations: [Server.Handler] serves liveness at [HealthPath] and readiness at
 // [ReadyPath] (signing keys loaded, database reachable, PostgreSQL row-level
 // security still in force, egress guard active when required; see
-// [HealthOptions]). [Options.Telemetry] ([NewTelemetry]) records OpenTelemetry
-// metrics and one span per call, labelled by tool, outcome, rule and
-// category but never by subject or tenant unless configured, and serves
-// them to Prometheus at [HTTPOptions.MetricsPath]; its RateLimited and
-// PoolWait methods are the hooks for limits enforced elsewhere. A call that
+// [HealthOptions]). [Options.Tracer] observes every call and limit refusal
+// ([Tracer], the seam for metrics and traces); package server/otelserver
+// implements it with OpenTelemetry metrics and one span per call, labelled
+// by tool, outcome, rule and category but never by subject or tenant unless
+// configured, and [HTTPOptions.MetricsPath] serves its Prometheus handler.
+// Without a Tracer no telemetry code is linked. A call that
 // fails because the database is unreachable ([guardedsql.IsUnavailable]) is
 // answered with the JSON-RPC error [CodeUnavailable], marked retryable and
 // saying nothing about the database, so a client can tell "retry later"

@@ -43,11 +43,13 @@ type HTTPOptions struct {
 	// Health configures the liveness and readiness probes at HealthPath
 	// and ReadyPath (see HealthOptions).
 	Health HealthOptions
-	// MetricsPath, if set (for example "/metrics"), serves
-	// Options.Telemetry's Prometheus metrics there, without
-	// authentication. Leave it empty to serve Telemetry.Handler on a
+	// MetricsPath, if set (for example "/metrics"), serves Metrics there,
+	// without authentication. Leave it empty to serve the metrics on a
 	// listener of its own that only the monitoring system reaches.
 	MetricsPath string
+	// Metrics serves the metrics at MetricsPath, for example
+	// otelserver.Telemetry.Handler; it must be set with MetricsPath.
+	Metrics http.Handler
 
 	// MaxSessionsPerSubject caps the open stateful sessions of one token
 	// subject; an initialize past it is refused with 429 (RuleSessions).
@@ -140,13 +142,13 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 		mux.Handle(ReadyPath, &readyProbe{s: s, o: o.Health})
 	}
 	if o.MetricsPath != "" {
-		if s.opts.Telemetry == nil {
-			return nil, fmt.Errorf("%w: MetricsPath is set but Options.Telemetry is nil", ErrConfig)
+		if o.Metrics == nil {
+			return nil, fmt.Errorf("%w: MetricsPath is set but Metrics is nil", ErrConfig)
 		}
 		if err := claim(o.MetricsPath, "MetricsPath"); err != nil {
 			return nil, err
 		}
-		mux.Handle(o.MetricsPath, s.opts.Telemetry.Handler())
+		mux.Handle(o.MetricsPath, o.Metrics)
 	}
 	h, err := o.checkOrigin(mux)
 	if err != nil {

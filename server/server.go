@@ -73,9 +73,10 @@ type Options struct {
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
 
-	// Telemetry, if set, records OpenTelemetry metrics and a span for
-	// every tool call (see Telemetry). Nil records nothing.
-	Telemetry *Telemetry
+	// Tracer, if set, observes every tool call and limit refusal, for
+	// metrics and traces (package server/otelserver provides one). Nil
+	// records nothing.
+	Tracer Tracer
 	// LogLimit bounds how many Warn and Error records of one kind Logger
 	// receives per interval (see LogLimit); the zero value applies the
 	// defaults.
@@ -170,11 +171,10 @@ func New(opts Options) (*Server, error) {
 	if opts.ConsentTimeout <= 0 {
 		opts.ConsentTimeout = DefaultConsentTimeout
 	}
-	if tel := opts.Telemetry; tel != nil {
-		// Every refusal is counted, by tool and rule (never by tenant).
+	if tr := opts.Tracer; tr != nil {
 		user := opts.Limits.OnReject
 		opts.Limits.OnReject = func(ctx context.Context, e *LimitError) {
-			tel.RateLimited(ctx, e.Tool, e.Rule)
+			tr.TraceLimit(ctx, e)
 			if user != nil {
 				user(ctx, e)
 			}

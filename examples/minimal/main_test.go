@@ -12,13 +12,16 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
-// Module paths of what an engine or the egress guard links.
+// Module paths of what an engine, the egress guard or the telemetry
+// adapter links.
 const (
 	pgx        = "github.com/jackc/pgx/v5"
 	sqliteDrv  = "modernc.org/sqlite"
 	mysqlDrv   = "github.com/go-sql-driver/mysql"
 	egressPkg  = "github.com/tenantmcp/tenantmcp/egress"
 	ebpf       = "github.com/cilium/ebpf"
+	otelPkg    = "go.opentelemetry.io/otel" // the API as well as the SDK
+	prometheus = "github.com/prometheus"
 	tenantmcp  = "github.com/tenantmcp/tenantmcp/"
 	minimalPkg = tenantmcp + "examples/minimal"
 )
@@ -44,10 +47,11 @@ func links(ds []string, module string) bool {
 
 // TestMinimalLinksOneEngine: a program importing package server and one
 // engine package links that engine's driver and no other, nor the egress
-// guard; package server and package guardedsql link none at all; each
-// engine package links exactly its own driver.
+// guard, nor OpenTelemetry or Prometheus; package server and package
+// guardedsql link none at all; each engine package links exactly its own
+// driver, and server/otelserver the telemetry.
 func TestMinimalLinksOneEngine(t *testing.T) {
-	all := []string{pgx, sqliteDrv, mysqlDrv, egressPkg, ebpf}
+	all := []string{pgx, sqliteDrv, mysqlDrv, egressPkg, ebpf, otelPkg, prometheus}
 	for _, tc := range []struct {
 		pkg  string
 		want []string // of all, the ones it must link
@@ -59,6 +63,7 @@ func TestMinimalLinksOneEngine(t *testing.T) {
 		{tenantmcp + "guardedsql/mysql", []string{mysqlDrv}},
 		{tenantmcp + "guardedsql/sqlite", []string{sqliteDrv}},
 		{tenantmcp + "egress", []string{egressPkg, ebpf}},
+		{tenantmcp + "server/otelserver", []string{otelPkg, prometheus}},
 	} {
 		ds := deps(t, tc.pkg)
 		if !slices.Contains(ds, tc.pkg) {

@@ -21,6 +21,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/server"
+	"github.com/tenantmcp/tenantmcp/server/otelserver"
 )
 
 // Options configures the hotel server (hotel.New takes it by value).
@@ -172,9 +173,9 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:8080"
 	}
-	var tel *server.Telemetry
+	var tel *otelserver.Telemetry // nil: no metrics, and no Tracer below
 	if cfg.Metrics {
-		if tel, err = server.NewTelemetry(server.TelemetryOptions{}); err != nil {
+		if tel, err = otelserver.New(otelserver.Options{}); err != nil {
 			return nil, err
 		}
 	}
@@ -234,13 +235,17 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 		return nil, err
 	}
 	app.Outbox = &Outbox{}
+	var tracer server.Tracer // a nil *otelserver.Telemetry must not become a non-nil Tracer
+	if tel != nil {
+		tracer = tel
+	}
 	srv, err := server.New(server.Options{
 		Name: "tenantmcp-hotel", Version: "0.1.0",
 		Instructions: "Hotel-chain tools. Every call sees only the chains and hotels of your token.",
 		Verifier:     v, DB: app.DB, Redactor: red,
 		Levels: []string{LevelChain, LevelHotel},
 		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
-		Flow: app.Flow, Telemetry: tel,
+		Flow: app.Flow, Tracer: tracer,
 		CallTimeout: cfg.Limits.CallTimeout, MaxRequestBytes: cfg.Limits.MaxBodyBytes,
 		Limits: server.Limits{PerTenant: cfg.Limits.PerTenant, PerSubject: cfg.Limits.PerSubject, QueueWait: cfg.Limits.QueueWait,
 			TimeoutPenalty: cfg.Limits.TimeoutPenalty, Rates: cfg.Limits.Rates},
@@ -265,12 +270,12 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 		ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, DrainTimeout: l.DrainTimeout,
 		AllowedOrigins: l.AllowedOrigins}
 	if cfg.Metrics {
-		app.HTTP.MetricsPath = "/metrics"
+		app.HTTP.MetricsPath, app.HTTP.Metrics = "/metrics", tel.Handler()
 	}
 	return app, nil
 }
 
-func (app *App) openDB(ctx context.Context, cfg Options, tel *server.Telemetry) error {
+func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemetry) error {
 	dsn := cfg.DB
 	if dsn == "" {
 		dir, err := os.MkdirTemp("", "tenantmcp-hotel-")

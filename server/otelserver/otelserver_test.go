@@ -1,13 +1,12 @@
-package server_test
+package otelserver_test
 
 import (
 	"bufio"
 	"context"
-	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -16,17 +15,100 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	_ "github.com/tenantmcp/tenantmcp/guardedsql/sqlite" // the engine of the test database
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/server"
+	"github.com/tenantmcp/tenantmcp/server/otelserver"
 )
+
+var testSchema = builder.MustSchema(builder.SchemaDef{
+	Levels: []builder.Level{{Name: "org", Key: builder.TextKey}},
+	Tables: []builder.TableDef{{Name: "notes", Columns: []string{"id", "org_id", "body"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"org_id": "org"}}},
+})
+
+// fixture is a server on in-memory SQLite whose Tracer is tel, with a
+// development issuer for its tokens.
+type fixture struct {
+	srv    *server.Server
+	issuer *devissuer.Issuer
+}
+
+type empty struct{}
+
+func newFixture(t *testing.T, tel *otelserver.Telemetry) *fixture {
+	t.Helper()
+	is, err := devissuer.Start("127.0.0.1:0", "https://notes.test/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { is.Close() })
+	v, err := claims.New(claims.Options{Issuer: is.URL, Audience: []string{is.Audience}, JWKS: is.JWKS(),
+		Mapping: claims.Mapping{Patterns: []string{"org:{org}"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", testSchema, guardedsql.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	srv, err := server.New(server.Options{Name: "notes", Verifier: v, DB: db, Levels: []string{"org"}, Tracer: tel,
+		AuditLogger: slog.New(slog.DiscardHandler), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{srv: srv, issuer: is}
+}
+
+// session connects a client over in-memory stdio with a token for sub in
+// groups.
+func (f *fixture) session(t *testing.T, sub string, groups ...string) *mcp.ClientSession {
+	t.Helper()
+	tok, err := f.issuer.Mint(devissuer.Token{Subject: sub, Groups: groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	errc := make(chan error, 1)
+	go func() { errc <- f.srv.Run(ctx, st, func(context.Context) (string, error) { return tok, nil }) }()
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
 
 // scrape fetches url and returns the Prometheus text body.
 func scrape(t *testing.T, url string) string {
@@ -90,12 +172,12 @@ func splitLabels(s string) []string {
 // waits and rate-limit rejections, with exactly the values the calls
 // produced, and never carry the subject or a tenant id.
 func TestMetricsScrape(t *testing.T) {
-	tel, err := server.NewTelemetry(server.TelemetryOptions{})
+	tel, err := otelserver.New(otelserver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tel.Shutdown(context.Background()) })
-	f := newFixture(t, func(o *server.Options) { o.Telemetry = tel })
+	f := newFixture(t, tel)
 	type In struct {
 		Mode string `json:"mode"`
 	}
@@ -120,7 +202,7 @@ func TestMetricsScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", MetricsPath: "/metrics"})
+	h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", MetricsPath: "/metrics", Metrics: tel.Handler()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,13 +261,13 @@ func TestMetricsScrape(t *testing.T) {
 // With TenantLabel configured, the call metrics carry the label it
 // returns, and only that.
 func TestMetricsTenantLabelOptIn(t *testing.T) {
-	tel, err := server.NewTelemetry(server.TelemetryOptions{TenantLabel: func(sc scope.Scope) string {
+	tel, err := otelserver.New(otelserver.Options{TenantLabel: func(sc scope.Scope) string {
 		return fmt.Sprintf("tier-%d", len(sc.GrantsAt("org")))
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, func(o *server.Options) { o.Telemetry = tel })
+	f := newFixture(t, tel)
 	if err := server.AddTool(f.srv, server.Tool{Name: "ping"}, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -210,11 +292,11 @@ func TestCallSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	tel, err := server.NewTelemetry(server.TelemetryOptions{TracerProvider: tp})
+	tel, err := otelserver.New(otelserver.Options{TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, func(o *server.Options) { o.Telemetry = tel })
+	f := newFixture(t, tel)
 	if err := server.AddTool(f.srv, server.Tool{Name: "ping"}, func(context.Context, *guardedsql.DB, empty) (empty, error) {
 		return empty{}, errors.New("boom")
 	}); err != nil {
@@ -242,79 +324,4 @@ func TestCallSpans(t *testing.T) {
 	if sp.Status().Code.String() != "Error" {
 		t.Errorf("span status %v, want Error", sp.Status())
 	}
-}
-
-// A handler error that means the database is unreachable reaches the
-// client as CodeUnavailable with retryable data and nothing of the
-// error's text; any other error stays a non-retryable internal error.
-func TestUnavailableIsRetryable(t *testing.T) {
-	f := newFixture(t, nil)
-	type In struct {
-		Mode string `json:"mode"`
-	}
-	detail := "dial tcp 10.1.2.3:5432 user=app_secret_role"
-	err := server.AddTool(f.srv, server.Tool{Name: "q"}, func(ctx context.Context, _ *guardedsql.DB, in In) (empty, error) {
-		if in.Mode == "down" {
-			return empty{}, fmt.Errorf("%s: %w", detail, driver.ErrBadConn)
-		}
-		return empty{}, errors.New(detail)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := f.session(t, "ann", "org:north")
-	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "q", Arguments: map[string]any{"mode": "down"}})
-	var we *jsonrpc.Error
-	if !errors.As(err, &we) || we.Code != server.CodeUnavailable {
-		t.Fatalf("database down: err = %v, want a JSON-RPC error with code %d", err, server.CodeUnavailable)
-	}
-	var data struct {
-		Retryable bool   `json:"retryable"`
-		CallID    string `json:"call_id"`
-	}
-	if err := json.Unmarshal(we.Data, &data); err != nil || !data.Retryable || data.CallID == "" {
-		t.Fatalf("data = %s (%v), want retryable with a call id", we.Data, err)
-	}
-	for _, part := range []string{"10.1.2.3", "5432", "app_secret_role", "dial"} {
-		if strings.Contains(we.Message, part) || strings.Contains(string(we.Data), part) {
-			t.Errorf("the retryable error reveals %q: %s %s", part, we.Message, we.Data)
-		}
-	}
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "q", Arguments: map[string]any{"mode": "bug"}})
-	if err != nil || !res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "internal error") {
-		t.Fatalf("a bug: %v %+v, want the internal tool error", err, res)
-	}
-	if !strings.Contains(f.audit.String(), `"outcome":"unavailable"`) {
-		t.Errorf("audit log has no unavailable outcome:\n%s", f.audit.String())
-	}
-}
-
-// session connects a client over in-memory stdio with a token for sub in
-// groups.
-func (f *fixture) session(t *testing.T, sub string, groups ...string) *mcp.ClientSession {
-	t.Helper()
-	tok, err := f.issuer.Mint(devissuer.Token{Subject: sub, Groups: groups})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := connectStdio(t, f, staticToken(tok))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
-// httpGet returns the status and body of GET url.
-func httpGet(t *testing.T, url string) (int, []byte) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body
 }

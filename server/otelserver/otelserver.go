@@ -1,4 +1,4 @@
-package server
+package otelserver
 
 import (
 	"context"
@@ -19,20 +19,24 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/scope"
+	"github.com/tenantmcp/tenantmcp/server"
 )
 
-// instrumentationName names the meter and tracer of this package.
+// instrumentationName names the meter and tracer. It is the server
+// package's path, as before this adapter moved out of it, so that
+// dashboards filtering on the scope keep working.
 const instrumentationName = "github.com/tenantmcp/tenantmcp/server"
 
 // latencyBuckets are the histogram bounds, in seconds, of call durations
 // and pool waits: a millisecond to the default call timeout.
 var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// TelemetryOptions configures NewTelemetry.
-type TelemetryOptions struct {
+// Options configures [New]. The zero value exports to Prometheus and traces
+// to the global TracerProvider.
+type Options struct {
 	// MeterProvider receives the metrics. Nil means a private OpenTelemetry
 	// SDK MeterProvider exporting to Prometheus, served by
-	// Telemetry.Handler (and by HTTPOptions.MetricsPath).
+	// [Telemetry.Handler].
 	MeterProvider metric.MeterProvider
 	// TracerProvider receives one span per tool call. Nil means
 	// otel.GetTracerProvider(), which records nothing until the
@@ -48,19 +52,9 @@ type TelemetryOptions struct {
 	TenantLabel func(scope.Scope) string
 }
 
-// Telemetry records OpenTelemetry metrics and traces of a Server's tool
-// calls. Create it with NewTelemetry and pass it as Options.Telemetry. A
-// nil *Telemetry records nothing, so its methods can be called
-// unconditionally.
-//
-// Metrics (Prometheus names, as served by Handler):
-//
-//	tenantmcp_tool_calls_total{tool,outcome}            calls by outcome (Outcome*)
-//	tenantmcp_tool_call_duration_seconds{tool,outcome}  call latency histogram
-//	tenantmcp_denials_total{tool,rule}                  denials by rule (DenyError.Rule)
-//	tenantmcp_redactions_total{tool,category}           values redacted by category
-//	tenantmcp_pool_wait_seconds{tool,outcome}           waits for a database connection (PoolWait)
-//	tenantmcp_rate_limit_rejections_total{tool,limit}   calls refused by a rate or concurrency limit (RateLimited)
+// Telemetry records a Server's tool calls as OpenTelemetry metrics and
+// spans; it implements [server.Tracer]. A nil *Telemetry records nothing,
+// so its methods can be called unconditionally.
 type Telemetry struct {
 	tenant   func(scope.Scope) string
 	tracer   trace.Tracer
@@ -75,10 +69,13 @@ type Telemetry struct {
 	rateLimit  metric.Int64Counter
 }
 
-// NewTelemetry creates the instruments. Without a MeterProvider it sets up
-// a Prometheus exporter on a registry of its own, so several servers (or
-// tests) in one process never collide in the global registry.
-func NewTelemetry(o TelemetryOptions) (*Telemetry, error) {
+var _ server.Tracer = (*Telemetry)(nil)
+
+// New creates the instruments. Without a MeterProvider it sets up a
+// Prometheus exporter on a registry of its own, so several servers (or
+// tests) in one process never collide in the global registry. Its errors
+// wrap [server.ErrConfig].
+func New(o Options) (*Telemetry, error) {
 	t := &Telemetry{
 		tenant:   o.TenantLabel,
 		handler:  http.NotFoundHandler(),
@@ -89,7 +86,7 @@ func NewTelemetry(o TelemetryOptions) (*Telemetry, error) {
 		reg := promclient.NewRegistry()
 		exp, err := promexporter.New(promexporter.WithRegisterer(reg), promexporter.WithoutScopeInfo())
 		if err != nil {
-			return nil, fmt.Errorf("%w: Prometheus exporter: %v", ErrConfig, err)
+			return nil, fmt.Errorf("%w: Prometheus exporter: %v", server.ErrConfig, err)
 		}
 		sdk := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 		mp = sdk
@@ -125,7 +122,7 @@ func NewTelemetry(o TelemetryOptions) (*Telemetry, error) {
 		metric.WithDescription("Tool calls refused by a rate or concurrency limit, by tool and limit."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: creating instruments: %v", ErrConfig, err)
+		return nil, fmt.Errorf("%w: creating instruments: %v", server.ErrConfig, err)
 	}
 	return t, nil
 }
@@ -140,8 +137,8 @@ func (t *Telemetry) Handler() http.Handler {
 	return t.handler
 }
 
-// Shutdown flushes and stops the MeterProvider NewTelemetry created (not
-// one passed in TelemetryOptions).
+// Shutdown flushes and stops the MeterProvider New created (not one passed
+// in Options).
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
@@ -172,8 +169,8 @@ func (t *Telemetry) PoolWait(ctx context.Context, tool string, wait time.Duratio
 	t.poolWait.Record(ctx, wait.Seconds(), metric.WithAttributes(attribute.String("tool", tool), attribute.String("outcome", outcome)))
 }
 
-// toolKey carries the tool name of a call to the database's pool-wait
-// observer (see PoolWaitObserver).
+// toolKey carries the tool name of a call, set by TraceCallStart, to the
+// database's pool-wait observer (see PoolWaitObserver).
 type toolKey struct{}
 
 // PoolWaitObserver returns the function to pass to
@@ -186,52 +183,64 @@ func (t *Telemetry) PoolWaitObserver() func(ctx context.Context, waited time.Dur
 	}
 }
 
-// startCall opens the call's span. Its attributes follow the OpenTelemetry
-// conventions for MCP; the subject and the tenant never appear (unless
-// TenantLabel says otherwise, in finishCall).
-func (t *Telemetry) startCall(ctx context.Context, tool string) (context.Context, trace.Span) {
-	if t == nil {
-		return ctx, nil
-	}
-	ctx = context.WithValue(ctx, toolKey{}, tool)
-	return t.tracer.Start(ctx, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", tool)))
+// TraceLimit counts a refusal by its tool and rule (never by tenant); it
+// implements [server.Tracer].
+func (t *Telemetry) TraceLimit(ctx context.Context, e *server.LimitError) {
+	t.RateLimited(ctx, e.Tool, e.Rule)
 }
 
-// finishCall records the call's metrics from its audit record and ends
-// its span.
-func (t *Telemetry) finishCall(ctx context.Context, span trace.Span, a *auditRecord) {
+// spanKey carries the call's span from TraceCallStart to TraceCallEnd.
+type spanKey struct{}
+
+// TraceCallStart opens the call's span; it implements [server.Tracer]. Its
+// attributes follow the OpenTelemetry conventions for MCP; the subject and
+// the tenant never appear (unless TenantLabel says otherwise, in
+// TraceCallEnd).
+func (t *Telemetry) TraceCallStart(ctx context.Context, d server.TraceCallStartData) context.Context {
+	if t == nil {
+		return ctx
+	}
+	ctx = context.WithValue(ctx, toolKey{}, d.Tool)
+	ctx, span := t.tracer.Start(ctx, "tools/call "+d.Tool, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", d.Tool)))
+	return context.WithValue(ctx, spanKey{}, span)
+}
+
+// TraceCallEnd records the call's metrics and ends its span; it implements
+// [server.Tracer].
+func (t *Telemetry) TraceCallEnd(ctx context.Context, d server.TraceCallEndData) {
 	if t == nil {
 		return
 	}
 	ctx = context.WithoutCancel(ctx) // a cancelled call is still counted
-	attrs := []attribute.KeyValue{attribute.String("tool", a.tool), attribute.String("outcome", a.outcome)}
+	attrs := []attribute.KeyValue{attribute.String("tool", d.Tool), attribute.String("outcome", d.Outcome)}
 	var tenant []attribute.KeyValue
-	if t.tenant != nil && !a.scope.IsZero() {
-		tenant = []attribute.KeyValue{attribute.String("tenant", t.tenant(a.scope))}
+	if t.tenant != nil && !d.Scope.IsZero() {
+		tenant = []attribute.KeyValue{attribute.String("tenant", t.tenant(d.Scope))}
 	}
 	set := metric.WithAttributes(append(attrs, tenant...)...)
 	t.calls.Add(ctx, 1, set)
-	t.duration.Record(ctx, a.duration.Seconds(), set)
-	if a.outcome == OutcomeDenied {
+	t.duration.Record(ctx, d.Duration.Seconds(), set)
+	if d.Outcome == server.OutcomeDenied {
 		t.denials.Add(ctx, 1, metric.WithAttributes(append([]attribute.KeyValue{
-			attribute.String("tool", a.tool), attribute.String("rule", a.rule)}, tenant...)...))
+			attribute.String("tool", d.Tool), attribute.String("rule", d.Rule)}, tenant...)...))
 	}
 	for _, c := range redact.Categories() {
-		if n := a.report.Redacted(c); n > 0 {
-			t.redactions.Add(ctx, int64(n), metric.WithAttributes(attribute.String("tool", a.tool), attribute.String("category", string(c))))
+		if n := d.Redactions.Redacted(c); n > 0 {
+			t.redactions.Add(ctx, int64(n), metric.WithAttributes(attribute.String("tool", d.Tool), attribute.String("category", string(c))))
 		}
 	}
+	span, _ := ctx.Value(spanKey{}).(trace.Span)
 	if span == nil {
 		return
 	}
-	span.SetAttributes(attribute.String("tenantmcp.outcome", a.outcome), attribute.String("tenantmcp.call_id", a.callID))
+	span.SetAttributes(attribute.String("tenantmcp.outcome", d.Outcome), attribute.String("tenantmcp.call_id", d.CallID))
 	span.SetAttributes(tenant...)
-	if a.rule != "" {
-		span.SetAttributes(attribute.String("tenantmcp.rule", a.rule))
+	if d.Rule != "" {
+		span.SetAttributes(attribute.String("tenantmcp.rule", d.Rule))
 	}
-	if a.outcome == OutcomeError || a.outcome == OutcomeUnavailable {
-		span.SetStatus(codes.Error, a.outcome)
+	if d.Outcome == server.OutcomeError || d.Outcome == server.OutcomeUnavailable {
+		span.SetStatus(codes.Error, d.Outcome)
 	}
 	span.End()
 }
