@@ -430,9 +430,15 @@
 //     DB is open (dropping a constraint, changing a collation) is not
 //     noticed until the next Open or CheckCatalog.
 //   - Which tables are tenant-bound and which columns carry which level:
-//     the catalog check catches a global table that references a tenant
-//     table or has a level-named column, not one that holds tenant data
-//     under other names. Review Global declarations.
+//     at Open the catalog check catches a global table that references a
+//     tenant table or has a level-named column, not one that holds tenant
+//     data under other names. The conformance suite does not trust the
+//     declaration either: its property 58 attributes every row to tenants
+//     from the live catalog alone (level columns and every enforced
+//     foreign key, both ways) and fails the run on any row, count or value
+//     a tenant reads that belongs to others only, a table declared global
+//     with a reason included, unless the run (not the schema) acknowledges
+//     the table as shared. Run it on your schema before shipping.
 //   - Columns of unknown kind (no level, no declared type, no typed
 //     referenced column) get their values as given; introspected graphs
 //     carry every column's type. A type the catalog reports in words the
