@@ -78,7 +78,10 @@
 // consistency path it leaves unchanged to reach a row in scope too, so an
 // ExpectOne write fails with ErrSharedRow and neither store completes the
 // rental silently. A key into the table itself is not tested this way (a
-// MySQL UPDATE cannot read its own table).
+// MySQL UPDATE cannot read its own table), nor one into a table that does
+// not reach every level the row's table reaches (a project task's
+// organisation-level assignee): a grant of such a level that sees the row
+// never sees the referenced row, so that key is checked only when written.
 //
 // Derived tables, CTE bodies and every branch of a set operation are
 // guarded like subqueries: each schema table reference in them gets its
@@ -389,7 +392,8 @@
 //     Every foreign key into a tenant-bound table that is not Unchecked is
 //     checked on every write kind, the parent and the consistency paths
 //     alike, and an UPDATE or DELETE also needs the consistency paths it
-//     leaves unchanged in scope; a key into a table owned by reference
+//     leaves unchanged in scope (those into tables that reach every level
+//     the row's table reaches); a key into a table owned by reference
 //     may point only at a row unreferenced or visible to the writer, and
 //     such a row is changed only by the tenant that alone references it.
 //     On PostgreSQL the policies enforce the same (WITH CHECK, and

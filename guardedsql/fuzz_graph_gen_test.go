@@ -505,6 +505,24 @@ func (g *ggraph) rowLevels(st gstate, table string, row []any) map[string]string
 	return out
 }
 
+// tableLevels is the set of levels the rows of table reach, read from
+// the graph alone the way rowLevels reads a row: its own level columns,
+// then its scope parent's, up the parent path.
+func (g *ggraph) tableLevels(table string) map[string]bool {
+	out := map[string]bool{}
+	for depth := 0; table != "" && depth < 16; depth++ {
+		t := g.by[table]
+		for _, l := range t.levels {
+			out[l] = true
+		}
+		if t.parent == "" {
+			break
+		}
+		table = t.fkOf(t.parent).to
+	}
+	return out
+}
+
 // grantAdmits: a plain grant admits a row whose value at its level is
 // the grant's id; a grant confined to ancestors, one whose values at every
 // level it names are those ids.

@@ -885,7 +885,11 @@ func (g *ggraph) vouched(t *gtable, row []any, vis map[string]map[string]bool) b
 // outside the scope references (writable by no one), or a row whose
 // consistency path (a checked foreign key other than the scope parent,
 // not into itself, a table owned by reference or made of its own level
-// columns, and left unassigned) leads to a row outside the scope.
+// columns, and left unassigned) leads to a row outside the scope. Only a
+// path into a table that reaches every level t reaches is re-tested so:
+// elsewhere some grant that sees the row never sees the referenced row,
+// consistent data or not (a key up the hierarchy, or to a table that
+// lacks one of t's levels), and its value is checked when written only.
 func (g *ggraph) heldBack(t *gtable, row []any, set []string, st gstate, vis map[string]map[string]bool) string {
 	if t.kind == gkByRef {
 		refs := g.referrers(st, t.name, row[0])
@@ -902,7 +906,7 @@ func (g *ggraph) heldBack(t *gtable, row []any, set []string, st gstate, vis map
 	for _, fk := range t.fks {
 		to := g.by[fk.to]
 		if to.kind == gkGlobal || to.kind == gkByRef || fk.unchecked != "" || fk.col == t.parent || fk.to == t.name ||
-			t.levels[fk.col] != "" || slices.Contains(set, fk.col) {
+			t.levels[fk.col] != "" || slices.Contains(set, fk.col) || !g.sameTenancy(t.name, fk.to) {
 			continue
 		}
 		if v := row[t.idx(fk.col)]; v != nil && !vis[fk.to][vkey(v)] {
@@ -910,6 +914,19 @@ func (g *ggraph) heldBack(t *gtable, row []any, set []string, st gstate, vis map
 		}
 	}
 	return ""
+}
+
+// sameTenancy reports whether table to reaches every level table from
+// reaches (and at least one), so that a grant admitting a row of from also
+// admits a row of to that agrees with it on those levels.
+func (g *ggraph) sameTenancy(from, to string) bool {
+	mine, theirs := g.tableLevels(from), g.tableLevels(to)
+	for l := range mine {
+		if !theirs[l] {
+			return false
+		}
+	}
+	return len(theirs) > 0
 }
 
 // diff lists what b has that a lacks ("+") and what a has that b lacks
