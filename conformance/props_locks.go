@@ -147,12 +147,12 @@ func propForeignLock(p *pt, r *runner) {
 		// A: every own row, by a scanning condition, then ka by key.
 		scan := builder.Or(tb.Col(col).Ne(v), tb.Col(col).Eq(v))
 		if _, err := r.exec(ctxA, tx, p.u(builder.UpdateTable(tb).Set(col, v).Where(scan).Build())); err != nil {
-			return fmt.Errorf("A's scanning update: %w", err)
+			return fmt.Errorf("tenant A's scanning update: %w", err)
 		}
 		// (Back to its own value: a write that changes the row, which a
 		// connection without clientFoundRows counts.)
 		if _, err := r.exec(ctxA, tx, p.u(builder.UpdateTable(tb).Set(col, r.raw.byKey[t.name][ka][col]).Where(pkIs(tb, t, rowA)).ExpectOne().Build())); err != nil {
-			return fmt.Errorf("A's update of its row: %w", err)
+			return fmt.Errorf("tenant A's update of its row: %w", err)
 		}
 		for _, pr := range probes {
 			timed := func(row Row) (string, time.Duration) {

@@ -309,16 +309,6 @@ func (g *ggraph) String() string {
 // gstate holds every table's rows, each aligned with the table's columns.
 type gstate map[string][][]any
 
-func (st gstate) clone() gstate {
-	out := gstate{}
-	for k, rows := range st {
-		for _, r := range rows {
-			out[k] = append(out[k], slices.Clone(r))
-		}
-	}
-	return out
-}
-
 // vkey is a value with its type, so 7 and "7" stay apart.
 func vkey(v any) string { return fmt.Sprintf("%T:%v", v, v) }
 
