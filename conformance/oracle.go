@@ -205,6 +205,41 @@ func (o *oracle) foreign(table string, grants []scope.Grant) []string {
 	return out
 }
 
+// foreignTarget returns foreign's keys of the rows of table that a write
+// by grants may not point a foreign key at: for a table owned by
+// reference, the rows another scope's rows reference (an unreferenced row
+// may be claimed by anyone, guardedsql's documented rule, so a write
+// pointing at one is accepted); for any other table, foreign's.
+func (o *oracle) foreignTarget(table string, grants []scope.Grant) []string {
+	out := o.foreign(table, grants)
+	if t := o.g.tables[table]; t == nil || !t.byRef {
+		return out
+	}
+	referenced := o.byRefReferenced(table)
+	return slices.DeleteFunc(out, func(k string) bool { return !referenced[k] })
+}
+
+// byRefReferenced returns the keys of the rows of table, owned by
+// reference, that some row of a tenant-bound table references through a
+// checked foreign key, whoever's it is.
+func (o *oracle) byRefReferenced(table string) map[string]bool {
+	out := map[string]bool{}
+	t := o.g.tables[table]
+	for _, name := range o.g.bound {
+		for _, f := range o.g.tables[name].fks {
+			if f.to != table || f.unchecked {
+				continue
+			}
+			for _, r := range o.d.Tables[name] {
+				if pi, ok := o.parentRow(f, r); ok {
+					out[Key(o.d.Tables[table][pi], t.pk)] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
 // row returns the Dataset row of table with key k.
 func (o *oracle) row(table, k string) Row {
 	i, ok := o.byPK[table][k]

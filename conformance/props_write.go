@@ -266,7 +266,7 @@ func propUpdateForeign(p *pt, r *runner) {
 			// Moving an own row: to a foreign parent, or to a foreign level id.
 			orow := r.or.row(name, own[0])
 			for _, f := range r.g.tenantFKs(t) {
-				for _, k := range pick(p.rng, r.or.foreign(f.to, tn.Grants), 1) {
+				for _, k := range pick(p.rng, r.or.foreignTarget(f.to, tn.Grants), 1) {
 					prow := r.or.row(f.to, k)
 					ub := builder.UpdateTable(tb)
 					moved := maps.Clone(orow)
@@ -435,7 +435,7 @@ func propInsertForeignParent(p *pt, r *runner) {
 				continue
 			}
 			for _, f := range r.g.tenantFKs(t) {
-				for _, k := range pick(p.rng, r.or.foreign(f.to, tn.Grants), 2) {
+				for _, k := range pick(p.rng, r.or.foreignTarget(f.to, tn.Grants), 2) {
 					prow := r.or.row(f.to, k)
 					bad := r.fresh(t, template)
 					for i, c := range f.cols {

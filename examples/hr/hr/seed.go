@@ -335,16 +335,14 @@ func Create(ctx context.Context, db *sql.DB, engine Engine, d *Data) error {
 		}
 		return v
 	}
-	// Dates are bound as time.Time on every engine, as tools bind them:
-	// on SQLite, where a DATE is text, every date then has the one text
-	// form the driver gives a time.Time, so keys holding a date compare
-	// equal whoever wrote them.
+	// Dates are stored as tools bind them (DateValue), so that a key
+	// holding a date compares equal whoever wrote it.
 	day := func(s string) any {
 		t, err := time.Parse(time.DateOnly, s)
 		if err != nil {
 			return s // refused by the engine's date type, or stored as given
 		}
-		return t
+		return DateValue(engine, t)
 	}
 	nullFloat := func(v float64) any {
 		if v == 0 {
@@ -407,4 +405,18 @@ func firstErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// DateValue is t as the schema owner binds it to a DATE column of engine,
+// in the form guardedsql binds a time.Time on that engine: on SQLite,
+// where a DATE is text, the UTC text "YYYY-MM-DD HH:MM:SS" (guardedsql
+// sends a time.Time so, not in the driver's own form, whose "+00:00"
+// suffix would make the same day compare unequal); on the other engines
+// t itself. A date written by the owner then matches a key read back as a
+// time.Time and bound by a tool, or by the conformance suite.
+func DateValue(engine Engine, t time.Time) any {
+	if engine == SQLite {
+		return t.UTC().Format(time.DateTime)
+	}
+	return t
 }

@@ -557,7 +557,7 @@ func checkLegacyRow(t testing.TB, s *served) {
 	start := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := s.owner.ExecContext(context.Background(),
 		fmt.Sprintf("INSERT INTO job_history (employee_id, start_date, end_date, job_id, department_id) VALUES (%s, %s, %s, %s, %s)", ph(1), ph(2), ph(3), ph(4), ph(5)),
-		grant.EmployeeID, start, start.AddDate(0, 11, 30), "SA_REP", globexSales.DepartmentID); err != nil {
+		grant.EmployeeID, hr.DateValue(hr.Engine(s.engine), start), hr.DateValue(hr.Engine(s.engine), start.AddDate(0, 11, 30)), "SA_REP", globexSales.DepartmentID); err != nil {
 		t.Fatal(err)
 	}
 	alice := s.as(t, "alice", "/companies/acme/hr")
