@@ -134,10 +134,13 @@
 // PostgreSQL and of the MariaDB/MySQL connections it opens to UTC, a time
 // without a zone (DATE, DATETIME, SQLite text) is read as UTC, and
 // guardedsql.Rows.Scan reads every date and time into a *time.Time (or
-// **time.Time, *sql.NullTime) in UTC on every engine. On SQLite a time.Time is sent as "YYYY-MM-DD HH:MM:SS[.fraction]"
-// UTC text (the form SQLite's date functions write), so stored, compared
-// and computed times order as text as they do as times; store dates as
-// "YYYY-MM-DD" and times in that form.
+// **time.Time, *sql.NullTime) in UTC on every engine. On SQLite a
+// time.Time is sent as "YYYY-MM-DD HH:MM:SS[.fraction]" UTC text (the form
+// SQLite's date functions write), so stored, compared and computed times
+// order as text as they do as times. Store dates and times in that same
+// form (a date as "YYYY-MM-DD 00:00:00"): a date stored as bare
+// "YYYY-MM-DD" is still read as a time.Time, but never equals a bound
+// time.Time, so a date key read back and bound again would match nothing.
 //
 // # Writes
 //
