@@ -195,13 +195,14 @@ func (r *runner) catForeign(table, k string, tn Tenant) bool {
 // row the live catalog does not give to other tenants holds (NULL when it
 // has none). A foreign row's value would show here even if no row did.
 // Columns of other types are left out: their text differs between the
-// aggregate and the owner's read.
+// aggregate and the owner's read, and some have no MIN or MAX at all
+// (PostgreSQL's json, jsonb, boolean and bytea).
 func (r *runner) extremesOwn(p *pt, ctx context.Context, name string, t *tinfo, tn Tenant) {
 	lt := strings.ToLower(name)
 	ct := r.cat.tables[lt]
 	for _, col := range t.cols {
 		lc := strings.ToLower(col)
-		if k := typeKind(ct.types[lc]); k != kindInt && k != kindText {
+		if k := typeKind(ct.types[lc]); k != kindInt && !(k == kindText && characterType(ct.types[lc])) {
 			continue
 		}
 		held := map[string]bool{}
@@ -229,4 +230,12 @@ func (r *runner) extremesOwn(p *pt, ctx context.Context, name string, t *tinfo, 
 			}
 		}
 	}
+}
+
+// characterType reports whether a catalog type is a character type (char,
+// varchar, text, clob and their spellings), the text columns that every
+// engine orders and so aggregates with MIN and MAX.
+func characterType(typ string) bool {
+	t := strings.ToLower(typ)
+	return strings.Contains(t, "char") || strings.Contains(t, "text") || strings.Contains(t, "clob") || strings.Contains(t, "string")
 }
