@@ -19,7 +19,6 @@ import (
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/redact"
-	"github.com/tenantmcp/tenantmcp/scope"
 )
 
 // Defaults for Options fields left zero.
@@ -116,20 +115,14 @@ type Server struct {
 	mu    sync.Mutex
 	tools map[string]bool
 
-	// stdioScope, set by RunStdio, mints the scope of a call that came
-	// without an HTTP bearer token.
-	stdioScope func(ctx context.Context) (scope.Scope, error)
-
 	// surface: resources, prompts, completions, requirements and
 	// subscriptions (resource.go, prompt.go, complete.go, require.go).
 	surface surfaceState
 
-	// limiter admits calls against Options.Limits (nil: no limits);
-	// tickets carry an HTTP layer's admission and request lifetime to the
-	// call; sessions counts stateful sessions per subject; inflight counts
-	// tool calls running (limits.go, httpserver.go).
+	// limiter admits calls against Options.Limits; sessions counts
+	// stateful sessions per subject; inflight counts requests in the
+	// pipeline (limits.go, httpserver.go, pipeline.go).
 	limiter  *limiter
-	tickets  tickets
 	sessions sessionCounter
 	inflight atomic.Int64
 }
@@ -218,7 +211,7 @@ func New(opts Options) (*Server, error) {
 			c.CacheScope, c.TTLMs = "private", 0
 		},
 	})
-	s.mcp.AddReceivingMiddleware(s.filterLists)
+	s.mcp.AddReceivingMiddleware(s.pipeline)
 	s.mcp.AddSendingMiddleware(s.filterNotifications)
 	return s, nil
 }
@@ -319,7 +312,7 @@ func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 				registerErr = fmt.Errorf("%w: tool %q: %v", ErrConfig, t.Name, r)
 			}
 		}()
-		s.mcp.AddTool(tool, s.wrap(t.Name, t.Narrowable, inResolved, ft, typedCall(h)))
+		s.mcp.AddTool(tool, s.toolHandler(t.Narrowable, inResolved, ft, typedCall(h)))
 	}()
 	if registerErr != nil {
 		return registerErr

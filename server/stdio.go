@@ -67,11 +67,10 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport, src TokenSource) erro
 		return fmt.Errorf("server: stdio token: %w", err)
 	}
 	s.mu.Lock()
-	if s.stdioScope != nil {
+	if s.surface.stdio != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: Run called twice", ErrConfig)
 	}
-	s.stdioScope = ts.current
 	s.surface.stdio = ts
 	s.mu.Unlock()
 	return s.mcp.Run(ctx, t)
