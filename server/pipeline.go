@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -217,7 +218,7 @@ func (s *Server) enter(ctx context.Context, rq *request, sc scope.Scope, ft *flo
 func safely[T any](h func() (T, error)) (out T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panic: %v", r)
+			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
 	return h()
@@ -271,4 +272,20 @@ func (s *Server) audit(ctx context.Context, rq *request) {
 		level = slog.LevelWarn
 	}
 	s.opts.AuditLogger.LogAttrs(context.WithoutCancel(ctx), level, msg, attrs...)
+}
+
+// beginFlow starts a flow-checked call: the *flow.Denial that
+// [flow.Tool.Begin] returns as its error, or nil. Invariant: any error of
+// Begin is a denial here, so a sink never runs after an error, even one
+// that is not a *flow.Denial (Begin documents that it always is).
+func beginFlow(ctx context.Context, ft *flow.Tool, ci flow.CallInfo) (*flow.Call, *flow.Denial) {
+	fc, err := ft.Begin(ctx, ci)
+	if err == nil {
+		return fc, nil
+	}
+	var d *flow.Denial
+	if errors.As(err, &d) {
+		return nil, d
+	}
+	return nil, &flow.Denial{Rule: flow.RuleTaintStore, Reason: "the flow check failed"}
 }

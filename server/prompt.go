@@ -81,14 +81,15 @@ func AddPrompt[Data any](s *Server, p Prompt, h PromptHandler[Data]) error {
 		}
 		e.ft = ft
 	}
-	s.mcp.AddPrompt(&mcp.Prompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: margs}, s.promptHandler(e))
+	// Known to the pipeline before the go-sdk can dispatch to it.
 	s.mu.Lock()
 	if s.surface.prompts == nil {
 		s.surface.prompts = map[string]*promptEntry{}
 	}
 	s.surface.prompts[p.Name] = e
+	s.setRequireLocked(kindPrompt, p.Name, p.Require)
 	s.mu.Unlock()
-	s.setRequire(kindPrompt, p.Name, p.Require)
+	s.mcp.AddPrompt(&mcp.Prompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: margs}, s.promptHandler(e))
 	return nil
 }
 

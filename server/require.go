@@ -109,7 +109,7 @@ func (s *Server) callerOf(ctx context.Context, extra *mcp.RequestExtra) caller {
 	st := s.surface.stdio
 	s.mu.Unlock()
 	if st != nil {
-		sc, oauth, err := st.currentWithScopes(ctx)
+		sc, oauth, err := st.current(ctx)
 		if err != nil {
 			return caller{deny: &DenyError{Rule: RuleTokenExpired, Reason: s.logRedactor().Error(err)}}
 		}
@@ -139,14 +139,8 @@ const (
 	kindResource = "resource"
 )
 
-// setRequire records r for the item; it is consulted by the list filter,
-// the HTTP pre-check and the call path.
-func (s *Server) setRequire(kind, name string, r Require) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setRequireLocked(kind, name, r)
-}
-
+// setRequireLocked records r for the item; it is consulted by the list
+// filter, the HTTP front and the pipeline.
 func (s *Server) setRequireLocked(kind, name string, r Require) {
 	if r.zero() {
 		return

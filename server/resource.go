@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -157,22 +158,18 @@ func (s *Server) addResource(e *resourceEntry, out reflect.Type, decl flow.Decl,
 		}
 		e.ft = ft
 	}
-	var regErr error
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				regErr = fmt.Errorf("%w: resource %q: %v", ErrConfig, e.key, r)
-			}
-		}()
-		register()
-	}()
-	if regErr != nil {
-		return regErr
-	}
+	// Known to the pipeline before the go-sdk can dispatch to it.
 	s.mu.Lock()
 	s.surface.resources = append(s.surface.resources, e)
+	s.setRequireLocked(kindResource, e.key, req)
 	s.mu.Unlock()
-	s.setRequire(kindResource, e.key, req)
+	if _, err := safely(func() (any, error) { register(); return nil, nil }); err != nil {
+		s.mu.Lock()
+		s.surface.resources = slices.DeleteFunc(s.surface.resources, func(x *resourceEntry) bool { return x == e })
+		delete(s.surface.requires, kindResource+"\x00"+e.key)
+		s.mu.Unlock()
+		return fmt.Errorf("%w: resource %q: %v", ErrConfig, e.key, err)
+	}
 	return nil
 }
 

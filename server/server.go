@@ -304,21 +304,19 @@ func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 		InputSchema:  in,
 		OutputSchema: out,
 	}
-	var registerErr error
-	func() {
-		// The go-sdk panics on schemas it rejects; turn that into an error.
-		defer func() {
-			if r := recover(); r != nil {
-				registerErr = fmt.Errorf("%w: tool %q: %v", ErrConfig, t.Name, r)
-			}
-		}()
-		s.mcp.AddTool(tool, s.toolHandler(t.Narrowable, inResolved, ft, typedCall(h)))
-	}()
-	if registerErr != nil {
-		return registerErr
-	}
+	// Known to the pipeline before the go-sdk can dispatch to it. The
+	// go-sdk panics on schemas it rejects; that becomes an error.
 	s.tools[t.Name] = true
 	s.setRequireLocked(kindTool, t.Name, t.Require)
+	_, err = safely(func() (any, error) {
+		s.mcp.AddTool(tool, s.toolHandler(t.Narrowable, inResolved, ft, typedCall(h)))
+		return nil, nil
+	})
+	if err != nil {
+		delete(s.tools, t.Name)
+		delete(s.surface.requires, kindTool+"\x00"+t.Name)
+		return fmt.Errorf("%w: tool %q: %v", ErrConfig, t.Name, err)
+	}
 	return nil
 }
 
