@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -106,7 +107,7 @@ func (s *Server) promptHandler(e *promptEntry) mcp.PromptHandler {
 			}
 		}
 		for k := range args {
-			if !containsArg(e.p.Args, k) {
+			if !slices.ContainsFunc(e.p.Args, func(a PromptArg) bool { return a.Name == k }) {
 				rq.outcome = OutcomeInvalid
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: rq.red.String(fmt.Sprintf("unknown argument %q", k))}
 			}
@@ -139,13 +140,4 @@ func (s *Server) promptHandler(e *promptEntry) mcp.PromptHandler {
 			Messages:    []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: body}}},
 		}, nil
 	}
-}
-
-func containsArg(args []PromptArg, name string) bool {
-	for _, a := range args {
-		if a.Name == name {
-			return true
-		}
-	}
-	return false
 }

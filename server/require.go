@@ -158,7 +158,7 @@ func (s *Server) requireOf(kind, name string) Require {
 }
 
 // authorize is the call-time check: the item's Require against the
-// caller. It runs on every transport, whether or not the HTTP pre-check
+// caller. It runs on every transport, whether or not the HTTP front
 // already refused the request.
 func (s *Server) authorize(kind, name string, c caller) *DenyError {
 	if r := s.requireOf(kind, name); !r.zero() && !r.allows(c.scope, c.oauth) {

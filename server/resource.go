@@ -114,7 +114,7 @@ func AddResourceTemplate[Out any](s *Server, t ResourceTemplate, h ResourceHandl
 		}
 	}
 	for v := range t.Complete {
-		if !containsString(tmpl.Varnames(), v) {
+		if !slices.Contains(tmpl.Varnames(), v) {
 			return fmt.Errorf("%w: resource template %q completes %q, which is not one of its variables", ErrConfig, t.URITemplate, v)
 		}
 	}
@@ -122,15 +122,6 @@ func AddResourceTemplate[Out any](s *Server, t ResourceTemplate, h ResourceHandl
 	return s.addResource(e, reflect.TypeFor[Out](), t.Flow, t.Require, func() {
 		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: MIMEJSON}, s.readHandler(e))
 	})
-}
-
-func containsString(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func typedRead[Out any](h ResourceHandler[Out]) readFunc {
