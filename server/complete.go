@@ -3,14 +3,12 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"sort"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/mint"
 	"github.com/tenantmcp/tenantmcp/redact"
 )
 
@@ -34,15 +32,29 @@ type Completion struct {
 	PII redact.Category
 }
 
-// complete is the server's completion/complete handler. A reference the
-// caller may not use (Require) answers exactly like a reference that does
-// not exist: no values.
+// complete is the server's completion/complete handler, a part of the
+// pipeline. A reference the caller may not use (Require) answers exactly
+// like a reference that does not exist: no values.
 func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-	vals, err := audited(s, ctx, req.Extra, "completion/complete", "", func(a *auditRecord, red *redact.Scoped, c caller) ([]string, error) {
-		return s.completeValues(ctx, a, red, c, req.Params)
-	})
-	if err != nil {
-		return nil, err
+	rq, p := requestOf(ctx), req.Params
+	rq.outcome = OutcomeOK
+	comp, name := s.completionFor(p)
+	rq.name = name
+	var vals []string
+	if comp != nil && comp.Func != nil {
+		kind, key := kindResource, p.Ref.URI
+		if p.Ref.Type == "ref/prompt" {
+			kind, key = kindPrompt, p.Ref.Name
+		}
+		if s.authorize(kind, key, rq.caller) == nil {
+			var err error
+			if vals, err = s.completeValues(ctx, rq, comp, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if vals == nil {
+		vals = []string{}
 	}
 	res := &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: vals, Total: len(vals)}}
 	if len(vals) > MaxCompletions {
@@ -51,51 +63,29 @@ func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	return res, nil
 }
 
-func (s *Server) completeValues(ctx context.Context, a *auditRecord, red *redact.Scoped, c caller, p *mcp.CompleteParams) ([]string, error) {
-	if c.deny != nil {
-		return nil, s.deny(a, red, c.deny)
-	}
-	a.outcome = OutcomeOK
-	comp, name := s.completionFor(p)
-	a.tool = name
-	if comp == nil || comp.Func == nil {
-		return []string{}, nil
-	}
-	var kind, key string
-	switch p.Ref.Type {
-	case "ref/prompt":
-		kind, key = kindPrompt, p.Ref.Name
-	default:
-		kind, key = kindResource, p.Ref.URI
-	}
-	if s.authorize(kind, key, c) != nil {
-		return []string{}, nil
-	}
+func (s *Server) completeValues(ctx context.Context, rq *request, comp *Completion, p *mcp.CompleteParams) ([]string, error) {
 	var args map[string]string
 	if p.Context != nil {
 		args = p.Context.Arguments
 	}
-	ctx, cancel := context.WithTimeout(mint.NewContext(ctx, c.scope), s.opts.CallTimeout)
+	ctx, _, cancel, _ := s.enter(ctx, rq, rq.caller.scope, nil, nil)
 	defer cancel()
-	raw, err := s.runCompletion(ctx, comp, p.Argument.Value, args)
+	raw, err := safely(func() ([]string, error) { return comp.Func(ctx, s.opts.DB, p.Argument.Value, args) })
 	if err != nil {
 		// Not found is no values, like an unknown reference.
-		if e := s.rpcError(ctx, a, red, err, func() error { return nil }); e != nil {
-			return nil, e
-		}
-		return []string{}, nil
+		return nil, s.rpcError(ctx, rq, err, func() error { return nil })
 	}
 	out := make([]string, 0, len(raw))
 	seen := map[string]bool{}
 	for _, v := range raw {
-		if v == "" || seen[v] || !revealed(red, comp.PII, v) {
+		if v == "" || seen[v] || !revealed(rq.red, comp.PII, v) {
 			continue
 		}
 		seen[v] = true
 		out = append(out, v)
 	}
 	sort.Strings(out)
-	a.rows = len(out)
+	rq.rows = len(out)
 	return out, nil
 }
 
@@ -133,15 +123,6 @@ func (s *Server) completionFor(p *mcp.CompleteParams) (*Completion, string) {
 		}
 	}
 	return nil, ""
-}
-
-func (s *Server) runCompletion(ctx context.Context, comp *Completion, prefix string, args map[string]string) (out []string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("completion panic: %v", r)
-		}
-	}()
-	return comp.Func(ctx, s.opts.DB, prefix, args)
 }
 
 // revealed reports whether the caller's redaction leaves v unchanged as a

@@ -154,14 +154,37 @@
 // [Limits.OnReject] and [guardedsql.Options].PoolWaitObserver are the hooks for
 // rejection and pool-wait metrics.
 //
-// The HTTP layer hands each admitted tools/call a ticket carrying its
-// request's lifetime, so a call whose client disconnects is cancelled.
-// [HTTPOptions] bound the rest: body read deadline, write deadline of
-// non-streaming responses, idle keep-alives, the session idle timeout (on
-// by default) and sessions per subject, the shutdown drain, and the Origin
-// allowlist; [Options.MaxTokenLifetime] refuses tokens that live too long.
+// A tools/call admitted on streamable HTTP is cancelled when its client
+// disconnects. [HTTPOptions] bound the rest: body read deadline, write
+// deadline of non-streaming responses, idle keep-alives, the session idle
+// timeout (on by default) and sessions per subject, the shutdown drain, and
+// the Origin allowlist; [Options.MaxTokenLifetime] refuses tokens that live
+// too long.
 //
-// The scope of each call is derived from that call's own verified token
-// (not the token that opened the session), so a token that expires or is
-// swapped mid-session is seen at the next call.
+// # The request pipeline
+//
+// Every request takes one path, each concern in one place. On streamable
+// HTTP the go-sdk's bearer middleware calls the server's token verifier,
+// which checks the token's lifetime and derives the caller (scope, OAuth
+// scopes) once, from that request's own token (not the one that opened the
+// session, so a token that expires or is swapped mid-session is seen at
+// the next call), into a value it hangs on the request's auth.TokenInfo.
+// The HTTP front then reads and decodes the body once and answers what only
+// HTTP can, before anything is dispatched: 403 insufficient_scope, 429 for
+// a tools/call over its limits (whose admission and the request's lifetime
+// it leaves on the same value, which the go-sdk hands to that request's
+// messages only: no state travels in a header), the per-subject session
+// cap. On every transport, every method then passes one go-sdk receiving
+// middleware, the pipeline: list results keep what the caller's Require
+// admits; a tools/call, prompts/get, resources/read or completion/complete
+// becomes one request value in its context (caller, from the TokenInfo or
+// the stdio token; redactor; correlation id; what the audit record will
+// say), is denied without a scope or short of the item's Require, admitted
+// against the limits (tools/call), handed to the item's handler, then
+// audited once and traced. The item's handler checks its own arguments
+// (the input schema; narrowing), enters the call (the scope into the
+// context for the guarded DB, the flow check of a sink, the call timeout),
+// runs the handler with panics caught, and redacts and labels the result
+// once; its errors reach the wire through one mapping for tools and one
+// for the other methods.
 package server

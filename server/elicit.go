@@ -36,12 +36,11 @@ var consentSchema = json.RawMessage(`{"type":"object","properties":{"allow":{"ty
 // that cannot be asked, an error and a timeout all keep the denial. The
 // model cannot answer for the user: the answer comes from the client's
 // elicitation handler, not from anything in the call.
-func (s *Server) consent(ctx context.Context, a *auditRecord, red *redact.Scoped, ft *flow.Tool, ci flow.CallInfo,
-	fd *flow.Denial, ss *mcp.ServerSession) (*flow.Call, *flow.Denial) {
+func (s *Server) consent(ctx context.Context, a *request, ft *flow.Tool, ci flow.CallInfo, fd *flow.Denial) (*flow.Call, *flow.Denial) {
 	if fd.Offer == "" {
 		return nil, fd
 	}
-	a.consent = s.ask(ctx, red, fd, ss)
+	a.consent = s.ask(ctx, a.red, fd, a.session)
 	if a.consent != ConsentAccepted {
 		return nil, fd
 	}

@@ -109,7 +109,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 		ResourceMetadataURL: metaURL,
 		Scopes:              o.RequiredScopes,
 		ClockSkew:           s.opts.Verifier.Leeway(),
-	})(s.httpPrecheck(metaURL, s.limitHTTP(o, noEcho(mcpHandler))))
+	})(s.front(o, metaURL, noEcho(mcpHandler)))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               o.ResourceURL,

@@ -3,8 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -34,140 +31,128 @@ const (
 	writeSlack = 10 * time.Second
 )
 
-// callTicketHeader carries, from the HTTP layer to the tool call it
-// admitted, the id of the call's ticket (its admission and its request's
-// lifetime). The HTTP layer deletes any value a client sent before setting
-// its own, and ids are 128-bit random, so a client can neither forge one
-// nor name another request's.
-const callTicketHeader = "X-Tenantmcp-Call-Ticket"
-
 // errClientGone is the cancellation cause of a call whose HTTP request
 // ended (the client disconnected) before the call did.
 var errClientGone = errors.New("server: the client disconnected")
 
-// ticket is an HTTP request's admission of one tools/call.
-type ticket struct {
-	subject string
-	reqCtx  context.Context // ends when the client disconnects
-	release func()          // gives back the limit slots
+// exchange is one HTTP request as the pipeline sees it. The token verifier
+// creates it with the request's caller (the scope derived once) and hangs
+// it on the request's own *auth.TokenInfo, which the go-sdk hands, as
+// RequestExtra.TokenInfo, to the messages of that request and of no other;
+// the HTTP front adds the admission of a tools/call and the request's
+// lifetime. No header carries it, so a client can neither forge nor name
+// one. Invariant: an admission's slots are released exactly once, by the
+// call that claims them or, if none did, when the request ends.
+type exchange struct {
+	caller  caller
+	mu      sync.Mutex
+	reqCtx  context.Context // ends when the client disconnects; nil unless the front admitted a call
+	release func()          // the admitted call's slots; nil once claimed or given back
+	gone    bool            // the HTTP request has ended
 }
 
-// tickets hands tickets from the HTTP layer to the call. Invariant: a
-// ticket is released exactly once, by the call that claimed it, or by the
-// HTTP layer if no call did (the request failed before dispatch).
-type tickets struct {
-	mu sync.Mutex
-	m  map[string]*ticket
-}
+const exchangeKey = "tenantmcp/server.exchange"
 
-func (t *tickets) add(tk *ticket) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	t.mu.Lock()
-	if t.m == nil {
-		t.m = map[string]*ticket{}
+func exchangeOf(ti *auth.TokenInfo) *exchange {
+	if ti == nil {
+		return nil
 	}
-	t.m[id] = tk
-	t.mu.Unlock()
-	return id
+	x, _ := ti.Extra[exchangeKey].(*exchange)
+	return x
 }
 
-// claim removes and returns the ticket id, or nil.
-func (t *tickets) claim(id string) *ticket {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tk := t.m[id]
-	delete(t.m, id)
-	return tk
+// claim hands the front's admission to the call, once: the request's
+// context (nil if the front admitted nothing), its slots, and whether the
+// request is still there.
+func (x *exchange) claim() (reqCtx context.Context, release func(), live bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	reqCtx, release = x.reqCtx, x.release
+	x.reqCtx, x.release = nil, nil
+	return reqCtx, release, !x.gone
 }
 
-// admitCall admits one tool call: through the ticket its HTTP request got
-// (whose limits were taken before dispatch), or, without one (stdio),
-// against the limits here. The returned context ends when the client's
-// HTTP request does; done must be called when the call ends, with the
-// call's outcome (a timeout keeps the slots for Limits.TimeoutPenalty).
-func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest, sc scope.Scope, tool string) (context.Context, func(outcome string), *LimitError) {
-	none := func(string) {}
-	if req.Extra != nil && req.Extra.Header != nil {
-		if id := req.Extra.Header.Get(callTicketHeader); id != "" {
-			tk := s.tickets.claim(id)
-			cctx, cancel := context.WithCancelCause(ctx)
-			if tk == nil || tk.subject != sc.Subject() {
-				// The request is already gone (or the header is not
-				// ours): run nothing for it.
-				cancel(errClientGone)
-				if tk != nil {
-					tk.release()
-				}
-				return cctx, none, nil
-			}
-			stop := context.AfterFunc(tk.reqCtx, func() { cancel(errClientGone) })
-			return cctx, func(outcome string) { stop(); cancel(nil); s.limiter.finish(tk.release, outcome) }, nil
-		}
+// end gives back the slots of an admission no call claimed.
+func (x *exchange) end() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.gone = true
+	if x.release != nil {
+		x.release()
+		x.release = nil
 	}
-	if !s.limiter.active() {
-		return ctx, none, nil
-	}
-	release, err := s.limiter.admit(ctx, sc, tool)
-	if err != nil {
-		return ctx, none, err.(*LimitError)
-	}
-	return ctx, func(outcome string) { s.limiter.finish(release, outcome) }, nil
 }
 
-// limited records a limit refusal for the audit log and returns its wire
-// form.
-func (s *Server) limited(a *auditRecord, e *LimitError) error {
-	a.outcome = OutcomeLimited
-	a.rule = e.Rule
-	return e.wire()
-}
-
-// jsonrpcCall is what the HTTP layer reads of a POST body: enough to know
-// a tools/call (or initialize) and answer it with its id.
-type jsonrpcCall struct {
+// rpcMessage is what the HTTP front reads of each JSON-RPC message of a
+// POST body.
+type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
 		Name string `json:"name"`
+		URI  string `json:"uri"`
 	} `json:"params"`
 }
 
-// limitHTTP runs inside bearer-token verification: for a POST carrying a
-// tools/call it takes the call's limits before anything is dispatched (a
-// refusal is a 429 with Retry-After and the JSON-RPC error as body) and
-// hands the admission and the request's lifetime to the call through a
-// ticket; for an initialize it enforces the per-subject session cap.
-func (s *Server) limitHTTP(o HTTPOptions, next http.Handler) http.Handler {
+// front is the HTTP half of the pipeline, inside bearer-token
+// verification. It reads and decodes a POST body once (the go-sdk reads
+// the same bytes after it) and answers, before anything is dispatched,
+// what only HTTP can answer: 403 with the RFC 6750 insufficient_scope
+// challenge for a tools/call, prompts/get or resources/read whose Require
+// the token does not meet (the pipeline checks again: this is the HTTP
+// answer, not the enforcement), 429 with Retry-After for a tools/call its
+// limits refuse, and the per-subject session cap of an initialize.
+func (s *Server) front(o HTTPOptions, metaURL string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del(callTicketHeader)
-		if r.Method != http.MethodPost {
+		x := exchangeOf(auth.TokenInfoFromContext(r.Context()))
+		if r.Method != http.MethodPost || r.Body == nil || x == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
-			var mb *http.MaxBytesError
-			if errors.As(err, &mb) {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "reading request body failed", http.StatusBadRequest)
+			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg jsonrpcCall
-		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) && json.Unmarshal(body, &msg) == nil && len(msg.ID) > 0 {
-			sc, ok := claims.ScopeFromTokenInfo(auth.TokenInfoFromContext(r.Context()))
-			switch {
-			case !ok:
-				// No scope: the call path denies it with its witness.
-			case msg.Method == "tools/call":
-				s.serveCall(w, r, sc, msg, next)
+		// Malformed JSON-RPC is left to the go-sdk, which answers it.
+		var msgs []rpcMessage
+		single := false
+		switch body = bytes.TrimSpace(body); {
+		case len(body) > 0 && body[0] == '{':
+			msgs = make([]rpcMessage, 1)
+			if single = json.Unmarshal(body, &msgs[0]) == nil; !single {
+				msgs = nil
+			}
+		case len(body) > 0 && body[0] == '[':
+			if json.Unmarshal(body, &msgs) != nil {
+				msgs = nil
+			}
+		}
+		if x.caller.deny != nil {
+			// No scope: the pipeline denies each call with its witness.
+			next.ServeHTTP(w, r)
+			return
+		}
+		if d := s.precheck(x.caller, msgs); d != nil {
+			kind, _ := d.Witness["kind"].(string)
+			req := s.requireOf(kind, d.Tool)
+			ch := `Bearer error="insufficient_scope"`
+			if len(req.Scopes) > 0 {
+				ch += fmt.Sprintf(`, scope=%q`, strings.Join(req.Scopes, " "))
+			}
+			ch += fmt.Sprintf(`, error_description=%q, resource_metadata=%q`, d.Reason, metaURL)
+			w.Header().Set("WWW-Authenticate", ch)
+			http.Error(w, "insufficient_scope: "+d.Reason, http.StatusForbidden)
+			return
+		}
+		if single && len(msgs[0].ID) > 0 {
+			switch m := msgs[0]; {
+			case m.Method == "tools/call":
+				s.serveCall(w, r, x, m, next)
 				return
-			case msg.Method == "initialize" && !o.Stateless && r.Header.Get("Mcp-Session-Id") == "":
-				s.serveInitialize(w, r, sc, msg, o, next)
+			case m.Method == "initialize" && !o.Stateless && r.Header.Get("Mcp-Session-Id") == "":
+				s.serveInitialize(w, r, x.caller.scope, m, o, next)
 				return
 			}
 		}
@@ -175,27 +160,26 @@ func (s *Server) limitHTTP(o HTTPOptions, next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, sc scope.Scope, msg jsonrpcCall, next http.Handler) {
+// serveCall takes a tools/call's limits before it is dispatched (a
+// refusal is a 429 with Retry-After and the JSON-RPC error as body) and
+// puts the admission and the request's lifetime on its exchange.
+func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, x *exchange, m rpcMessage, next http.Handler) {
 	release := func() {}
 	if s.limiter.active() {
-		rel, err := s.limiter.admit(r.Context(), sc, msg.Params.Name)
-		if err != nil {
-			le := err.(*LimitError)
-			a := auditRecord{tool: msg.Params.Name, callID: newCorrelationID(), scope: sc}
-			wireErr := s.limited(&a, le)
-			s.audit(r.Context(), &a)
-			writeLimited(w, msg.ID, le, wireErr)
+		rel, le := s.limiter.admit(r.Context(), x.caller.scope, m.Params.Name)
+		if le != nil {
+			rq := &request{method: methodCallTool, name: m.Params.Name, callID: newCorrelationID(), caller: x.caller}
+			wireErr := s.limited(rq, le)
+			s.audit(r.Context(), rq)
+			writeLimited(w, m.ID, le, wireErr)
 			return
 		}
 		release = rel
 	}
-	id := s.tickets.add(&ticket{subject: sc.Subject(), reqCtx: r.Context(), release: release})
-	r.Header.Set(callTicketHeader, id)
-	defer func() {
-		if tk := s.tickets.claim(id); tk != nil {
-			tk.release() // never dispatched
-		}
-	}()
+	x.mu.Lock()
+	x.reqCtx, x.release = r.Context(), release
+	x.mu.Unlock()
+	defer x.end()
 	next.ServeHTTP(w, r)
 }
 
@@ -243,7 +227,7 @@ func (c *sessionCounter) release(subject string) {
 // serveInitialize enforces the per-subject session cap: a slot is reserved
 // before the session exists and given back when it ends (closed by the
 // client, by the idle timeout or at shutdown) or was never created.
-func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, sc scope.Scope, msg jsonrpcCall, o HTTPOptions, next http.Handler) {
+func (s *Server) serveInitialize(w http.ResponseWriter, r *http.Request, sc scope.Scope, msg rpcMessage, o HTTPOptions, next http.Handler) {
 	subject := sc.Subject()
 	if !s.sessions.reserve(subject, o.sessionCap()) {
 		le := s.limiter.reject(r.Context(), &LimitError{Rule: RuleSessions, RetryAfter: s.limiter.l.RetryAfter})
@@ -337,12 +321,10 @@ func (o HTTPOptions) checkOrigin(next http.Handler) (http.Handler, error) {
 	}), nil
 }
 
-// tokenVerifier is the Verifier's, with the MaxTokenLifetime check.
+// tokenVerifier is the Verifier's, with the MaxTokenLifetime check; it
+// derives the request's caller, once, into the request's exchange.
 func (s *Server) tokenVerifier() auth.TokenVerifier {
 	tv := s.opts.Verifier.TokenVerifier()
-	if s.opts.MaxTokenLifetime <= 0 {
-		return tv
-	}
 	return func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		ti, err := tv(ctx, token, r)
 		if err != nil {
@@ -351,6 +333,10 @@ func (s *Server) tokenVerifier() auth.TokenVerifier {
 		if err := s.checkLifetime(ti.Expiration); err != nil {
 			return nil, err
 		}
+		if ti.Extra == nil {
+			ti.Extra = map[string]any{}
+		}
+		ti.Extra[exchangeKey] = &exchange{caller: tokenCaller(ti)}
 		return ti, nil
 	}
 }

@@ -281,7 +281,7 @@ func (lm *limiter) drop(key string, sm *slots, held bool) {
 // admit takes a concurrency slot and a rate token for every key of sc, or
 // none (a refusal gives back what it took). The returned release must be
 // called when the call ends (more calls are harmless).
-func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func(), error) {
+func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func(), *LimitError) {
 	tenants, subject := lm.keys(sc)
 	type limited struct {
 		key string

@@ -64,11 +64,11 @@ func addNarrowProperty(tool string, in *jsonschema.Schema) error {
 // Invariant: the returned scope holds one of sc's own grants or is sc; a
 // selector is only ever compared with sc's grants (scope.Scope.NarrowPath),
 // so it cannot widen the call.
-func (s *Server) narrow(a *auditRecord, sc scope.Scope, args json.RawMessage) (scope.Scope, json.RawMessage, *mcp.CallToolResult) {
+func (s *Server) narrow(a *request, sc scope.Scope, args json.RawMessage) (scope.Scope, json.RawMessage, *mcp.CallToolResult) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(args, &m); err != nil {
 		// validateArgs decoded the same bytes as an object already.
-		return scope.Scope{}, nil, s.internal(a, nil, fmt.Errorf("arguments: %w", err))
+		return scope.Scope{}, nil, s.internal(a, fmt.Errorf("arguments: %w", err))
 	}
 	raw, ok := m[NarrowProperty]
 	if !ok {
@@ -77,17 +77,17 @@ func (s *Server) narrow(a *auditRecord, sc scope.Scope, args json.RawMessage) (s
 	delete(m, NarrowProperty)
 	rest, err := json.Marshal(m)
 	if err != nil {
-		return scope.Scope{}, nil, s.internal(a, nil, fmt.Errorf("arguments: %w", err))
+		return scope.Scope{}, nil, s.internal(a, fmt.Errorf("arguments: %w", err))
 	}
 	var path string
 	if err := json.Unmarshal(raw, &path); err != nil {
 		// The schema says string; validation let nothing else through.
-		return scope.Scope{}, nil, s.internal(a, nil, fmt.Errorf("selector: %w", err))
+		return scope.Scope{}, nil, s.internal(a, fmt.Errorf("selector: %w", err))
 	}
 	narrowed, err := sc.NarrowPath(path)
 	if err != nil {
 		if !errors.Is(err, scope.ErrNotGranted) {
-			return scope.Scope{}, nil, s.internal(a, nil, err)
+			return scope.Scope{}, nil, s.internal(a, err)
 		}
 		a.outcome = OutcomeNotFound
 		a.rule = "within.not_granted"
@@ -99,7 +99,7 @@ func (s *Server) narrow(a *auditRecord, sc scope.Scope, args json.RawMessage) (s
 
 // ambiguous is the tool error of guardedsql.ErrAmbiguous: it tells the
 // caller of a Narrowable tool how to narrow.
-func ambiguous(a *auditRecord) *mcp.CallToolResult {
+func ambiguous(a *request) *mcp.CallToolResult {
 	a.outcome = OutcomeAmbiguous
 	if a.narrowable {
 		return toolError(msgAmbiguousHint)

@@ -2,15 +2,16 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/redact"
 )
 
 // Prompt describes a prompt to AddPrompt.
@@ -81,90 +82,62 @@ func AddPrompt[Data any](s *Server, p Prompt, h PromptHandler[Data]) error {
 		}
 		e.ft = ft
 	}
-	s.mcp.AddPrompt(&mcp.Prompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: margs}, s.promptHandler(e))
+	// Known to the pipeline before the go-sdk can dispatch to it.
 	s.mu.Lock()
 	if s.surface.prompts == nil {
 		s.surface.prompts = map[string]*promptEntry{}
 	}
 	s.surface.prompts[p.Name] = e
+	s.setRequireLocked(kindPrompt, p.Name, p.Require)
 	s.mu.Unlock()
-	s.setRequire(kindPrompt, p.Name, p.Require)
+	s.mcp.AddPrompt(&mcp.Prompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: margs}, s.promptHandler(e))
 	return nil
 }
 
+// promptHandler is a prompt's part of the pipeline: the arguments
+// checked, its handler under the caller's scope, the text and data
+// redacted and labelled.
 func (s *Server) promptHandler(e *promptEntry) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		return audited(s, ctx, req.Extra, "prompts/get", e.p.Name, func(a *auditRecord, red *redact.Scoped, c caller) (*mcp.GetPromptResult, error) {
-			return s.getPrompt(ctx, a, red, c, e, req)
+		rq, args := requestOf(ctx), req.Params.Arguments
+		for _, pa := range e.p.Args {
+			if pa.Required && args[pa.Name] == "" {
+				rq.outcome = OutcomeInvalid
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("argument %q is required", pa.Name)}
+			}
+		}
+		for k := range args {
+			if !slices.ContainsFunc(e.p.Args, func(a PromptArg) bool { return a.Name == k }) {
+				rq.outcome = OutcomeInvalid
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: rq.red.String(fmt.Sprintf("unknown argument %q", k))}
+			}
+		}
+		ctx, fc, cancel, _ := s.enter(ctx, rq, rq.caller.scope, e.ft, json.RawMessage(`{}`)) // not a sink: never denied
+		defer cancel()
+		var text string
+		data, err := safely(func() (data any, err error) {
+			text, data, err = e.render(ctx, s.opts.DB, args)
+			return data, err
 		})
-	}
-}
-
-func (s *Server) getPrompt(ctx context.Context, a *auditRecord, red *redact.Scoped, c caller, e *promptEntry, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	if c.deny != nil {
-		return nil, s.deny(a, red, c.deny)
-	}
-	if d := s.authorize(kindPrompt, e.p.Name, c); d != nil {
-		return nil, s.deny(a, red, d)
-	}
-	args := req.Params.Arguments
-	for _, pa := range e.p.Args {
-		if pa.Required && args[pa.Name] == "" {
-			a.outcome = OutcomeInvalid
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("argument %q is required", pa.Name)}
-		}
-	}
-	for k := range args {
-		if !containsArg(e.p.Args, k) {
-			a.outcome = OutcomeInvalid
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: red.String(fmt.Sprintf("unknown argument %q", k))}
-		}
-	}
-	ctx, fc, cancel := s.enter(ctx, a, c, e.ft, req.Session, req.Params.Meta, req.Extra)
-	defer cancel()
-	text, data, err := s.runPrompt(ctx, e, args)
-	notFound := func() error {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "not found"}
-	}
-	if err != nil {
-		return nil, s.rpcError(ctx, a, red, err, notFound)
-	}
-	body := red.String(text)
-	if data != nil && !reflect.ValueOf(data).IsZero() {
-		js, err := red.JSON(data)
 		if err != nil {
-			return nil, s.rpcError(ctx, a, red, fmt.Errorf("redacting prompt data: %w", err), nil)
+			return nil, s.rpcError(ctx, rq, err, func() error {
+				return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "not found"}
+			})
 		}
-		body += "\n\n```json\n" + string(js) + "\n```"
+		body := rq.red.String(text)
+		if data != nil && !reflect.ValueOf(data).IsZero() {
+			var js []byte
+			if js, err = rq.red.JSON(data); err != nil {
+				return nil, s.rpcError(ctx, rq, fmt.Errorf("redacting prompt data: %w", err), nil)
+			}
+			body += "\n\n```json\n" + string(js) + "\n```"
+		}
+		if err := s.record(ctx, rq, fc, data); err != nil {
+			return nil, s.rpcError(ctx, rq, err, nil)
+		}
+		return &mcp.GetPromptResult{
+			Description: e.p.Description,
+			Messages:    []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: body}}},
+		}, nil
 	}
-	// A result whose label could not be recorded is withheld.
-	if fc != nil {
-		if err := fc.Record(ctx, data, red.Report()); err != nil {
-			return nil, s.rpcError(ctx, a, red, fmt.Errorf("recording the flow label: %w", err), nil)
-		}
-	}
-	a.outcome = OutcomeOK
-	a.rows = countRows(data)
-	return &mcp.GetPromptResult{
-		Description: e.p.Description,
-		Messages:    []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: body}}},
-	}, nil
-}
-
-func containsArg(args []PromptArg, name string) bool {
-	for _, a := range args {
-		if a.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *Server) runPrompt(ctx context.Context, e *promptEntry, args map[string]string) (text string, data any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			text, data, err = "", nil, fmt.Errorf("prompt handler panic: %v", r)
-		}
-	}()
-	return e.render(ctx, s.opts.DB, args)
 }

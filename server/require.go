@@ -1,13 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -104,16 +100,16 @@ type caller struct {
 // token.
 func (s *Server) callerOf(ctx context.Context, extra *mcp.RequestExtra) caller {
 	if extra != nil && extra.TokenInfo != nil {
-		if sc, ok := claims.ScopeFromTokenInfo(extra.TokenInfo); ok {
-			return caller{scope: sc, oauth: extra.TokenInfo.Scopes, expiry: extra.TokenInfo.Expiration}
+		if x := exchangeOf(extra.TokenInfo); x != nil {
+			return x.caller // derived when the token was verified
 		}
-		return caller{deny: &DenyError{Rule: RuleScopeRequired, Reason: "the verified token carries no tenant scope"}}
+		return tokenCaller(extra.TokenInfo)
 	}
 	s.mu.Lock()
 	st := s.surface.stdio
 	s.mu.Unlock()
 	if st != nil {
-		sc, oauth, err := st.currentWithScopes(ctx)
+		sc, oauth, err := st.current(ctx)
 		if err != nil {
 			return caller{deny: &DenyError{Rule: RuleTokenExpired, Reason: s.logRedactor().Error(err)}}
 		}
@@ -122,21 +118,29 @@ func (s *Server) callerOf(ctx context.Context, extra *mcp.RequestExtra) caller {
 	return caller{deny: &DenyError{Rule: RuleScopeRequired, Reason: "the call carries no verified bearer token"}}
 }
 
-// Kinds of item a Require guards, as they appear in witnesses.
+// tokenCaller derives the caller of a verified token's TokenInfo.
+func tokenCaller(ti *auth.TokenInfo) caller {
+	if sc, ok := claims.ScopeFromTokenInfo(ti); ok {
+		return caller{scope: sc, oauth: ti.Scopes, expiry: ti.Expiration}
+	}
+	return caller{deny: &DenyError{Rule: RuleScopeRequired, Reason: "the verified token carries no tenant scope"}}
+}
+
+// Kinds of item a Require guards, as they appear in witnesses, and the
+// MCP methods that use one.
 const (
+	methodCallTool     = "tools/call"
+	methodGetPrompt    = "prompts/get"
+	methodReadResource = "resources/read"
+	methodComplete     = "completion/complete"
+
 	kindTool     = "tool"
 	kindPrompt   = "prompt"
 	kindResource = "resource"
 )
 
-// setRequire records r for the item; it is consulted by the list filter,
-// the HTTP pre-check and the call path.
-func (s *Server) setRequire(kind, name string, r Require) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setRequireLocked(kind, name, r)
-}
-
+// setRequireLocked records r for the item; it is consulted by the list
+// filter, the HTTP front and the pipeline.
 func (s *Server) setRequireLocked(kind, name string, r Require) {
 	if r.zero() {
 		return
@@ -154,7 +158,7 @@ func (s *Server) requireOf(kind, name string) Require {
 }
 
 // authorize is the call-time check: the item's Require against the
-// caller. It runs on every transport, whether or not the HTTP pre-check
+// caller. It runs on every transport, whether or not the HTTP front
 // already refused the request.
 func (s *Server) authorize(kind, name string, c caller) *DenyError {
 	if r := s.requireOf(kind, name); !r.zero() && !r.allows(c.scope, c.oauth) {
@@ -180,132 +184,58 @@ func (s *Server) requiredScopes() []string {
 	return out
 }
 
-// filterLists is a receiving middleware: the results of tools/list,
-// prompts/list, resources/list and resources/templates/list keep only the
-// items the caller meets the Require of. (It only hides; the call path
-// enforces.)
-func (s *Server) filterLists(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		if err != nil || res == nil {
-			return res, err
-		}
-		var c *caller
-		may := func(kind, name string) bool {
-			r := s.requireOf(kind, name)
-			if r.zero() {
-				return true
-			}
-			if c == nil {
-				cc := s.callerOf(ctx, req.GetExtra())
-				c = &cc
-			}
-			return c.deny == nil && r.allows(c.scope, c.oauth)
-		}
-		switch r := res.(type) {
-		case *mcp.ListToolsResult:
-			r.Tools = slices.DeleteFunc(r.Tools, func(t *mcp.Tool) bool { return !may(kindTool, t.Name) })
-		case *mcp.ListPromptsResult:
-			r.Prompts = slices.DeleteFunc(r.Prompts, func(p *mcp.Prompt) bool { return !may(kindPrompt, p.Name) })
-		case *mcp.ListResourcesResult:
-			r.Resources = slices.DeleteFunc(r.Resources, func(x *mcp.Resource) bool { return !may(kindResource, x.URI) })
-		case *mcp.ListResourceTemplatesResult:
-			r.ResourceTemplates = slices.DeleteFunc(r.ResourceTemplates, func(x *mcp.ResourceTemplate) bool { return !may(kindResource, x.URITemplate) })
-		}
-		return res, nil
-	}
-}
-
-// httpPrecheck refuses, before the go-sdk handles it, an HTTP request
-// whose JSON-RPC body calls a tool, gets a prompt or reads a resource the
-// verified token does not meet the Require of: 403 with the RFC 6750
-// insufficient_scope challenge the MCP authorization spec asks for. The
-// go-sdk decodes JSON-RPC inside its handler, so this reads the body (the
-// MaxBytesHandler outside bounds it) and hands the same bytes on. The
-// call path checks again: this is the HTTP answer, not the enforcement.
-func (s *Server) httpPrecheck(metaURL string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.Body == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if d := s.precheck(r.Context(), body); d != nil {
-			r := s.requireOfDenial(d)
-			ch := `Bearer error="insufficient_scope"`
-			if len(r.Scopes) > 0 {
-				ch += fmt.Sprintf(`, scope=%q`, strings.Join(r.Scopes, " "))
-			}
-			ch += fmt.Sprintf(`, error_description=%q, resource_metadata=%q`, d.Reason, metaURL)
-			w.Header().Set("WWW-Authenticate", ch)
-			http.Error(w, "insufficient_scope: "+d.Reason, http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func (s *Server) requireOfDenial(d *DenyError) Require {
-	kind, _ := d.Witness["kind"].(string)
-	return s.requireOf(kind, d.Tool)
-}
-
-// rpcMessage is the part of a JSON-RPC message the pre-check reads.
-type rpcMessage struct {
-	Method string `json:"method"`
-	Params struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	} `json:"params"`
-}
-
-func (s *Server) precheck(ctx context.Context, body []byte) *DenyError {
-	body = bytes.TrimSpace(body)
-	var msgs []rpcMessage
-	switch {
-	case len(body) > 0 && body[0] == '{':
-		var m rpcMessage
-		if json.Unmarshal(body, &m) != nil {
-			return nil // the go-sdk answers malformed JSON-RPC itself
-		}
-		msgs = []rpcMessage{m}
-	case len(body) > 0 && body[0] == '[':
-		if json.Unmarshal(body, &msgs) != nil {
-			return nil
-		}
-	}
+// filterList keeps, in the result of tools/list, prompts/list,
+// resources/list or resources/templates/list, only the items whose Require
+// the caller meets. (It only hides; the pipeline enforces.)
+func (s *Server) filterList(ctx context.Context, req mcp.Request, res mcp.Result) {
 	var c *caller
-	for _, m := range msgs {
-		var kind, name string
-		switch m.Method {
-		case "tools/call":
-			kind, name = kindTool, m.Params.Name
-		case "prompts/get":
-			kind, name = kindPrompt, m.Params.Name
-		case "resources/read":
-			kind, name = kindResource, s.resourceKey(m.Params.URI)
-		default:
-			continue
-		}
+	may := func(kind, name string) bool {
 		r := s.requireOf(kind, name)
 		if r.zero() {
-			continue
+			return true
 		}
 		if c == nil {
-			ti := auth.TokenInfoFromContext(ctx) // this request's token: the bearer middleware just verified it
-			cc := s.callerOf(ctx, &mcp.RequestExtra{TokenInfo: ti})
+			cc := s.callerOf(ctx, req.GetExtra())
 			c = &cc
 		}
-		if c.deny == nil && !r.allows(c.scope, c.oauth) {
+		return c.deny == nil && r.allows(c.scope, c.oauth)
+	}
+	switch r := res.(type) {
+	case *mcp.ListToolsResult:
+		r.Tools = slices.DeleteFunc(r.Tools, func(t *mcp.Tool) bool { return !may(kindTool, t.Name) })
+	case *mcp.ListPromptsResult:
+		r.Prompts = slices.DeleteFunc(r.Prompts, func(p *mcp.Prompt) bool { return !may(kindPrompt, p.Name) })
+	case *mcp.ListResourcesResult:
+		r.Resources = slices.DeleteFunc(r.Resources, func(x *mcp.Resource) bool { return !may(kindResource, x.URI) })
+	case *mcp.ListResourceTemplatesResult:
+		r.ResourceTemplates = slices.DeleteFunc(r.ResourceTemplates, func(x *mcp.ResourceTemplate) bool { return !may(kindResource, x.URITemplate) })
+	}
+}
+
+// precheck is the front's Require check of the messages of one HTTP
+// request: the denial of the first that c does not meet, or nil.
+func (s *Server) precheck(c caller, msgs []rpcMessage) *DenyError {
+	for _, m := range msgs {
+		kind, name := s.itemKey(m.Method, m.Params.Name, m.Params.URI)
+		if r := s.requireOf(kind, name); kind != "" && !r.zero() && !r.allows(c.scope, c.oauth) {
 			return r.denial(kind, name)
 		}
 	}
 	return nil
+}
+
+// itemKey is the kind and Require key of the item a tools/call,
+// prompts/get or resources/read names; "" for other methods.
+func (s *Server) itemKey(method, name, uri string) (kind, key string) {
+	switch method {
+	case methodCallTool:
+		return kindTool, name
+	case methodGetPrompt:
+		return kindPrompt, name
+	case methodReadResource:
+		return kindResource, s.resourceKey(uri)
+	}
+	return "", ""
 }
 
 // mergeScopes is a ∪ b, sorted, without duplicates.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,7 +16,6 @@ import (
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
-	"github.com/tenantmcp/tenantmcp/redact"
 )
 
 // Resource describes a resource with a fixed URI to AddResource.
@@ -114,7 +114,7 @@ func AddResourceTemplate[Out any](s *Server, t ResourceTemplate, h ResourceHandl
 		}
 	}
 	for v := range t.Complete {
-		if !containsString(tmpl.Varnames(), v) {
+		if !slices.Contains(tmpl.Varnames(), v) {
 			return fmt.Errorf("%w: resource template %q completes %q, which is not one of its variables", ErrConfig, t.URITemplate, v)
 		}
 	}
@@ -122,15 +122,6 @@ func AddResourceTemplate[Out any](s *Server, t ResourceTemplate, h ResourceHandl
 	return s.addResource(e, reflect.TypeFor[Out](), t.Flow, t.Require, func() {
 		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: MIMEJSON}, s.readHandler(e))
 	})
-}
-
-func containsString(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func typedRead[Out any](h ResourceHandler[Out]) readFunc {
@@ -158,22 +149,18 @@ func (s *Server) addResource(e *resourceEntry, out reflect.Type, decl flow.Decl,
 		}
 		e.ft = ft
 	}
-	var regErr error
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				regErr = fmt.Errorf("%w: resource %q: %v", ErrConfig, e.key, r)
-			}
-		}()
-		register()
-	}()
-	if regErr != nil {
-		return regErr
-	}
+	// Known to the pipeline before the go-sdk can dispatch to it.
 	s.mu.Lock()
 	s.surface.resources = append(s.surface.resources, e)
+	s.setRequireLocked(kindResource, e.key, req)
 	s.mu.Unlock()
-	s.setRequire(kindResource, e.key, req)
+	if _, err := safely(func() (any, error) { register(); return nil, nil }); err != nil {
+		s.mu.Lock()
+		s.surface.resources = slices.DeleteFunc(s.surface.resources, func(x *resourceEntry) bool { return x == e })
+		delete(s.surface.requires, kindResource+"\x00"+e.key)
+		s.mu.Unlock()
+		return fmt.Errorf("%w: resource %q: %v", ErrConfig, e.key, err)
+	}
 	return nil
 }
 
@@ -182,6 +169,10 @@ func (s *Server) addResource(e *resourceEntry, out reflect.Type, decl flow.Decl,
 func (s *Server) lookupResource(uri string) (*resourceEntry, map[string]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.lookupResourceLocked(uri)
+}
+
+func (s *Server) lookupResourceLocked(uri string) (*resourceEntry, map[string]string) {
 	for _, e := range s.surface.resources {
 		if e.tmpl == nil && e.key == uri {
 			return e, nil
@@ -210,101 +201,27 @@ func (s *Server) resourceKey(uri string) string {
 	return uri
 }
 
-// readHandler is the one path of a resource read.
+// readHandler is a resource's part of the pipeline: its handler under
+// the caller's scope, the result redacted and labelled.
 func (s *Server) readHandler(e *resourceEntry) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		res, err := audited(s, ctx, req.Extra, "resources/read", e.name, func(a *auditRecord, red *redact.Scoped, c caller) ([]byte, error) {
-			return s.read(ctx, a, red, c, e, req)
-		})
+		rq, uri := requestOf(ctx), req.Params.URI
+		_, vars := s.lookupResource(uri)
+		ctx, fc, cancel, _ := s.enter(ctx, rq, rq.caller.scope, e.ft, json.RawMessage(`{}`)) // not a sink: never denied
+		defer cancel()
+		out, err := safely(func() (any, error) { return e.read(ctx, s.opts.DB, vars) })
 		if err != nil {
-			return nil, err
+			return nil, s.rpcError(ctx, rq, err, func() error { return mcp.ResourceNotFoundError(uri) })
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: MIMEJSON, Text: string(res)}}}, nil
-	}
-}
-
-// audited runs fn as one request (method, on the item name) of the caller
-// of extra, with that caller's redaction, and writes its one audit record.
-func audited[R any](s *Server, ctx context.Context, extra *mcp.RequestExtra, method, name string,
-	fn func(a *auditRecord, red *redact.Scoped, c caller) (R, error)) (R, error) {
-	start := s.opts.Now()
-	a := auditRecord{tool: name, method: method, callID: newCorrelationID()}
-	c := s.callerOf(ctx, extra)
-	a.scope = c.scope
-	red := s.redactor().ForScope(c.scope)
-	res, err := fn(&a, red, c)
-	a.duration = s.opts.Now().Sub(start)
-	a.report = red.Report()
-	s.audit(ctx, &a)
-	return res, err
-}
-
-func (s *Server) read(ctx context.Context, a *auditRecord, red *redact.Scoped, c caller, e *resourceEntry, req *mcp.ReadResourceRequest) ([]byte, error) {
-	uri := req.Params.URI
-	if c.deny != nil {
-		return nil, s.deny(a, red, c.deny)
-	}
-	if d := s.authorize(kindResource, e.key, c); d != nil {
-		return nil, s.deny(a, red, d)
-	}
-	_, vars := s.lookupResource(uri)
-	ctx, fc, cancel := s.enter(ctx, a, c, e.ft, req.Session, req.Params.Meta, req.Extra)
-	defer cancel()
-	out, err := s.runRead(ctx, e, vars)
-	if err != nil {
-		return nil, s.rpcError(ctx, a, red, err, func() error { return mcp.ResourceNotFoundError(uri) })
-	}
-	js, err := red.JSON(out)
-	if err != nil {
-		return nil, s.rpcError(ctx, a, red, fmt.Errorf("redacting result: %w", err), nil)
-	}
-	// A result whose label could not be recorded is withheld.
-	if fc != nil {
-		if err := fc.Record(ctx, out, red.Report()); err != nil {
-			return nil, s.rpcError(ctx, a, red, fmt.Errorf("recording the flow label: %w", err), nil)
+		js, err := rq.red.JSON(out)
+		if err == nil {
+			err = s.record(ctx, rq, fc, out)
 		}
-	}
-	a.outcome = OutcomeOK
-	a.rows = countRows(out)
-	return js, nil
-}
-
-// runRead runs a read handler, turning a panic into an error.
-func (s *Server) runRead(ctx context.Context, e *resourceEntry, vars map[string]string) (out any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("resource handler panic: %v", r)
+		if err != nil {
+			return nil, s.rpcError(ctx, rq, err, nil)
 		}
-	}()
-	return e.read(ctx, s.opts.DB, vars)
-}
-
-// enter gives a resource read or prompt its handler's context: the
-// caller's scope (the only way a scope reaches the guarded DB), the call
-// timeout, and the flow call that will label the caller's taint with the
-// result (nil without a flow checker).
-func (s *Server) enter(ctx context.Context, a *auditRecord, c caller, ft *flow.Tool, ss *mcp.ServerSession, meta mcp.Meta,
-	extra *mcp.RequestExtra) (context.Context, *flow.Call, context.CancelFunc) {
-	ctx = mint.NewContext(ctx, c.scope)
-	var fc *flow.Call
-	if ft != nil {
-		// Not a sink: Begin never denies.
-		fc, _ = ft.Begin(ctx, flowInfo(c, a.callID, ss, meta, extra))
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: MIMEJSON, Text: string(js)}}}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
-	return ctx, fc, cancel
-}
-
-// flowInfo is flowCallInfo for requests other than tools/call.
-func flowInfo(c caller, callID string, ss *mcp.ServerSession, meta mcp.Meta, extra *mcp.RequestExtra) flow.CallInfo {
-	ci := flow.CallInfo{Subject: c.scope.Subject(), CallID: callID, Args: json.RawMessage(`{}`), Meta: meta}
-	if ss != nil {
-		ci.SessionID = ss.ID()
-	}
-	if extra != nil {
-		ci.Header = extra.Header
-	}
-	return ci
 }
 
 // rpcError maps a handler error of a resource read, prompt or completion
@@ -312,28 +229,28 @@ func flowInfo(c caller, callID string, ss *mcp.ServerSession, meta mcp.Meta, ext
 // notFound (if not nil) for guardedsql.ErrNotFound, the redacted message
 // of InvalidInput as invalid params, a DenyError as itself, anything else
 // logged behind a correlation id.
-func (s *Server) rpcError(ctx context.Context, a *auditRecord, red *redact.Scoped, err error, notFound func() error) error {
+func (s *Server) rpcError(ctx context.Context, a *request, err error, notFound func() error) error {
 	var deny *DenyError
 	var input *inputError
 	switch {
 	case errors.As(err, &deny):
 		d := *deny
-		return s.deny(a, red, &d)
+		return s.deny(a, &d)
 	case errors.Is(err, guardedsql.ErrNoScope):
-		return s.deny(a, red, &DenyError{Rule: RuleScopeRequired, Reason: "the request reached the database without a tenant scope"})
+		return s.deny(a, &DenyError{Rule: RuleScopeRequired, Reason: "the request reached the database without a tenant scope"})
 	case errors.Is(err, guardedsql.ErrNotFound) && notFound != nil:
 		a.outcome = OutcomeNotFound
 		return notFound()
 	case errors.As(err, &input):
 		a.outcome = OutcomeInvalid
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: red.String(input.msg)}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: a.red.String(input.msg)}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		a.outcome = OutcomeTimeout
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("timed out after %s", s.opts.CallTimeout)}
 	}
 	a.outcome = OutcomeError
 	s.opts.Logger.Error(a.method+" failed",
-		slog.String("name", a.tool),
+		slog.String("name", a.name),
 		slog.String("call_id", a.callID),
 		slog.String("error", s.logRedactor().Error(err)))
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("internal error (correlation id %s)", a.callID)}
@@ -445,6 +362,6 @@ func (s *Server) canRead(ctx context.Context, c caller, uri string) bool {
 	}
 	ctx, cancel := context.WithTimeout(mint.NewContext(context.WithoutCancel(ctx), c.scope), s.opts.CallTimeout)
 	defer cancel()
-	_, err := s.runRead(ctx, e, vars)
+	_, err := safely(func() (any, error) { return e.read(ctx, s.opts.DB, vars) })
 	return err == nil
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/redact"
-	"github.com/tenantmcp/tenantmcp/scope"
 )
 
 // Defaults for Options fields left zero.
@@ -116,20 +115,14 @@ type Server struct {
 	mu    sync.Mutex
 	tools map[string]bool
 
-	// stdioScope, set by RunStdio, mints the scope of a call that came
-	// without an HTTP bearer token.
-	stdioScope func(ctx context.Context) (scope.Scope, error)
-
 	// surface: resources, prompts, completions, requirements and
 	// subscriptions (resource.go, prompt.go, complete.go, require.go).
 	surface surfaceState
 
-	// limiter admits calls against Options.Limits (nil: no limits);
-	// tickets carry an HTTP layer's admission and request lifetime to the
-	// call; sessions counts stateful sessions per subject; inflight counts
-	// tool calls running (limits.go, httpserver.go).
+	// limiter admits calls against Options.Limits; sessions counts
+	// stateful sessions per subject; inflight counts requests in the
+	// pipeline (limits.go, httpserver.go, pipeline.go).
 	limiter  *limiter
-	tickets  tickets
 	sessions sessionCounter
 	inflight atomic.Int64
 }
@@ -218,7 +211,7 @@ func New(opts Options) (*Server, error) {
 			c.CacheScope, c.TTLMs = "private", 0
 		},
 	})
-	s.mcp.AddReceivingMiddleware(s.filterLists)
+	s.mcp.AddReceivingMiddleware(s.pipeline)
 	s.mcp.AddSendingMiddleware(s.filterNotifications)
 	return s, nil
 }
@@ -311,21 +304,19 @@ func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 		InputSchema:  in,
 		OutputSchema: out,
 	}
-	var registerErr error
-	func() {
-		// The go-sdk panics on schemas it rejects; turn that into an error.
-		defer func() {
-			if r := recover(); r != nil {
-				registerErr = fmt.Errorf("%w: tool %q: %v", ErrConfig, t.Name, r)
-			}
-		}()
-		s.mcp.AddTool(tool, s.wrap(t.Name, t.Narrowable, inResolved, ft, typedCall(h)))
-	}()
-	if registerErr != nil {
-		return registerErr
-	}
+	// Known to the pipeline before the go-sdk can dispatch to it. The
+	// go-sdk panics on schemas it rejects; that becomes an error.
 	s.tools[t.Name] = true
 	s.setRequireLocked(kindTool, t.Name, t.Require)
+	_, err = safely(func() (any, error) {
+		s.mcp.AddTool(tool, s.toolHandler(t.Narrowable, inResolved, ft, typedCall(h)))
+		return nil, nil
+	})
+	if err != nil {
+		delete(s.tools, t.Name)
+		delete(s.surface.requires, kindTool+"\x00"+t.Name)
+		return fmt.Errorf("%w: tool %q: %v", ErrConfig, t.Name, err)
+	}
 	return nil
 }
 

@@ -63,15 +63,14 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport, src TokenSource) erro
 		return fmt.Errorf("%w: a TokenSource is required", ErrConfig)
 	}
 	ts := &stdioToken{src: src, s: s}
-	if _, err := ts.current(ctx); err != nil {
+	if _, _, err := ts.current(ctx); err != nil {
 		return fmt.Errorf("server: stdio token: %w", err)
 	}
 	s.mu.Lock()
-	if s.stdioScope != nil {
+	if s.surface.stdio != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: Run called twice", ErrConfig)
 	}
-	s.stdioScope = ts.current
 	s.surface.stdio = ts
 	s.mu.Unlock()
 	return s.mcp.Run(ctx, t)
@@ -87,36 +86,27 @@ type stdioToken struct {
 	expiry time.Time
 }
 
-// currentWithScopes is current with the token's OAuth scopes, for Require.
-func (t *stdioToken) currentWithScopes(ctx context.Context) (scope.Scope, []string, error) {
-	sc, err := t.current(ctx)
-	if err != nil {
-		return scope.Scope{}, nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return sc, t.oauth, nil
-}
-
-func (t *stdioToken) current(ctx context.Context) (scope.Scope, error) {
+// current is the scope and OAuth scopes of the token, verified afresh
+// from src once the last one has expired.
+func (t *stdioToken) current(ctx context.Context) (scope.Scope, []string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.s.opts.Now()
 	if !t.scope.IsZero() && now.Before(t.expiry) {
-		return t.scope, nil
+		return t.scope, t.oauth, nil
 	}
 	t.scope = scope.Scope{}
 	tok, err := t.src(ctx)
 	if err != nil {
-		return scope.Scope{}, err
+		return scope.Scope{}, nil, err
 	}
 	sc, c, err := t.s.opts.Verifier.Verify(ctx, tok)
 	if err != nil {
-		return scope.Scope{}, err
+		return scope.Scope{}, nil, err
 	}
 	if err := t.s.checkLifetime(c.Expiry); err != nil {
-		return scope.Scope{}, err
+		return scope.Scope{}, nil, err
 	}
 	t.scope, t.oauth, t.expiry = sc, c.OAuthScopes, c.Expiry
-	return sc, nil
+	return sc, t.oauth, nil
 }

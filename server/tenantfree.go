@@ -3,8 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -79,7 +79,7 @@ func checkTenantFree(tool string, s *jsonschema.Schema, forbidden map[string]str
 			return nil
 		}
 		seen[s] = true
-		for _, name := range sortedKeys(s.Properties) {
+		for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 			if k, bad := forbidden[normalizeKey(name)]; bad {
 				return &TenantInputError{Tool: tool, Property: path + "/" + name, Key: k}
 			}
@@ -87,17 +87,17 @@ func checkTenantFree(tool string, s *jsonschema.Schema, forbidden map[string]str
 				return err
 			}
 		}
-		for _, name := range sortedKeys(s.Defs) {
+		for _, name := range slices.Sorted(maps.Keys(s.Defs)) {
 			if err := walk(path+"/$defs/"+name, s.Defs[name]); err != nil {
 				return err
 			}
 		}
-		for _, name := range sortedKeys(s.Definitions) {
+		for _, name := range slices.Sorted(maps.Keys(s.Definitions)) {
 			if err := walk(path+"/definitions/"+name, s.Definitions[name]); err != nil {
 				return err
 			}
 		}
-		for _, name := range sortedKeys(s.PatternProperties) {
+		for _, name := range slices.Sorted(maps.Keys(s.PatternProperties)) {
 			if err := walk(path+"/"+name, s.PatternProperties[name]); err != nil {
 				return err
 			}
@@ -121,13 +121,4 @@ func checkTenantFree(tool string, s *jsonschema.Schema, forbidden map[string]str
 		return nil
 	}
 	return walk("", s)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return slices.Clip(keys)
 }

@@ -37,10 +37,10 @@ const retryAfterMS = 1000
 // unavailable answers a call that failed for want of a database: logged
 // (rate-limited, redacted) with its correlation id, answered with
 // CodeUnavailable.
-func (s *Server) unavailable(a *auditRecord, err error) error {
+func (s *Server) unavailable(a *request, err error) error {
 	a.outcome = OutcomeUnavailable
 	s.opts.Logger.Error("tool call failed: database unavailable",
-		slog.String("tool", a.tool),
+		slog.String("tool", a.name),
 		slog.String("call_id", a.callID),
 		slog.String("error", s.logRedactor().Error(err)))
 	data, _ := json.Marshal(unavailableData{Retryable: true, Reason: "database unavailable", RetryAfterMS: retryAfterMS, CallID: a.callID})
