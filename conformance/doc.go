@@ -28,12 +28,15 @@
 //	TENANTMCP_CONFORMANCE_SUMMARY also write the summary table to this file
 //	TENANTMCP_CONFORMANCE_MUTATE  break this table for every Run of the test binary (the guard
 //	                              drops its tenant predicate; PostgreSQL: its RLS too), in any
-//	                              module's tests: watch the suite fail (see Mutate)
+//	                              module's tests built with -tags tenantmcp_faults: watch the
+//	                              suite fail (see Mutate)
 //
 // For example, the CI run:
 //
 //	TENANTMCP_DSN='sqlite: postgres://postgres@127.0.0.1:5432/test?sslmode=disable mysql://root@tcp(127.0.0.1:3306)/test' \
-//	TENANTMCP_CONFORMANCE_REPS=5 go test -count=1 -v ./conformance
+//	TENANTMCP_CONFORMANCE_REPS=5 go test -tags tenantmcp_faults -count=1 -v ./conformance
+//
+// (the tag compiles in the fault hook of the mutation check, below).
 //
 // After the tests, a summary table (property × engine → passed/run, with
 // the reasons for skips and the first failure messages) is printed to
@@ -271,6 +274,15 @@
 // table and without assertions: the run is expected to fail.
 // examples/usermodule's TestMutation is an example.
 //
+// The fault hook is compiled only with the build tag tenantmcp_faults, so
+// that no program built without it (yours included) contains a fault
+// check or links package testing. Run the mutation check with the tag:
+//
+//	go test -tags tenantmcp_faults -run TestMutation ./...
+//
+// Without it Mutate skips its test with that reason and that command, and
+// a Run with TENANTMCP_CONFORMANCE_MUTATE set fails saying so.
+//
 // The suite's own fixes of issue 25 are load-bearing, and
 // TestSuiteFixesAreLoadBearing shows it on a store-franchise fixture
 // (stores as tenants; customers, staff and inventory carry the store; a
@@ -286,7 +298,7 @@
 // TestFranchiseClerkPathRefusedAtOpen that omitting the clerk path of
 // rentals and payments is refused at Open.
 //
-// This module's tests include
+// This module's tests include, with the tag,
 // TestMutationIsCaught, which makes the guard drop the tenant predicate
 // of one table at a time (internal/guardfault, a test-only hook) and
 // asserts that the properties fail; TENANTMCP_CONFORMANCE_MUTATE=<table>

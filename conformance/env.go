@@ -21,9 +21,10 @@ const (
 	EnvSeed = "TENANTMCP_CONFORMANCE_SEED"
 	// EnvMutate names a table whose tenant predicate the guard drops for
 	// the whole of every Run (through a fault hook that works in test
-	// binaries only; on PostgreSQL the table's row-level security is
-	// disabled too), to watch the suite fail. Run honours it in any test
-	// binary, a user's module included; Mutate is the same check with
+	// binaries built with -tags tenantmcp_faults only; on PostgreSQL the
+	// table's row-level security is disabled too), to watch the suite
+	// fail. Run honours it in any such test binary, a user's module
+	// included, and fails without the tag; Mutate is the same check with
 	// assertions, table by table.
 	EnvMutate = "TENANTMCP_CONFORMANCE_MUTATE"
 	// EnvShared acknowledges tables as shared for a run on a graph file

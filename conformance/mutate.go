@@ -57,8 +57,21 @@ var MustCatch = []int{1, 58}
 //	func TestMutation(t *testing.T) {
 //		conformance.Mutate(t, myTarget(), conformance.MutateOptions{})
 //	}
+//
+// The fault hook is compiled only with the build tag tenantmcp_faults, so
+// that no program built without it contains a fault check. Run the check
+// with the tag:
+//
+//	go test -tags tenantmcp_faults -run TestMutation ./...
+//
+// Without the tag Mutate skips the test (t.Skip), saying why and giving
+// that command, and returns nil; nothing else of the package needs it.
 func Mutate(t *testing.T, target Target, opts MutateOptions) []Mutation {
 	t.Helper()
+	if !guardfault.Enabled {
+		t.Skip(needFaults("conformance.Mutate", t))
+		return nil
+	}
 	r, err := newRunner(target)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +152,14 @@ func Mutate(t *testing.T, target Target, opts MutateOptions) []Mutation {
 	return out
 }
 
+// needFaults is why what needs the fault hook (what) cannot run in this
+// build, and the command that runs t's test with it.
+func needFaults(what string, t *testing.T) string {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	return fmt.Sprintf("%s needs the fault hook, compiled only with the build tag %s (no program built without it contains a fault check); run: go test -tags %s -run '^%s$' ./...",
+		what, guardfault.Tag, guardfault.Tag, name)
+}
+
 // mutation is the fault Mutate injects for table: the guard's predicate,
 // and on PostgreSQL the table's row-level security with it.
 func (r *runner) mutation(table string) fault {
@@ -151,7 +172,8 @@ func (r *runner) mutation(table string) fault {
 }
 
 // mutateFromEnv applies TENANTMCP_CONFORMANCE_MUTATE to one Run, in
-// any test binary: the guard drops the named table's tenant predicate
+// any test binary built with the tag tenantmcp_faults (without it, an
+// error saying so): the guard drops the named table's tenant predicate
 // (on PostgreSQL the table's row-level security is disabled too) for the
 // whole run, whose properties are then expected to fail. It returns what
 // restores the table, or nil when the variable is unset.
@@ -159,6 +181,9 @@ func (r *runner) mutateFromEnv(t *testing.T) (restore func(), err error) {
 	table := os.Getenv(EnvMutate)
 	if table == "" {
 		return nil, nil
+	}
+	if !guardfault.Enabled {
+		return nil, fmt.Errorf("conformance: %s=%s: %s", EnvMutate, table, needFaults("breaking a table", t))
 	}
 	if !slices.Contains(r.g.bound, table) {
 		return nil, fmt.Errorf("conformance: %s=%q is not a tenant-bound table of target %s", EnvMutate, table, r.target.Name)
@@ -233,12 +258,6 @@ func failedClosed(o outcome) bool {
 		}
 	}
 	return refused
-}
-
-// engineFaults break what does not depend on a table: engine errors
-// returned untranslated.
-func (r *runner) engineFaults() []fault {
-	return []fault{hookFault("raw-errors", "*", guardfault.RawEngineErrors)}
 }
 
 // hookFault is a fault switched by a guardfault hook: start switches it on

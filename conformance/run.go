@@ -32,7 +32,7 @@ import (
 // Run must be called from a test; it does not call t.Parallel, and neither
 // may its caller while the fault hook of this module is in use. With
 // TENANTMCP_CONFORMANCE_MUTATE=<table> set, in any test binary (yours
-// too), Run breaks that table's isolation for the whole run (see [Mutate])
+// too) built with -tags tenantmcp_faults, Run breaks that table's isolation for the whole run (see [Mutate])
 // so that you can watch it fail.
 func Run(t *testing.T, target Target) *Report {
 	t.Helper()

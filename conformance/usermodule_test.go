@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
 // TestUserModule runs the tests of examples/usermodule, a module of its
@@ -15,7 +17,9 @@ import (
 // schema with per-tenant unique constraints, importing public packages
 // only (the go command refuses an internal import from another module).
 // A nested module is outside this module's ./..., so this test is what
-// makes go test ./... build and run it; it fails when they fail.
+// makes go test ./... build and run it; it fails when they fail. Built
+// with -tags tenantmcp_faults, it passes the tag on, so the module's
+// mutation check (conformance.Mutate) runs instead of skipping.
 func TestUserModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and tests a separate module (examples/usermodule); skipped with -short")
@@ -36,7 +40,12 @@ func TestUserModule(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "test", "-count=1", "./...")
+	args := []string{"test", "-count=1"}
+	if guardfault.Enabled {
+		// Built with the fault hook: so is the module's mutation check.
+		args = append(args, "-tags", guardfault.Tag)
+	}
+	cmd := exec.CommandContext(ctx, goBin, append(args, "./...")...)
 	cmd.Dir = dir
 	// -mod=mod: the nested go.mod lists this module's requirements as
 	// indirect ones; when they move, the go command updates them from the

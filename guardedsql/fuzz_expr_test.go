@@ -270,6 +270,9 @@ func TestFuzzExprSeeds(t *testing.T) {
 		}
 		return false
 	}
+	if !guardfault.Enabled {
+		t.Skip("mutation control: " + guardfault.NotBuilt)
+	}
 	restore := guardfault.Disable(guardfault.Windows)
 	caught := caughtBy()
 	restore()
@@ -349,6 +352,9 @@ func TestSetExprFuzzSeeds(t *testing.T) {
 	}
 	if fx.ok < 3 {
 		t.Fatalf("only %d seed updates changed anything; the fuzz is vacuous", fx.ok)
+	}
+	if !guardfault.Enabled {
+		t.Skip("mutation control: " + guardfault.NotBuilt)
 	}
 	fx = newWriteFixture(t)
 	restore := guardfault.DropPredicate("rooms")

@@ -1223,6 +1223,9 @@ func TestGraphDifferential(t *testing.T) {
 // and the write oracle on most: the differential is not vacuous on the
 // generated shapes (level tables, own level columns, parent paths).
 func TestGraphFuzzCatchesDroppedPredicate(t *testing.T) {
+	if !guardfault.Enabled {
+		t.Skip("mutation control: " + guardfault.NotBuilt)
+	}
 	type pair struct {
 		seed  uint64
 		table string
@@ -1301,6 +1304,9 @@ func TestGraphFuzzCatchesWriteRuleFaults(t *testing.T) {
 	}
 	if n, errs := run(); len(errs) > 0 {
 		t.Fatalf("with the rules, %d of %d writes fail: %v", len(errs), n, errs[0])
+	}
+	if !guardfault.Enabled {
+		t.Skip("mutation control: " + guardfault.NotBuilt)
 	}
 	for _, fault := range []guardfault.Fix{guardfault.ByRef, guardfault.ConsistencyPaths} {
 		restore := guardfault.Disable(fault)

@@ -570,6 +570,9 @@ func TestFuzzOracleCatchesDroppedPredicate(t *testing.T) {
 	if ran < 20 {
 		t.Fatalf("only %d of %d seeds produced a runnable statement", ran, len(fuzzSeeds()))
 	}
+	if !guardfault.Enabled {
+		t.Skip("mutation control: " + guardfault.NotBuilt)
+	}
 	for _, table := range []string{"chains", "hotels", "rooms", "guests", "bookings", "payments"} {
 		restore := guardfault.DropPredicate(table)
 		caught := false
@@ -741,6 +744,9 @@ func TestWriteFuzzCatchesDroppedPredicate(t *testing.T) {
 	}
 	if fx.ok < 5 {
 		t.Fatalf("only %d seed mutations changed anything; the write fuzz is vacuous", fx.ok)
+	}
+	if !guardfault.Enabled {
+		t.Skip("mutation control: " + guardfault.NotBuilt)
 	}
 	for _, table := range []string{"hotels", "rooms", "bookings"} {
 		fx := newWriteFixture(t)

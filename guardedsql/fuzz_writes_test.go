@@ -285,6 +285,9 @@ func TestWritesFuzzCatchesMissingConflictCheck(t *testing.T) {
 	if fx.wrote < 10 || fx.rows < 10 {
 		t.Fatalf("seeds: %d statements, %d wrote, %d rows returned; the fuzz is vacuous", fx.execs, fx.wrote, fx.rows)
 	}
+	if !guardfault.Enabled {
+		t.Skip("mutation control: " + guardfault.NotBuilt)
+	}
 	fx = newWritesFixture(t)
 	restore := guardfault.Disable(guardfault.UpsertConflict)
 	defer restore()

@@ -258,6 +258,9 @@ func TestOpenDSN(t *testing.T) {
 // table dropped, the same oracle comparison the isolation tests use sees
 // foreign rows. It proves those tests can fail.
 func TestFaultHookIsDetected(t *testing.T) {
+	if !guardfault.Enabled {
+		t.Skip("mutation control: " + guardfault.NotBuilt)
+	}
 	forEachEngine(t, func(t *testing.T, e engine) {
 		h := e.newHotel(t)
 		g := []scope.Grant{chainG("acme")}

@@ -1,3 +1,5 @@
+//go:build tenantmcp_faults
+
 package hr_test
 
 import (
@@ -48,7 +50,8 @@ func (r *recorder) run(check func(testing.TB)) {
 
 // TestToolLeaksCatchFaults shows that the leak checks of TestToolLeaks can
 // fail: with one isolation fix of the guard removed at a time (the
-// test-only hook internal/guardfault), on a fresh SQLite database each,
+// test-only hook internal/guardfault, compiled in with -tags
+// tenantmcp_faults like this file), on a fresh SQLite database each,
 // the checks that cover it fail; with no fault they all pass. (SQLite:
 // on PostgreSQL row-level security would still confine the reads.)
 func TestToolLeaksCatchFaults(t *testing.T) {

@@ -99,7 +99,9 @@ func target(dsn, tag string) conformance.Target {
 // conformance.Mutate does it from any module's tests; campaigns and clicks
 // (the top of the composite-key chain and its leaf) keep it quick.
 // TENANTMCP_CONFORMANCE_MUTATE=<table> go test -run TestConformance shows
-// the same on a whole run, failing.
+// the same on a whole run, failing. Both need the fault hook, compiled
+// only with the build tag: go test -tags tenantmcp_faults ./... (without
+// it Mutate skips this test and says so).
 func TestMutation(t *testing.T) {
 	if os.Getenv(conformance.EnvMutate) != "" {
 		t.Skipf("%s is set: every run is mutated already", conformance.EnvMutate)

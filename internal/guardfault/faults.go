@@ -1,3 +1,5 @@
+//go:build tenantmcp_faults
+
 package guardfault
 
 import (
@@ -5,6 +7,11 @@ import (
 	"sync/atomic"
 	"testing"
 )
+
+// Enabled reports whether fault injection is compiled in: true in builds
+// with the tag tenantmcp_faults, where the functions below switch faults
+// on in a test binary and the guard reads them.
+const Enabled = true
 
 var dropped atomic.Pointer[string]
 
@@ -58,42 +65,6 @@ func BindTokenRolesEverywhere() (restore func()) { return set(&tokenRolesEverywh
 // TokenRolesEverywhere reports whether BindTokenRolesEverywhere is in
 // effect.
 func TokenRolesEverywhere() bool { return tokenRolesEverywhere.Load() }
-
-// Fix names one check that closes a modelling gap (issue 13 §3–7). Disable
-// switches it off so that the conformance mutation check can show which
-// property notices its absence.
-type Fix string
-
-const (
-	// NullableFK: a level column covered by a composite tenant foreign key
-	// is checked on its own when the key has a NULL part in the written row.
-	NullableFK Fix = "nullable_fk"
-	// PathKey: a scope-path foreign key must reference a primary key or a
-	// unique constraint (declared graph and live catalog).
-	PathKey Fix = "path_key"
-	// Catalog: the schema graph is compared with the live catalog at Open
-	// (global tables that look tenant-bound, unenforced foreign keys).
-	Catalog Fix = "catalog"
-	// Collation: level and path-key columns must compare byte-exactly.
-	Collation Fix = "collation"
-	// Typed: bound values are converted to their column's type.
-	Typed Fix = "typed"
-	// Windows: the read predicates of a statement holding a window
-	// function or a scalar subquery (issue 15). Switching it off drops
-	// them, which the window property (P44) must notice.
-	Windows Fix = "windows"
-	// RecheckInterrupt: a row-level security re-check cut short by its
-	// caller's context fails that call only. Switching it off records it
-	// as a failed check, so every tenant's statements fail closed until
-	// the next one; property 48 must notice.
-	RecheckInterrupt Fix = "recheck_interrupt"
-	// CheckLockBound: the PostgreSQL row-level security check runs under
-	// a lock_timeout, so a migration's table lock makes calls fail fast
-	// with the retryable unavailable error. Switching it off lets the
-	// check wait for the lock, and every call with it; property 51 must
-	// notice.
-	CheckLockBound Fix = "check_lock_bound"
-)
 
 var (
 	offMu sync.RWMutex
