@@ -121,7 +121,9 @@ func (b *Base) Announce(log *slog.Logger, name string, users []DemoUser, hint st
 		names = append(names, u.Subject)
 	}
 	for _, l := range strings.Split(strings.TrimRight(hint, "\n"), "\n") {
-		sb.WriteString(strings.TrimRight("# "+l, " ") + "\n")
+		if hint != "" {
+			sb.WriteString(strings.TrimRight("# "+l, " ") + "\n")
+		}
 	}
 	if _, err := f.WriteString(sb.String()); err != nil {
 		f.Close()
@@ -130,7 +132,10 @@ func (b *Base) Announce(log *slog.Logger, name string, users []DemoUser, hint st
 	if err := f.Close(); err != nil {
 		return err
 	}
-	log.Info("demo tokens written: load them with . FILE (sets TOKEN_<user>), then try the commands at its end",
-		"file", path, "users", strings.Join(names, ","), "ttl", TokenTTL)
+	msg := "demo tokens written: load them with . FILE (sets TOKEN_<user>)"
+	if hint != "" {
+		msg += ", then try the commands at its end"
+	}
+	log.Info(msg, "file", path, "users", strings.Join(names, ","), "ttl", TokenTTL)
 	return nil
 }
