@@ -50,9 +50,8 @@ type options struct {
 	dev             devserver.Flags
 	stdio           bool
 	tokenFile, as   string
-	sandbox, egress toggle
+	sandbox, egress confine
 	redis           string
-	redisList       *[]string
 }
 
 // flags defines the command's flags on fs into cfg and o: the common ones,
@@ -66,48 +65,43 @@ func flags(fs *flag.FlagSet, cfg *hotel.Options, o *options) {
 	fs.StringVar(&o.tokenFile, "token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
 	fs.StringVar(&o.as, "as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")
 	fs.BoolVar(&cfg.Metrics, "metrics", false, "serve OpenTelemetry metrics of the tool calls (Prometheus format, no authentication) at /metrics on the HTTP address")
-	fs.Var(&o.sandbox, "sandbox", "confine the server with Landlock before serving: files, TCP ports and IPC limited to what it needs (Linux 5.13+, no privilege needed; combines with -egress); -sandbox=best-effort serves with what the kernel enforces (with a warning) instead of refusing to start")
-	o.egress.allowOK = true
-	fs.Var(&o.egress, "egress", "install the eBPF egress guard before serving: the process may reach only its database and JWKS endpoints (Linux, root, cgroup v2); -egress=best-effort,allow=DEST,... serves unguarded (with a warning) if it cannot be installed, and allows each DEST too (ADDR:PORT, PREFIX or [V6]:PORT-PORT)")
+	fs.BoolFunc("sandbox", "confine the server with Landlock before serving: files, TCP ports and IPC limited to what it needs (Linux 5.13+, no privilege needed; combines with -egress); -sandbox=best-effort serves with what the kernel enforces (with a warning) instead of refusing to start", o.sandbox.set(false))
+	fs.BoolFunc("egress", "install the eBPF egress guard before serving: the process may reach only its database and JWKS endpoints (Linux, root, cgroup v2); -egress=best-effort,allow=DEST,... serves unguarded (with a warning) if it cannot be installed, and allows each DEST too (ADDR:PORT, PREFIX or [V6]:PORT-PORT)", o.egress.set(true))
 	lim := &cfg.Limits
-	lim.PoolWait, lim.CallTimeout, lim.StatementTimeout, lim.LockTimeout = 2*time.Second, server.DefaultCallTimeout, 10*time.Second, 500*time.Millisecond
-	lim.MaxBodyBytes = server.DefaultMaxRequestBytes
-	group{
-		{"pool-size", &lim.PoolSize, "database connections (PostgreSQL, MySQL; 0: the driver's, 4 on small machines)"},
-		{"pool-wait", &lim.PoolWait, "longest wait for a free database connection before a call is answered busy (retryable); keep it under call-timeout"},
-		{"call-timeout", &lim.CallTimeout, "bound on one tool call"},
-		{"statement-timeout", &lim.StatementTimeout, "bound on one statement in the database, set with the call's scope"},
-		{"lock-timeout", &lim.LockTimeout, "bound on one statement's wait for a row lock"},
-		{"max-body-bytes", &lim.MaxBodyBytes, "largest HTTP request body"},
-		{"max-token-lifetime", &lim.MaxTokenLifetime, "refuse tokens whose exp is further away than this (0: any)"},
-		{"jwks-refresh", &lim.JWKSRefresh, "JWKS refresh interval (0: claims.DefaultRefreshInterval)"},
-		{"jwks-unknown-kid-interval", &lim.JWKSUnknownKIDMin, "least time between JWKS refreshes caused by unknown key ids (0: the claims package's)"},
-	}.define(fs, "limits", "database, call and token limits")
-	lim.PerTenant = server.Limit{Concurrent: 1, Rate: 50, Burst: 100}
-	lim.QueueWait, lim.TimeoutPenalty = time.Second, 2*time.Second
-	o.redis = os.Getenv("HOTEL_REDIS")
-	group{
-		{"tenant-concurrency", &lim.PerTenant.Concurrent, "tool calls in flight per tenant (top-level grant); 0: no bound. Keep tenants x this well under pool-size's share a noisy tenant may take"},
-		{"tenant-rate", &lim.PerTenant.Rate, "tool calls per second per tenant (token bucket); 0: no bound"},
-		{"tenant-burst", &lim.PerTenant.Burst, "token-bucket size per tenant"},
-		{"subject-concurrency", &lim.PerSubject.Concurrent, "tool calls in flight per token subject; 0: no bound"},
-		{"subject-rate", &lim.PerSubject.Rate, "tool calls per second per token subject; 0: no bound"},
-		{"subject-burst", &lim.PerSubject.Burst, "token-bucket size per subject (0: the rate, at least 1)"},
-		{"queue-wait", &lim.QueueWait, "how long a call may wait for its tenant's (or subject's) concurrency slot before a 429"},
-		{"timeout-penalty", &lim.TimeoutPenalty, "keep a timed-out call's concurrency slots taken this much longer, so a tenant stuck on locks holds the pool only part of the time"},
-		{"redis", &o.redis, "share the rate limits' token buckets between replicas through Redis at this address (default: in process, or $HOTEL_REDIS)"},
-	}.define(fs, "fairness", "per-tenant and per-subject fairness")
-	lim.SessionTimeout, lim.MaxSessionsPerSubject = server.DefaultSessionTimeout, server.DefaultSessionsPerSubject
-	lim.ReadTimeout, lim.IdleTimeout, lim.DrainTimeout = server.DefaultReadTimeout, server.DefaultIdleTimeout, server.DefaultDrainTimeout
-	group{
-		{"session-timeout", &lim.SessionTimeout, "close stateful sessions idle this long (negative: never)"},
-		{"max-sessions", &lim.MaxSessionsPerSubject, "open stateful sessions per token subject (negative: no cap)"},
-		{"read-timeout", &lim.ReadTimeout, "bound on reading a request body"},
-		{"write-timeout", &lim.WriteTimeout, "bound on writing a non-streaming response (0: call timeout + 10s)"},
-		{"idle-timeout", &lim.IdleTimeout, "close keep-alive connections idle this long"},
-		{"drain-timeout", &lim.DrainTimeout, "at shutdown, how long calls in flight may finish before sessions are closed"},
-		{"allow-origin", &lim.AllowedOrigins, "a browser origin (scheme://host[:port]) allowed besides the endpoint's own; repeatable"},
-	}.define(fs, "http", "HTTP sessions, timeouts and origins")
+	g := newGroup(fs, "limits", "database, call and token limits")
+	g.IntVar(&lim.PoolSize, "pool-size", 0, "database connections (PostgreSQL, MySQL; default: the driver's, 4 on small machines)")
+	g.DurationVar(&lim.PoolWait, "pool-wait", 2*time.Second, "longest wait for a free database connection before a call is answered busy (retryable); keep it under call-timeout")
+	g.DurationVar(&lim.CallTimeout, "call-timeout", server.DefaultCallTimeout, "bound on one tool call")
+	g.DurationVar(&lim.StatementTimeout, "statement-timeout", 10*time.Second, "bound on one statement in the database, set with the call's scope")
+	g.DurationVar(&lim.LockTimeout, "lock-timeout", 500*time.Millisecond, "bound on one statement's wait for a row lock")
+	g.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBytes, "largest HTTP request body")
+	g.DurationVar(&lim.MaxTokenLifetime, "max-token-lifetime", 0, "refuse tokens whose exp is further away than this (0: any)")
+	g.DurationVar(&lim.JWKSRefresh, "jwks-refresh", 0, "JWKS refresh interval (default: claims.DefaultRefreshInterval)")
+	g.DurationVar(&lim.JWKSUnknownKIDMin, "jwks-unknown-kid-interval", 0, "least time between JWKS refreshes caused by unknown key ids (default: the claims package's)")
+	g = newGroup(fs, "fairness", "per-tenant and per-subject fairness")
+	g.IntVar(&lim.PerTenant.Concurrent, "tenant-concurrency", 1, "tool calls in flight per tenant (top-level grant); 0: no bound. Keep tenants x this well under pool-size's share a noisy tenant may take")
+	g.DurationVar(&lim.QueueWait, "queue-wait", time.Second, "how long a call may wait for its tenant's (or subject's) concurrency slot before a 429")
+	g.DurationVar(&lim.TimeoutPenalty, "timeout-penalty", 2*time.Second, "keep a timed-out call's concurrency slots taken this much longer, so a tenant stuck on locks holds the pool only part of the time")
+	g.Float64Var(&lim.PerTenant.Rate, "tenant-rate", 50, "tool calls per second per tenant (token bucket); 0: no bound")
+	g.IntVar(&lim.PerTenant.Burst, "tenant-burst", 100, "token-bucket size per tenant")
+	g.IntVar(&lim.PerSubject.Concurrent, "subject-concurrency", 0, "tool calls in flight per token subject; 0: no bound")
+	g.Float64Var(&lim.PerSubject.Rate, "subject-rate", 0, "tool calls per second per token subject; 0: no bound")
+	g.IntVar(&lim.PerSubject.Burst, "subject-burst", 0, "token-bucket size per subject (default: the rate, at least 1)")
+	g.StringVar(&o.redis, "redis", os.Getenv("HOTEL_REDIS"), "share the rate limits' token buckets between replicas through Redis at this address (default: in process)")
+	g = newGroup(fs, "http", "HTTP sessions, timeouts and origins")
+	g.DurationVar(&lim.SessionTimeout, "session-timeout", server.DefaultSessionTimeout, "close stateful sessions idle this long (negative: never)")
+	g.IntVar(&lim.MaxSessionsPerSubject, "max-sessions", server.DefaultSessionsPerSubject, "open stateful sessions per token subject (negative: no cap)")
+	g.DurationVar(&lim.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "bound on reading a request body")
+	g.DurationVar(&lim.WriteTimeout, "write-timeout", 0, "bound on writing a non-streaming response (default: call timeout + 10s)")
+	g.DurationVar(&lim.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close keep-alive connections idle this long")
+	g.DurationVar(&lim.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "at shutdown, how long calls in flight may finish before sessions are closed")
+	g.Func("allow-origin", "a browser origin (scheme://host[:port]) allowed besides the endpoint's own; repeatable", func(v string) error {
+		lim.AllowedOrigins = append(lim.AllowedOrigins, v)
+		return nil
+	})
+	for _, name := range []string{"limits", "fairness", "http"} {
+		fs.Lookup(name).Value.(group).document(fs.Lookup(name))
+	}
 }
 
 // run is the command with its arguments, logging to stderr.

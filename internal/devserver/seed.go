@@ -49,15 +49,10 @@ func (s *Seed) Row(table string, cols []string, vals ...any) {
 }
 
 // Exec runs a statement after the rows added so far; its placeholders are
-// written $1, $2, … and become ? off PostgreSQL.
+// written ? and become $1, $2, … on PostgreSQL.
 func (s *Seed) Exec(q string, args ...any) {
 	if s.err = s.flush(); s.err == nil {
-		if !s.postgres {
-			for i := len(args); i > 0; i-- {
-				q = strings.ReplaceAll(q, fmt.Sprintf("$%d", i), "?")
-			}
-		}
-		_, s.err = s.tx.ExecContext(s.ctx, q, args...)
+		_, s.err = s.tx.ExecContext(s.ctx, s.numbered(q), args...)
 	}
 }
 
@@ -65,27 +60,29 @@ func (s *Seed) flush() error {
 	if s.err != nil || s.rows == 0 {
 		return s.err
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "INSERT INTO %s (%s) VALUES ", s.table, strings.Join(s.cols, ", "))
-	for r, n := 0, 0; r < s.rows; r++ {
-		b.WriteString(map[bool]string{true: ", (", false: "("}[r > 0])
-		for c := range s.cols {
-			n++
-			b.WriteString(map[bool]string{true: ", ", false: ""}[c > 0])
-			if s.postgres {
-				fmt.Fprintf(&b, "$%d", n)
-			} else {
-				b.WriteByte('?')
-			}
-		}
-		b.WriteByte(')')
-	}
-	_, err := s.tx.ExecContext(s.ctx, b.String(), s.args...)
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(s.cols)), ", ") + ")"
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES %s", s.table, strings.Join(s.cols, ", "), strings.TrimSuffix(strings.Repeat(row+", ", s.rows), ", "))
+	_, err := s.tx.ExecContext(s.ctx, s.numbered(q), s.args...)
 	s.args, s.rows = s.args[:0], 0
 	if err != nil {
 		return fmt.Errorf("seeding %s: %w", s.table, err)
 	}
 	return nil
+}
+
+// numbered writes q's placeholders as $1, $2, … on PostgreSQL.
+func (s *Seed) numbered(q string) string {
+	if !s.postgres {
+		return q
+	}
+	var b strings.Builder
+	for i, part := range strings.Split(q, "?") {
+		if i > 0 {
+			fmt.Fprintf(&b, "$%d", i)
+		}
+		b.WriteString(part)
+	}
+	return b.String()
 }
 
 // Commit writes what is pending and commits; on PostgreSQL it first moves

@@ -356,7 +356,7 @@ func Create(ctx context.Context, db *sql.DB, engine Engine, d *Data) error {
 	}
 	for _, x := range d.Departments {
 		if x.ManagerID != 0 {
-			ins.Exec("UPDATE departments SET manager_id = $1 WHERE department_id = $2", x.ManagerID, x.DepartmentID)
+			ins.Exec("UPDATE departments SET manager_id = ? WHERE department_id = ?", x.ManagerID, x.DepartmentID)
 		}
 	}
 	for _, h := range d.JobHistory {
