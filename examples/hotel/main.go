@@ -128,6 +128,7 @@ func run(args []string, stderr io.Writer) error {
 
 	cfg.Logger = o.dev.Logger(stderr)
 	cfg.AuditLogger = cfg.Logger.With("log", "audit")
+	slog.SetDefault(cfg.Logger) // what logs to the default logger (guardedsql's start-up report) logs in the same format
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.Addr, cfg.DB, cfg.JWKSURL, cfg.Issuer, cfg.Audience = dev.Addr, dev.DB, dev.JWKSURL, dev.Issuer, dev.Audience
 	cfg.Logger = dev.Logger(stderr)
 	cfg.AuditLogger = cfg.Logger.With("log", "audit")
+	slog.SetDefault(cfg.Logger) // what logs to the default logger (guardedsql's start-up report) logs in the same format
 	var err error
 	if cfg.RLSKey, err = dev.Key(); err != nil {
 		return err
