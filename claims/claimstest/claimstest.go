@@ -4,18 +4,20 @@
 // lifetime and extra claims, so a test exercises the real verifier —
 // signature, expiry, audience, mapping — instead of a fabricated scope.
 //
-// Like [github.com/tenantmcp/tenantmcp/scope/scopetest] it refuses to run
+// It is [devtoken]'s issuer bound to a test. Like
+// [github.com/tenantmcp/tenantmcp/scope/scopetest] it refuses to run
 // outside a test binary: [Start] panics unless [testing.Testing] reports
 // true, because anyone who can call [Issuer.Mint] can become any tenant.
 package claimstest
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/claims"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 )
 
 // DefaultAudience is the audience of an [Issuer] started with an empty one.
@@ -31,7 +33,7 @@ type Issuer struct {
 	// Audience is the aud of every token unless [Token.Audience] overrides it.
 	Audience string
 
-	dev *devissuer.Issuer
+	dev *devtoken.Issuer
 }
 
 // Token describes a token to mint. The zero value (plus a Subject) is a
@@ -63,7 +65,7 @@ func Start(tb testing.TB, audience string) *Issuer {
 	if audience == "" {
 		audience = DefaultAudience
 	}
-	dev, err := devissuer.Start("127.0.0.1:0", audience)
+	dev, err := devtoken.Start(devtoken.Options{Audience: audience, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatalf("claimstest: %v", err)
 	}
@@ -74,7 +76,7 @@ func Start(tb testing.TB, audience string) *Issuer {
 // Mint signs a token and fails the test if it cannot.
 func (is *Issuer) Mint(tb testing.TB, t Token) string {
 	tb.Helper()
-	tok, err := is.dev.Mint(devissuer.Token{
+	tok, err := is.dev.Mint(devtoken.Token{
 		Subject: t.Subject, Groups: t.Groups, Roles: t.Roles, TTL: t.TTL,
 		NotBefore: t.NotBefore, Audience: t.Audience, Extra: t.Claims,
 	})

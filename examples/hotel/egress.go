@@ -49,22 +49,13 @@ func installEgress(ctx context.Context, cfg hotel.Options, extra []string, bestE
 		}
 		return nil
 	}
-	if hp, ok := dbHostPort(cfg.DB); ok {
-		if err := add(hp); err != nil {
-			return nil, fmt.Errorf("database endpoint: %w", err)
-		}
+	eps, err := endpoints(cfg.JWKSURL, cfg.DB)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.JWKSURL != "" {
-		u, err := url.Parse(cfg.JWKSURL)
-		if err != nil {
-			return nil, fmt.Errorf("JWKS URL: %w", err)
-		}
-		port := u.Port()
-		if port == "" {
-			port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
-		}
-		if err := add(net.JoinHostPort(u.Hostname(), port)); err != nil {
-			return nil, fmt.Errorf("JWKS endpoint: %w", err)
+	for _, hp := range eps {
+		if err := add(hp); err != nil {
+			return nil, fmt.Errorf("endpoint %s: %w", hp, err)
 		}
 	}
 	if needDNS {
@@ -82,6 +73,33 @@ func installEgress(ctx context.Context, cfg hotel.Options, extra []string, bestE
 	return egress.Install(ctx, p, egress.Options{BestEffort: bestEffort, Logger: log})
 }
 
+// endpoints are the host:port the server connects to: the databases of
+// dsns (postgres:// and mysql://) and the JWKS URL.
+func endpoints(jwksURL string, dsns ...string) ([]string, error) {
+	var out []string
+	for _, dsn := range dsns {
+		if hp, ok := dbHostPort(dsn); ok {
+			out = append(out, hp)
+		}
+	}
+	if jwksURL != "" {
+		u, err := url.Parse(jwksURL)
+		if err != nil {
+			return nil, fmt.Errorf("JWKS URL: %w", err)
+		}
+		out = append(out, urlHostPort(u, map[string]string{"https": "443", "http": "80"}[u.Scheme]))
+	}
+	return out, nil
+}
+
+// urlHostPort is u's host:port, with port def if u names none.
+func urlHostPort(u *url.URL, def string) string {
+	if u.Port() != "" {
+		def = u.Port()
+	}
+	return net.JoinHostPort(u.Hostname(), def)
+}
+
 // dbHostPort finds host:port in a postgres:// or mysql://…@tcp(host:port)/
 // DSN.
 func dbHostPort(dsn string) (string, bool) {
@@ -91,11 +109,7 @@ func dbHostPort(dsn string) (string, bool) {
 		if err != nil || u.Hostname() == "" {
 			return "", false
 		}
-		port := u.Port()
-		if port == "" {
-			port = "5432"
-		}
-		return net.JoinHostPort(u.Hostname(), port), true
+		return urlHostPort(u, "5432"), true
 	case strings.HasPrefix(dsn, "mysql://"):
 		if i := strings.Index(dsn, "tcp("); i >= 0 {
 			if j := strings.Index(dsn[i:], ")"); j > 0 {
@@ -107,11 +121,7 @@ func dbHostPort(dsn string) (string, bool) {
 			}
 		}
 		if u, err := url.Parse(dsn); err == nil && u.Hostname() != "" {
-			port := u.Port()
-			if port == "" {
-				port = "3306"
-			}
-			return net.JoinHostPort(u.Hostname(), port), true
+			return urlHostPort(u, "3306"), true
 		}
 	}
 	return "", false

@@ -10,18 +10,22 @@
 //	go run ./examples/hotel -sandbox         # under Landlock (files, TCP ports, IPC); no root needed
 //
 // With no -jwks-url it starts a DEVELOPMENT-ONLY token issuer on loopback
-// and prints ready tokens for three demo users. Point -jwks-url, -issuer
-// and -audience at your identity provider for anything else.
+// (package claims/devtoken) and writes ready tokens for three demo users to
+// a file it names. Point -jwks-url, -issuer and -audience at your identity
+// provider for anything else. -h lists the common flags; the limits,
+// fairness and HTTP knobs are grouped, one flag per concern taking
+// KEY=VALUE lists (-limits call-timeout=1m,pool-size=8).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -29,76 +33,91 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/egress"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/devserver"
 	"github.com/tenantmcp/tenantmcp/server"
 	"github.com/tenantmcp/tenantmcp/server/redisrate"
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "hotel:", err)
+	if err := run(os.Args[1:], os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Error("hotel: exiting", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	var cfg hotel.Options
-	flag.StringVar(&cfg.Addr, "addr", envOr("HOTEL_ADDR", "127.0.0.1:8080"), "listen address for streamable HTTP")
-	flag.StringVar(&cfg.PublicURL, "public-url", os.Getenv("HOTEL_PUBLIC_URL"), "the MCP endpoint URL clients use (default http://ADDR/mcp)")
-	flag.BoolVar(&cfg.Stateless, "stateless", false, "serve streamable HTTP in stateless mode")
-	flag.StringVar(&cfg.DB, "db", os.Getenv("HOTEL_DB"), "database DSN: sqlite:PATH, postgres://…, mysql://… (default: fresh embedded SQLite with demo data)")
-	flag.StringVar(&cfg.JWKSURL, "jwks-url", os.Getenv("HOTEL_JWKS_URL"), "identity provider JWKS URL (default: development issuer on loopback)")
-	flag.StringVar(&cfg.Issuer, "issuer", os.Getenv("HOTEL_ISSUER"), "expected token issuer (with -jwks-url)")
-	flag.StringVar(&cfg.Audience, "audience", os.Getenv("HOTEL_AUDIENCE"), "expected token audience (default: the public URL)")
-	flag.StringVar(&cfg.FlowPolicy, "flow-policy", os.Getenv("HOTEL_FLOW_POLICY"), "information-flow policy file (JSON, see package flow; default: the example's embedded flow-policy.json)")
-	rlsKey := flag.String("rls-key-file", os.Getenv("HOTEL_RLS_KEY_FILE"), "PostgreSQL: file holding the scope-signing key as <id>:<hex secret> (guardedsql.RLSKey.Text); with -setup-demo and no file, an ephemeral key is generated for this run")
-	setupDemo := flag.String("setup-demo", "", "before serving, (re)create the hotel tables and demo data in this database as its administrator (postgres:// or mysql:// DSN; on PostgreSQL also install row-level security and grant -db's user); DESTROYS the hotel tables there")
-	stdio := flag.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
-	tokenFile := flag.String("token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
-	as := flag.String("as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")
-	jsonLogs := flag.Bool("json-logs", false, "write logs (and the audit log) as JSON")
-	flag.BoolVar(&cfg.Metrics, "metrics", false, "serve OpenTelemetry metrics of the tool calls (Prometheus format, no authentication) at /metrics on the HTTP address")
-	egressOn := flag.Bool("egress", false, "install the eBPF egress guard before serving: the process may reach only its database and JWKS endpoints (Linux, root, cgroup v2)")
-	egressBestEffort := flag.Bool("egress-best-effort", false, "with -egress: serve unguarded (with a warning) if the guard cannot be installed, instead of refusing to start")
-	var egressExtra []string
-	sandboxOn := flag.Bool("sandbox", false, "confine the server with Landlock before serving: files, TCP ports and IPC limited to what it needs (Linux 5.13+, no privilege needed; combines with -egress)")
-	sandboxBestEffort := flag.Bool("sandbox-best-effort", false, "with -sandbox: serve with what the kernel enforces (with a warning) instead of refusing to start")
-	flag.Func("egress-allow", "with -egress: also allow this destination (ADDR:PORT, PREFIX or [V6]:PORT-PORT); repeatable", func(v string) error {
-		egressExtra = append(egressExtra, v)
-		return nil
-	})
+// options are the command's flags beyond hotel.Options.
+type options struct {
+	dev             devserver.Flags
+	stdio           bool
+	tokenFile, as   string
+	sandbox, egress confine
+	redis           string
+}
+
+// flags defines the command's flags on fs into cfg and o: the common ones,
+// then -limits, -fairness and -http, each a KEY=VALUE list of one concern.
+func flags(fs *flag.FlagSet, cfg *hotel.Options, o *options) {
+	o.dev.Register(fs, "HOTEL", "127.0.0.1:8080", "hotel")
+	fs.StringVar(&cfg.PublicURL, "public-url", os.Getenv("HOTEL_PUBLIC_URL"), "the MCP endpoint URL clients use (default http://ADDR/mcp)")
+	fs.BoolVar(&cfg.Stateless, "stateless", false, "serve streamable HTTP in stateless mode")
+	fs.StringVar(&cfg.FlowPolicy, "flow-policy", os.Getenv("HOTEL_FLOW_POLICY"), "information-flow policy file (JSON, see package flow; default: the example's embedded flow-policy.json)")
+	fs.BoolVar(&o.stdio, "stdio", false, "serve one client over stdin/stdout instead of HTTP")
+	fs.StringVar(&o.tokenFile, "token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
+	fs.StringVar(&o.as, "as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")
+	fs.BoolVar(&cfg.Metrics, "metrics", false, "serve OpenTelemetry metrics of the tool calls (Prometheus format, no authentication) at /metrics on the HTTP address")
+	fs.BoolFunc("sandbox", "confine the server with Landlock before serving: files, TCP ports and IPC limited to what it needs (Linux 5.13+, no privilege needed; combines with -egress); -sandbox=best-effort serves with what the kernel enforces (with a warning) instead of refusing to start", o.sandbox.set(false))
+	fs.BoolFunc("egress", "install the eBPF egress guard before serving: the process may reach only its database and JWKS endpoints (Linux, root, cgroup v2); -egress=best-effort,allow=DEST,... serves unguarded (with a warning) if it cannot be installed, and allows each DEST too (ADDR:PORT, PREFIX or [V6]:PORT-PORT)", o.egress.set(true))
 	lim := &cfg.Limits
-	flag.IntVar(&lim.PoolSize, "pool-size", 0, "database connections (PostgreSQL, MySQL; default: the driver's, 4 on small machines)")
-	flag.DurationVar(&lim.PoolWait, "pool-wait", 2*time.Second, "longest wait for a free database connection before a call is answered busy (retryable); keep it under -call-timeout")
-	flag.DurationVar(&lim.CallTimeout, "call-timeout", server.DefaultCallTimeout, "bound on one tool call")
-	flag.DurationVar(&lim.StatementTimeout, "statement-timeout", 10*time.Second, "bound on one statement in the database, set with the call's scope")
-	flag.DurationVar(&lim.LockTimeout, "lock-timeout", 500*time.Millisecond, "bound on one statement's wait for a row lock")
-	flag.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBytes, "largest HTTP request body")
-	flag.DurationVar(&lim.SessionTimeout, "session-timeout", server.DefaultSessionTimeout, "close stateful sessions idle this long (negative: never)")
-	flag.IntVar(&lim.MaxSessionsPerSubject, "max-sessions", server.DefaultSessionsPerSubject, "open stateful sessions per token subject (negative: no cap)")
-	flag.DurationVar(&lim.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "bound on reading a request body")
-	flag.DurationVar(&lim.WriteTimeout, "write-timeout", 0, "bound on writing a non-streaming response (default: call timeout + 10s)")
-	flag.DurationVar(&lim.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close keep-alive connections idle this long")
-	flag.DurationVar(&lim.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "at shutdown, how long calls in flight may finish before sessions are closed")
-	flag.DurationVar(&lim.MaxTokenLifetime, "max-token-lifetime", 0, "refuse tokens whose exp is further away than this (0: any)")
-	flag.Func("allow-origin", "a browser origin (scheme://host[:port]) allowed besides the endpoint's own; repeatable", func(v string) error {
+	g := newGroup(fs, "limits", "database, call and token limits")
+	g.IntVar(&lim.PoolSize, "pool-size", 0, "database connections (PostgreSQL, MySQL; default: the driver's, 4 on small machines)")
+	g.DurationVar(&lim.PoolWait, "pool-wait", 2*time.Second, "longest wait for a free database connection before a call is answered busy (retryable); keep it under call-timeout")
+	g.DurationVar(&lim.CallTimeout, "call-timeout", server.DefaultCallTimeout, "bound on one tool call")
+	g.DurationVar(&lim.StatementTimeout, "statement-timeout", 10*time.Second, "bound on one statement in the database, set with the call's scope")
+	g.DurationVar(&lim.LockTimeout, "lock-timeout", 500*time.Millisecond, "bound on one statement's wait for a row lock")
+	g.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBytes, "largest HTTP request body")
+	g.DurationVar(&lim.MaxTokenLifetime, "max-token-lifetime", 0, "refuse tokens whose exp is further away than this (0: any)")
+	g.DurationVar(&lim.JWKSRefresh, "jwks-refresh", 0, "JWKS refresh interval (default: claims.DefaultRefreshInterval)")
+	g.DurationVar(&lim.JWKSUnknownKIDMin, "jwks-unknown-kid-interval", 0, "least time between JWKS refreshes caused by unknown key ids (default: the claims package's)")
+	g = newGroup(fs, "fairness", "per-tenant and per-subject fairness")
+	g.IntVar(&lim.PerTenant.Concurrent, "tenant-concurrency", 1, "tool calls in flight per tenant (top-level grant); 0: no bound. Keep tenants x this well under pool-size's share a noisy tenant may take")
+	g.DurationVar(&lim.QueueWait, "queue-wait", time.Second, "how long a call may wait for its tenant's (or subject's) concurrency slot before a 429")
+	g.DurationVar(&lim.TimeoutPenalty, "timeout-penalty", 2*time.Second, "keep a timed-out call's concurrency slots taken this much longer, so a tenant stuck on locks holds the pool only part of the time")
+	g.Float64Var(&lim.PerTenant.Rate, "tenant-rate", 50, "tool calls per second per tenant (token bucket); 0: no bound")
+	g.IntVar(&lim.PerTenant.Burst, "tenant-burst", 100, "token-bucket size per tenant")
+	g.IntVar(&lim.PerSubject.Concurrent, "subject-concurrency", 0, "tool calls in flight per token subject; 0: no bound")
+	g.Float64Var(&lim.PerSubject.Rate, "subject-rate", 0, "tool calls per second per token subject; 0: no bound")
+	g.IntVar(&lim.PerSubject.Burst, "subject-burst", 0, "token-bucket size per subject (default: the rate, at least 1)")
+	g.StringVar(&o.redis, "redis", os.Getenv("HOTEL_REDIS"), "share the rate limits' token buckets between replicas through Redis at this address (default: in process)")
+	g = newGroup(fs, "http", "HTTP sessions, timeouts and origins")
+	g.DurationVar(&lim.SessionTimeout, "session-timeout", server.DefaultSessionTimeout, "close stateful sessions idle this long (negative: never)")
+	g.IntVar(&lim.MaxSessionsPerSubject, "max-sessions", server.DefaultSessionsPerSubject, "open stateful sessions per token subject (negative: no cap)")
+	g.DurationVar(&lim.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "bound on reading a request body")
+	g.DurationVar(&lim.WriteTimeout, "write-timeout", 0, "bound on writing a non-streaming response (default: call timeout + 10s)")
+	g.DurationVar(&lim.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close keep-alive connections idle this long")
+	g.DurationVar(&lim.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "at shutdown, how long calls in flight may finish before sessions are closed")
+	g.Func("allow-origin", "a browser origin (scheme://host[:port]) allowed besides the endpoint's own; repeatable", func(v string) error {
 		lim.AllowedOrigins = append(lim.AllowedOrigins, v)
 		return nil
 	})
-	flag.DurationVar(&lim.JWKSRefresh, "jwks-refresh", 0, "JWKS refresh interval (default: claims.DefaultRefreshInterval)")
-	flag.DurationVar(&lim.JWKSUnknownKIDMin, "jwks-unknown-kid-interval", 0, "least time between JWKS refreshes caused by unknown key ids (default: the claims package's)")
-	flag.IntVar(&lim.PerTenant.Concurrent, "tenant-concurrency", 1, "tool calls in flight per tenant (top-level grant); 0: no bound. Keep tenants x this well under -pool-size's share a noisy tenant may take")
-	flag.DurationVar(&lim.QueueWait, "queue-wait", time.Second, "how long a call may wait for its tenant's (or subject's) concurrency slot before a 429")
-	flag.DurationVar(&lim.TimeoutPenalty, "timeout-penalty", 2*time.Second, "keep a timed-out call's concurrency slots taken this much longer, so a tenant stuck on locks holds the pool only part of the time")
-	flag.Float64Var(&lim.PerTenant.Rate, "tenant-rate", 50, "tool calls per second per tenant (token bucket); 0: no bound")
-	flag.IntVar(&lim.PerTenant.Burst, "tenant-burst", 100, "token-bucket size per tenant")
-	flag.IntVar(&lim.PerSubject.Concurrent, "subject-concurrency", 0, "tool calls in flight per token subject; 0: no bound")
-	flag.Float64Var(&lim.PerSubject.Rate, "subject-rate", 0, "tool calls per second per token subject; 0: no bound")
-	flag.IntVar(&lim.PerSubject.Burst, "subject-burst", 0, "token-bucket size per subject (default: the rate, at least 1)")
-	redisAddr := flag.String("redis", os.Getenv("HOTEL_REDIS"), "share the rate limits' token buckets between replicas through Redis at this address (default: in process)")
-	flag.Parse()
-	if *redisAddr != "" {
-		rc := redis.NewClient(&redis.Options{Addr: *redisAddr})
+	for _, name := range []string{"limits", "fairness", "http"} {
+		fs.Lookup(name).Value.(group).document(fs.Lookup(name))
+	}
+}
+
+// run is the command with its arguments, logging to stderr.
+func run(args []string, stderr io.Writer) error {
+	var cfg hotel.Options
+	var o options
+	fs := flag.NewFlagSet("hotel", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	flags(fs, &cfg, &o)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Addr, cfg.DB, cfg.JWKSURL, cfg.Issuer, cfg.Audience = o.dev.Addr, o.dev.DB, o.dev.JWKSURL, o.dev.Issuer, o.dev.Audience
+	lim := &cfg.Limits
+	if o.redis != "" {
+		rc := redis.NewClient(&redis.Options{Addr: o.redis})
 		defer rc.Close()
 		rates, err := redisrate.New(rc, redisrate.Options{})
 		if err != nil {
@@ -107,34 +126,26 @@ func run() error {
 		lim.Rates = rates
 	}
 
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
-	if *jsonLogs {
-		h = slog.NewJSONHandler(os.Stderr, nil)
-	}
-	cfg.Logger = slog.New(h)
+	cfg.Logger = o.dev.Logger(stderr)
 	cfg.AuditLogger = cfg.Logger.With("log", "audit")
+	slog.SetDefault(cfg.Logger) // what logs to the default logger (guardedsql's start-up report) logs in the same format
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	// The scope-signing key is read before the egress guard and the
 	// sandbox go in: the sandbox judges files when they are opened.
-	if *rlsKey != "" {
-		text, err := os.ReadFile(*rlsKey)
-		if err != nil {
-			return err
-		}
-		if cfg.RLSKey, err = guardedsql.ParseRLSKey(strings.TrimSpace(string(text))); err != nil {
-			return fmt.Errorf("-rls-key-file: %w", err)
-		}
+	var err error
+	if cfg.RLSKey, err = o.dev.Key(); err != nil {
+		return err
 	}
 
 	// The egress guard goes in first, before the database pool, the JWKS
 	// client and the listener exist: sockets belong to the cgroup they were
 	// created in, and nothing may be served before the guard is in place.
 	var guard *egress.Guard
-	if *egressOn {
-		g, err := installEgress(ctx, cfg, egressExtra, *egressBestEffort, cfg.Logger)
+	if o.egress.on {
+		g, err := installEgress(ctx, cfg, o.egress.allow, o.egress.bestEffort, cfg.Logger)
 		if err != nil {
 			return fmt.Errorf("egress guard requested but not installed, refusing to serve: %w", err)
 		}
@@ -146,36 +157,20 @@ func run() error {
 	// Landlock judges files and sockets when they are opened, bound or
 	// connected. With -egress both apply; the guard adds the address checks
 	// Landlock (ports only) cannot make.
-	if *sandboxOn {
-		sb, cleanup, err := installSandbox(ctx, cfg, sandboxSetup{setupDemo: *setupDemo, tokenFile: *tokenFile, bestEffort: *sandboxBestEffort}, cfg.Logger)
+	if o.sandbox.on {
+		// Package sandbox logs what it enforces.
+		_, cleanup, err := installSandbox(ctx, cfg, sandboxSetup{setupDemo: o.dev.SetupDemo, tokenFile: o.tokenFile, bestEffort: o.sandbox.bestEffort}, cfg.Logger)
 		if err != nil {
 			return fmt.Errorf("sandbox requested but not installed, refusing to serve: %w", err)
 		}
 		defer cleanup()
-		if sb.Active() {
-			fmt.Fprintf(os.Stderr, "sandbox active (%s)\n", sb.Enforced())
-		}
 	}
 
-	if *setupDemo != "" {
-		if cfg.DB == "" {
-			return fmt.Errorf("-setup-demo needs -db: the application's own connection")
-		}
-		if cfg.RLSKey.ID == "" {
-			// The demo's own key, for this run only: a restart without
-			// -setup-demo needs -rls-key-file.
-			k, err := guardedsql.NewRLSKey("hotel-demo")
-			if err != nil {
-				return err
-			}
-			cfg.RLSKey = k
-		}
-		if err := hotel.SetupDemo(ctx, *setupDemo, hotel.UserOf(cfg.DB), cfg.RLSKey, hotel.Generate(cfg.Seed, hotel.DemoSize)); err != nil {
-			return fmt.Errorf("setting up the demo database: %w", err)
-		}
+	if err := o.dev.Setup(ctx, &cfg.RLSKey, "hotel-demo", hotel.Demo(hotel.Generate(cfg.Seed, hotel.DemoSize))); err != nil {
+		return err
 	}
 
-	cfg.NoListen = *stdio // a stdio server binds no port
+	cfg.NoListen = o.stdio // a stdio server binds no port
 	app, err := hotel.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -183,22 +178,22 @@ func run() error {
 	defer app.Close()
 	// Readiness (/readyz) requires the guard when it was asked for and
 	// not allowed to be skipped.
-	app.HTTP.Health.RequireEgress = *egressOn && !*egressBestEffort
+	app.HTTP.Health.RequireEgress = o.egress.on && !o.egress.bestEffort
 	app.HTTP.Health.Egress = guard
 	if guard != nil {
 		go guard.Audit(ctx, app.Server.AuditLogger())
 		if guard.Active() {
-			fmt.Fprintf(os.Stderr, "egress guard active (cgroup %s): allowed %v\n", guard.Cgroup(), guard.Policy().Allow)
+			cfg.Logger.Info("egress guard active", "cgroup", guard.Cgroup(), "allowed", fmt.Sprint(guard.Policy().Allow))
 		}
 	}
 
-	if *stdio {
+	if o.stdio {
 		src := server.TokenFromEnv("TENANTMCP_TOKEN")
 		switch {
-		case *tokenFile != "":
-			src = server.TokenFromFile(*tokenFile)
-		case *as != "":
-			tok, err := demoToken(app, *as)
+		case o.tokenFile != "":
+			src = server.TokenFromFile(o.tokenFile)
+		case o.as != "":
+			tok, err := app.TokenOf(hotel.DemoUsers, o.as, devserver.TokenTTL)
 			if err != nil {
 				return err
 			}
@@ -207,42 +202,16 @@ func run() error {
 		return app.Server.RunStdio(ctx, src)
 	}
 
-	fmt.Fprintf(os.Stderr, "\ntenantmcp hotel server: MCP endpoint %s (streamable HTTP, bearer token required)\n", app.HTTP.ResourceURL)
 	if app.Data != nil {
-		fmt.Fprintf(os.Stderr, "database: embedded SQLite with demo data (%d chains, %d hotels, %d bookings)\n",
-			len(app.Data.Chains), len(app.Data.Hotels), len(app.Data.Bookings))
+		cfg.Logger.Info("database: embedded SQLite with demo data", "chains", len(app.Data.Chains), "hotels", len(app.Data.Hotels), "bookings", len(app.Data.Bookings))
 	}
-	if app.Issuer != nil {
-		fmt.Fprintf(os.Stderr, "\n*** DEVELOPMENT ISSUER on %s: anyone who can reach it could mint tokens; never use it in production ***\n\n", app.Issuer.URL)
-		for _, u := range hotel.DemoUsers {
-			tok, err := app.Token(u, 12*time.Hour)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(os.Stderr, "%s (%s):\n  export TOKEN_%s=%s\n", u.Subject, u.Description, u.Subject, tok)
-		}
-		fmt.Fprint(os.Stderr, tryIt(app.HTTP.ResourceURL))
+	if err := app.Announce(cfg.Logger, "hotel", hotel.DemoUsers, tryIt(app.HTTP.ResourceURL)); err != nil {
+		return err
 	}
 	return app.Serve(ctx)
 }
 
-func demoToken(app *hotel.App, name string) (string, error) {
-	for _, u := range hotel.DemoUsers {
-		if u.Subject == name {
-			return app.Token(u, 12*time.Hour)
-		}
-	}
-	return "", fmt.Errorf("no demo user %q (alice, bob, carol)", name)
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// tryIt is the start-up hint: a client the repository pins (the TypeScript
+// tryIt is the start-up hint (written after the demo tokens): a client the repository pins (the TypeScript
 // SDK in interop/, any Node >= 18), which TestTryItHintWorks runs as
 // printed, and the MCP Inspector CLI for those with Node >= 22.19 (its
 // older releases refuse a URL with arguments).

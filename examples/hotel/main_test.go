@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 )
 
 type bearer struct{ token string }
@@ -105,5 +109,39 @@ func TestStdioBindsNoPort(t *testing.T) {
 		if err != nil || res.IsError {
 			t.Fatalf("stdio instance %d: %v %+v", i, err, res)
 		}
+	}
+}
+
+// TestHelpListsAtMostTwentyFlags: -h lists the common flags only (at most
+// 20); the rest are keys of the grouped flags, each of which still parses.
+func TestHelpListsAtMostTwentyFlags(t *testing.T) {
+	var out strings.Builder
+	if err := run([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h: %v", err)
+	}
+	var listed []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if name, ok := strings.CutPrefix(l, "  -"); ok {
+			listed = append(listed, strings.Fields(name)[0])
+		}
+	}
+	if len(listed) == 0 || len(listed) > 20 {
+		t.Fatalf("-h lists %d flags, want 1..20: %v", len(listed), listed)
+	}
+	var cfg hotel.Options
+	var o options
+	fs := flag.NewFlagSet("hotel", flag.ContinueOnError)
+	flags(fs, &cfg, &o)
+	err := fs.Parse([]string{"-limits", "pool-size=8,call-timeout=1m,max-token-lifetime=2h",
+		"-fairness", "tenant-rate=5.5,subject-burst=3,redis=127.0.0.1:6379", "-http", "allow-origin=https://a.test,allow-origin=https://b.test,max-sessions=-1",
+		"-egress=best-effort,allow=10.0.0.5:443", "-sandbox"})
+	l := cfg.Limits
+	if err != nil || l.PoolSize != 8 || l.CallTimeout != time.Minute || l.MaxTokenLifetime != 2*time.Hour || l.PerTenant.Rate != 5.5 ||
+		l.PerSubject.Burst != 3 || o.redis != "127.0.0.1:6379" || len(l.AllowedOrigins) != 2 || l.MaxSessionsPerSubject != -1 ||
+		!o.egress.on || !o.egress.bestEffort || len(o.egress.allow) != 1 || !o.sandbox.on || o.sandbox.bestEffort || l.QueueWait != time.Second {
+		t.Fatalf("grouped flags parsed to %+v %+v: %v", l, o, err)
+	}
+	if err := fs.Parse([]string{"-limits", "pool-sise=8"}); err == nil || !strings.Contains(err.Error(), "pool-size") {
+		t.Fatalf("a misspelt key: %v, want an error listing the keys", err)
 	}
 }

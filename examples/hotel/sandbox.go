@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,26 +79,16 @@ func installSandbox(ctx context.Context, cfg hotel.Options, s sandboxSetup, log 
 		p.ConnectTCP = append(p.ConnectTCP, uint16(n))
 		return nil
 	}
-	for _, dsn := range []string{cfg.DB, s.setupDemo} {
-		if hp, ok := dbHostPort(dsn); ok {
-			if err := connect(hp); err != nil {
-				return nil, nil, fmt.Errorf("database endpoint: %w", err)
-			}
+	eps, err := endpoints(cfg.JWKSURL, cfg.DB, s.setupDemo)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, hp := range eps {
+		if err := connect(hp); err != nil {
+			return nil, nil, fmt.Errorf("endpoint %s: %w", hp, err)
 		}
 	}
-	if cfg.JWKSURL != "" {
-		u, err := url.Parse(cfg.JWKSURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("JWKS URL: %w", err)
-		}
-		port := u.Port()
-		if port == "" {
-			port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
-		}
-		if err := connect(net.JoinHostPort(u.Hostname(), port)); err != nil {
-			return nil, nil, fmt.Errorf("JWKS endpoint: %w", err)
-		}
-	} else {
+	if cfg.JWKSURL == "" {
 		p.BindTCP = append(p.BindTCP, 0) // the development issuer listens on 127.0.0.1:0
 	}
 	if needDNS {

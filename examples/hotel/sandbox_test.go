@@ -50,8 +50,8 @@ type runningHotel struct {
 	output          string
 }
 
-// startHotel runs bin with args, waits until it has printed its endpoint
-// and the demo tokens (or exited), and stops it at the end of the test. asUser runs it as the
+// startHotel runs bin with args, waits until it has logged its endpoint
+// and written the demo tokens (or exited), and stops it at the end of the test. asUser runs it as the
 // unprivileged user when the test runs as root.
 func startHotel(t testing.TB, ctx context.Context, bin string, asUser bool, args ...string) *runningHotel {
 	t.Helper()
@@ -76,7 +76,8 @@ func startHotel(t testing.TB, ctx context.Context, bin string, asUser bool, args
 	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
 	h := &runningHotel{cmd: cmd}
 	var output strings.Builder
-	endpointRE := regexp.MustCompile(`MCP endpoint (\S+)`)
+	endpointRE := regexp.MustCompile(`endpoint=(\S+)`)
+	tokensRE := regexp.MustCompile(`msg="demo tokens written.* file=(\S+)`)
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -85,10 +86,14 @@ func startHotel(t testing.TB, ctx context.Context, bin string, asUser bool, args
 		if m := endpointRE.FindStringSubmatch(line); m != nil {
 			h.endpoint = m[1]
 		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "export TOKEN_alice="); ok {
-			h.token = v
-		}
-		if strings.HasPrefix(line, "Try it:") {
+		if m := tokensRE.FindStringSubmatch(line); m != nil {
+			// The tokens are in the file the line names, never in the log.
+			text, _ := os.ReadFile(m[1])
+			for _, l := range strings.Split(string(text), "\n") {
+				if v, ok := strings.CutPrefix(l, "export TOKEN_alice="); ok {
+					h.token = v
+				}
+			}
 			break
 		}
 	}
@@ -130,7 +135,7 @@ var revenueArgs = map[string]any{"from": "2026-01-01", "to": "2027-01-01"}
 func (h *runningHotel) wantSandboxed(t testing.TB) {
 	t.Helper()
 	h.wantServing(t)
-	if !strings.Contains(h.output, "sandbox active (Landlock ABI") || !strings.Contains(h.output, "net: bind_tcp,connect_tcp") {
+	if !strings.Contains(h.output, `msg="sandbox: Landlock domain enforced" enforced.abi=`) || !strings.Contains(h.output, `enforced.net="[bind_tcp connect_tcp]"`) {
 		t.Fatalf("server did not report an active sandbox with TCP rules:\n%s", h.output)
 	}
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(h.cmd.Process.Pid) + "/status")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -23,8 +24,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestDevServer runs the command as a developer does (embedded SQLite, the
-// development issuer), takes the endpoint and alice's token from what it
-// prints, and lists her departments over MCP: acme's five, no other
+// development issuer), takes the endpoint from its log and alice's token
+// from the file the log names, and lists her departments over MCP: acme's five, no other
 // company's.
 func TestDevServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -42,13 +43,21 @@ func TestDevServer(t *testing.T) {
 	})
 	var endpoint, token string
 	lines := bufio.NewScanner(pr)
-	for (endpoint == "" || token == "") && lines.Scan() {
+	for token == "" && lines.Scan() {
 		l := lines.Text()
-		if v, ok := strings.CutPrefix(l, "MCP endpoint: "); ok {
+		if _, v, ok := strings.Cut(l, " endpoint="); ok {
 			endpoint = v
 		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "export TOKEN_alice="); ok {
-			token = v
+		if _, file, ok := strings.Cut(l, "msg=\"demo tokens written"); ok {
+			// The tokens are in the file the line names, never in the log.
+			_, file, _ = strings.Cut(file, " file=")
+			text, _ := os.ReadFile(strings.Fields(file)[0])
+			for _, tl := range strings.Split(string(text), "\n") {
+				if v, ok := strings.CutPrefix(tl, "export TOKEN_alice="); ok {
+					token = v
+				}
+			}
+			break
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }() // the server's log, from now on

@@ -3,12 +3,8 @@ package hotel
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,7 +14,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/internal/devserver"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/server"
 	"github.com/tenantmcp/tenantmcp/server/otelserver"
@@ -104,18 +100,15 @@ type Limits struct {
 	Rates server.RateStore
 }
 
-// App is a running hotel server with its listener, database and verifier.
+// App is a running hotel server with its listener, database and verifier
+// (devserver.Base: Server, Verifier, the development Issuer, Listener,
+// HTTP, and Serve, Token and Close).
 type App struct {
-	Server   *server.Server
-	DB       *guardedsql.DB
-	Verifier *claims.Verifier
-	// Issuer is the development issuer, nil with a real identity provider.
-	Issuer *devissuer.Issuer
+	devserver.Base
+	DB *guardedsql.DB
 	// Data is the demo data loaded into the embedded database (nil when
 	// DB named an existing database).
-	Data     *Data
-	Listener net.Listener
-	HTTP     server.HTTPOptions
+	Data *Data
 	// Flow enforces the flow policy; Outbox records what the sink tools
 	// would have sent.
 	Flow   *flow.Checker
@@ -123,8 +116,6 @@ type App struct {
 
 	// taints is the flow taint store: nil (in memory) but on PostgreSQL.
 	taints flow.Store
-
-	closers []func() error
 }
 
 // Redaction is the example's policy: front-desk staff see the contact
@@ -182,49 +173,16 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	if err := app.openDB(ctx, cfg, tel); err != nil {
 		return nil, err
 	}
-	addr := cfg.Addr
-	if !cfg.NoListen {
-		ln, err := net.Listen("tcp", cfg.Addr)
-		if err != nil {
-			return nil, err
-		}
-		app.Listener = ln
-		app.closers = append(app.closers, func() error { ln.Close(); return nil })
-		addr = ln.Addr().String()
+	addr, err := app.Listen(cfg.Addr, cfg.NoListen)
+	if err != nil {
+		return nil, err
 	}
 	public := cfg.PublicURL
 	if public == "" {
 		public = "http://" + addr + "/mcp"
 	}
-	audience := cfg.Audience
-	if audience == "" {
-		audience = public
-	}
-	ccfg := claims.Options{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger,
-		RefreshInterval: cfg.Limits.JWKSRefresh, UnknownKIDInterval: cfg.Limits.JWKSUnknownKIDMin}
-	if cfg.JWKSURL == "" {
-		is, err := devissuer.Start("127.0.0.1:0", audience)
-		if err != nil {
-			return nil, err
-		}
-		app.Issuer = is
-		app.closers = append(app.closers, is.Close)
-		ccfg.Issuer, ccfg.JWKS = is.URL, is.JWKS()
-	} else {
-		if cfg.Issuer == "" {
-			return nil, errors.New("hotel: -issuer is required with -jwks-url")
-		}
-		ccfg.Issuer, ccfg.JWKSURL = cfg.Issuer, cfg.JWKSURL
-	}
-	v, err := claims.New(ccfg)
-	if err != nil {
-		return nil, err
-	}
-	app.Verifier = v
-	app.closers = append(app.closers, v.Close)
-	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := v.WaitReady(waitCtx); err != nil {
+	if err := app.Verify(ctx, public, devserver.Auth{JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
+		Mapping: Mapping, Logger: cfg.Logger, Refresh: cfg.Limits.JWKSRefresh, UnknownKIDInterval: cfg.Limits.JWKSUnknownKIDMin}); err != nil {
 		return nil, err
 	}
 	red, err := redact.New(Redaction)
@@ -242,7 +200,7 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	srv, err := server.New(server.Options{
 		Name: "tenantmcp-hotel", Version: "0.1.0",
 		Instructions: "Hotel-chain tools. Every call sees only the chains and hotels of your token.",
-		Verifier:     v, DB: app.DB, Redactor: red,
+		Verifier:     app.Verifier, DB: app.DB, Redactor: red,
 		Levels: []string{LevelChain, LevelHotel},
 		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
 		Flow: app.Flow, Tracer: tracer,
@@ -265,7 +223,7 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 		return nil, err
 	}
 	l := cfg.Limits
-	app.HTTP = server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{ccfg.Issuer}, Stateless: cfg.Stateless,
+	app.HTTP = server.HTTPOptions{ResourceURL: app.HTTP.ResourceURL, AuthorizationServers: app.HTTP.AuthorizationServers, Stateless: cfg.Stateless,
 		SessionTimeout: l.SessionTimeout, MaxSessionsPerSubject: l.MaxSessionsPerSubject,
 		ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, DrainTimeout: l.DrainTimeout,
 		AllowedOrigins: l.AllowedOrigins}
@@ -278,23 +236,11 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemetry) error {
 	dsn := cfg.DB
 	if dsn == "" {
-		dir, err := os.MkdirTemp("", "tenantmcp-hotel-")
-		if err != nil {
-			return err
-		}
-		app.closers = append(app.closers, func() error { return os.RemoveAll(dir) })
-		path := filepath.Join(dir, "hotel.db")
-		raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
-		if err != nil {
-			return err
-		}
 		app.Data = Generate(cfg.Seed, cfg.Size)
-		err = Create(ctx, raw, SQLite, app.Data)
-		raw.Close()
-		if err != nil {
+		var err error
+		if dsn, err = app.EmbeddedSQLite(ctx, "hotel", func(ctx context.Context, raw *sql.DB) error { return Create(ctx, raw, SQLite, app.Data) }); err != nil {
 			return err
 		}
-		dsn = "sqlite:" + path
 	}
 	l := cfg.Limits
 	opts := guardedsql.Options{MaxConns: l.PoolSize, PoolWait: l.PoolWait,
@@ -307,7 +253,7 @@ func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemet
 		return fmt.Errorf("hotel: opening %s: %w", guardedsql.RedactDSN(dsn), err)
 	}
 	app.DB = db
-	app.closers = append(app.closers, db.Close)
+	app.OnClose(db.Close)
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		// On PostgreSQL the flow taints live in the same database, so
 		// replicas share them and a restart keeps them.
@@ -315,7 +261,7 @@ func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemet
 		if err != nil {
 			return guardedsql.RedactDSNError(fmt.Errorf("hotel: taint store on %s: %w", guardedsql.RedactDSN(dsn), err), dsn)
 		}
-		app.closers = append(app.closers, func() error { pool.Close(); return nil })
+		app.OnClose(func() error { pool.Close(); return nil })
 		if app.taints, err = pgtaint.New(ctx, pool, pgtaint.Options{}); err != nil {
 			return fmt.Errorf("hotel: %w (-setup-demo creates it)", err)
 		}
@@ -323,19 +269,8 @@ func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemet
 	return nil
 }
 
-// Serve serves HTTP on the app's listener until ctx is done.
-func (app *App) Serve(ctx context.Context) error {
-	if app.Listener == nil {
-		return errors.New("hotel: built with NoListen: serve stdio instead")
-	}
-	return app.Server.Serve(ctx, app.Listener, app.HTTP)
-}
-
 // DemoUser is a user of the development issuer.
-type DemoUser struct {
-	Subject, Description string
-	Groups, Roles        []string
-}
+type DemoUser = devserver.DemoUser
 
 // DemoUsers are the users the example prints tokens for: two managers of
 // different chains and the front desk of one hotel.
@@ -343,20 +278,4 @@ var DemoUsers = []DemoUser{
 	{Subject: "alice", Description: "manager of chain acme", Groups: []string{"/tenants/acme"}, Roles: []string{"manager"}},
 	{Subject: "bob", Description: "manager of chain globex", Groups: []string{"/tenants/globex"}, Roles: []string{"manager"}},
 	{Subject: "carol", Description: "front desk of hotel acme-paris", Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}},
-}
-
-// Token mints a development token for u (only with the dev issuer).
-func (app *App) Token(u DemoUser, ttl time.Duration) (string, error) {
-	if app.Issuer == nil {
-		return "", errors.New("hotel: no development issuer: tokens come from your identity provider")
-	}
-	return app.Issuer.Mint(devissuer.Token{Subject: u.Subject, Groups: u.Groups, Roles: u.Roles, TTL: ttl})
-}
-
-// Close releases everything New acquired, in reverse order.
-func (app *App) Close() {
-	for i := len(app.closers) - 1; i >= 0; i-- {
-		_ = app.closers[i]()
-	}
-	app.closers = nil
 }

@@ -1,10 +1,8 @@
 package hotel
 
-// The typed table accessors (tables_gen.go) are generated from the live
-// SQLite schema that DDL(SQLite) creates; TestTablesGenCurrent fails when
-// they are stale.
+// The typed table accessors (tables_gen.go) are generated, as
+// cmd/tenantmcp-gen does from a live database, from a fresh SQLite database
+// that DDL(SQLite) creates; TestTablesGenCurrent fails when they are stale
+// and rewrites them with -update.
 //
-//go:generate rm -f tables_gen.db
-//go:generate go run ../cmd/hotelschema -o tables_gen.db
-//go:generate go run ../../../cmd/tenantmcp-gen -dsn sqlite:tables_gen.db -out tables_gen.go
-//go:generate rm tables_gen.db
+//go:generate go test -run ^TestTablesGenCurrent$ . -args -update

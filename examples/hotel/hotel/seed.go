@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
 
 // Demo data. Generate builds it deterministically from a seed, so tests
@@ -233,116 +235,43 @@ func Create(ctx context.Context, db *sql.DB, engine Engine, d *Data) error {
 	if err != nil {
 		return err
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	ins, err := devserver.BeginSeed(ctx, db, engine == Postgres, ddl)
 	if err != nil {
-		return err
+		return fmt.Errorf("hotel: %w", err)
 	}
-	defer tx.Rollback()
-	for _, stmt := range ddl {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("hotel: %s: %w", stmt, err)
+	// Timestamps are RFC 3339 text; MySQL's DATETIME wants its own form.
+	timestamp := func(s string) any {
+		if engine == MySQL {
+			t, _ := time.Parse(time.RFC3339, s)
+			return t.UTC().Format(time.DateTime)
 		}
+		return s
 	}
-	ins := &inserter{ctx: ctx, tx: tx, engine: engine}
 	for _, c := range d.Countries {
-		ins.row("countries", []string{"code", "name"}, c.Code, c.Name)
+		ins.Row("countries", []string{"code", "name"}, c.Code, c.Name)
 	}
 	for _, c := range d.Chains {
-		ins.row("chains", []string{"id", "name"}, c.ID, c.Name)
+		ins.Row("chains", []string{"id", "name"}, c.ID, c.Name)
 	}
 	for _, h := range d.Hotels {
-		ins.row("hotels", []string{"id", "chain_id", "name", "city", "country_code"}, h.ID, h.ChainID, h.Name, h.City, h.CountryCode)
+		ins.Row("hotels", []string{"id", "chain_id", "name", "city", "country_code"}, h.ID, h.ChainID, h.Name, h.City, h.CountryCode)
 	}
 	for _, r := range d.Rooms {
-		ins.row("rooms", []string{"id", "hotel_id", "number", "kind", "capacity", "rate_cents"}, r.ID, r.HotelID, r.Number, r.Kind, r.Capacity, r.RateCents)
+		ins.Row("rooms", []string{"id", "hotel_id", "number", "kind", "capacity", "rate_cents"}, r.ID, r.HotelID, r.Number, r.Kind, r.Capacity, r.RateCents)
 	}
 	for _, g := range d.Guests {
-		ins.row("guests", []string{"id", "hotel_id", "full_name", "email", "phone", "country_code"}, g.ID, g.HotelID, g.FullName, g.Email, g.Phone, g.Country)
+		ins.Row("guests", []string{"id", "hotel_id", "full_name", "email", "phone", "country_code"}, g.ID, g.HotelID, g.FullName, g.Email, g.Phone, g.Country)
 	}
 	for _, b := range d.Bookings {
-		ins.row("bookings", []string{"id", "room_id", "guest_id", "check_in", "check_out", "status", "total_cents", "created_at"},
-			b.ID, b.RoomID, b.GuestID, b.CheckIn, b.CheckOut, b.Status, b.TotalCents, ins.timestamp(b.CreatedAt))
+		ins.Row("bookings", []string{"id", "room_id", "guest_id", "check_in", "check_out", "status", "total_cents", "created_at"},
+			b.ID, b.RoomID, b.GuestID, b.CheckIn, b.CheckOut, b.Status, b.TotalCents, timestamp(b.CreatedAt))
 	}
 	for _, p := range d.Payments {
-		ins.row("payments", []string{"id", "booking_id", "amount_cents", "method", "card_number", "paid_at"},
-			p.ID, p.BookingID, p.AmountCents, p.Method, p.CardNumber, ins.timestamp(p.PaidAt))
+		ins.Row("payments", []string{"id", "booking_id", "amount_cents", "method", "card_number", "paid_at"},
+			p.ID, p.BookingID, p.AmountCents, p.Method, p.CardNumber, timestamp(p.PaidAt))
 	}
-	if err := ins.flush(); err != nil {
-		return err
-	}
-	if engine == Postgres {
-		for _, t := range []string{"rooms", "guests", "bookings", "payments"} {
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf(`SELECT setval(pg_get_serial_sequence('%s','id'), (SELECT max(id) FROM %s))`, t, t)); err != nil {
-				return err
-			}
-		}
-	}
-	return tx.Commit()
-}
-
-// inserter batches rows into multi-row INSERTs.
-type inserter struct {
-	ctx    context.Context
-	tx     *sql.Tx
-	engine Engine
-	table  string
-	cols   []string
-	args   []any
-	rows   int
-	err    error
-}
-
-func (in *inserter) timestamp(s string) any {
-	if in.engine == MySQL {
-		t, _ := time.Parse(time.RFC3339, s)
-		return t.UTC().Format(time.DateTime)
-	}
-	return s
-}
-
-func (in *inserter) row(table string, cols []string, vals ...any) {
-	if in.err != nil {
-		return
-	}
-	if table != in.table || in.rows >= 200 {
-		if in.err = in.flush(); in.err != nil {
-			return
-		}
-		in.table, in.cols = table, cols
-	}
-	in.args = append(in.args, vals...)
-	in.rows++
-}
-
-func (in *inserter) flush() error {
-	if in.err != nil || in.rows == 0 {
-		return in.err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "INSERT INTO %s (%s) VALUES ", in.table, strings.Join(in.cols, ", "))
-	n := 0
-	for r := 0; r < in.rows; r++ {
-		if r > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteByte('(')
-		for c := range in.cols {
-			if c > 0 {
-				b.WriteString(", ")
-			}
-			n++
-			if in.engine == Postgres {
-				fmt.Fprintf(&b, "$%d", n)
-			} else {
-				b.WriteByte('?')
-			}
-		}
-		b.WriteByte(')')
-	}
-	_, err := in.tx.ExecContext(in.ctx, b.String(), in.args...)
-	in.args, in.rows = in.args[:0], 0
-	if err != nil {
-		return fmt.Errorf("hotel: seeding %s: %w", in.table, err)
+	if err := ins.Commit(map[string]string{"rooms": "id", "guests": "id", "bookings": "id", "payments": "id"}); err != nil {
+		return fmt.Errorf("hotel: %w", err)
 	}
 	return nil
 }

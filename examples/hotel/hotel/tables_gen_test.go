@@ -3,6 +3,7 @@ package hotel
 import (
 	"context"
 	"database/sql"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,8 +12,10 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/tablegen"
 )
 
+var update = flag.Bool("update", false, "rewrite tables_gen.go (go generate)")
+
 // TestTablesGenCurrent regenerates the typed table accessors from a fresh
-// SQLite database made by DDL(SQLite), as go generate does, and fails if
+// SQLite database made by DDL(SQLite), as tenantmcp-gen would, and fails if
 // tables_gen.go differs: a migration that adds or renames a column must
 // regenerate them (go generate ./examples/hotel/hotel).
 func TestTablesGenCurrent(t *testing.T) {
@@ -34,6 +37,11 @@ func TestTablesGenCurrent(t *testing.T) {
 	want, err := tablegen.Generate(tablegen.Options{Package: "hotel", Source: tablegen.SourceFor(dsn)}, cat)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile("tables_gen.go", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got, err := os.ReadFile("tables_gen.go")
 	if err != nil {

@@ -3,17 +3,12 @@ package hr
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/internal/devserver"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -43,20 +38,14 @@ type Options struct {
 	Logger, AuditLogger *slog.Logger
 }
 
-// App is a running HR server.
+// App is a running HR server (devserver.Base: Server, Verifier, the
+// development Issuer, Listener, HTTP, and Serve, Token and Close).
 type App struct {
-	Server   *server.Server
-	DB       *guardedsql.DB
-	Verifier *claims.Verifier
-	// Issuer is the development issuer, nil with a real identity provider.
-	Issuer *devissuer.Issuer
+	devserver.Base
+	DB *guardedsql.DB
 	// Data is what the embedded database was loaded with (nil when DB
 	// named an existing database).
-	Data     *Data
-	Listener net.Listener
-	HTTP     server.HTTPOptions
-
-	closers []func() error
+	Data *Data
 }
 
 // Redaction is the example's policy: HR sees names, contact details,
@@ -77,10 +66,7 @@ var Mapping = claims.Mapping{
 }
 
 // DemoUser is a user of the development issuer.
-type DemoUser struct {
-	Subject, Description string
-	Groups, Roles        []string
-}
+type DemoUser = devserver.DemoUser
 
 // DemoUsers are the users the example prints tokens for.
 var DemoUsers = []DemoUser{
@@ -111,45 +97,12 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	if err := app.openDB(ctx, cfg); err != nil {
 		return nil, err
 	}
-	addr := cfg.Addr
-	if !cfg.NoListen {
-		ln, err := net.Listen("tcp", cfg.Addr)
-		if err != nil {
-			return nil, err
-		}
-		app.Listener = ln
-		app.closers = append(app.closers, func() error { ln.Close(); return nil })
-		addr = ln.Addr().String()
-	}
-	public := "http://" + addr + "/mcp"
-	audience := cfg.Audience
-	if audience == "" {
-		audience = public
-	}
-	ccfg := claims.Options{Audience: []string{audience}, Mapping: Mapping, Logger: cfg.Logger}
-	if cfg.JWKSURL == "" {
-		is, err := devissuer.Start("127.0.0.1:0", audience)
-		if err != nil {
-			return nil, err
-		}
-		app.Issuer = is
-		app.closers = append(app.closers, is.Close)
-		ccfg.Issuer, ccfg.JWKS = is.URL, is.JWKS()
-	} else {
-		if cfg.Issuer == "" {
-			return nil, errors.New("hr: -issuer is required with -jwks-url")
-		}
-		ccfg.Issuer, ccfg.JWKSURL = cfg.Issuer, cfg.JWKSURL
-	}
-	v, err := claims.New(ccfg)
+	addr, err := app.Listen(cfg.Addr, cfg.NoListen)
 	if err != nil {
 		return nil, err
 	}
-	app.Verifier = v
-	app.closers = append(app.closers, v.Close)
-	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := v.WaitReady(waitCtx); err != nil {
+	if err := app.Verify(ctx, "http://"+addr+"/mcp", devserver.Auth{JWKSURL: cfg.JWKSURL, Issuer: cfg.Issuer, Audience: cfg.Audience,
+		Mapping: Mapping, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	red, err := redact.New(Redaction)
@@ -159,7 +112,7 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	srv, err := server.New(server.Options{
 		Name: "tenantmcp-hr", Version: "0.1.0",
 		Instructions: "HR tools on the Oracle HR sample schema. Every call sees only the companies of your token.",
-		Verifier:     v, DB: app.DB, Redactor: red, Levels: []string{LevelCompany},
+		Verifier:     app.Verifier, DB: app.DB, Redactor: red, Levels: []string{LevelCompany},
 		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
 	})
 	if err != nil {
@@ -169,60 +122,23 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 		return nil, err
 	}
 	app.Server = srv
-	app.HTTP = server.HTTPOptions{ResourceURL: public, AuthorizationServers: []string{ccfg.Issuer}}
 	return app, nil
 }
 
 func (app *App) openDB(ctx context.Context, cfg Options) error {
 	dsn := cfg.DB
 	if dsn == "" {
-		dir, err := os.MkdirTemp("", "tenantmcp-hr-")
-		if err != nil {
-			return err
-		}
-		app.closers = append(app.closers, func() error { return os.RemoveAll(dir) })
-		path := filepath.Join(dir, "hr.db")
-		raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
-		if err != nil {
-			return err
-		}
 		app.Data = Generate(cfg.Companies)
-		err = Create(ctx, raw, SQLite, app.Data)
-		raw.Close()
-		if err != nil {
+		var err error
+		if dsn, err = app.EmbeddedSQLite(ctx, "hr", func(ctx context.Context, raw *sql.DB) error { return Create(ctx, raw, SQLite, app.Data) }); err != nil {
 			return err
 		}
-		dsn = "sqlite:" + path
 	}
 	db, err := guardedsql.Open(ctx, dsn, Schema, guardedsql.Options{RLSKey: cfg.RLSKey, Logger: cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("hr: opening %s: %w", guardedsql.RedactDSN(dsn), err)
 	}
 	app.DB = db
-	app.closers = append(app.closers, db.Close)
+	app.OnClose(db.Close)
 	return nil
-}
-
-// Serve serves HTTP on the app's listener until ctx is done.
-func (app *App) Serve(ctx context.Context) error {
-	if app.Listener == nil {
-		return errors.New("hr: built with NoListen: serve stdio instead")
-	}
-	return app.Server.Serve(ctx, app.Listener, app.HTTP)
-}
-
-// Token mints a development token for u (only with the dev issuer).
-func (app *App) Token(u DemoUser, ttl time.Duration) (string, error) {
-	if app.Issuer == nil {
-		return "", errors.New("hr: no development issuer: tokens come from your identity provider")
-	}
-	return app.Issuer.Mint(devissuer.Token{Subject: u.Subject, Groups: u.Groups, Roles: u.Roles, TTL: ttl})
-}
-
-// Close releases everything New acquired, in reverse order.
-func (app *App) Close() {
-	for i := len(app.closers) - 1; i >= 0; i-- {
-		_ = app.closers[i]()
-	}
-	app.closers = nil
 }

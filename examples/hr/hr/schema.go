@@ -47,7 +47,8 @@ func SchemaDef() builder.SchemaDef {
 				Levels: map[string]string{"company_id": LevelCompany}},
 			locationsDef(),
 			{Name: "departments", Columns: []string{"department_id", "company_id", "department_name", "manager_id", "location_id"},
-				PrimaryKey: []string{"department_id"},
+				PrimaryKey:   []string{"department_id"},
+				SharedUnique: generatedID("department_id"),
 				ForeignKeys: []builder.ForeignKey{
 					{Columns: []string{"company_id"}, RefTable: "companies"},
 					{Columns: []string{"manager_id"}, RefTable: "employees"},
@@ -56,8 +57,9 @@ func SchemaDef() builder.SchemaDef {
 				Levels: map[string]string{"company_id": LevelCompany}},
 			{Name: "employees", Columns: []string{"employee_id", "company_id", "first_name", "last_name", "email", "phone_number",
 				"hire_date", "job_id", "salary", "commission_pct", "manager_id", "department_id"},
-				PrimaryKey: []string{"employee_id"},
-				Unique:     [][]string{{"company_id", "email"}},
+				PrimaryKey:   []string{"employee_id"},
+				SharedUnique: generatedID("employee_id"),
+				Unique:       [][]string{{"company_id", "email"}},
 				ForeignKeys: []builder.ForeignKey{
 					{Columns: []string{"company_id"}, RefTable: "companies"},
 					{Columns: []string{"job_id"}, RefTable: "jobs"},
@@ -81,13 +83,23 @@ func SchemaDef() builder.SchemaDef {
 // address belongs to the companies whose departments reference it.
 func locationsDef() builder.TableDef {
 	return builder.TableDef{Name: "locations",
-		Columns:     []string{"location_id", "street_address", "postal_code", "city", "state_province", "country_id"},
-		PrimaryKey:  []string{"location_id"},
-		ForeignKeys: []builder.ForeignKey{{Columns: []string{"country_id"}, RefTable: "countries"}},
+		Columns:      []string{"location_id", "street_address", "postal_code", "city", "state_province", "country_id"},
+		PrimaryKey:   []string{"location_id"},
+		SharedUnique: generatedID("location_id"),
+		ForeignKeys:  []builder.ForeignKey{{Columns: []string{"country_id"}, RefTable: "countries"}},
 		// A location is visible to a company while one of its departments
 		// references it; writable only while no other company's does.
 		OwnedByReference: true,
 	}
+}
+
+// generatedID acknowledges a primary key col drawn by the database from
+// one sequence for all companies: an insert naming an id another company's
+// row holds conflicts, which reveals only that the id was drawn. The
+// example's tools never supply these ids, so start-up logs the key at
+// debug level only.
+func generatedID(col string) map[string]string {
+	return map[string]string{col: "ids come from one database sequence; a conflict reveals only that an id was drawn, not whose row holds it or any of its values"}
 }
 
 // Schema is the validated HR schema graph.

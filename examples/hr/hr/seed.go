@@ -4,8 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
 
 // Demo data, in the rows of the sample schema. Generate builds it
@@ -302,32 +303,9 @@ func Create(ctx context.Context, db *sql.DB, engine Engine, d *Data) error {
 	if err != nil {
 		return err
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	ins, err := devserver.BeginSeed(ctx, db, engine == Postgres, ddl)
 	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	for _, stmt := range ddl {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("hr: %s: %w", stmt, err)
-		}
-	}
-	ph := func(i int) string {
-		if engine == Postgres {
-			return fmt.Sprintf("$%d", i)
-		}
-		return "?"
-	}
-	ins := func(table string, cols []string, vals ...any) error {
-		marks := make([]string, len(cols))
-		for i := range cols {
-			marks[i] = ph(i + 1)
-		}
-		q := "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(marks, ", ") + ")"
-		if _, err := tx.ExecContext(ctx, q, vals...); err != nil {
-			return fmt.Errorf("hr: seeding %s: %w", table, err)
-		}
-		return nil
+		return fmt.Errorf("hr: %w", err)
 	}
 	nullInt := func(v int64) any {
 		if v == 0 {
@@ -351,60 +329,45 @@ func Create(ctx context.Context, db *sql.DB, engine Engine, d *Data) error {
 		return v
 	}
 	for _, r := range d.Regions {
-		err = firstErr(err, ins("regions", []string{"region_id", "region_name"}, r.RegionID, r.RegionName))
+		ins.Row("regions", []string{"region_id", "region_name"}, r.RegionID, r.RegionName)
 	}
 	for _, c := range d.Countries {
-		err = firstErr(err, ins("countries", []string{"country_id", "country_name", "region_id"}, c.CountryID, c.CountryName, c.RegionID))
+		ins.Row("countries", []string{"country_id", "country_name", "region_id"}, c.CountryID, c.CountryName, c.RegionID)
 	}
 	for _, j := range d.Jobs {
-		err = firstErr(err, ins("jobs", []string{"job_id", "job_title", "min_salary", "max_salary"}, j.JobID, j.JobTitle, j.MinSalary, j.MaxSalary))
+		ins.Row("jobs", []string{"job_id", "job_title", "min_salary", "max_salary"}, j.JobID, j.JobTitle, j.MinSalary, j.MaxSalary)
 	}
 	for _, c := range d.Companies {
-		err = firstErr(err, ins("companies", []string{"company_id", "company_name"}, c.CompanyID, c.CompanyName))
+		ins.Row("companies", []string{"company_id", "company_name"}, c.CompanyID, c.CompanyName)
 	}
 	for _, l := range d.Locations {
-		err = firstErr(err, ins("locations", []string{"location_id", "street_address", "postal_code", "city", "state_province", "country_id"},
-			l.LocationID, l.StreetAddress, l.PostalCode, l.City, l.StateProvince, l.CountryID))
+		ins.Row("locations", []string{"location_id", "street_address", "postal_code", "city", "state_province", "country_id"},
+			l.LocationID, l.StreetAddress, l.PostalCode, l.City, l.StateProvince, l.CountryID)
 	}
 	for _, x := range d.Departments {
-		err = firstErr(err, ins("departments", []string{"department_id", "company_id", "department_name", "location_id"},
-			x.DepartmentID, x.CompanyID, x.DepartmentName, nullInt(x.LocationID)))
+		ins.Row("departments", []string{"department_id", "company_id", "department_name", "location_id"},
+			x.DepartmentID, x.CompanyID, x.DepartmentName, nullInt(x.LocationID))
 	}
 	for _, e := range d.Employees {
-		err = firstErr(err, ins("employees", []string{"employee_id", "company_id", "first_name", "last_name", "email", "phone_number",
+		ins.Row("employees", []string{"employee_id", "company_id", "first_name", "last_name", "email", "phone_number",
 			"hire_date", "job_id", "salary", "commission_pct", "manager_id", "department_id"},
 			e.EmployeeID, e.CompanyID, e.FirstName, e.LastName, e.Email, e.PhoneNumber, day(e.HireDate), e.JobID, e.Salary,
-			nullFloat(e.CommissionPct), nullInt(e.ManagerID), nullInt(e.DepartmentID)))
+			nullFloat(e.CommissionPct), nullInt(e.ManagerID), nullInt(e.DepartmentID))
 	}
 	for _, x := range d.Departments {
-		if x.ManagerID != 0 && err == nil {
-			_, err = tx.ExecContext(ctx, "UPDATE departments SET manager_id = "+ph(1)+" WHERE department_id = "+ph(2), x.ManagerID, x.DepartmentID)
+		if x.ManagerID != 0 {
+			ins.Exec("UPDATE departments SET manager_id = ? WHERE department_id = ?", x.ManagerID, x.DepartmentID)
 		}
 	}
 	for _, h := range d.JobHistory {
-		err = firstErr(err, ins("job_history", []string{"employee_id", "start_date", "end_date", "job_id", "department_id"},
-			h.EmployeeID, day(h.StartDate), day(h.EndDate), h.JobID, nullInt(h.DepartmentID)))
+		ins.Row("job_history", []string{"employee_id", "start_date", "end_date", "job_id", "department_id"},
+			h.EmployeeID, day(h.StartDate), day(h.EndDate), h.JobID, nullInt(h.DepartmentID))
 	}
-	if err != nil {
-		return err
+	// The seed supplied ids: move the identity sequences past them.
+	if err := ins.Commit(map[string]string{"locations": "location_id", "departments": "department_id", "employees": "employee_id"}); err != nil {
+		return fmt.Errorf("hr: %w", err)
 	}
-	if engine == Postgres {
-		// The seed supplied ids: move the identity sequences past them.
-		for _, tc := range [][2]string{{"locations", "location_id"}, {"departments", "department_id"}, {"employees", "employee_id"}} {
-			q := fmt.Sprintf(`SELECT setval(pg_get_serial_sequence('%s','%s'), (SELECT COALESCE(max(%s), 0) + 1 FROM %s), false)`, tc[0], tc[1], tc[1], tc[0])
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return err
-			}
-		}
-	}
-	return tx.Commit()
-}
-
-func firstErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return nil
 }
 
 // DateValue is t as the schema owner binds it to a DATE column of engine,

@@ -3,21 +3,11 @@ package hr
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"regexp"
 	"slices"
-	"strings"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
+	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
-
-var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // SetupDemo is the example's migration for a live database: connected as
 // an administrator or the schema owner (adminDSN), it drops the HR tables
@@ -31,88 +21,16 @@ var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // It destroys the HR tables of that database: point it only at a database
 // made for the demo.
 func SetupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
-	return guardedsql.RedactDSNError(setupDemo(ctx, adminDSN, appRole, key, d), adminDSN)
+	demo := Demo(d)
+	demo.AdminDSN, demo.AppRole, demo.Key = adminDSN, appRole, key
+	return devserver.SetupDemo(ctx, demo)
 }
 
-func setupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
-	switch {
-	case strings.HasPrefix(adminDSN, "postgres://"), strings.HasPrefix(adminDSN, "postgresql://"):
-		return setupPostgres(ctx, adminDSN, appRole, key, d)
-	case strings.HasPrefix(adminDSN, "mysql://"):
-		return setupMySQL(ctx, adminDSN, d)
-	}
-	return fmt.Errorf("hr: SetupDemo needs a postgres:// or mysql:// DSN")
-}
-
-// dropOrder is Tables in reverse, so that no table is dropped while
-// another references it.
-func dropOrder() []string {
-	t := slices.Clone(Tables)
-	slices.Reverse(t)
-	return t
-}
-
-func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
-	if key.ID == "" {
-		return fmt.Errorf("hr: SetupDemo on PostgreSQL needs the scope-signing key the server will use")
-	}
-	if !roleName.MatchString(appRole) {
-		return fmt.Errorf("hr: application role %q is not a plain lower-case identifier", appRole)
-	}
-	pool, err := pgxpool.New(ctx, adminDSN)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close()
-	for _, t := range dropOrder() {
-		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t+" CASCADE"); err != nil {
-			return err
-		}
-	}
-	if err := Create(ctx, db, Postgres, d); err != nil {
-		return err
-	}
-	if err := postgres.ApplyRLS(ctx, pool, Schema, guardedsql.RLSKeyOptions{Key: key}); err != nil {
-		return err
-	}
-	var exists bool
-	if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", appRole).Scan(&exists); err != nil {
-		return err
-	}
-	if !exists {
-		if _, err := db.ExecContext(ctx, "CREATE ROLE "+appRole+" LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE"); err != nil {
-			return err
-		}
-	}
-	return postgres.GrantApp(ctx, pool, Schema, appRole)
-}
-
-func setupMySQL(ctx context.Context, adminDSN string, d *Data) error {
-	cfg, err := gmysql.Config(adminDSN)
-	if err != nil {
-		return err
-	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return err
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
-	// One connection: the session setting below must hold for the drops
-	// (departments and employees reference each other).
-	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, "SET FOREIGN_KEY_CHECKS = 0"); err != nil {
-		return err
-	}
-	for _, t := range dropOrder() {
-		if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
-			return err
-		}
-	}
-	if _, err := db.ExecContext(ctx, "SET FOREIGN_KEY_CHECKS = 1"); err != nil {
-		return err
-	}
-	return Create(ctx, db, MySQL, d)
+// Demo describes the migration of SetupDemo loading d, for the database
+// and role the caller fills in.
+func Demo(d *Data) devserver.Demo {
+	drop := slices.Clone(Tables) // in reverse: no table dropped while another references it
+	slices.Reverse(drop)
+	return devserver.Demo{Schema: Schema, Drop: drop,
+		Create: func(ctx context.Context, db *sql.DB, engine string) error { return Create(ctx, db, Engine(engine), d) }}
 }

@@ -1,6 +1,0 @@
-package main
-
-// It creates an SQLite database.
-import (
-	_ "github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
-)
