@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
@@ -32,14 +32,14 @@ func init() {
 	openers["mysql"] = openMySQL
 	introspectors["mysql"] = introspectMySQLDSN
 	driver.Postgres = driver.PostgresAPI{
-		New: func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) (any, error) {
+		New: func(ctx context.Context, p engine.Pool, sch *builder.Schema, opts any) (any, error) {
 			c, err := newConfig(opts.(Options))
 			if err != nil {
 				return nil, err
 			}
 			return newPostgres(ctx, p, sch, c)
 		},
-		CheckRLS: func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) error {
+		CheckRLS: func(ctx context.Context, p engine.Pool, sch *builder.Schema, opts any) error {
 			return checkRLS(ctx, p, sch, opts.(RLSKeyOptions))
 		},
 		Introspect: introspectPostgres,
@@ -58,7 +58,7 @@ func init() {
 
 // openPostgresPool opens an owned pool for a PostgreSQL DSN through the
 // linked pgx driver.
-func openPostgresPool(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error) {
+func openPostgresPool(ctx context.Context, dsn string, maxConns int) (engine.Pool, error) {
 	if driver.PostgresEngine == nil {
 		return nil, noEngine("PostgreSQL", "postgres")
 	}

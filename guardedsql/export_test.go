@@ -5,10 +5,10 @@ import (
 	"database/sql"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -22,12 +22,12 @@ func ScopeZeroContextForTest(ctx context.Context) context.Context {
 
 // NewForTest guards pool with an arbitrary dialect. opts is not validated
 // and Logger stays nil (nothing is logged).
-func NewForTest(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
+func NewForTest(pool engine.Pool, d engine.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
 	return newDB(pool, d, sch, config{Options: opts})
 }
 
 // NewPredicatesOnlyForTest is NewForTest without the join-aware rewrites.
-func NewPredicatesOnlyForTest(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
+func NewPredicatesOnlyForTest(pool engine.Pool, d engine.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
 	return newDB(pool, d, sch, config{Options: opts, guard: guard.Options{PredicatesOnly: true}})
 }
 

@@ -8,7 +8,7 @@ import (
 	"io"
 	"net"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	gdriver "github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -21,7 +21,7 @@ var ErrUnavailable = errors.New("guardedsql: database unavailable")
 // rlsChecker is implemented by dialects with a start-up check of the
 // engine's own isolation (PostgreSQL row-level security).
 type rlsChecker interface {
-	Check(ctx context.Context, q dialect.Querier, g *sqlast.Schema) error
+	Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) error
 }
 
 // Check reports whether the database is reachable and, on PostgreSQL,

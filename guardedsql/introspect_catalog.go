@@ -5,10 +5,10 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 )
 
 // IntrospectCatalog opens dsn (any DSN [Open] accepts), reads its tables,
@@ -39,12 +39,12 @@ func introspectCatalog(ctx context.Context, dsn string) ([]builder.TableDef, err
 			return nil, err
 		}
 		defer db.Close()
-		return mysqldialect.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
+		return mysqldialect.Dialect{}.Introspect(ctx, engine.StdPool(db, false))
 	}
 	db, err := openSQL(ctx, dsn, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	return sqlite.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
+	return sqlite.Dialect{}.Introspect(ctx, engine.StdPool(db, false))
 }

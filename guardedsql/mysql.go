@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -31,7 +31,7 @@ var ErrNoJSONTable = errors.New("guardedsql: the MySQL server lacks JSON_TABLE (
 // expanded with JSON_TABLE where the foreign-key path reaches the level
 // columns; the plan it produces, the collation advice for text tenant keys
 // and the differences between MariaDB and MySQL 8 are documented in
-// guardedsql/internal/dialect/mysql. NewMySQL
+// guardedsql/internal/engine/mysql. NewMySQL
 // checks once that the server supports JSON_TABLE, and reads the character
 // set and collation of the text level columns so that the expanded ids
 // are compared in the columns' own collation (and can use their indexes).
@@ -53,7 +53,7 @@ func newMySQL(ctx context.Context, db *sql.DB, owned bool, sch *builder.Schema, 
 	}
 	// Guarded transactions begin READ COMMITTED unless asked otherwise
 	// (issue 26 §1: see GuardedIsolation).
-	pool := dialect.IsolatedStdPool(db, owned, mysqldialect.GuardedIsolation)
+	pool := engine.IsolatedStdPool(db, owned, mysqldialect.GuardedIsolation)
 	cs, err := mysqldialect.LevelCharsets(ctx, pool, g)
 	if err != nil {
 		return nil, fmt.Errorf("guardedsql: MySQL start-up check: %w", err)
@@ -135,7 +135,7 @@ func openMySQL(ctx context.Context, dsn string, sch *builder.Schema, c config) (
 // of the connection's current database from information_schema and builds
 // a Schema with tenancy t applied.
 func IntrospectMySQL(ctx context.Context, db *sql.DB, t builder.Tenancy) (*builder.Schema, error) {
-	cat, err := mysqldialect.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
+	cat, err := mysqldialect.Dialect{}.Introspect(ctx, engine.StdPool(db, false))
 	if err != nil {
 		return nil, err
 	}

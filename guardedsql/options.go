@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
 )
 
@@ -189,8 +189,8 @@ func newConfig(opts Options) (config, error) {
 }
 
 // wait is the pool-wait bound of c.
-func (c *config) wait() dialect.Wait {
-	return dialect.Wait{Timeout: c.PoolWait, Observe: c.PoolWaitObserver}
+func (c *config) wait() engine.Wait {
+	return engine.Wait{Timeout: c.PoolWait, Observe: c.PoolWaitObserver}
 }
 
 // postgresDialect builds the PostgreSQL dialect of a namespace and an

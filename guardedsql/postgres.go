@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -65,7 +65,7 @@ var (
 // connected role or the key is not installed. The check runs again on
 // every new pooled connection and periodically (Options.RLSRecheck); while
 // it fails, statements fail closed. c is validated (newConfig).
-func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, c config) (*DB, error) {
+func newPostgres(ctx context.Context, p engine.Pool, sch *builder.Schema, c config) (*DB, error) {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
@@ -89,7 +89,7 @@ func newPostgres(ctx context.Context, p dialect.Pool, sch *builder.Schema, c con
 		return nil, err
 	}
 	d.SearchPath = sp
-	m := newRLSMonitor(func(ctx context.Context, q dialect.Querier) error { return d.Check(ctx, q, g) }, p, &c)
+	m := newRLSMonitor(func(ctx context.Context, q engine.Querier) error { return d.Check(ctx, q, g) }, p, &c)
 	if nc, ok := p.(postgres.NewConnChecker); ok {
 		nc.SetNewConnCheck(m.connCheck)
 	}
@@ -184,7 +184,7 @@ func applyRLS(ctx context.Context, owner driver.Begin, sch *builder.Schema, opts
 }
 
 // checkRLS is package guardedsql/postgres's CheckRLS on p.
-func checkRLS(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts RLSKeyOptions) error {
+func checkRLS(ctx context.Context, p engine.Pool, sch *builder.Schema, opts RLSKeyOptions) error {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return fmt.Errorf("%w: nil or zero schema", ErrInvalid)
@@ -197,7 +197,7 @@ func checkRLS(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts RLS
 }
 
 // introspectPostgres is package guardedsql/postgres's Introspect on p.
-func introspectPostgres(ctx context.Context, p dialect.Pool, t builder.Tenancy) (*builder.Schema, error) {
+func introspectPostgres(ctx context.Context, p engine.Pool, t builder.Tenancy) (*builder.Schema, error) {
 	cat, err := postgres.Dialect{}.Introspect(ctx, p)
 	if err != nil {
 		return nil, err

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
@@ -122,7 +122,7 @@ func quoteIdent(s string) string {
 var errNoRow = errors.New("guardedsql: no row")
 
 // queryRow scans the first row of q into dest, or returns errNoRow.
-func queryRow(ctx context.Context, q dialect.Querier, sql string, args []any, dest ...any) error {
+func queryRow(ctx context.Context, q engine.Querier, sql string, args []any, dest ...any) error {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return err

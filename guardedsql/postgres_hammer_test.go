@@ -10,8 +10,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver/pgxdriver"
 	gpostgres "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -150,13 +150,13 @@ func TestPostgresPooledHammer(t *testing.T) {
 // would see it).
 type leakyDialect struct{ postgres.Dialect }
 
-func (d leakyDialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope, doc string) error {
+func (d leakyDialect) Session(ctx context.Context, tx sqlengine.Querier, _ scope.Scope, doc string) error {
 	for q := tx; q != nil; {
 		if t, ok := q.(interface{ Defer(string, ...any) }); ok {
 			t.Defer(`SELECT set_config($1, $2, false)`, d.Setting(), doc)
 			return nil
 		}
-		u, ok := q.(interface{ UnwrapTx() dialect.Tx })
+		u, ok := q.(interface{ UnwrapTx() sqlengine.Tx })
 		if !ok {
 			break
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -130,7 +130,7 @@ func TestPostgresPoliciesAlone(t *testing.T) {
 
 // encodeDoc writes the scope document the guard sets for grants.
 func encodeDoc(levels []*sqlast.Level, grants []scope.Grant) string {
-	return dialect.EncodeScope(levels, scopetest.New("t", grants)).Doc
+	return sqlengine.EncodeScope(levels, scopetest.New("t", grants)).Doc
 }
 
 // TestPostgresRawSQLWithoutContext: the application role, connected
@@ -339,7 +339,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp`,
 		`REVOKE ALL ON "tenantmcp_scope_keys" FROM PUBLIC`,
 		// bookings has no level column of its own: its policy defers
-		// to the visible rooms (see internal/dialect/postgres chained).
+		// to the visible rooms (see internal/engine/postgres chained).
 		`("room_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "rooms" AS "_p1")) OR "room_id" = ANY ('{}'))`,
 	} {
 		if !strings.Contains(all, want) {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
@@ -30,8 +30,8 @@ var errCheckInterrupted = errors.New("guardedsql: row-level security check inter
 // check passed and is younger than the interval, and only on a connection
 // that passed the check itself.
 type rlsMonitor struct {
-	check    func(ctx context.Context, q dialect.Querier) error
-	pool     dialect.Pool
+	check    func(ctx context.Context, q engine.Querier) error
+	pool     engine.Pool
 	interval time.Duration
 	log      *slog.Logger
 	now      func() time.Time
@@ -41,7 +41,7 @@ type rlsMonitor struct {
 	mu      sync.Mutex            // one periodic check at a time
 }
 
-func newRLSMonitor(check func(context.Context, dialect.Querier) error, pool dialect.Pool, c *config) *rlsMonitor {
+func newRLSMonitor(check func(context.Context, engine.Querier) error, pool engine.Pool, c *config) *rlsMonitor {
 	m := &rlsMonitor{check: check, pool: pool, interval: c.RLSRecheck, log: c.Logger, now: time.Now}
 	if m.interval <= 0 {
 		m.interval = DefaultRLSRecheck
@@ -82,7 +82,7 @@ func (m *rlsMonitor) gate(ctx context.Context) error {
 }
 
 // connCheck vets a new pooled connection.
-func (m *rlsMonitor) connCheck(ctx context.Context, conn dialect.Pool) error {
+func (m *rlsMonitor) connCheck(ctx context.Context, conn engine.Pool) error {
 	if guardfault.RecheckOff() {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 )
 
 // An abandoned call must not turn the row-level security verdict into a
@@ -17,7 +17,7 @@ import (
 func TestRecheckInterruptedByCallerFailsOnlyThatCall(t *testing.T) {
 	var checks int
 	unsafe := false
-	check := func(ctx context.Context, _ dialect.Querier) error {
+	check := func(ctx context.Context, _ engine.Querier) error {
 		checks++
 		if unsafe {
 			return ErrRLSUnsafe

@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
@@ -77,11 +77,11 @@ func Open(ctx context.Context, dsn string, sch *builder.Schema, opts Options) (*
 // openSQLitePool opens an SQLite DSN for Open. A file database is switched
 // to WAL (unless the DSN sets a journal mode) and opened twice: one writer
 // connection for every write and transaction, and a pool of query-only
-// readers (dialect.SplitPool). With the busy timeout and immediate
+// readers (engine.SplitPool). With the busy timeout and immediate
 // transactions this keeps SQLITE_BUSY from the calls of one process: its
 // writes wait their turn for the one connection, and WAL readers never
 // wait for the writer. An in-memory database is one connection.
-func openSQLitePool(ctx context.Context, dsn string, busy time.Duration) (dialect.Pool, error) {
+func openSQLitePool(ctx context.Context, dsn string, busy time.Duration) (engine.Pool, error) {
 	name, memory, err := sqliteName(dsn, busy)
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func openSQLitePool(ctx context.Context, dsn string, busy time.Duration) (dialec
 		if err != nil {
 			return nil, err
 		}
-		return dialect.CachedStdPool(sqlDB, true, dialect.DefaultStmtCacheSize), nil
+		return engine.CachedStdPool(sqlDB, true, engine.DefaultStmtCacheSize), nil
 	}
 	if !strings.Contains(name, "journal_mode") {
 		name += "&_pragma=journal_mode(wal)"
@@ -106,7 +106,7 @@ func openSQLitePool(ctx context.Context, dsn string, busy time.Duration) (dialec
 		write.Close()
 		return nil, err
 	}
-	return dialect.SplitPool(read, write, dialect.DefaultStmtCacheSize), nil
+	return engine.SplitPool(read, write, engine.DefaultStmtCacheSize), nil
 }
 
 func pingSQLite(ctx context.Context, dsn, name string) (*sql.DB, error) {
@@ -136,7 +136,7 @@ func NewSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, opts Option
 }
 
 func newSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, c config) (*DB, error) {
-	g, err := newDB(dialect.CachedStdPool(db, false, dialect.DefaultStmtCacheSize), sqlite.Dialect{}, sch, c)
+	g, err := newDB(engine.CachedStdPool(db, false, engine.DefaultStmtCacheSize), sqlite.Dialect{}, sch, c)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func newSQLite(ctx context.Context, db *sql.DB, sch *builder.Schema, c config) (
 // IntrospectSQLite reads the tables, columns, primary keys and foreign
 // keys of an SQLite database and builds a Schema with tenancy t applied.
 func IntrospectSQLite(ctx context.Context, db *sql.DB, t builder.Tenancy) (*builder.Schema, error) {
-	cat, err := sqlite.Dialect{}.Introspect(ctx, dialect.StdPool(db, false))
+	cat, err := sqlite.Dialect{}.Introspect(ctx, engine.StdPool(db, false))
 	if err != nil {
 		return nil, err
 	}

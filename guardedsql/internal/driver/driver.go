@@ -20,7 +20,7 @@ import (
 	"database/sql"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 )
 
 // PostgresDriver is what the pgx driver package provides.
@@ -28,7 +28,7 @@ type PostgresDriver struct {
 	// Open opens a pool for a postgres:// or postgresql:// DSN, owned by
 	// the result (Close closes it); maxConns > 0 caps its size. A DSN it
 	// cannot parse is a *DSNError.
-	Open func(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error)
+	Open func(ctx context.Context, dsn string, maxConns int) (engine.Pool, error)
 }
 
 // DSNError is returned by PostgresDriver.Open for a DSN it cannot parse
@@ -70,7 +70,7 @@ var (
 
 // Begin begins a transaction on a caller's connection (an owner's or an
 // administrator's), adapted by the driver package.
-type Begin func(ctx context.Context) (dialect.Tx, error)
+type Begin func(ctx context.Context) (engine.Tx, error)
 
 // PostgresAPI is guardedsql's driver-free PostgreSQL code that package
 // guardedsql/postgres calls with pgx values. guardedsql sets it in its
@@ -78,9 +78,9 @@ type Begin func(ctx context.Context) (dialect.Tx, error)
 // ApplyRLS) or RLSOptions (AddRLSKey, RemoveRLSKey), and New's result a
 // *guardedsql.DB.
 type PostgresAPI struct {
-	New          func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) (any, error)
-	CheckRLS     func(ctx context.Context, p dialect.Pool, sch *builder.Schema, opts any) error
-	Introspect   func(ctx context.Context, p dialect.Pool, t builder.Tenancy) (*builder.Schema, error)
+	New          func(ctx context.Context, p engine.Pool, sch *builder.Schema, opts any) (any, error)
+	CheckRLS     func(ctx context.Context, p engine.Pool, sch *builder.Schema, opts any) error
+	Introspect   func(ctx context.Context, p engine.Pool, t builder.Tenancy) (*builder.Schema, error)
 	ApplyRLS     func(ctx context.Context, owner Begin, sch *builder.Schema, opts any) error
 	AddRLSKey    func(ctx context.Context, owner Begin, key any, opts any) error
 	RemoveRLSKey func(ctx context.Context, owner Begin, id string, opts any) error

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
+	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
@@ -27,7 +27,7 @@ func init() {
 
 // open opens an owned pool for dsn. Its errors may quote the DSN: the
 // caller redacts them.
-func open(ctx context.Context, dsn string, maxConns int) (dialect.Pool, error) {
+func open(ctx context.Context, dsn string, maxConns int) (engine.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, &driver.DSNError{Err: err}
@@ -91,7 +91,7 @@ type Beginner interface {
 
 // BeginOn adapts b for the registry's driver-free administration code.
 func BeginOn(b Beginner) driver.Begin {
-	return func(ctx context.Context) (dialect.Tx, error) {
+	return func(ctx context.Context) (engine.Tx, error) {
 		tx, err := b.Begin(ctx)
 		if err != nil {
 			return nil, err
@@ -101,10 +101,10 @@ func BeginOn(b Beginner) driver.Begin {
 }
 
 // plainTx adapts a pgx.Tx (an ordinary transaction, statements sent as
-// they come) to dialect.Tx.
+// they come) to engine.Tx.
 type plainTx struct{ tx pgx.Tx }
 
-func (t *plainTx) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
+func (t *plainTx) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
 	r, err := t.tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -112,12 +112,12 @@ func (t *plainTx) Query(ctx context.Context, sql string, args ...any) (dialect.R
 	return &rows{r: r}, nil
 }
 
-func (t *plainTx) Exec(ctx context.Context, sql string, args ...any) (dialect.Result, error) {
+func (t *plainTx) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
 	tag, err := t.tx.Exec(ctx, sql, args...)
 	if err != nil {
-		return dialect.Result{}, err
+		return engine.Result{}, err
 	}
-	return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
 }
 
 func (t *plainTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }

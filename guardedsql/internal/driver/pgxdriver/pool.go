@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 )
 
-// NewPool adapts a pgxpool.Pool to dialect.Pool. Close closes p only if
+// NewPool adapts a pgxpool.Pool to engine.Pool. Close closes p only if
 // owned is true.
 //
 // Transactions are begun lazily: Begin reserves a connection and sends
@@ -27,31 +27,31 @@ import (
 // transaction-local setting covers exactly that statement, in one round
 // trip. A connection released while a transaction is open is destroyed by
 // pgxpool, never reused.
-func NewPool(p *pgxpool.Pool, owned bool) dialect.Pool { return &pool{p: p, owned: owned} }
+func NewPool(p *pgxpool.Pool, owned bool) engine.Pool { return &pool{p: p, owned: owned} }
 
 var (
-	_ dialect.SingleBeginner = (*pool)(nil)
-	_ dialect.WaitBounder    = (*pool)(nil)
+	_ engine.SingleBeginner = (*pool)(nil)
+	_ engine.WaitBounder    = (*pool)(nil)
 )
 
 type pool struct {
 	p     *pgxpool.Pool
 	owned bool
-	wait  dialect.Wait
+	wait  engine.Wait
 	// onNew, if set, vets every connection the first time this pool
 	// hands it out (by backend pid); a connection it refuses is not used.
-	onNew func(ctx context.Context, conn dialect.Pool) error
+	onNew func(ctx context.Context, conn engine.Pool) error
 	mu    sync.Mutex
 	seen  map[uint32]struct{}
 }
 
-// BoundWait implements dialect.WaitBounder: Begin and BeginSingle wait at
+// BoundWait implements engine.WaitBounder: Begin and BeginSingle wait at
 // most w.Timeout for a connection (pgxpool's Acquire uses its context
 // only for the wait, so the bound ends with it).
-func (p *pool) BoundWait(w dialect.Wait) { p.wait = w }
+func (p *pool) BoundWait(w engine.Wait) { p.wait = w }
 
 func (p *pool) acquireWait(ctx context.Context) (*pgxpool.Conn, error) {
-	return dialect.Acquire(ctx, p.wait, p.p.Acquire)
+	return engine.Acquire(ctx, p.wait, p.p.Acquire)
 }
 
 // maxSeen bounds the set of vetted backend pids; when it is full it is
@@ -60,7 +60,7 @@ const maxSeen = 4096
 
 var _ postgres.NewConnChecker = (*pool)(nil)
 
-func (p *pool) SetNewConnCheck(fn func(ctx context.Context, conn dialect.Pool) error) {
+func (p *pool) SetNewConnCheck(fn func(ctx context.Context, conn engine.Pool) error) {
 	p.onNew = fn
 	p.seen = map[uint32]struct{}{}
 }
@@ -91,11 +91,11 @@ func (p *pool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	return c, nil
 }
 
-// connPool is a dialect.Pool of one acquired connection, which it never
+// connPool is a engine.Pool of one acquired connection, which it never
 // releases (its owner does).
 type connPool struct{ c *pgxpool.Conn }
 
-func (p *connPool) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
+func (p *connPool) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
 	r, err := p.c.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -103,21 +103,21 @@ func (p *connPool) Query(ctx context.Context, sql string, args ...any) (dialect.
 	return &rows{r: r}, nil
 }
 
-func (p *connPool) Exec(ctx context.Context, sql string, args ...any) (dialect.Result, error) {
+func (p *connPool) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
 	tag, err := p.c.Exec(ctx, sql, args...)
 	if err != nil {
-		return dialect.Result{}, err
+		return engine.Result{}, err
 	}
-	return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
 }
 
-func (p *connPool) Begin(ctx context.Context) (dialect.Tx, error) {
-	return &Tx{conn: p.c, pending: []stmt{{sql: dialect.BeginSQL(ctx)}}, keep: true}, nil
+func (p *connPool) Begin(ctx context.Context) (engine.Tx, error) {
+	return &Tx{conn: p.c, pending: []stmt{{sql: engine.BeginSQL(ctx)}}, keep: true}, nil
 }
 
 func (p *connPool) Close() error { return nil }
 
-func (p *pool) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
+func (p *pool) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
 	r, err := p.p.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -125,29 +125,29 @@ func (p *pool) Query(ctx context.Context, sql string, args ...any) (dialect.Rows
 	return &rows{r: r}, nil
 }
 
-func (p *pool) Exec(ctx context.Context, sql string, args ...any) (dialect.Result, error) {
+func (p *pool) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
 	tag, err := p.p.Exec(ctx, sql, args...)
 	if err != nil {
-		return dialect.Result{}, err
+		return engine.Result{}, err
 	}
-	return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
 }
 
-func (p *pool) Begin(ctx context.Context) (dialect.Tx, error) {
+func (p *pool) Begin(ctx context.Context) (engine.Tx, error) {
 	c, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// The isolation level travels in BEGIN itself (BEGIN ISOLATION LEVEL
 	// …), in the same batch as the first statement: no extra round trip.
-	return &Tx{conn: c, pending: []stmt{{sql: dialect.BeginSQL(ctx)}}}, nil
+	return &Tx{conn: c, pending: []stmt{{sql: engine.BeginSQL(ctx)}}}, nil
 }
 
 // BeginSingle begins a transaction that runs exactly one statement (plus
 // the deferred ones before it) as one implicit transaction; Commit and
 // Rollback then only release the connection. A second statement fails
 // with ErrSingleUsed.
-func (p *pool) BeginSingle(ctx context.Context) (dialect.Tx, error) {
+func (p *pool) BeginSingle(ctx context.Context) (engine.Tx, error) {
 	c, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -288,8 +288,8 @@ func (t *Tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults
 	return br, nil
 }
 
-// Query implements dialect.Querier.
-func (t *Tx) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, error) {
+// Query implements engine.Querier.
+func (t *Tx) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
 	br, err := t.send(ctx, sql, args)
 	if err != nil {
 		return nil, err
@@ -308,18 +308,18 @@ func (t *Tx) Query(ctx context.Context, sql string, args ...any) (dialect.Rows, 
 	return &rows{r: r, after: br.Close}, nil
 }
 
-// Exec implements dialect.Querier.
-func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (dialect.Result, error) {
+// Exec implements engine.Querier.
+func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
 	br, err := t.send(ctx, sql, args)
 	if err != nil {
-		return dialect.Result{}, err
+		return engine.Result{}, err
 	}
 	if br == nil {
 		tag, err := t.conn.Exec(ctx, sql, args...)
 		if err != nil {
-			return dialect.Result{}, err
+			return engine.Result{}, err
 		}
-		return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+		return engine.Result{RowsAffected: tag.RowsAffected()}, nil
 	}
 	tag, err := br.Exec()
 	if err == nil && t.commitQueued {
@@ -332,12 +332,12 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (dialect.Result,
 		err = cerr
 	}
 	if err != nil {
-		return dialect.Result{}, err
+		return engine.Result{}, err
 	}
-	return dialect.Result{RowsAffected: tag.RowsAffected()}, nil
+	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
 }
 
-// Commit implements dialect.Tx. A transaction that never sent a statement
+// Commit implements engine.Tx. A transaction that never sent a statement
 // has nothing to commit.
 func (t *Tx) Commit(ctx context.Context) error {
 	if t.done {
@@ -357,7 +357,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 	return nil
 }
 
-// Rollback implements dialect.Tx.
+// Rollback implements engine.Tx.
 func (t *Tx) Rollback(ctx context.Context) error {
 	if t.done {
 		return ErrTxDone
@@ -380,7 +380,7 @@ func (t *Tx) release() {
 	}
 }
 
-// rows adapts pgx.Rows to dialect.Rows.
+// rows adapts pgx.Rows to engine.Rows.
 type rows struct {
 	r      pgx.Rows
 	after  func() error // closes the batch the rows came from
