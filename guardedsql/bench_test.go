@@ -17,6 +17,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
+	gsqlite "github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -103,7 +104,7 @@ func benchSetup(b *testing.B) *sqliteBench {
 			benchErr = err
 			return
 		}
-		g, _ := guardedsql.NewSQLite(context.Background(), raw, benchSch, guardedsql.Options{})
+		g, _ := gsqlite.New(context.Background(), raw, benchSch, guardedsql.Options{})
 		ex, _ := guardedsql.NewForTest(sqlengine.StdPool(raw, false), sqlitedialect.Dialect{Style: sqlengine.PathExists}, benchSch, guardedsql.Options{})
 		benchData = &sqliteBench{raw: raw, guarded: g, exists: ex, m: m}
 		fmt.Printf("bench dataset: %d hotels, %d rooms, %d bookings, %d payments, loaded in %s\n",

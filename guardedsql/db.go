@@ -29,8 +29,10 @@ type DB struct {
 	// base is pool without the observer: start-up checks are not
 	// statements of a request.
 	base engine.Pool
-	// rls, on PostgreSQL, re-checks the row-level security while serving.
-	rls *rlsMonitor
+	// gateFn and verify are the engine's own checks (engine.Conn's Gate
+	// and Verify; PostgreSQL: its row-level security), nil if none.
+	gateFn func(ctx context.Context) error
+	verify func(ctx context.Context, q engine.Querier) error
 	// oracles are the unique keys found at open that reveal existence.
 	oracles []UniqueOracle
 }
@@ -110,13 +112,13 @@ func (db *DB) plan(ctx context.Context, st builder.Statement) (guard.Plan, scope
 	return p, sc, ds, err
 }
 
-// gate fails closed while the engine's row-level security is not verified
-// (PostgreSQL; see Options.RLSRecheck).
+// gate fails closed while the engine's own isolation is not verified
+// (PostgreSQL's row-level security; see guardedsql/postgres.Options.Recheck).
 func (db *DB) gate(ctx context.Context) error {
-	if db.rls == nil {
+	if db.gateFn == nil {
 		return nil
 	}
-	return db.rls.gate(ctx)
+	return db.gateFn(ctx)
 }
 
 func (db *DB) render(sc scope.Scope, st builder.Statement) (guard.Plan, engine.Scope, error) {

@@ -183,7 +183,7 @@
 // [SignScope], the options and the errors).
 //
 //	import _ "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
-//	db, err := guardedsql.Open(ctx, "postgres://app@db/prod", sch, guardedsql.Options{RLSKey: key})
+//	db, err := guardedsql.Open(ctx, "postgres://app@db/prod", sch, guardedsql.Options{Engine: postgres.Options{Key: key}})
 //
 // SQLite (modernc.org/sqlite, pure Go; package guardedsql/sqlite) is the
 // embedded engine: Open ("sqlite:/path/file.db") or [NewSQLite] for a *sql.DB you opened; the

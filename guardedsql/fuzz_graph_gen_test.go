@@ -38,6 +38,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
+	gsqlite "github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -670,7 +671,7 @@ func openGraphDB(t testing.TB, g *ggraph, st gstate) *gdb {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, g)
 	}
-	db, err := guardedsql.NewSQLite(ctx, raw, sch, guardedsql.Options{Logger: quiet})
+	db, err := gsqlite.New(ctx, raw, sch, guardedsql.Options{Logger: quiet})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, g)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
 // ErrBusy: no database connection became free within the wait bound set
@@ -37,20 +36,13 @@ func IsTimeout(err error) bool {
 	if errors.Is(err, errStatementDeadline) {
 		return true
 	}
-	var se interface{ Code() int } // modernc.org/sqlite's *Error
-	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
-		return true
-	}
-	for _, f := range driver.Timeout { // the linked drivers' errors
-		if f(err) {
+	for _, e := range registered() { // the engines' driver errors
+		if e.Timeout(err) {
 			return true
 		}
 	}
 	return false
 }
-
-// sqliteBusy is SQLITE_BUSY, the primary result code of a busy timeout.
-const sqliteBusy = 5
 
 // errStatementDeadline is the cause of a statement context that reached
 // Options.StatementTimeout (SQLite).
@@ -69,7 +61,7 @@ func applyLimits(pool engine.Pool, d engine.Dialect, c *config) (engine.Pool, er
 	case "postgres":
 		return pool, nil // the dialect sets them with the scope
 	case "mysql":
-		if !c.mariaDB {
+		if !c.setStatement {
 			return nil, fmt.Errorf("%w: the server is MySQL, not MariaDB", ErrTimeoutUnsupported)
 		}
 		return &rewritePool{Pool: pool, rw: mariaDBTimeouts(c.StatementTimeout, c.LockTimeout)}, nil

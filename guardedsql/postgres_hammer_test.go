@@ -12,7 +12,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver/pgxdriver"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres/pgxdriver"
 	gpostgres "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -33,11 +33,11 @@ func TestPostgresPooledHammer(t *testing.T) {
 	cfg.ConnConfig.Tracer = nil
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	rlsOnly, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{RLSOnly: true, RLSKey: h.key})
+	rlsOnly, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: gpostgres.Options{RLSOnly: true, Key: h.key}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
+	both, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: gpostgres.Options{Key: h.key}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/egress"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/server"
 	"github.com/tenantmcp/tenantmcp/server/redisrate"
 )
@@ -51,7 +51,7 @@ func run() error {
 	flag.StringVar(&cfg.Issuer, "issuer", os.Getenv("HOTEL_ISSUER"), "expected token issuer (with -jwks-url)")
 	flag.StringVar(&cfg.Audience, "audience", os.Getenv("HOTEL_AUDIENCE"), "expected token audience (default: the public URL)")
 	flag.StringVar(&cfg.FlowPolicy, "flow-policy", os.Getenv("HOTEL_FLOW_POLICY"), "information-flow policy file (JSON, see package flow; default: the example's embedded flow-policy.json)")
-	rlsKey := flag.String("rls-key-file", os.Getenv("HOTEL_RLS_KEY_FILE"), "PostgreSQL: file holding the scope-signing key as <id>:<hex secret> (guardedsql.RLSKey.Text); with -setup-demo and no file, an ephemeral key is generated for this run")
+	rlsKey := flag.String("rls-key-file", os.Getenv("HOTEL_RLS_KEY_FILE"), "PostgreSQL: file holding the scope-signing key as <id>:<hex secret> (postgres.Key.Text); with -setup-demo and no file, an ephemeral key is generated for this run")
 	setupDemo := flag.String("setup-demo", "", "before serving, (re)create the hotel tables and demo data in this database as its administrator (postgres:// or mysql:// DSN; on PostgreSQL also install row-level security and grant -db's user); DESTROYS the hotel tables there")
 	stdio := flag.Bool("stdio", false, "serve one client over stdin/stdout instead of HTTP")
 	tokenFile := flag.String("token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
@@ -124,7 +124,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		if cfg.RLSKey, err = guardedsql.ParseRLSKey(strings.TrimSpace(string(text))); err != nil {
+		if cfg.RLSKey, err = postgres.ParseKey(strings.TrimSpace(string(text))); err != nil {
 			return fmt.Errorf("-rls-key-file: %w", err)
 		}
 	}
@@ -164,7 +164,7 @@ func run() error {
 		if cfg.RLSKey.ID == "" {
 			// The demo's own key, for this run only: a restart without
 			// -setup-demo needs -rls-key-file.
-			k, err := guardedsql.NewRLSKey("hotel-demo")
+			k, err := postgres.NewKey("hotel-demo")
 			if err != nil {
 				return err
 			}

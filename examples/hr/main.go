@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/examples/hr/hr"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 func main() {
@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if cfg.RLSKey, err = guardedsql.ParseRLSKey(strings.TrimSpace(string(text))); err != nil {
+		if cfg.RLSKey, err = postgres.ParseKey(strings.TrimSpace(string(text))); err != nil {
 			return fmt.Errorf("-rls-key-file: %w", err)
 		}
 	}
@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("-setup-demo needs -db: the application's own connection")
 		}
 		if cfg.RLSKey.ID == "" {
-			k, err := guardedsql.NewRLSKey("hr-demo")
+			k, err := postgres.NewKey("hr-demo")
 			if err != nil {
 				return err
 			}

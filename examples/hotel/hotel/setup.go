@@ -31,11 +31,11 @@ var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 //
 // It destroys the hotel tables of that database: point it only at a
 // database made for the demo.
-func SetupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+func SetupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	return guardedsql.RedactDSNError(setupDemo(ctx, adminDSN, appRole, key, d), adminDSN)
 }
 
-func setupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+func setupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	switch {
 	case strings.HasPrefix(adminDSN, "postgres://"), strings.HasPrefix(adminDSN, "postgresql://"):
 		return setupPostgres(ctx, adminDSN, appRole, key, d)
@@ -47,7 +47,7 @@ func setupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLS
 
 var hotelTables = []string{"payments", "bookings", "guests", "rooms", "hotels", "chains", "countries"}
 
-func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+func setupPostgres(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	if key.ID == "" {
 		return fmt.Errorf("hotel: SetupDemo on PostgreSQL needs the scope-signing key the server will use")
 	}
@@ -69,7 +69,7 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql
 	if err := Create(ctx, db, Postgres, d); err != nil {
 		return err
 	}
-	if err := postgres.ApplyRLS(ctx, pool, Schema, guardedsql.RLSKeyOptions{Key: key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, pool, Schema, postgres.Options{Key: key}); err != nil {
 		return err
 	}
 	// The flow taints of every replica (kept across demo resets: a reset

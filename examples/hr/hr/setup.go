@@ -30,11 +30,11 @@ var roleName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 //
 // It destroys the HR tables of that database: point it only at a database
 // made for the demo.
-func SetupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+func SetupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	return guardedsql.RedactDSNError(setupDemo(ctx, adminDSN, appRole, key, d), adminDSN)
 }
 
-func setupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+func setupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	switch {
 	case strings.HasPrefix(adminDSN, "postgres://"), strings.HasPrefix(adminDSN, "postgresql://"):
 		return setupPostgres(ctx, adminDSN, appRole, key, d)
@@ -52,7 +52,7 @@ func dropOrder() []string {
 	return t
 }
 
-func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+func setupPostgres(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	if key.ID == "" {
 		return fmt.Errorf("hr: SetupDemo on PostgreSQL needs the scope-signing key the server will use")
 	}
@@ -74,7 +74,7 @@ func setupPostgres(ctx context.Context, adminDSN, appRole string, key guardedsql
 	if err := Create(ctx, db, Postgres, d); err != nil {
 		return err
 	}
-	if err := postgres.ApplyRLS(ctx, pool, Schema, guardedsql.RLSKeyOptions{Key: key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, pool, Schema, postgres.Options{Key: key}); err != nil {
 		return err
 	}
 	var exists bool

@@ -425,6 +425,11 @@ func LevelValue(lvl *sqlast.Level, v any) (any, bool) {
 // guardedsql exports it as its ErrBusy.
 var ErrBusy = errors.New("guardedsql: busy: no database connection free within the wait bound")
 
+// ErrUnsafe is matched by every error of an engine's check of its own
+// tenant isolation (PostgreSQL's ErrRLSUnsafe). guardedsql exports it as
+// its ErrEngineUnsafe.
+var ErrUnsafe = errors.New("guardedsql: the engine's own tenant isolation is not verified")
+
 // Wait bounds how long a statement may wait for a free connection.
 type Wait struct {
 	// Timeout is the longest wait; zero or negative means wait as long as

@@ -1,4 +1,4 @@
-// Package dialect is the seam between guardedsql and a database engine.
+// Package engine is the seam between guardedsql and a database engine.
 // Adding an engine means implementing Dialect (SQL spelling and scope
 // expansion) and providing a Pool (execution); the builder and the guard
 // are untouched.

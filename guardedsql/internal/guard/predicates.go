@@ -21,7 +21,7 @@ import (
 // only where every level it names agrees with the data.
 type term struct {
 	anchors []sqlast.Anchor // one per level of the term, in shape order
-	shape   *engine.Shape  // nil for a plain level
+	shape   *engine.Shape   // nil for a plain level
 }
 
 // depth is the number of parent hops the term reads through.

@@ -188,7 +188,7 @@ type insertRow struct {
 	ins    engine.Frag // the guarded INSERT (with conflict clause / RETURNING where native)
 	check  engine.Frag // SELECT 1 WHERE value checks
 	fail   error
-	native bool                                     // ins returns the Returns columns itself
+	native bool                                    // ins returns the Returns columns itself
 	lock   engine.Frag                             // MySQL upsert: SELECT conflictGuard FROM t WHERE target = ... FOR UPDATE
 	peek   engine.Frag                             // the same without FOR UPDATE, run first (keyed.go)
 	update engine.Frag                             // MySQL upsert: UPDATE of the in-scope conflicting row

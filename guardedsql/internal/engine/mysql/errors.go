@@ -30,7 +30,7 @@ var (
 
 // ServerError is the part of a server error (go-sql-driver's
 // *mysql.MySQLError) that Classify reads. This package does not import the
-// driver: the driver package (internal/driver/mysqldriver) sets
+// driver: the driver package (guardedsql/mysql) sets
 // AsServerError when it is linked.
 type ServerError struct {
 	Number uint16

@@ -255,7 +255,7 @@ func (d Dialect) checkByRef(ctx context.Context, q engine.Querier, g *sqlast.Sch
 		return fmt.Errorf("guardedsql: reading the reference-counting functions: %w", err)
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w (tables owned by reference: %s missing or not owned by the verifying function's owner; re-apply guardedsql.RLSDDL)", ErrRLSPolicyMissing, strings.Join(missing, ", "))
+		return fmt.Errorf("%w (tables owned by reference: %s missing or not owned by the verifying function's owner; re-apply postgres.RLSDDL)", ErrRLSPolicyMissing, strings.Join(missing, ", "))
 	}
 	return nil
 }

@@ -11,19 +11,29 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
-// Errors of Check; guardedsql re-exports them. Every one of them matches
-// ErrRLSUnsafe with errors.Is.
+// unsafeError is ErrRLSUnsafe: its text names row-level security, and it
+// matches engine.ErrUnsafe, which engine-neutral code tests for.
+type unsafeError struct{}
+
+func (unsafeError) Error() string {
+	return "guardedsql: row-level security is not in force for this PostgreSQL connection"
+}
+func (unsafeError) Is(target error) bool { return target == engine.ErrUnsafe }
+
+// Errors of Check; guardedsql/postgres re-exports them. Every one of them
+// matches ErrRLSUnsafe with errors.Is, and ErrRLSUnsafe matches
+// engine.ErrUnsafe.
 var (
-	ErrRLSUnsafe           = errors.New("guardedsql: row-level security is not in force for this PostgreSQL connection")
-	ErrRLSSuperuser        = fmt.Errorf("%w: the role is a superuser (superusers bypass every policy)", ErrRLSUnsafe)
-	ErrRLSBypassRLS        = fmt.Errorf("%w: the role has BYPASSRLS", ErrRLSUnsafe)
-	ErrRLSOwnerNotForced   = fmt.Errorf("%w: the role owns a tenant-bound table without FORCE ROW LEVEL SECURITY (owners bypass its policies)", ErrRLSUnsafe)
-	ErrRLSNotEnabled       = fmt.Errorf("%w: a tenant-bound table does not have row-level security enabled and forced", ErrRLSUnsafe)
-	ErrRLSPolicyMissing    = fmt.Errorf("%w: a tenant-bound table lacks the expected policy, or has an outdated or altered one", ErrRLSUnsafe)
-	ErrRLSPolicyUnexpected = fmt.Errorf("%w: another permissive policy applying to the role widens access to a tenant-bound table", ErrRLSUnsafe)
-	ErrRLSTableMissing     = fmt.Errorf("%w: a tenant-bound table of the schema is not visible on the search_path", ErrRLSUnsafe)
-	ErrRLSSigning          = fmt.Errorf("%w: the signed scope context is not in force (verifying function or key table missing, altered or reachable by the role)", ErrRLSUnsafe)
-	ErrRLSKeyUnknown       = fmt.Errorf("%w: the scope-signing key is not installed (add it as the tables' owner)", ErrRLSUnsafe)
+	ErrRLSUnsafe           error = unsafeError{}
+	ErrRLSSuperuser              = fmt.Errorf("%w: the role is a superuser (superusers bypass every policy)", ErrRLSUnsafe)
+	ErrRLSBypassRLS              = fmt.Errorf("%w: the role has BYPASSRLS", ErrRLSUnsafe)
+	ErrRLSOwnerNotForced         = fmt.Errorf("%w: the role owns a tenant-bound table without FORCE ROW LEVEL SECURITY (owners bypass its policies)", ErrRLSUnsafe)
+	ErrRLSNotEnabled             = fmt.Errorf("%w: a tenant-bound table does not have row-level security enabled and forced", ErrRLSUnsafe)
+	ErrRLSPolicyMissing          = fmt.Errorf("%w: a tenant-bound table lacks the expected policy, or has an outdated or altered one", ErrRLSUnsafe)
+	ErrRLSPolicyUnexpected       = fmt.Errorf("%w: another permissive policy applying to the role widens access to a tenant-bound table", ErrRLSUnsafe)
+	ErrRLSTableMissing           = fmt.Errorf("%w: a tenant-bound table of the schema is not visible on the search_path", ErrRLSUnsafe)
+	ErrRLSSigning                = fmt.Errorf("%w: the signed scope context is not in force (verifying function or key table missing, altered or reachable by the role)", ErrRLSUnsafe)
+	ErrRLSKeyUnknown             = fmt.Errorf("%w: the scope-signing key is not installed (add it as the tables' owner)", ErrRLSUnsafe)
 )
 
 // checkSignedSQL reads back the verifying function and the key table
@@ -105,7 +115,7 @@ func (d Dialect) checkSigned(ctx context.Context, q engine.Querier, user string)
 		}
 	}
 	if len(why) > 0 {
-		return fmt.Errorf("%w (%s; re-apply guardedsql.RLSDDL as the tables' owner)", ErrRLSSigning, strings.Join(why, ", "))
+		return fmt.Errorf("%w (%s; re-apply postgres.RLSDDL as the tables' owner)", ErrRLSSigning, strings.Join(why, ", "))
 	}
 	if d.Key == nil {
 		return nil
@@ -262,7 +272,7 @@ func (d Dialect) Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) 
 	for _, w := range want {
 		i := slices.IndexFunc(installed, func(p policyRow) bool { return p.table == w.Table && p.name == w.Name })
 		if i < 0 {
-			return fmt.Errorf("%w (table %q has no policy %q; apply guardedsql.RLSDDL)", ErrRLSPolicyMissing, w.Table, w.Name)
+			return fmt.Errorf("%w (table %q has no policy %q; apply postgres.RLSDDL)", ErrRLSPolicyMissing, w.Table, w.Name)
 		}
 		p := installed[i]
 		var why []string
@@ -286,7 +296,7 @@ func (d Dialect) Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) 
 			why = append(why, "its expressions were altered after it was applied")
 		}
 		if len(why) > 0 {
-			return fmt.Errorf("%w (table %q, policy %q: %s; re-apply guardedsql.RLSDDL)", ErrRLSPolicyMissing, w.Table, w.Name, strings.Join(why, ", "))
+			return fmt.Errorf("%w (table %q, policy %q: %s; re-apply postgres.RLSDDL)", ErrRLSPolicyMissing, w.Table, w.Name, strings.Join(why, ", "))
 		}
 	}
 	for _, p := range installed {

@@ -1,4 +1,4 @@
-package guardedsql
+package postgres
 
 import (
 	"context"
@@ -9,13 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
-
-// DefaultRLSRecheck is how often a PostgreSQL DB re-reads its row-level
-// security from the catalogs while serving (see Options.RLSRecheck).
-const DefaultRLSRecheck = 30 * time.Second
 
 // lockRetry is how soon a check that timed out on a lock runs again.
 const lockRetry = 250 * time.Millisecond
@@ -24,12 +21,12 @@ const lockRetry = 250 * time.Millisecond
 // caller's context; it fails that call only.
 var errCheckInterrupted = errors.New("guardedsql: row-level security check interrupted by the caller")
 
-// rlsMonitor keeps the row-level security verified after start-up.
+// monitor keeps the row-level security verified after start-up.
 //
 // Invariant: a guarded PostgreSQL statement is sent only if the latest
 // check passed and is younger than the interval, and only on a connection
 // that passed the check itself.
-type rlsMonitor struct {
+type monitor struct {
 	check    func(ctx context.Context, q engine.Querier) error
 	pool     engine.Pool
 	interval time.Duration
@@ -41,10 +38,10 @@ type rlsMonitor struct {
 	mu      sync.Mutex            // one periodic check at a time
 }
 
-func newRLSMonitor(check func(context.Context, engine.Querier) error, pool engine.Pool, c *config) *rlsMonitor {
-	m := &rlsMonitor{check: check, pool: pool, interval: c.RLSRecheck, log: c.Logger, now: time.Now}
+func newMonitor(check func(context.Context, engine.Querier) error, pool engine.Pool, interval time.Duration, log *slog.Logger) *monitor {
+	m := &monitor{check: check, pool: pool, interval: interval, log: log, now: time.Now}
 	if m.interval <= 0 {
-		m.interval = DefaultRLSRecheck
+		m.interval = DefaultRecheck
 	}
 	if m.log == nil {
 		m.log = slog.Default()
@@ -56,7 +53,7 @@ func newRLSMonitor(check func(context.Context, engine.Querier) error, pool engin
 // gate returns the current verdict, running the periodic check first if
 // it is due (callers wait for it: no statement is served on a stale
 // verdict).
-func (m *rlsMonitor) gate(ctx context.Context) error {
+func (m *monitor) gate(ctx context.Context) error {
 	if guardfault.RecheckOff() {
 		return nil
 	}
@@ -82,7 +79,7 @@ func (m *rlsMonitor) gate(ctx context.Context) error {
 }
 
 // connCheck vets a new pooled connection.
-func (m *rlsMonitor) connCheck(ctx context.Context, conn engine.Pool) error {
+func (m *monitor) connCheck(ctx context.Context, conn engine.Pool) error {
 	if guardfault.RecheckOff() {
 		return nil
 	}
@@ -99,7 +96,7 @@ func (m *rlsMonitor) connCheck(ctx context.Context, conn engine.Pool) error {
 // no lock: the periodic check (under m.mu) may acquire a new connection,
 // whose own check records too. A failure is logged every time, a recovery
 // once.
-func (m *rlsMonitor) record(ctx context.Context, err error, when string, start time.Time) error {
+func (m *monitor) record(ctx context.Context, err error, when string, start time.Time) error {
 	if err != nil && !errors.Is(err, ErrRLSUnsafe) && ctx.Err() != nil && !guardfault.Off(guardfault.RecheckInterrupt) {
 		// The caller gave up (cancelled, or past its deadline) while the
 		// check ran, which says nothing about the policies. Only this call
@@ -109,14 +106,14 @@ func (m *rlsMonitor) record(ctx context.Context, err error, when string, start t
 		return fmt.Errorf("%w: %w", errCheckInterrupted, ctx.Err())
 	}
 	next := m.interval
-	if IsUnavailable(err) {
+	if guardedsql.IsUnavailable(err) {
 		// The database cannot be reached: the statements fail on their own
 		// with a retryable error; the verdict stands, and the check is
 		// retried soon.
 		m.due.Store(start.Add(min(m.interval, time.Second)).UnixNano())
 		return err
 	}
-	if err != nil && !errors.Is(err, ErrRLSUnsafe) && IsTimeout(err) {
+	if err != nil && !errors.Is(err, ErrRLSUnsafe) && guardedsql.IsTimeout(err) {
 		// The check waited for a lock longer than its bound
 		// (postgres.CheckLockTimeout): a migration holds a table. Nothing
 		// is verified, and what the migration commits may be a policy
@@ -125,8 +122,8 @@ func (m *rlsMonitor) record(ctx context.Context, err error, when string, start t
 		// retryable "unavailable" error instead of hanging behind the
 		// lock, and the check runs again soon. Like every check that
 		// could not run it matches ErrRLSUnsafe; it also matches
-		// ErrUnavailable, which is what makes it retryable.
-		err = fmt.Errorf("%w: %w: the check waited too long for a lock (a migration in progress?): %w", ErrUnavailable, ErrRLSUnsafe, err)
+		// guardedsql.ErrUnavailable, which is what makes it retryable.
+		err = fmt.Errorf("%w: %w: the check waited too long for a lock (a migration in progress?): %w", guardedsql.ErrUnavailable, ErrRLSUnsafe, err)
 		m.failing.Store(&err)
 		m.log.LogAttrs(ctx, slog.LevelWarn, "guardedsql: row-level security check blocked by a lock; refusing guarded statements (retryable) until it runs",
 			slog.String("check", when))

@@ -1,4 +1,4 @@
-package guardedsql
+package postgres
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestRecheckInterruptedByCallerFailsOnlyThatCall(t *testing.T) {
 		<-ctx.Done() // a check still running when its caller gives up
 		return ctx.Err()
 	}
-	m := newRLSMonitor(check, nil, &config{Options: Options{RLSRecheck: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	m := newMonitor(check, nil, time.Minute, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	clock := time.Now()
 	m.now = func() time.Time { return clock }
 

@@ -1,7 +1,7 @@
-// Package pgxdriver links github.com/jackc/pgx/v5 into guardedsql: the
-// pool adapter (NewPool), and, in init, the PostgreSQL entry of the
-// driver registry (opening DSNs, reading pgconn errors). Only the public
-// package guardedsql/postgres and guardedsql's own tests import it.
+// Package pgxdriver adapts github.com/jackc/pgx/v5 to the engine seam: the
+// pool adapter (NewPool), opening DSNs (Open) and reading pgconn errors
+// (AsPgError, Unavailable, Timeout). Only the public package
+// guardedsql/postgres and guardedsql's own tests import it.
 package pgxdriver
 
 import (
@@ -15,22 +15,22 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
-func init() {
-	driver.PostgresEngine = &driver.PostgresDriver{Open: open}
-	postgres.AsPgError = asPgError
-	driver.Unavailable = append(driver.Unavailable, unavailable)
-	driver.Timeout = append(driver.Timeout, timeout)
-}
+// DSNError is returned by Open for a DSN it cannot parse (as opposed to a
+// server it cannot reach). Its text may quote the DSN: the caller redacts
+// it.
+type DSNError struct{ Err error }
 
-// open opens an owned pool for dsn. Its errors may quote the DSN: the
-// caller redacts them.
-func open(ctx context.Context, dsn string, maxConns int) (engine.Pool, error) {
+func (e *DSNError) Error() string { return e.Err.Error() }
+func (e *DSNError) Unwrap() error { return e.Err }
+
+// Open opens an owned pool for dsn; maxConns > 0 caps its size. Its
+// errors may quote the DSN: the caller redacts them.
+func Open(ctx context.Context, dsn string, maxConns int) (engine.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, &driver.DSNError{Err: err}
+		return nil, &DSNError{Err: err}
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = int32(min(maxConns, 1<<20))
@@ -48,7 +48,8 @@ func open(ctx context.Context, dsn string, maxConns int) (engine.Pool, error) {
 	return NewPool(pool, true), nil
 }
 
-func asPgError(err error) (*postgres.PgError, bool) {
+// AsPgError reads a *pgconn.PgError in err's chain (postgres.AsPgError).
+func AsPgError(err error) (*postgres.PgError, bool) {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return nil, false
@@ -59,7 +60,9 @@ func asPgError(err error) (*postgres.PgError, bool) {
 	}, true
 }
 
-func unavailable(err error) bool {
+// Unavailable reports a pgx error meaning the server cannot be reached or
+// is not accepting work.
+func Unavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
 		return true
@@ -78,7 +81,8 @@ func unavailable(err error) bool {
 	return false
 }
 
-func timeout(err error) bool {
+// Timeout reports a statement or lock timeout.
+func Timeout(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "57014" || pe.Code == "55P03") // query_canceled (statement_timeout), lock_not_available
 }
@@ -89,8 +93,12 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// BeginOn adapts b for the registry's driver-free administration code.
-func BeginOn(b Beginner) driver.Begin {
+// Begin begins a transaction on a caller's connection (an owner's or an
+// administrator's).
+type Begin func(ctx context.Context) (engine.Tx, error)
+
+// BeginOn adapts b for the administration code.
+func BeginOn(b Beginner) Begin {
 	return func(ctx context.Context) (engine.Tx, error) {
 		tx, err := b.Begin(ctx)
 		if err != nil {

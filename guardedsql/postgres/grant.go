@@ -1,4 +1,4 @@
-package guardedsql
+package postgres
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres/pgxdriver"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -25,17 +26,17 @@ import (
 // REFERENCES or TRIGGER, and never touches tables outside the graph, so a
 // table the application must not read (such as a key table) stays out of
 // reach. Run them as the tables' owner or a superuser, after the tables
-// exist; guardedsql/postgres.GrantApp does.
+// exist; [GrantApp] does.
 //
 // The role itself is the deployment's to create, with LOGIN and a
-// password, and NOSUPERUSER NOBYPASSRLS: guardedsql/postgres.CheckRLS refuses to serve as
+// password, and NOSUPERUSER NOBYPASSRLS: [CheckRLS] refuses to serve as
 // anything else.
 func AppGrantDDL(sch *builder.Schema, role string) ([]string, error) {
 	if sch == nil || len(sch.TableNames()) == 0 {
-		return nil, fmt.Errorf("%w: nil or empty schema", ErrInvalid)
+		return nil, fmt.Errorf("%w: nil or empty schema", guardedsql.ErrInvalid)
 	}
 	if role == "" || len(role) > 63 || strings.EqualFold(role, "public") || strings.ContainsRune(role, 0) {
-		return nil, fmt.Errorf("%w: application role name must be 1-63 bytes, not PUBLIC", ErrInvalid)
+		return nil, fmt.Errorf("%w: application role name must be 1-63 bytes, not PUBLIC", guardedsql.ErrInvalid)
 	}
 	r := quoteIdent(role)
 	g, _ := sqlast.SchemaOf(sch)
@@ -78,16 +79,16 @@ END $grant$`}, grants...),
 END $grant$`), nil
 }
 
-// grantApp runs [AppGrantDDL] in one transaction begun by admin (package
-// guardedsql/postgres: GrantApp). It first refuses a role that does not
+// GrantApp runs [AppGrantDDL] in one transaction on admin, connected as
+// the tables' owner or a superuser. It first refuses a role that does not
 // exist or that would bypass row-level security, with [ErrRLSSuperuser]
 // or [ErrRLSBypassRLS]. On any error nothing is granted.
-func grantApp(ctx context.Context, admin driver.Begin, sch *builder.Schema, role string) error {
+func GrantApp(ctx context.Context, admin TxBeginner, sch *builder.Schema, role string) error {
 	stmts, err := AppGrantDDL(sch, role)
 	if err != nil {
 		return err
 	}
-	tx, err := admin(ctx)
+	tx, err := pgxdriver.BeginOn(admin)(ctx)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func grantApp(ctx context.Context, admin driver.Begin, sch *builder.Schema, role
 	var super, bypass bool
 	switch err := queryRow(ctx, tx, `SELECT rolsuper, rolbypassrls FROM pg_catalog.pg_roles WHERE rolname = $1`, []any{role}, &super, &bypass); {
 	case errors.Is(err, errNoRow):
-		return fmt.Errorf("%w: application role %s does not exist; create it (LOGIN NOSUPERUSER NOBYPASSRLS) first", ErrInvalid, quoteIdent(role))
+		return fmt.Errorf("%w: application role %s does not exist; create it (LOGIN NOSUPERUSER NOBYPASSRLS) first", guardedsql.ErrInvalid, quoteIdent(role))
 	case err != nil:
 		return fmt.Errorf("guardedsql: reading role attributes: %w", err)
 	case super:

@@ -1,12 +1,6 @@
-// Package mysqldriver links github.com/go-sql-driver/mysql into
-// guardedsql: DSN translation (Config), and, in init, the MySQL entry of
-// the driver registry (opening DSNs, reading server errors, finding the
-// password of a driver DSN for redaction). Only the public package
-// guardedsql/mysql and guardedsql's own tests import it.
-package mysqldriver
+package mysql
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -16,28 +10,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
-
-func init() {
-	driver.MySQLEngine = &driver.MySQLDriver{Open: open}
-	mysqldialect.AsServerError = asServerError
-	driver.Unavailable = append(driver.Unavailable, unavailable)
-	driver.Timeout = append(driver.Timeout, timeout)
-	driver.DSNSecrets = append(driver.DSNSecrets, dsnSecrets)
-}
-
-func open(dsn string) (*sql.DB, error) {
-	cfg, err := Config(dsn)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("guardedsql: MySQL DSN: %w", err)
-	}
-	return sql.OpenDB(conn), nil
-}
 
 func asServerError(err error) (mysqldialect.ServerError, bool) {
 	var me *mysql.MySQLError
@@ -77,10 +50,8 @@ func dsnSecrets(dsn string) []string {
 	return nil
 }
 
-// Config translates a mysql:// DSN into a go-sql-driver configuration
-// (see guardedsql/mysql.Config). Its errors may quote the DSN: callers
-// redact them.
-func Config(dsn string) (*mysql.Config, error) {
+// driverConfig is Config before redaction: its errors may quote the DSN.
+func driverConfig(dsn string) (*mysql.Config, error) {
 	cfg, err := config(dsn)
 	if err != nil {
 		return nil, err
