@@ -110,7 +110,7 @@ func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 
 //   - no table of the graph has a trigger or rule that TableDef.Triggers
 //     does not acknowledge ([ErrTrigger]).
 //
-// Open, NewSQLite, postgres.New and NewMySQL run it and refuse to start on
+// Open and the engine packages' New functions run it and refuse to start on
 // an error, logging the report's unlisted tables as a warning (Options.Logger).
 // The conformance suite runs it as a property.
 func CheckCatalog(ctx context.Context, db *DB) (CatalogReport, error) {

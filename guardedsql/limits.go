@@ -20,7 +20,7 @@ var ErrBusy = engine.ErrBusy
 
 // ErrTimeoutUnsupported: Options.StatementTimeout or LockTimeout was set
 // for an engine that cannot bound a statement on the server (MySQL 8 has
-// no SET STATEMENT; MariaDB has). Open and NewMySQL refuse to start rather
+// no SET STATEMENT; MariaDB has). Open and guardedsql/mysql.New refuse to start rather
 // than run unbounded.
 var ErrTimeoutUnsupported = errors.New("guardedsql: statement and lock timeouts need PostgreSQL, MariaDB or SQLite")
 

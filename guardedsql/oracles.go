@@ -33,7 +33,7 @@ type UniqueOracle struct {
 
 // UniqueOracles returns the unique keys that are existence oracles, as
 // read from the catalog when the DB was opened (nil where the engine's
-// catalog could not be read). Open, postgres.New, NewMySQL and NewSQLite
+// catalog could not be read). Open and the engine packages' New functions
 // also log each of them at warning level (Options.Logger), primary keys at
 // info level.
 func (db *DB) UniqueOracles() []UniqueOracle { return slices.Clone(db.oracles) }

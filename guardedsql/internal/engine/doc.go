@@ -69,7 +69,7 @@
 // # Execution
 //
 // Pool, Tx and Rows are the minimal execution surface guardedsql needs.
-// StdPool adapts *sql.DB (SQLite, MySQL); postgres.NewPool adapts a
+// StdPool adapts *sql.DB (SQLite, MySQL); postgres/pgxdriver.NewPool adapts a
 // pgxpool.Pool. SQL handed to a Pool is final: placeholders already in the
 // dialect's format. When NeedsTx is true every guarded statement runs in
 // its own transaction that first calls Session; rows returned from such a

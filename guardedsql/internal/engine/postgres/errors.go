@@ -16,7 +16,7 @@ var keyColumns = regexp.MustCompile(`^Key \(([A-Za-z0-9_, "]+)\)=\(`)
 
 // PgError is the part of a server error (pgconn.PgError) that Classify
 // reads. This package does not import the driver: the driver package
-// (internal/driver/pgxdriver) sets AsPgError when it is linked.
+// (guardedsql/postgres) sets AsPgError when it is linked.
 type PgError struct {
 	Code, Severity, Message, Detail       string
 	TableName, ConstraintName, ColumnName string

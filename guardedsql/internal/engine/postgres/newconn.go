@@ -6,7 +6,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 )
 
-// NewConnChecker is implemented by the pgx driver's pools (internal/driver/pgxdriver.NewPool).
+// NewConnChecker is implemented by the pgx driver's pools (pgxdriver.NewPool).
 type NewConnChecker interface {
 	// SetNewConnCheck makes fn vet every pooled connection before its
 	// first use through this pool: fn gets a engine.Pool bound to that
