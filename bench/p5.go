@@ -123,7 +123,7 @@ func egressUnavailable() string {
 type p5Engine struct {
 	label, engine string
 	hotelDSN      string   // guardedsql.Open DSN
-	rlsKey        string   // PostgreSQL: the scope-signing key (RLSKey.Text)
+	rlsKey        string   // PostgreSQL: the scope-signing key (postgres.Key.Text)
 	bareDSN       string   // database/sql DSN
 	allow         []string // egress rules the hotel server needs
 	skip, fail    string   // why its rows are skipped, or failed
