@@ -1,7 +1,12 @@
-// Package engine is the seam between guardedsql and a database engine.
-// Adding an engine means implementing Dialect (SQL spelling and scope
-// expansion) and providing a Pool (execution); the builder and the guard
-// are untouched.
+// Package engine is the seam between guardedsql and a database engine,
+// engine-neutral itself: guardedsql, the guard and every engine import it,
+// it imports no engine. Adding an engine means implementing Dialect (SQL
+// spelling and scope expansion, in guardedsql/internal/engine/<engine>)
+// and providing a Pool (execution), and a public package that registers a
+// guardedsql.Engine (guardedsql.Register) whose Open hands a Conn to
+// guardedsql.OpenConn; the builder and the guard are untouched. Checks
+// guardedsql runs on every engine at start-up read the catalog through the
+// optional interfaces CatalogChecker, UniqueLister and TriggerLister.
 //
 // # Design summary
 //
