@@ -25,7 +25,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/egress"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // The servers of P5 and P4 run in child processes: the bench binary
@@ -52,7 +52,7 @@ type childSpec struct {
 	// the engine's driver.
 	DSN string `json:"dsn"`
 	// RLSKey is the PostgreSQL scope-signing key in its text form
-	// (guardedsql.RLSKey.Text), for hotel on postgres.
+	// (postgres.Key.Text), for hotel on postgres.
 	RLSKey string `json:"rls_key,omitempty"`
 	// Bare is "raw" (a plain mcp.ToolHandler) or "typed" (mcp.AddTool
 	// with inferred schemas, whose output the go-sdk validates).
@@ -170,10 +170,10 @@ func serveHotel(ctx context.Context, spec childSpec) (childHello, func(), error)
 	// Operational messages to stderr (the parent shows them on failure);
 	// the audit log is formatted as JSON, as a deployment would, and
 	// thrown away rather than written to a terminal.
-	var key guardedsql.RLSKey
+	var key postgres.Key
 	if spec.RLSKey != "" {
 		var err error
-		if key, err = guardedsql.ParseRLSKey(spec.RLSKey); err != nil {
+		if key, err = postgres.ParseKey(spec.RLSKey); err != nil {
 			return childHello{}, nil, err
 		}
 	}

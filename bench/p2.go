@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/mysql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/benchdata"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
@@ -212,11 +213,11 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if _, err := admin.Exec(ctx, `GRANT SELECT ON ALL TABLES IN SCHEMA public TO `+appRole); err != nil {
 		return nil, err
 	}
-	key, err := guardedsql.NewRLSKey("bench-p2")
+	key, err := postgres.NewKey("bench-p2")
 	if err != nil {
 		return nil, err
 	}
-	if err := postgres.ApplyRLS(ctx, admin, t.sch, guardedsql.RLSKeyOptions{Key: key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, admin, t.sch, postgres.Options{Key: key}); err != nil {
 		return nil, err
 	}
 	ucfg := acfg.Copy()
@@ -224,7 +225,7 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if app, _, err = pgOpen(ctx, ucfg); err != nil {
 		return nil, err
 	}
-	if t.guarded, err = postgres.New(ctx, app, t.sch, guardedsql.Options{RLSKey: key}); err != nil {
+	if t.guarded, err = postgres.New(ctx, app, t.sch, guardedsql.Options{Engine: postgres.Options{Key: key}}); err != nil {
 		return nil, err
 	}
 	// The expert runs as the admin (a superuser: no row-level security)
@@ -266,7 +267,7 @@ func mysqlP2(ctx context.Context, e *env) (*p2Target, error) {
 		return nil, err
 	}
 	t.sch = builder.MustSchema(benchdata.SchemaDef())
-	if t.guarded, err = guardedsql.NewMySQL(ctx, db, t.sch, guardedsql.Options{}); err != nil {
+	if t.guarded, err = mysql.New(ctx, db, t.sch, guardedsql.Options{}); err != nil {
 		db.Close()
 		return nil, err
 	}

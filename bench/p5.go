@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // P5 and P4 in one run: per database engine, the bare server, the hotel
@@ -123,7 +123,7 @@ func egressUnavailable() string {
 type p5Engine struct {
 	label, engine string
 	hotelDSN      string   // guardedsql.Open DSN
-	rlsKey        string   // PostgreSQL: the scope-signing key (RLSKey.Text)
+	rlsKey        string   // PostgreSQL: the scope-signing key (postgres.Key.Text)
 	bareDSN       string   // database/sql DSN
 	allow         []string // egress rules the hotel server needs
 	skip, fail    string   // why its rows are skipped, or failed
@@ -166,7 +166,7 @@ func (e *env) preparePGHotel(ctx context.Context, pg *p5Engine) error {
 	if err != nil {
 		return err
 	}
-	key, err := guardedsql.NewRLSKey("bench")
+	key, err := postgres.NewKey("bench")
 	if err != nil {
 		return err
 	}

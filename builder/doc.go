@@ -21,7 +21,7 @@
 // of the graph, against the live catalog at start-up). The schema can be
 // declared in Go ([SchemaDef]) or introspected from the database's catalog
 // (keys, unique keys, types) and completed with a [Tenancy] (see
-// guardedsql.IntrospectSQLite). Level names follow [scope.ValidLevel].
+// sqlite.Introspect). Level names follow [scope.ValidLevel].
 //
 // # Statements
 //

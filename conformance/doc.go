@@ -109,7 +109,7 @@
 //	   tenants (reads, refused writes, rolled-back transactions, cancelled calls) each see their
 //	   own rows, and between calls the connection carries no scope (empty setting, raw reads empty).
 //	16 RLS for raw SQL (PostgreSQL): as the app role without the guard, no scope reads zero rows;
-//	   a tenant's scope, signed for the transaction with the scratch key (guardedsql.SignScope),
+//	   a tenant's scope, signed for the transaction with the scratch key (postgres.SignScope),
 //	   set in a transaction reads exactly the oracle's rows and cannot update
 //	   foreign rows or insert under foreign parents; after COMMIT the scope is gone.
 //	17 Start-up check (PostgreSQL): guardedsql/postgres.CheckRLS passes for the app role and refuses, with

@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver for the owner connection
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // scratch is the database the suite creates for itself, seeds, and drops:
@@ -46,7 +47,7 @@ type scratch struct {
 	close    []func() error
 	// rlsKey signs the PostgreSQL scope context (installed by
 	// prepareEngine, given to every guarded DB).
-	rlsKey guardedsql.RLSKey
+	rlsKey postgres.Key
 }
 
 // engineOf names the engine of a DSN.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
@@ -32,27 +33,34 @@ func prepareEngine(ctx context.Context, s *scratch, sch *builder.Schema) error {
 	}
 	defer conn.Close(ctx)
 	if s.rlsKey.ID == "" {
-		k, err := guardedsql.NewRLSKey("conformance")
+		k, err := postgres.NewKey("conformance")
 		if err != nil {
 			return err
 		}
 		s.rlsKey = k
 	}
-	if err := postgres.ApplyRLS(ctx, conn, sch, guardedsql.RLSKeyOptions{Key: s.rlsKey}); err != nil {
+	if err := postgres.ApplyRLS(ctx, conn, sch, postgres.Options{Key: s.rlsKey}); err != nil {
 		return fmt.Errorf("conformance: installing row-level security as the owner: %w", err)
 	}
 	return nil
 }
 
 // openGuarded opens the guard on the scratch database as the app role.
+// A property's postgres.Options (RLSOnly, Recheck) apply on PostgreSQL
+// only; the scratch database's key is added to them.
 func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, func() error, error) {
+	po, isPG := opts.Engine.(postgres.Options)
+	if isPG && s.engine != Postgres {
+		opts.Engine = nil
+	}
 	switch s.engine {
 	case Postgres:
 		pool, err := s.appPool(ctx, 0)
 		if err != nil {
 			return nil, nil, err
 		}
-		opts.RLSKey = s.rlsKey
+		po.Key = s.rlsKey
+		opts.Engine = po
 		db, err := postgres.New(ctx, pool, sch, opts)
 		if err != nil {
 			pool.Close()
@@ -68,7 +76,7 @@ func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts gua
 		if err != nil {
 			return nil, nil, err
 		}
-		db, err := guardedsql.NewMySQL(ctx, raw, sch, opts)
+		db, err := gmysql.New(ctx, raw, sch, opts)
 		if err != nil {
 			raw.Close()
 			return nil, nil, err

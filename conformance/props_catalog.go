@@ -95,7 +95,7 @@ func propGlobalReadOnly(p *pt, r *runner) {
 		return sch
 	}
 	ro := def("")
-	ddl, err := guardedsql.AppGrantDDL(ro, "tmconf_app")
+	ddl, err := postgres.AppGrantDDL(ro, "tmconf_app")
 	if err != nil {
 		p.Fatalf("AppGrantDDL: %v", err)
 	}
@@ -232,7 +232,7 @@ func pgTempShadow(p *pt, r *runner, f *gapFixture, sch *builder.Schema) {
 		p.Fatalf("one-connection pool: %v", err)
 	}
 	defer pool.Close()
-	db, err := postgres.New(p.ctx, pool, sch, guardedsql.Options{RLSKey: r.sc.rlsKey})
+	db, err := postgres.New(p.ctx, pool, sch, guardedsql.Options{Engine: postgres.Options{Key: r.sc.rlsKey}})
 	if err != nil {
 		p.Fatalf("open on a one-connection pool: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 )
 
@@ -19,10 +20,10 @@ import (
 // as the guarded DB signs it.
 func (r *runner) signedScope(p *pt, tx pgx.Tx, doc string) string {
 	var nonce string
-	if err := tx.QueryRow(p.ctx, guardedsql.ScopeNonceSQL).Scan(&nonce); err != nil {
+	if err := tx.QueryRow(p.ctx, postgres.ScopeNonceSQL).Scan(&nonce); err != nil {
 		p.Fatalf("transaction nonce: %v", err)
 	}
-	v, err := guardedsql.SignScope(r.sc.rlsKey, nonce, doc, guardedsql.RLSOptions{})
+	v, err := postgres.SignScope(r.sc.rlsKey, nonce, doc, postgres.Options{})
 	if err != nil {
 		p.Fatalf("signing the scope: %v", err)
 	}
@@ -249,8 +250,8 @@ func propPolicyDrift(p *pt, r *runner) {
 	const interval = 150 * time.Millisecond
 	logs := &logbuf.Buffer{}
 	db, closeDB, err := r.sc.openGuarded(p.ctx, r.sch, guardedsql.Options{
-		RLSOnly: true, RLSRecheck: interval,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Engine: postgres.Options{RLSOnly: true, Recheck: interval},
 	})
 	if err != nil {
 		p.Fatalf("opening an RLS-only DB: %v", err)
@@ -282,7 +283,7 @@ func propPolicyDrift(p *pt, r *runner) {
 		switch {
 		case err == nil:
 			p.Errorf("%s as %s: served %d rows (%d foreign) one interval after the policy was altered; want ErrRLSUnsafe", name, tn, len(got), len(got)-len(want))
-		case !errors.Is(err, guardedsql.ErrRLSUnsafe) || !strings.Contains(err.Error(), `"`+name+`"`):
+		case !errors.Is(err, postgres.ErrRLSUnsafe) || !strings.Contains(err.Error(), `"`+name+`"`):
 			p.Errorf("%s as %s after the drift: %v; want ErrRLSUnsafe naming the table", name, tn, err)
 		}
 	}
@@ -341,8 +342,8 @@ func propAbandonedRecheck(p *pt, r *runner) {
 	const interval = 150 * time.Millisecond
 	logs := &logbuf.Buffer{}
 	db, closeDB, err := r.sc.openGuarded(p.ctx, r.sch, guardedsql.Options{
-		RLSRecheck: interval,
-		Logger:     slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Engine: postgres.Options{Recheck: interval},
 	})
 	if err != nil {
 		p.Fatalf("opening a DB with a %v re-check: %v", interval, err)
@@ -363,7 +364,7 @@ func propAbandonedRecheck(p *pt, r *runner) {
 		cancel()
 		if _, err := db.Query(gone, q); err == nil {
 			p.Errorf("%s round: a call whose context was cancelled was served", round)
-		} else if errors.Is(err, guardedsql.ErrRLSUnsafe) {
+		} else if errors.Is(err, postgres.ErrRLSUnsafe) {
 			p.Errorf("%s round: the abandoned call as %s reported the policies unsafe: %v", round, a, err)
 		}
 		if got, err := keysThrough(r.scoped(p.ctx, b), db, q, len(t.pk)); err != nil {
@@ -387,8 +388,8 @@ func propAbandonedRecheck(p *pt, r *runner) {
 func propMigrationLock(p *pt, r *runner) {
 	const interval = 150 * time.Millisecond
 	db, closeDB, err := r.sc.openGuarded(p.ctx, r.sch, guardedsql.Options{
-		RLSRecheck: interval,
-		Logger:     slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler),
+		Engine: postgres.Options{Recheck: interval},
 	})
 	if err != nil {
 		p.Fatalf("opening a DB with a %v re-check: %v", interval, err)

@@ -77,7 +77,7 @@ func propPooledContext(p *pt, r *runner) {
 		p.Fatalf("pool of one connection: %v", err)
 	}
 	defer pool.Close()
-	db, err := postgres.New(p.ctx, pool, r.sch, guardedsql.Options{RLSKey: r.sc.rlsKey})
+	db, err := postgres.New(p.ctx, pool, r.sch, guardedsql.Options{Engine: postgres.Options{Key: r.sc.rlsKey}})
 	if err != nil {
 		p.Fatalf("guard on a one-connection pool: %v", err)
 	}
@@ -320,15 +320,15 @@ func pgWhere(cols []string, row Row, first int) (string, []any) {
 func propStartupCheck(p *pt, r *runner) {
 	ctx := p.ctx
 	check := func(pool *pgxpool.Pool, want error, what string) {
-		err := postgres.CheckRLS(ctx, pool, r.sch, guardedsql.RLSKeyOptions{})
+		err := postgres.CheckRLS(ctx, pool, r.sch, postgres.Options{})
 		switch {
 		case want == nil && err != nil:
 			p.Errorf("%s: CheckRLS = %v, want nil", what, err)
-		case want != nil && (!errors.Is(err, want) || !errors.Is(err, guardedsql.ErrRLSUnsafe)):
+		case want != nil && (!errors.Is(err, want) || !errors.Is(err, postgres.ErrRLSUnsafe)):
 			p.Errorf("%s: CheckRLS = %v, want %v (and ErrRLSUnsafe)", what, err, want)
 		}
 		if want != nil {
-			if db, err := postgres.New(ctx, pool, r.sch, guardedsql.Options{RLSKey: r.sc.rlsKey}); err == nil {
+			if db, err := postgres.New(ctx, pool, r.sch, guardedsql.Options{Engine: postgres.Options{Key: r.sc.rlsKey}}); err == nil {
 				db.Close()
 				p.Errorf("%s: postgres.New opened a DB; want it refused", what)
 			}
@@ -346,7 +346,7 @@ func propStartupCheck(p *pt, r *runner) {
 		p.Fatalf("owner pool: %v", err)
 	}
 	defer owner.Close()
-	check(owner, guardedsql.ErrRLSSuperuser, "superuser (the scratch database's owner)")
+	check(owner, postgres.ErrRLSSuperuser, "superuser (the scratch database's owner)")
 
 	// A BYPASSRLS role.
 	role, pw := "tm_conf_bypass_"+randomSuffix(), randomSuffix()
@@ -385,13 +385,13 @@ func propStartupCheck(p *pt, r *runner) {
 	if err != nil {
 		p.Fatalf("bypass pool: %v", err)
 	}
-	check(bypass, guardedsql.ErrRLSBypassRLS, "a BYPASSRLS role")
+	check(bypass, postgres.ErrRLSBypassRLS, "a BYPASSRLS role")
 	bypass.Close()
 
 	// Tampered policies: each change is undone by re-applying the DDL.
 	name := r.g.bound[p.rng.IntN(len(r.g.bound))]
 	reapply := func() {
-		if err := postgres.ApplyRLS(context.Background(), owner, r.sch, guardedsql.RLSKeyOptions{Key: r.sc.rlsKey}); err != nil {
+		if err := postgres.ApplyRLS(context.Background(), owner, r.sch, postgres.Options{Key: r.sc.rlsKey}); err != nil {
 			p.Fatalf("re-applying row-level security: %v", err)
 		}
 	}
@@ -405,10 +405,10 @@ func propStartupCheck(p *pt, r *runner) {
 		want      error
 		undo      string
 	}{
-		{"policy dropped on " + name, `DROP POLICY ` + Postgres.quote(policy) + ` ON ` + Postgres.quote(name), guardedsql.ErrRLSPolicyMissing, ""},
-		{"row-level security not forced on " + name, `ALTER TABLE ` + Postgres.quote(name) + ` NO FORCE ROW LEVEL SECURITY`, guardedsql.ErrRLSUnsafe, ""},
-		{"row-level security disabled on " + name, `ALTER TABLE ` + Postgres.quote(name) + ` DISABLE ROW LEVEL SECURITY`, guardedsql.ErrRLSNotEnabled, ""},
-		{"an extra permissive policy on " + name, `CREATE POLICY tm_conf_open ON ` + Postgres.quote(name) + ` AS PERMISSIVE FOR SELECT TO PUBLIC USING (true)`, guardedsql.ErrRLSPolicyUnexpected, `DROP POLICY IF EXISTS tm_conf_open ON ` + Postgres.quote(name)},
+		{"policy dropped on " + name, `DROP POLICY ` + Postgres.quote(policy) + ` ON ` + Postgres.quote(name), postgres.ErrRLSPolicyMissing, ""},
+		{"row-level security not forced on " + name, `ALTER TABLE ` + Postgres.quote(name) + ` NO FORCE ROW LEVEL SECURITY`, postgres.ErrRLSUnsafe, ""},
+		{"row-level security disabled on " + name, `ALTER TABLE ` + Postgres.quote(name) + ` DISABLE ROW LEVEL SECURITY`, postgres.ErrRLSNotEnabled, ""},
+		{"an extra permissive policy on " + name, `CREATE POLICY tm_conf_open ON ` + Postgres.quote(name) + ` AS PERMISSIVE FOR SELECT TO PUBLIC USING (true)`, postgres.ErrRLSPolicyUnexpected, `DROP POLICY IF EXISTS tm_conf_open ON ` + Postgres.quote(name)},
 	}
 	for _, tc := range tamper {
 		if _, err := owner.Exec(ctx, tc.sql); err != nil {

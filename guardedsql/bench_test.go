@@ -15,8 +15,9 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
+	gsqlite "github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -103,8 +104,8 @@ func benchSetup(b *testing.B) *sqliteBench {
 			benchErr = err
 			return
 		}
-		g, _ := guardedsql.NewSQLite(context.Background(), raw, benchSch, guardedsql.Options{})
-		ex, _ := guardedsql.NewForTest(dialect.StdPool(raw, false), sqlitedialect.Dialect{Style: dialect.PathExists}, benchSch, guardedsql.Options{})
+		g, _ := gsqlite.New(context.Background(), raw, benchSch, guardedsql.Options{})
+		ex, _ := guardedsql.NewForTest(sqlengine.StdPool(raw, false), sqlitedialect.Dialect{Style: sqlengine.PathExists}, benchSch, guardedsql.Options{})
 		benchData = &sqliteBench{raw: raw, guarded: g, exists: ex, m: m}
 		fmt.Printf("bench dataset: %d hotels, %d rooms, %d bookings, %d payments, loaded in %s\n",
 			len(m.hotels), len(m.rooms), len(m.bookings), len(m.payments), time.Since(start).Round(time.Millisecond))
@@ -162,7 +163,7 @@ func drain(b *testing.B, rows resultRows) int {
 
 func BenchmarkRewrite(b *testing.B) {
 	// Rendering never touches the pool, so none is opened (nor checked).
-	db, err := guardedsql.NewForTest(dialect.StdPool(nil, false), sqlitedialect.Dialect{}, benchSch, guardedsql.Options{})
+	db, err := guardedsql.NewForTest(sqlengine.StdPool(nil, false), sqlitedialect.Dialect{}, benchSch, guardedsql.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

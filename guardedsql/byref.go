@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
 )
 
@@ -24,7 +24,7 @@ var ErrSharedRow = guard.ErrSharedRow
 // probeShared tells, after an ExpectOne step matched no row, a row in
 // scope held back by its write guard (ErrSharedRow) from no row at all
 // (the step's Fail).
-func probeShared(ctx context.Context, q dialect.Querier, st guard.Step, kind guard.Kind) error {
+func probeShared(ctx context.Context, q engine.Querier, st guard.Step, kind guard.Kind) error {
 	rows, err := q.Query(ctx, st.Probe.SQL, st.Probe.Args...)
 	if err != nil {
 		return err

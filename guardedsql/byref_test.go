@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -63,7 +64,7 @@ func storeModes(t *testing.T, fn func(t *testing.T, e engine, opts guardedsql.Op
 	forEachEngine(t, func(t *testing.T, e engine) {
 		fn(t, e, guardedsql.Options{})
 		if e.name == "postgres" {
-			t.Run("rlsonly", func(t *testing.T) { fn(t, e, guardedsql.Options{RLSOnly: true}) })
+			t.Run("rlsonly", func(t *testing.T) { fn(t, e, guardedsql.Options{Engine: postgres.Options{RLSOnly: true}}) })
 		}
 	})
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -110,7 +110,7 @@ func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 
 //   - no table of the graph has a trigger or rule that TableDef.Triggers
 //     does not acknowledge ([ErrTrigger]).
 //
-// Open, NewSQLite, postgres.New and NewMySQL run it and refuse to start on
+// Open and the engine packages' New functions run it and refuse to start on
 // an error, logging the report's unlisted tables as a warning (Options.Logger).
 // The conformance suite runs it as a property.
 func CheckCatalog(ctx context.Context, db *DB) (CatalogReport, error) {
@@ -133,8 +133,8 @@ func startupCatalog(ctx context.Context, db *DB) error {
 	return nil
 }
 
-func checkCatalog(ctx context.Context, q dialect.Querier, d dialect.Dialect, g *sqlast.Schema) (CatalogReport, error) {
-	cc, ok := d.(dialect.CatalogChecker)
+func checkCatalog(ctx context.Context, q engine.Querier, d engine.Dialect, g *sqlast.Schema) (CatalogReport, error) {
+	cc, ok := d.(engine.CatalogChecker)
 	if !ok {
 		return CatalogReport{}, fmt.Errorf("%w: the %s dialect cannot read its catalog", ErrCatalog, d.Name())
 	}

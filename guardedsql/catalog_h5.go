@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -75,8 +75,8 @@ func sharedAck(t *sqlast.Table, cols []string) (string, bool) {
 // sharedUniques returns an ErrSharedUnique for every unique key of the
 // catalog, other than a primary key, on a tenant-bound table of g that
 // lacks the tenant path column and is not acknowledged.
-func sharedUniques(ctx context.Context, q dialect.Querier, d dialect.Dialect, g *sqlast.Schema) ([]error, error) {
-	ul, ok := d.(dialect.UniqueLister)
+func sharedUniques(ctx context.Context, q engine.Querier, d engine.Dialect, g *sqlast.Schema) ([]error, error) {
+	ul, ok := d.(engine.UniqueLister)
 	if !ok {
 		return nil, fmt.Errorf("%w: the %s dialect cannot list unique keys", ErrCatalog, d.Name())
 	}
@@ -114,8 +114,8 @@ func sharesTenant(t *sqlast.Table, cols []string) bool {
 //
 // Invariant: no code the engine runs on a table of the graph moves rows
 // without the guard's predicates unless the schema says why it may.
-func unacknowledgedTriggers(ctx context.Context, q dialect.Querier, d dialect.Dialect, g *sqlast.Schema) ([]error, error) {
-	tl, ok := d.(dialect.TriggerLister)
+func unacknowledgedTriggers(ctx context.Context, q engine.Querier, d engine.Dialect, g *sqlast.Schema) ([]error, error) {
+	tl, ok := d.(engine.TriggerLister)
 	if !ok {
 		return nil, fmt.Errorf("%w: the %s dialect cannot list triggers", ErrCatalog, d.Name())
 	}

@@ -331,7 +331,7 @@ func TestSearchPathPinned(t *testing.T) {
 	cfg.MaxConns = 1
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}})
 	if err != nil {
 		t.Fatal(err)
 	}

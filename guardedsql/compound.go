@@ -1,8 +1,6 @@
 package guardedsql
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -50,10 +48,3 @@ func (db *DB) checkVirtual(s sqlast.Stmt) error {
 // ErrSetOpUnsupported: the engine lacks the set operator (INTERSECT and
 // EXCEPT need MySQL 8.0.31 or MariaDB 10.3); nothing was sent.
 var ErrSetOpUnsupported = guard.ErrSetOpUnsupported
-
-// probeIntersect reports whether the MySQL/MariaDB server parses INTERSECT
-// (MySQL 8.0.31+, MariaDB 10.3+); EXCEPT arrived in the same releases.
-func probeIntersect(ctx context.Context, db *sql.DB) bool {
-	var n int
-	return db.QueryRowContext(ctx, "SELECT 1 INTERSECT SELECT 1").Scan(&n) == nil && n == 1
-}

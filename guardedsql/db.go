@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -18,8 +18,8 @@ import (
 // DB runs sealed builder statements under the tenant scope of each call's
 // context. It is safe for concurrent use.
 type DB struct {
-	pool dialect.Pool
-	d    dialect.Dialect
+	pool engine.Pool
+	d    engine.Dialect
 	sch  *builder.Schema
 	g    *sqlast.Schema
 	opt  guard.Options
@@ -28,9 +28,11 @@ type DB struct {
 	logger *slog.Logger
 	// base is pool without the observer: start-up checks are not
 	// statements of a request.
-	base dialect.Pool
-	// rls, on PostgreSQL, re-checks the row-level security while serving.
-	rls *rlsMonitor
+	base engine.Pool
+	// gateFn and verify are the engine's own checks (engine.Conn's Gate
+	// and Verify; PostgreSQL: its row-level security), nil if none.
+	gateFn func(ctx context.Context) error
+	verify func(ctx context.Context, q engine.Querier) error
 	// oracles are the unique keys found at open that reveal existence.
 	oracles []UniqueOracle
 }
@@ -67,7 +69,7 @@ type Statement struct {
 	Args []any
 }
 
-func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, c config) (*DB, error) {
+func newDB(pool engine.Pool, d engine.Dialect, sch *builder.Schema, c config) (*DB, error) {
 	g, ok := sqlast.SchemaOf(sch)
 	if !ok {
 		return nil, fmt.Errorf("%w: nil or zero schema", ErrInvalid)
@@ -77,14 +79,14 @@ func newDB(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, c config) 
 	if err != nil {
 		return nil, err
 	}
-	if ec, ok := d.(dialect.ErrorClassifier); ok {
+	if ec, ok := d.(engine.ErrorClassifier); ok {
 		pool = &errorPool{Pool: pool, t: &engineErrors{c: ec, g: g, log: c.Logger}}
 	}
 	if c.Observer != nil || c.LogStatements {
 		pool = &observedPool{Pool: pool, c: &c}
 	}
 	// Only a dialect whose engine enforces the reads itself may drop them.
-	re, ok := d.(dialect.ReadEnforcer)
+	re, ok := d.(engine.ReadEnforcer)
 	c.guard.EngineEnforcesReads = ok && re.EngineEnforcesReads()
 	c.guard.Quoted = guard.QuoteNames(d, g)
 	return &DB{pool: pool, d: d, sch: sch, g: g, opt: c.guard, logger: c.Logger, base: base}, nil
@@ -98,10 +100,10 @@ func (db *DB) Schema() *builder.Schema { return db.sch }
 func (db *DB) Close() error { return db.pool.Close() }
 
 // plan checks the scope and renders st. Nothing is sent.
-func (db *DB) plan(ctx context.Context, st builder.Statement) (guard.Plan, scope.Scope, dialect.Scope, error) {
+func (db *DB) plan(ctx context.Context, st builder.Statement) (guard.Plan, scope.Scope, engine.Scope, error) {
 	sc, ok := scope.FromContext(ctx)
 	if !ok {
-		return guard.Plan{}, scope.Scope{}, dialect.Scope{}, ErrNoScope
+		return guard.Plan{}, scope.Scope{}, engine.Scope{}, ErrNoScope
 	}
 	p, ds, err := db.render(sc, st)
 	if err == nil {
@@ -110,24 +112,24 @@ func (db *DB) plan(ctx context.Context, st builder.Statement) (guard.Plan, scope
 	return p, sc, ds, err
 }
 
-// gate fails closed while the engine's row-level security is not verified
-// (PostgreSQL; see Options.RLSRecheck).
+// gate fails closed while the engine's own isolation is not verified
+// (PostgreSQL's row-level security; see guardedsql/postgres.Options.Recheck).
 func (db *DB) gate(ctx context.Context) error {
-	if db.rls == nil {
+	if db.gateFn == nil {
 		return nil
 	}
-	return db.rls.gate(ctx)
+	return db.gateFn(ctx)
 }
 
-func (db *DB) render(sc scope.Scope, st builder.Statement) (guard.Plan, dialect.Scope, error) {
+func (db *DB) render(sc scope.Scope, st builder.Statement) (guard.Plan, engine.Scope, error) {
 	s, ok := sqlast.Unseal(st)
 	if !ok {
-		return guard.Plan{}, dialect.Scope{}, fmt.Errorf("%w: zero statement (use Build)", ErrInvalid)
+		return guard.Plan{}, engine.Scope{}, fmt.Errorf("%w: zero statement (use Build)", ErrInvalid)
 	}
 	if err := db.ownRefs(s); err != nil {
-		return guard.Plan{}, dialect.Scope{}, err
+		return guard.Plan{}, engine.Scope{}, err
 	}
-	ds := dialect.EncodeScope(db.g.Levels, sc)
+	ds := engine.EncodeScope(db.g.Levels, sc)
 	p, err := guard.Render(db.d, s, ds, db.opt)
 	return p, ds, err
 }
@@ -257,9 +259,9 @@ func (db *DB) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 }
 
 // beginStatement begins the transaction of a single statement: one round
-// trip with its session setup where the pool can (dialect.SingleBeginner).
-func (db *DB) beginStatement(ctx context.Context) (dialect.Tx, error) {
-	if sb, ok := db.pool.(dialect.SingleBeginner); ok {
+// trip with its session setup where the pool can (engine.SingleBeginner).
+func (db *DB) beginStatement(ctx context.Context) (engine.Tx, error) {
+	if sb, ok := db.pool.(engine.SingleBeginner); ok {
 		return sb.BeginSingle(ctx)
 	}
 	return db.pool.Begin(ctx)
@@ -267,12 +269,12 @@ func (db *DB) beginStatement(ctx context.Context) (dialect.Tx, error) {
 
 // runSteps executes a plan's steps and checks their row counts. The caller
 // undoes everything (rollback) when it returns an error.
-func runSteps(ctx context.Context, q dialect.Querier, p guard.Plan) (Result, error) {
+func runSteps(ctx context.Context, q engine.Querier, p guard.Plan) (Result, error) {
 	var out Result
 	for _, st := range p.Steps {
 		exec := q.Exec
 		if st.Returning {
-			exec = func(ctx context.Context, text string, args ...any) (dialect.Result, error) {
+			exec = func(ctx context.Context, text string, args ...any) (engine.Result, error) {
 				return execReturning(ctx, q, text, args)
 			}
 		}
@@ -302,17 +304,17 @@ func runSteps(ctx context.Context, q dialect.Querier, p guard.Plan) (Result, err
 
 // execReturning runs an INSERT ... RETURNING <key> and reports the rows it
 // returned as affected, and the last integer key as the insert id.
-func execReturning(ctx context.Context, q dialect.Querier, text string, args []any) (dialect.Result, error) {
+func execReturning(ctx context.Context, q engine.Querier, text string, args []any) (engine.Result, error) {
 	rows, err := q.Query(ctx, text, args...)
 	if err != nil {
-		return dialect.Result{}, err
+		return engine.Result{}, err
 	}
-	var out dialect.Result
+	var out engine.Result
 	for rows.Next() {
 		var key any
 		if err := rows.Scan(&key); err != nil {
 			rows.Close()
-			return dialect.Result{}, err
+			return engine.Result{}, err
 		}
 		out.RowsAffected++
 		switch k := key.(type) {
@@ -326,7 +328,7 @@ func execReturning(ctx context.Context, q dialect.Querier, text string, args []a
 	}
 	if err := rows.Err(); err != nil {
 		rows.Close()
-		return dialect.Result{}, err
+		return engine.Result{}, err
 	}
 	return out, rows.Close()
 }
@@ -343,7 +345,7 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 // Tx is a transaction started by DB.Tx. It is not safe for concurrent use.
 type Tx struct {
 	db   *DB
-	tx   dialect.Tx
+	tx   engine.Tx
 	sc   scope.Scope
 	done bool
 	sp   int
@@ -428,7 +430,7 @@ func (tx *Tx) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 
 // observedPool reports every call to the observer and the statement log.
 type observedPool struct {
-	dialect.Pool
+	engine.Pool
 	c *config
 }
 
@@ -482,24 +484,24 @@ func kindOf(text string) string {
 	return "session"
 }
 
-func (p *observedPool) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (p *observedPool) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	done := p.c.report(ctx, kindOf(q), q, args)
 	r, err := p.Pool.Query(ctx, q, args...)
 	done(err)
 	return r, err
 }
 
-func (p *observedPool) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (p *observedPool) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	done := p.c.report(ctx, kindOf(q), q, args)
 	r, err := p.Pool.Exec(ctx, q, args...)
 	done(err)
 	return r, err
 }
 
-func (p *observedPool) Begin(ctx context.Context) (dialect.Tx, error) {
+func (p *observedPool) Begin(ctx context.Context) (engine.Tx, error) {
 	// BEGIN names the isolation level asked with DB.TxWith, if any (on
 	// MariaDB/MySQL the driver sends it as SET TRANSACTION before BEGIN).
-	done := p.c.report(ctx, "begin", dialect.BeginSQL(ctx), nil)
+	done := p.c.report(ctx, "begin", engine.BeginSQL(ctx), nil)
 	tx, err := p.Pool.Begin(ctx)
 	done(err)
 	if err != nil {
@@ -509,18 +511,18 @@ func (p *observedPool) Begin(ctx context.Context) (dialect.Tx, error) {
 }
 
 type observedTx struct {
-	dialect.Tx
+	engine.Tx
 	c *config
 }
 
-func (t *observedTx) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (t *observedTx) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	done := t.c.report(ctx, kindOf(q), q, args)
 	r, err := t.Tx.Query(ctx, q, args...)
 	done(err)
 	return r, err
 }
 
-func (t *observedTx) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (t *observedTx) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	done := t.c.report(ctx, kindOf(q), q, args)
 	r, err := t.Tx.Exec(ctx, q, args...)
 	done(err)

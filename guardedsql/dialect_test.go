@@ -9,8 +9,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/scope/scopetest"
@@ -26,7 +26,7 @@ type sessionDialect struct {
 
 func (*sessionDialect) NeedsTx() bool { return true }
 
-func (d *sessionDialect) Session(ctx context.Context, tx dialect.Querier, s scope.Scope, doc string) error {
+func (d *sessionDialect) Session(ctx context.Context, tx sqlengine.Querier, s scope.Scope, doc string) error {
 	d.sessions.Add(1)
 	rows, err := tx.Query(ctx, `SELECT ? AS session_scope`, string(s.GrantJSON()))
 	if err != nil {
@@ -38,13 +38,13 @@ func (d *sessionDialect) Session(ctx context.Context, tx dialect.Querier, s scop
 func TestDialectVariants(t *testing.T) {
 	h := newHotel(t)
 	sess := &sessionDialect{}
-	variants := map[string]dialect.Dialect{
-		"exists paths":   sqlite.Dialect{Style: dialect.PathExists},
+	variants := map[string]sqlengine.Dialect{
+		"exists paths":   sqlite.Dialect{Style: sqlengine.PathExists},
 		"session per tx": sess,
 	}
 	for name, d := range variants {
 		t.Run(name, func(t *testing.T) {
-			db, err := guardedsql.NewPredicatesOnlyForTest(dialect.StdPool(h.raw, false), d, h.sch, guardedsql.Options{})
+			db, err := guardedsql.NewPredicatesOnlyForTest(sqlengine.StdPool(h.raw, false), d, h.sch, guardedsql.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestDialectVariants(t *testing.T) {
 	// Every statement of the session dialect ran inside a transaction
 	// that began with the session call.
 	h.rec.reset()
-	db, _ := guardedsql.NewForTest(dialect.StdPool(h.raw, false), sess, h.sch, guardedsql.Options{})
+	db, _ := guardedsql.NewForTest(sqlengine.StdPool(h.raw, false), sess, h.sch, guardedsql.Options{})
 	r := h.sch.Table("rooms").As("r")
 	if _, err := guardedsql.All(grantCtx(hotelG(2)), db, builder.Must(builder.Select(r.Col("id")).From(r).Build()), guardedsql.Scalar[int64]); err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestEncodeScope(t *testing.T) {
 		{[]scope.Grant{chainG(`a"b\c<`), {Level: "region", ID: "eu"}}, `{"chain":["a\"b\\c\u003c"]}`, 1},
 	} {
 		sc := scopeOf(tc.grants)
-		got := dialect.EncodeScope(levels, sc)
+		got := sqlengine.EncodeScope(levels, sc)
 		if got.Doc != tc.doc || len(got.Active) != tc.active {
 			t.Errorf("%v: got %s %d, want %s %d", tc.grants, got.Doc, len(got.Active), tc.doc, tc.active)
 		}

@@ -101,7 +101,7 @@
 // SQLite has no row locks and needs none: the transactions of a DB opened
 // by Open begin IMMEDIATE on its one writer connection, so a second
 // read-modify-write waits for the first to commit (a pool passed to
-// NewSQLite should set _txlock=immediate for the same effect).
+// guardedsql/sqlite.New should set _txlock=immediate for the same effect).
 //
 // Expressions (builder's arithmetic, CASE, casts, functions, JSON paths,
 // window functions, scalar subqueries) are rendered in each engine's
@@ -170,45 +170,54 @@
 //
 // # Engines
 //
-// Package guardedsql links no database driver. Each engine is a package of
-// its own that links its driver and, imported (a blank import is enough),
-// makes [Open] and [Introspect] accept its DSNs, as database/sql drivers
-// do: guardedsql/sqlite, guardedsql/postgres and guardedsql/mysql. A
-// program links only the engines it imports; a DSN of an engine it does
-// not import fails with [ErrNoEngine], which names the package to import.
-// What takes a driver's value lives in the engine package
-// (guardedsql/postgres.New for a *pgxpool.Pool, its CheckRLS, ApplyRLS,
-// AddRLSKey, RemoveRLSKey and GrantApp; guardedsql/mysql.Config);
-// what needs no driver stays here ([RLSDDL], [AppGrantDDL], [RLSKey],
-// [SignScope], the options and the errors).
+// Package guardedsql links no database driver and no SQL dialect. Each
+// engine is a package of its own that links its driver and, imported (a
+// blank import is enough), registers itself for its DSN schemes with
+// [Register], as database/sql drivers do: guardedsql/sqlite ("sqlite:",
+// "file:"), guardedsql/postgres ("postgres://", "postgresql://") and
+// guardedsql/mysql ("mysql://"). [Open], [Introspect] and
+// [IntrospectCatalog] dispatch on the scheme; a program links only the
+// engines it imports, and a DSN of an engine it does not import fails with
+// [ErrNoEngine], which names the package to import. Each engine package
+// owns everything that is its engine's alone: its New for a pool the
+// caller opened, its Introspect, its own options (set in
+// [Options].Engine, see [EngineOptions]) and, for PostgreSQL, the
+// row-level security that backs the guard (the DDL, the scope-signing key,
+// the start-up check and re-check, their errors and the owner's
+// administration functions).
 //
-//	import _ "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
-//	db, err := guardedsql.Open(ctx, "postgres://app@db/prod", sch, guardedsql.Options{RLSKey: key})
+//	import "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
+//	db, err := guardedsql.Open(ctx, "postgres://app@db/prod", sch, guardedsql.Options{Engine: postgres.Options{Key: key}})
+//
+// What guardedsql runs at start-up on every engine — the catalog check
+// ([CheckCatalog]: foreign keys enforced, triggers, unique keys shared
+// across tenants) — reads the catalog through typed interfaces the
+// engines' dialects implement.
 //
 // SQLite (modernc.org/sqlite, pure Go; package guardedsql/sqlite) is the
-// embedded engine: Open ("sqlite:/path/file.db") or [NewSQLite] for a *sql.DB you opened; the
-// document is expanded with json_each. Open puts a file database in WAL
-// mode and gives it one writer connection (every write and transaction
-// queues for it) beside a pool of query-only readers, with a busy timeout
-// and immediate transactions, so that concurrent calls of one process
-// never fail with SQLITE_BUSY. A *sql.DB given to NewSQLite is used as it
-// is. SQLite serves one process: run replicas on PostgreSQL.
+// embedded engine: Open ("sqlite:/path/file.db") or guardedsql/sqlite.New
+// for a *sql.DB you opened; the document is expanded with json_each. Open
+// puts a file database in WAL mode and gives it one writer connection
+// (every write and transaction queues for it) beside a pool of query-only
+// readers, with a busy timeout and immediate transactions, so that
+// concurrent calls of one process never fail with SQLITE_BUSY. A *sql.DB
+// given to guardedsql/sqlite.New is used as it is. SQLite serves one
+// process: run replicas on PostgreSQL.
 //
 // PostgreSQL (github.com/jackc/pgx/v5; package guardedsql/postgres):
 // Open("postgres://...") or guardedsql/postgres.New for a pgxpool.Pool,
-// with [Options].RLSKey. Row-level security is a
-// second, independent boundary: [RLSDDL] generates, from the schema graph,
-// ENABLE and FORCE ROW LEVEL SECURITY and one policy per tenant-bound
-// table that follows the foreign-key path like the guard does (a table
-// with no level column of its own and a single-column scope parent admits
-// the rows whose parent row the same role sees under the parent's policy:
-// one array of visible parent keys per statement), and
-// guardedsql/postgres.ApplyRLS installs them as the tables' owner (these administration
-// functions take [RLSOptions] or [RLSKeyOptions], which hold only the
-// namespace and key they use). Every guarded statement
-// runs in a transaction that first sets the scope document as the
-// transaction-local setting "tenantmcp.scope" (never a session-level SET:
-// a pooled connection never carries one request's scope into the next).
+// with the scope-signing key in postgres.Options.Key. Row-level security
+// is a second, independent boundary: postgres.RLSDDL generates, from the
+// schema graph, ENABLE and FORCE ROW LEVEL SECURITY and one policy per
+// tenant-bound table that follows the foreign-key path like the guard
+// does (a table with no level column of its own and a single-column scope
+// parent admits the rows whose parent row the same role sees under the
+// parent's policy: one array of visible parent keys per statement), and
+// postgres.ApplyRLS installs them as the tables' owner. Every guarded
+// statement runs in a transaction that first sets the scope document as
+// the transaction-local setting "tenantmcp.scope" (never a session-level
+// SET: a pooled connection never carries one request's scope into the
+// next).
 //
 // The setting is signed. Any role can write a setting, so the policies
 // never read it directly: they call a SECURITY DEFINER function (owned by
@@ -217,39 +226,39 @@
 // HMAC-SHA256 verifies under a key in a table the application role cannot
 // read, over the document, the namespace, and the transaction's nonce:
 // the backend's pid and the transaction's start time, which the [DB] reads
-// in the round trip that begins the transaction ([ScopeNonceSQL]) and the
-// application role cannot choose. Raw SQL as the application role, with
-// no setting, an unsigned one, or a signed value replayed from another
-// transaction or connection, sees no row. Keys are [RLSKey] values
-// ([NewRLSKey], guardedsql/postgres.AddRLSKey and RemoveRLSKey): every installed key verifies, so a
-// key rotates without downtime (add the new one, move the servers to it,
-// remove the old one). A single statement costs two round trips (BEGIN
-// with the nonce; the signed setting, the statement and COMMIT).
+// in the round trip that begins the transaction (postgres.ScopeNonceSQL)
+// and the application role cannot choose. Raw SQL as the application role,
+// with no setting, an unsigned one, or a signed value replayed from
+// another transaction or connection, sees no row. Keys are postgres.Key
+// values (postgres.NewKey, AddKey and RemoveKey): every installed key
+// verifies, so a key rotates without downtime (add the new one, move the
+// servers to it, remove the old one). A single statement costs two round
+// trips (BEGIN with the nonce; the signed setting, the statement and
+// COMMIT).
 //
-// The start-up check (guardedsql/postgres.CheckRLS, run by
-// guardedsql/postgres.New and [Open]) refuses a
-// superuser, a BYPASSRLS role, an owner of tables that are not FORCE'd,
-// tables whose row-level security or policies are missing, altered or
-// outdated, a verifying function or key table that is missing, altered or
-// owned by a role the connected role belongs to, and a key that is not
-// installed, each with its own error ([ErrRLSSuperuser] and friends, all
-// matching [ErrRLSUnsafe]); [DB.Check] runs it again, with a reachability
-// probe, for readiness checks on every engine, and [IsUnavailable] tells an
-// unreachable database (worth a retry) from every other failure. The
-// check also runs on every new pooled
-// connection before its first statement and every 30 seconds
-// (Options.RLSRecheck): while it fails, guarded statements fail closed with
-// its error, naming the table, and each failure and the recovery are
-// logged. The guard's own predicates, which bind the granted ids as typed
-// array parameters and never read the setting, are added as well unless
-// Options.RLSOnly is set.
+// The start-up check (postgres.CheckRLS, run by postgres.New and [Open])
+// refuses a superuser, a BYPASSRLS role, an owner of tables that are not
+// FORCE'd, tables whose row-level security or policies are missing,
+// altered or outdated, a verifying function or key table that is missing,
+// altered or owned by a role the connected role belongs to, and a key that
+// is not installed, each with its own error (postgres.ErrRLSSuperuser and
+// friends, all matching postgres.ErrRLSUnsafe and [ErrEngineUnsafe]);
+// [DB.Check] runs it again, with a reachability probe, for readiness
+// checks on every engine, and [IsUnavailable] tells an unreachable
+// database (worth a retry) from every other failure. The check also runs
+// on every new pooled connection before its first statement and every 30
+// seconds (postgres.Options.Recheck): while it fails, guarded statements
+// fail closed with its error, naming the table, and each failure and the
+// recovery are logged. The guard's own predicates, which bind the granted
+// ids as typed array parameters and never read the setting, are added as
+// well unless postgres.Options.RLSOnly is set.
 //
 // MySQL and MariaDB (github.com/go-sql-driver/mysql; package
 // guardedsql/mysql): Open("mysql://...", see guardedsql/mysql.Config) or
-// [NewMySQL] (guardedsql/mysql.New). There is no row-level security, so the
-// guard's predicates are the boundary; the document is bound as a
-// parameter and expanded with JSON_TABLE where the foreign-key path meets
-// the level columns (MariaDB 10.6+, MySQL 8.0.4+).
+// guardedsql/mysql.New. There is no row-level security, so the guard's
+// predicates are the boundary; the document is bound as a parameter and
+// expanded with JSON_TABLE where the foreign-key path meets the level
+// columns (MariaDB 10.6+, MySQL 8.0.4+).
 //
 // Limits: Options.PoolWait bounds the wait for a pooled connection (then
 // [ErrBusy], retryable, nothing sent); Options.StatementTimeout and
@@ -259,7 +268,7 @@
 // SQLite); [IsTimeout] recognises the error they raise. Options.MaxConns sizes
 // the pool [Open] creates.
 //
-// The dialect seam is documented in internal/dialect.
+// The engine seam is documented in internal/engine.
 //
 // For tests, Options.Observer sees every statement before it is sent, and
 // [DB.Render] shows the guarded SQL for a statement without running it.
@@ -307,15 +316,13 @@
 //
 // # Configuration
 //
-// Every constructor ([Open], [NewSQLite], [NewMySQL], the engine packages'
-// New) takes an [Options] by value. The zero Options is a working default
-// (PostgreSQL needs Options.RLSKey); the zero value of each field is its
-// documented default, a nil hook is no hook, and a nil Logger is
-// slog.Default(). A negative duration or size is refused with an error
-// matching [ErrInvalid] that names the field. The PostgreSQL
-// administration functions take the smaller [RLSOptions] and
-// [RLSKeyOptions], holding only the namespace and key they use, so that
-// nothing they would ignore can be passed to them. The rule for the whole
+// Every constructor ([Open] and the engine packages' New) takes an
+// [Options] by value. The zero Options is a working default (PostgreSQL
+// needs the Key of its postgres.Options in Options.Engine); the zero value
+// of each field is its documented default, a nil hook is no hook, and a
+// nil Logger is slog.Default(). A negative duration or size is refused
+// with an error matching [ErrInvalid] that names the field, and so are an
+// engine's invalid options, or options of another engine. The rule for the whole
 // module is in docs/design.md ("Configuration").
 //
 // # Engine errors
@@ -400,7 +407,7 @@
 //     restrictive UPDATE/DELETE policies on tables owned by reference),
 //     counting other tenants' references through a SECURITY DEFINER
 //     function that Check verifies is installed.
-//   - At Open, NewSQLite, postgres.New and NewMySQL, on every engine, the
+//   - At Open and every engine package's New, on every engine, the
 //     graph is compared with the live catalog as the connected role sees
 //     it (CheckCatalog, errors matching ErrCatalog): a global table with a
 //     foreign key into a tenant-bound table or a level-named column is
@@ -426,7 +433,7 @@
 //     reaches nothing).
 //   - On PostgreSQL, CheckRLS checks the installed row-level security and
 //     the signed context's function and key table, at start-up, on every
-//     new pooled connection and every 30 seconds (Options.RLSRecheck).
+//     new pooled connection and every 30 seconds (postgres.Options.Recheck).
 //
 // Still trusted, not checked:
 //

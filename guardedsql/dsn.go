@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
 )
 
 // redactedSecret replaces every secret RedactDSN finds.
@@ -63,10 +61,11 @@ func dsnSecrets(dsn string) []string {
 			add(dec)
 		}
 	}
-	// A driver's own DSN (go-sql-driver's), parsed by the linked driver
-	// itself; without it the fallback below still finds user:secret@.
-	for _, f := range driver.DSNSecrets {
-		for _, s := range f(dsn) {
+	// A driver's own DSN (go-sql-driver's), parsed by the registered
+	// engine's driver; without it the fallback below still finds
+	// user:secret@.
+	for _, e := range registered() {
+		for _, s := range e.DSNSecrets(dsn) {
 			add(s)
 		}
 	}

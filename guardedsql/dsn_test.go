@@ -93,3 +93,33 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 		t.Fatal("RedactDSNError lost errors.Is")
 	}
 }
+
+// TestRegisterPanics: Register refuses a nil engine and a scheme already
+// taken (here by guardedsql/sqlite), as sql.Register does.
+func TestRegisterPanics(t *testing.T) {
+	for name, fn := range map[string]func(){
+		"nil engine": func() { guardedsql.Register("tenantmcp-test-nil", nil) },
+		"duplicate":  func() { guardedsql.Register("sqlite", dupEngine{}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register with a %s did not panic", name)
+				}
+			}()
+			fn()
+		}()
+	}
+}
+
+// dupEngine is an engine for TestRegisterPanics; it is never used.
+type dupEngine struct{ guardedsql.Engine }
+
+// TestUnknownScheme: a DSN of no registered engine is refused with
+// ErrNoEngine (which matches ErrInvalid), naming the scheme.
+func TestUnknownScheme(t *testing.T) {
+	_, err := guardedsql.Open(context.Background(), "oracle://u:secret@h/db", builder.MustSchema(hotelDef), guardedsql.Options{})
+	if !errors.Is(err, guardedsql.ErrNoEngine) || !errors.Is(err, guardedsql.ErrInvalid) || !strings.Contains(err.Error(), `"oracle"`) || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("Open(oracle://...) = %v, want ErrNoEngine naming the scheme", err)
+	}
+}

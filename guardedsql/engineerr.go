@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/redact"
@@ -89,7 +89,7 @@ func (e *EngineError) Is(target error) bool { return target == e.Kind }
 // Invariant: an error classified as the engine's leaves this layer only as
 // an *EngineError built from schema names and the error code.
 type engineErrors struct {
-	c   dialect.ErrorClassifier
+	c   engine.ErrorClassifier
 	g   *sqlast.Schema
 	log *slog.Logger
 }
@@ -106,7 +106,7 @@ func (t *engineErrors) translate(ctx context.Context, err error, text string) er
 	}
 	ee, ok := t.c.Classify(err)
 	if IsTimeout(err) {
-		if ok && ee.Kind == dialect.EngineRetryable {
+		if ok && ee.Kind == engine.EngineRetryable {
 			return &retryableTimeout{err: err}
 		}
 		return err
@@ -115,7 +115,7 @@ func (t *engineErrors) translate(ctx context.Context, err error, text string) er
 		return err
 	}
 	out := &EngineError{Kind: ErrEngine, Code: ee.Code, Constraint: ee.Constraint}
-	if ee.Kind == dialect.EngineRetryable {
+	if ee.Kind == engine.EngineRetryable {
 		// A serialization failure or deadlock: the code says all a caller
 		// needs; the engine's detail (processes, transactions, the tuple
 		// waited for) stays out of the error and the log alike.
@@ -126,17 +126,17 @@ func (t *engineErrors) translate(ctx context.Context, err error, text string) er
 		return out
 	}
 	kind := ee.Kind
-	if kind == dialect.EngineReferenced && kindOf(text) == "insert" {
-		kind = dialect.EngineMissingRef // an insert cannot orphan a reference
+	if kind == engine.EngineReferenced && kindOf(text) == "insert" {
+		kind = engine.EngineMissingRef // an insert cannot orphan a reference
 	}
 	switch kind {
-	case dialect.EngineUnique:
+	case engine.EngineUnique:
 		out.Kind = ErrConflict
-	case dialect.EngineReferenced:
+	case engine.EngineReferenced:
 		out.Kind = ErrReferenced
-	case dialect.EngineMissingRef:
+	case engine.EngineMissingRef:
 		out.Kind = ErrNotFound
-	case dialect.EngineInvalid:
+	case engine.EngineInvalid:
 		out.Kind = ErrInvalidValue
 	}
 	if tb := t.g.Tables[ee.Table]; tb != nil {
@@ -201,11 +201,11 @@ func logText(msg string) string {
 
 // errorPool translates the errors of every call.
 type errorPool struct {
-	dialect.Pool
+	engine.Pool
 	t *engineErrors
 }
 
-func (p *errorPool) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (p *errorPool) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	r, err := p.Pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, p.t.translate(ctx, err, q)
@@ -213,12 +213,12 @@ func (p *errorPool) Query(ctx context.Context, q string, args ...any) (dialect.R
 	return &errorRows{Rows: r, t: p.t, ctx: ctx, text: q}, nil
 }
 
-func (p *errorPool) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (p *errorPool) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	r, err := p.Pool.Exec(ctx, q, args...)
 	return r, p.t.translate(ctx, err, q)
 }
 
-func (p *errorPool) Begin(ctx context.Context) (dialect.Tx, error) {
+func (p *errorPool) Begin(ctx context.Context) (engine.Tx, error) {
 	tx, err := p.Pool.Begin(ctx)
 	if err != nil {
 		return nil, p.t.translate(ctx, err, "BEGIN")
@@ -227,8 +227,8 @@ func (p *errorPool) Begin(ctx context.Context) (dialect.Tx, error) {
 }
 
 // BeginSingle keeps the pool's one-round-trip transactions.
-func (p *errorPool) BeginSingle(ctx context.Context) (dialect.Tx, error) {
-	sb, ok := p.Pool.(dialect.SingleBeginner)
+func (p *errorPool) BeginSingle(ctx context.Context) (engine.Tx, error) {
+	sb, ok := p.Pool.(engine.SingleBeginner)
 	if !ok {
 		return p.Begin(ctx)
 	}
@@ -240,16 +240,16 @@ func (p *errorPool) BeginSingle(ctx context.Context) (dialect.Tx, error) {
 }
 
 type errorTx struct {
-	dialect.Tx
+	engine.Tx
 	t *engineErrors
 }
 
 // UnwrapTx lets a dialect reach the driver's transaction for what it
 // queues there (the signed scope statement); errors still come back
 // through this layer with the next statement.
-func (x *errorTx) UnwrapTx() dialect.Tx { return x.Tx }
+func (x *errorTx) UnwrapTx() engine.Tx { return x.Tx }
 
-func (x *errorTx) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (x *errorTx) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	r, err := x.Tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, x.t.translate(ctx, err, q)
@@ -257,7 +257,7 @@ func (x *errorTx) Query(ctx context.Context, q string, args ...any) (dialect.Row
 	return &errorRows{Rows: r, t: x.t, ctx: ctx, text: q}, nil
 }
 
-func (x *errorTx) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (x *errorTx) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	r, err := x.Tx.Exec(ctx, q, args...)
 	return r, x.t.translate(ctx, err, q)
 }
@@ -273,7 +273,7 @@ func (x *errorTx) Rollback(ctx context.Context) error {
 // errorRows translates errors raised while rows stream (a conversion
 // error on the thousandth row arrives here, not at Query).
 type errorRows struct {
-	dialect.Rows
+	engine.Rows
 	t    *engineErrors
 	ctx  context.Context
 	text string

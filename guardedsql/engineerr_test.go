@@ -15,6 +15,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 )
 
 // engineTexts are fragments of engine messages that must not reach tool
@@ -134,7 +135,7 @@ func TestMariaDBEngineErrorsCarryNoForeignValue(t *testing.T) {
 			raw := sql.OpenDB(conn)
 			defer raw.Close()
 			logs := &bytes.Buffer{}
-			db, err := guardedsql.NewMySQL(ctx, raw, h.sch, guardedsql.Options{
+			db, err := gmysql.New(ctx, raw, h.sch, guardedsql.Options{
 				Logger:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				LogStatements: true, // the statement log, too, must not carry a value
 			})
@@ -198,9 +199,9 @@ func TestUniqueOraclesReported(t *testing.T) {
 		open := func(sch *builder.Schema) (*guardedsql.DB, error) {
 			switch e.name {
 			case "sqlite":
-				return guardedsql.NewSQLite(ctx, h.raw, sch, guardedsql.Options{Logger: logger})
+				return sqlite.New(ctx, h.raw, sch, guardedsql.Options{Logger: logger})
 			case "mysql":
-				return guardedsql.NewMySQL(ctx, h.raw, sch, guardedsql.Options{Logger: logger})
+				return gmysql.New(ctx, h.raw, sch, guardedsql.Options{Logger: logger})
 			}
 			t.Skip("covered by TestPostgresUniqueOracles (needs the app role)")
 			return nil, nil

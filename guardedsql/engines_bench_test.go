@@ -370,18 +370,18 @@ func postgresBench(b *testing.B, dsn string) *benchTarget {
 			b.Fatal(err)
 		}
 	}
-	key, err := guardedsql.NewRLSKey("bench")
+	key, err := postgres.NewKey("bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := postgres.ApplyRLS(ctx, admin, sch, guardedsql.RLSKeyOptions{Key: key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, admin, sch, postgres.Options{Key: key}); err != nil {
 		b.Fatal(err)
 	}
 	ucfg := acfg.Copy()
 	ucfg.ConnConfig.User, ucfg.ConnConfig.Password = "tenantmcp_bench_app", appPW
 	app := pgConnect(b, ucfg)
 	b.Cleanup(app.Close)
-	db, err := postgres.New(ctx, app, sch, guardedsql.Options{RLSKey: key})
+	db, err := postgres.New(ctx, app, sch, guardedsql.Options{Engine: postgres.Options{Key: key}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -413,10 +413,10 @@ func postgresBench(b *testing.B, dsn string) *benchTarget {
 		defer tx.Rollback(ctx)
 		if setDoc {
 			var nonce string
-			if err := tx.QueryRow(ctx, guardedsql.NonceSQLForTest).Scan(&nonce); err != nil {
+			if err := tx.QueryRow(ctx, postgres.ScopeNonceSQL).Scan(&nonce); err != nil {
 				return "", err
 			}
-			if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, guardedsql.SignedScopeForTest(key, nonce, doc)); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, signedScope(key, nonce, doc)); err != nil {
 				return "", err
 			}
 		}
@@ -479,7 +479,7 @@ func mysqlBench(b *testing.B, dsn string) *benchTarget {
 		b.Fatal(err)
 	}
 	sch := builder.MustSchema(benchdata.SchemaDef())
-	db, err := guardedsql.NewMySQL(ctx, sqlDB, sch, guardedsql.Options{})
+	db, err := gmysql.New(ctx, sqlDB, sch, guardedsql.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -544,20 +544,20 @@ func mysqlBench(b *testing.B, dsn string) *benchTarget {
 
 // postgresBenchVariants returns guarded DBs in further configurations to
 // compare with the default one.
-func postgresBenchVariants(b *testing.B, ctx context.Context, app *pgxpool.Pool, sch *builder.Schema, key guardedsql.RLSKey) map[string]*guardedsql.DB {
-	rlsOnly, err := postgres.New(ctx, app, sch, guardedsql.Options{RLSOnly: true, RLSKey: key})
+func postgresBenchVariants(b *testing.B, ctx context.Context, app *pgxpool.Pool, sch *builder.Schema, key postgres.Key) map[string]*guardedsql.DB {
+	rlsOnly, err := postgres.New(ctx, app, sch, guardedsql.Options{Engine: postgres.Options{RLSOnly: true, Key: key}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	out := map[string]*guardedsql.DB{"rls-only": rlsOnly}
 	// The cost of the periodic row-level security re-check: the default
 	// (30 s) against one that never comes due during the run.
-	for name, opts := range map[string]guardedsql.Options{
-		"guarded-recheck-1h":  {RLSRecheck: time.Hour},
-		"rls-only-recheck-1h": {RLSOnly: true, RLSRecheck: time.Hour},
+	for name, po := range map[string]postgres.Options{
+		"guarded-recheck-1h":  {Recheck: time.Hour},
+		"rls-only-recheck-1h": {RLSOnly: true, Recheck: time.Hour},
 	} {
-		opts.RLSKey = key
-		db, err := postgres.New(ctx, app, sch, opts)
+		po.Key = key
+		db, err := postgres.New(ctx, app, sch, guardedsql.Options{Engine: po})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -293,7 +293,7 @@ type pgHotel struct {
 	schema    string
 	adminCfg  *pgxpool.Config
 	appCfg    *pgxpool.Config
-	key       guardedsql.RLSKey // the scope-signing key ApplyRLS installed
+	key       postgres.Key // the scope-signing key ApplyRLS installed
 }
 
 // pgConfigFor derives, from the admin configuration, the configuration of
@@ -330,12 +330,14 @@ func newPostgresHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Opt
 	h := provisionPostgres(t, dsn, m)
 	ctx := context.Background()
 	sch := h.sch
-	if err := postgres.ApplyRLS(ctx, h.owner, sch, guardedsql.RLSKeyOptions{Key: h.key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, sch, postgres.Options{Key: h.key}); err != nil {
 		t.Fatal(err)
 	}
 	h.app = pgConnect(t, h.appCfg)
 	o := options(opts)
-	o.RLSKey = h.key
+	po, _ := o.Engine.(postgres.Options)
+	po.Key = h.key
+	o.Engine = po
 	db, err := postgres.New(ctx, h.app, sch, o)
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +358,7 @@ func provisionPostgres(t testing.TB, dsn string, m *model) *pgHotel {
 	root := pgConnect(t, adminCfg)
 	defer root.Close()
 	id := uniqueSuffix(t)
-	key, err := guardedsql.NewRLSKey("k" + id)
+	key, err := postgres.NewKey("k" + id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +495,7 @@ func newMySQLHotel(t testing.TB, dsn string, m *model, opts ...guardedsql.Option
 	app := sql.OpenDB(recConnector{inner: uconn, rec: rec})
 	t.Cleanup(func() { app.Close() })
 	sch := builder.MustSchema(hotelDef)
-	db, err := guardedsql.NewMySQL(ctx, app, sch, options(opts))
+	db, err := gmysql.New(ctx, app, sch, options(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,13 +615,13 @@ func TestIntrospectLive(t *testing.T) {
 			if sch, err = postgres.Introspect(ctx, ph.app, hotelTenancy); err != nil {
 				t.Fatal(err)
 			}
-			db, err = postgres.New(ctx, ph.app, sch, guardedsql.Options{RLSKey: ph.key})
+			db, err = postgres.New(ctx, ph.app, sch, guardedsql.Options{Engine: postgres.Options{Key: ph.key}})
 		case "mysql":
 			h = e.newHotel(t)
-			if sch, err = guardedsql.IntrospectMySQL(ctx, h.raw, hotelTenancy); err != nil {
+			if sch, err = gmysql.Introspect(ctx, h.raw, hotelTenancy); err != nil {
 				t.Fatal(err)
 			}
-			db, err = guardedsql.NewMySQL(ctx, h.raw, sch, guardedsql.Options{})
+			db, err = gmysql.New(ctx, h.raw, sch, guardedsql.Options{})
 		}
 		if err != nil {
 			t.Fatal(err)

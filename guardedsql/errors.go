@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
 )
 
@@ -13,6 +14,12 @@ var (
 	// ErrNoScope: the context carries no tenant scope. Nothing was sent to
 	// the database.
 	ErrNoScope = errors.New("guardedsql: no tenant scope in context")
+
+	// ErrEngineUnsafe: the engine's own tenant isolation — PostgreSQL's
+	// row-level security — is not verified to be in force, so guarded
+	// statements fail closed and DB.Check fails with it. Every
+	// guardedsql/postgres.ErrRLSUnsafe error matches it.
+	ErrEngineUnsafe = engine.ErrUnsafe
 
 	// ErrNotFound: the row does not exist in the scope. A row that exists
 	// but belongs to another tenant is reported exactly the same way. It is

@@ -5,10 +5,10 @@ import (
 	"database/sql"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -22,25 +22,20 @@ func ScopeZeroContextForTest(ctx context.Context) context.Context {
 
 // NewForTest guards pool with an arbitrary dialect. opts is not validated
 // and Logger stays nil (nothing is logged).
-func NewForTest(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
+func NewForTest(pool engine.Pool, d engine.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
 	return newDB(pool, d, sch, config{Options: opts})
 }
 
 // NewPredicatesOnlyForTest is NewForTest without the join-aware rewrites.
-func NewPredicatesOnlyForTest(pool dialect.Pool, d dialect.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
+func NewPredicatesOnlyForTest(pool engine.Pool, d engine.Dialect, sch *builder.Schema, opts Options) (*DB, error) {
 	return newDB(pool, d, sch, config{Options: opts, guard: guard.Options{PredicatesOnly: true}})
 }
 
-// NewSQLitePredicatesOnlyForTest is NewSQLite without the join-aware
-// rewrites: the plain predicates the rewrites are compared against. It is
-// a test-only knob, so it is not a field of Options.
+// NewSQLitePredicatesOnlyForTest is guardedsql/sqlite.New without the
+// join-aware rewrites: the plain predicates the rewrites are compared
+// against. It is a test-only knob, so it is not a field of Options.
 func NewSQLitePredicatesOnlyForTest(ctx context.Context, db *sql.DB, sch *builder.Schema, opts Options) (*DB, error) {
-	c, err := newConfig(opts)
-	if err != nil {
-		return nil, err
-	}
-	c.guard.PredicatesOnly = true
-	return newSQLite(ctx, db, sch, c)
+	return OpenConn(ctx, &engine.Conn{Pool: engine.CachedStdPool(db, false, engine.DefaultStmtCacheSize), Dialect: sqlite.Dialect{}, PredicatesOnly: true}, sch, opts)
 }
 
 // SchemaLevelsForTest exposes the graph's levels.
@@ -48,12 +43,3 @@ func SchemaLevelsForTest(sch any) []*sqlast.Level {
 	g, _ := sqlast.SchemaOf(sch)
 	return g.Levels
 }
-
-// SignedScopeForTest returns the setting value that makes doc verify in
-// the transaction whose nonce (postgres.NonceSQL) is nonce.
-func SignedScopeForTest(k RLSKey, nonce, doc string) string {
-	return postgres.Dialect{}.Signed(postgres.Key{ID: k.ID, Secret: k.secret}, nonce, doc)
-}
-
-// NonceSQLForTest is the query of a transaction's nonce.
-const NonceSQLForTest = postgres.NonceSQL

@@ -1,6 +1,6 @@
 package guardedsql
 
-import mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
+import mysqldialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
 
 // MySQLFallbackForTest makes a MariaDB DB render writes as for MySQL 8,
 // which has no RETURNING at all: the fallbacks of guard's writes.go run on

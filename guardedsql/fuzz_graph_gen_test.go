@@ -36,8 +36,9 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
+	gsqlite "github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -670,7 +671,7 @@ func openGraphDB(t testing.TB, g *ggraph, st gstate) *gdb {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, g)
 	}
-	db, err := guardedsql.NewSQLite(ctx, raw, sch, guardedsql.Options{Logger: quiet})
+	db, err := gsqlite.New(ctx, raw, sch, guardedsql.Options{Logger: quiet})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, g)
 	}
@@ -776,7 +777,7 @@ func (d *gdb) copyDB(t testing.TB, st gstate) (raw *sql.DB, guarded *guardedsql.
 	}
 	// Deliberately at odds with the catalog (tenant tables declared
 	// global, foreign keys off), so without the start-up check.
-	db, err := guardedsql.NewForTest(dialect.StdPool(raw, false), sqlitedialect.Dialect{}, d.gsch, guardedsql.Options{Logger: quiet})
+	db, err := guardedsql.NewForTest(sqlengine.StdPool(raw, false), sqlitedialect.Dialect{}, d.gsch, guardedsql.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

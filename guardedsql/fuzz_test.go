@@ -14,8 +14,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	sqlitedialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -435,7 +435,7 @@ func filteredDB(t testing.TB, m *model, grants []scope.Grant) (*guardedsql.DB, *
 	sch := builder.MustSchema(def)
 	// Deliberately at odds with the catalog (tables that are tenant-bound
 	// declared global, foreign keys off), so without the start-up check.
-	db, err := guardedsql.NewForTest(dialect.StdPool(raw, false), sqlitedialect.Dialect{}, sch, guardedsql.Options{})
+	db, err := guardedsql.NewForTest(sqlengine.StdPool(raw, false), sqlitedialect.Dialect{}, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -101,7 +103,7 @@ func TestNoScopeSendsNothing(t *testing.T) {
 		session := false
 		for _, s := range h.rec.statements() {
 			switch {
-			case e.name == "postgres" && (s == "BEGIN" || s == "COMMIT" || s == guardedsql.NonceSQLForTest):
+			case e.name == "postgres" && (s == "BEGIN" || s == "COMMIT" || s == postgres.ScopeNonceSQL):
 			case e.name == "postgres" && (strings.Contains(s, "pg_catalog.") && !strings.Contains(s, "bookings") ||
 				s == "ROLLBACK" || s == `SELECT "tenantmcp_scope_doc"() IS NOT NULL`):
 				// The row-level security check of a new pooled
@@ -185,7 +187,7 @@ func TestSealedValuesOnly(t *testing.T) {
 func TestIntrospectSQLite(t *testing.T) {
 	h := newHotel(t)
 	ctx := context.Background()
-	sch, err := guardedsql.IntrospectSQLite(ctx, h.raw, hotelTenancy)
+	sch, err := sqlite.Introspect(ctx, h.raw, hotelTenancy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ func TestIntrospectSQLite(t *testing.T) {
 	if !slices.Equal(sch.TableNames(), h.sch.TableNames()) {
 		t.Fatalf("tables %v vs %v", sch.TableNames(), h.sch.TableNames())
 	}
-	db, err := guardedsql.NewSQLite(context.Background(), h.raw, sch, guardedsql.Options{})
+	db, err := sqlite.New(context.Background(), h.raw, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,20 +215,20 @@ func TestIntrospectSQLite(t *testing.T) {
 	// the schema is refused at start-up.
 	ten := hotelTenancy
 	ten.Parents = nil
-	if _, err := guardedsql.IntrospectSQLite(ctx, h.raw, ten); !errors.Is(err, builder.ErrSchema) || !strings.Contains(err.Error(), "ambiguous") {
+	if _, err := sqlite.Introspect(ctx, h.raw, ten); !errors.Is(err, builder.ErrSchema) || !strings.Contains(err.Error(), "ambiguous") {
 		t.Fatalf("ambiguous parent: %v", err)
 	}
 	// Forgetting to mark countries global leaves it tenant-bound with no
 	// path: refused.
 	ten = hotelTenancy
 	ten.Global = nil
-	if _, err := guardedsql.IntrospectSQLite(ctx, h.raw, ten); !errors.Is(err, builder.ErrSchema) {
+	if _, err := sqlite.Introspect(ctx, h.raw, ten); !errors.Is(err, builder.ErrSchema) {
 		t.Fatalf("unmarked global: %v", err)
 	}
 	// A level column whose SQL type contradicts the level is refused.
 	ten = hotelTenancy
 	ten.Levels = []builder.Level{{Name: "chain", Key: builder.IntKey}, {Name: "hotel", Key: builder.IntKey}}
-	if _, err := guardedsql.IntrospectSQLite(ctx, h.raw, ten); !errors.Is(err, builder.ErrSchema) {
+	if _, err := sqlite.Introspect(ctx, h.raw, ten); !errors.Is(err, builder.ErrSchema) {
 		t.Fatalf("type mismatch: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/scope/scopetest"
 )
@@ -119,12 +120,12 @@ func ExampleDB_Exec() {
 
 // The schema can be read from the database's foreign keys; only the
 // tenancy (level columns, global tables, ambiguous parents) is declared.
-func ExampleIntrospectSQLite() {
+func ExampleIntrospect_sqlite() {
 	path, cleanup := exampleDB()
 	defer cleanup()
 	raw, _ := sql.Open("sqlite", path)
 	defer raw.Close()
-	sch, err := guardedsql.IntrospectSQLite(context.Background(), raw, builder.Tenancy{
+	sch, err := sqlite.Introspect(context.Background(), raw, builder.Tenancy{
 		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}, {Name: "hotel", Key: builder.IntKey}},
 		LevelColumns: map[string]string{
 			"chains.id": "chain", "hotels.id": "hotel", "hotels.chain_id": "chain", "guests.chain_id": "chain",

@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	gdriver "github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
-	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
 // ErrUnavailable is wrapped by the error Check returns when the database
@@ -18,19 +14,13 @@ import (
 // a statement returned.
 var ErrUnavailable = errors.New("guardedsql: database unavailable")
 
-// rlsChecker is implemented by dialects with a start-up check of the
-// engine's own isolation (PostgreSQL row-level security).
-type rlsChecker interface {
-	Check(ctx context.Context, q dialect.Querier, g *sqlast.Schema) error
-}
-
 // Check reports whether the database is reachable and, on PostgreSQL,
-// whether the row-level security that postgres.New verified at start-up is
-// still in force for the connected role (CheckRLS again: a migration may
-// have dropped a policy or altered the role since). It is meant for
+// whether the row-level security verified at start-up is still in force
+// for the connected role (guardedsql/postgres.CheckRLS again: a migration
+// may have dropped a policy or altered the role since). It is meant for
 // readiness probes. An unreachable database yields an error wrapping
-// ErrUnavailable; a failed RLS check an error matching ErrRLSUnsafe. The
-// error never contains the DSN.
+// ErrUnavailable; a failed RLS check an error matching
+// guardedsql/postgres.ErrRLSUnsafe. The error never contains the DSN.
 func (db *DB) Check(ctx context.Context) error {
 	rows, err := db.pool.Query(ctx, "SELECT 1")
 	if err == nil {
@@ -45,13 +35,8 @@ func (db *DB) Check(ctx context.Context) error {
 		}
 		return fmt.Errorf("guardedsql: health check: %w", err)
 	}
-	if c, ok := db.d.(rlsChecker); ok {
-		if err := c.Check(ctx, db.pool, db.g); err != nil {
-			if !errors.Is(err, ErrRLSUnsafe) && IsUnavailable(err) {
-				return fmt.Errorf("%w: %w", ErrUnavailable, err)
-			}
-			return err
-		}
+	if db.verify != nil {
+		return db.verify(ctx, db.pool)
 	}
 	return nil
 }
@@ -69,9 +54,9 @@ func IsUnavailable(err error) bool {
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, driver.ErrBadConn) {
 		return true
 	}
-	// The linked drivers' own errors (pgconn, go-sql-driver/mysql).
-	for _, f := range gdriver.Unavailable {
-		if f(err) {
+	// The registered engines' driver errors (pgconn, go-sql-driver/mysql).
+	for _, e := range registered() {
+		if e.Unavailable(err) {
 			return true
 		}
 	}

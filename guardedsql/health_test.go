@@ -36,7 +36,7 @@ func TestCheckSQLite(t *testing.T) {
 func TestPostgresCheckThroughOutage(t *testing.T) {
 	h := provisionPostgres(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
 	ctx := context.Background()
-	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.RLSKeyOptions{Key: h.key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, postgres.Options{Key: h.key}); err != nil {
 		t.Fatal(err)
 	}
 	target := net.JoinHostPort(h.appCfg.ConnConfig.Host, strconv.Itoa(int(h.appCfg.ConnConfig.Port)))
@@ -52,7 +52,7 @@ func TestPostgresCheckThroughOutage(t *testing.T) {
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	pool := pgConnect(t, cfg)
 	t.Cleanup(pool.Close)
-	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestPostgresCheckThroughOutage(t *testing.T) {
 	if _, err := h.owner.Exec(ctx, `ALTER TABLE bookings NO FORCE ROW LEVEL SECURITY`); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Check(ctx); !errors.Is(err, guardedsql.ErrRLSUnsafe) || guardedsql.IsUnavailable(err) {
+	if err := db.Check(ctx); !errors.Is(err, postgres.ErrRLSUnsafe) || guardedsql.IsUnavailable(err) {
 		t.Fatalf("Check with RLS not forced: %v, want ErrRLSUnsafe", err)
 	}
 }
@@ -110,7 +110,7 @@ func TestMySQLCheckThroughOutage(t *testing.T) {
 		}
 	}
 	sch := builder.MustSchema(hotelDef)
-	db, err := guardedsql.NewMySQL(ctx, raw, sch, guardedsql.Options{})
+	db, err := gmysql.New(ctx, raw, sch, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func outageRoundTrip(t *testing.T, db *guardedsql.DB, sch *builder.Schema, proxy
 
 // IsUnavailable is false for the failures a retry cannot cure.
 func TestIsUnavailableRefusesOtherErrors(t *testing.T) {
-	for _, err := range []error{nil, guardedsql.ErrNotFound, guardedsql.ErrNoScope, guardedsql.ErrRLSUnsafe,
+	for _, err := range []error{nil, guardedsql.ErrNotFound, guardedsql.ErrNoScope, postgres.ErrRLSUnsafe,
 		context.Canceled, context.DeadlineExceeded, fmt.Errorf("query: %w", context.DeadlineExceeded), errors.New("syntax error"), fmt.Errorf("wrapped: %w", guardedsql.ErrTooManyRows)} {
 		if guardedsql.IsUnavailable(err) {
 			t.Errorf("IsUnavailable(%v) = true", err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gsqlite "github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/scope/scopetest"
 )
@@ -467,7 +468,7 @@ func newHotelSized(t testing.TB, chains, hotelsPer, roomsPer, bookingsPer int, o
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := guardedsql.NewSQLite(context.Background(), raw, sch, options(opts))
+	db, err := gsqlite.New(context.Background(), raw, sch, options(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

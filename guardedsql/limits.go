@@ -9,19 +9,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 )
 
 // ErrBusy: no database connection became free within the wait bound set
 // with Options.PoolWait, while the caller's own deadline had not passed.
 // Nothing was sent. It is transient: the caller may retry later (package
 // server answers it with a retryable "busy" error).
-var ErrBusy = dialect.ErrBusy
+var ErrBusy = engine.ErrBusy
 
 // ErrTimeoutUnsupported: Options.StatementTimeout or LockTimeout was set
 // for an engine that cannot bound a statement on the server (MySQL 8 has
-// no SET STATEMENT; MariaDB has). Open and NewMySQL refuse to start rather
+// no SET STATEMENT; MariaDB has). Open and guardedsql/mysql.New refuse to start rather
 // than run unbounded.
 var ErrTimeoutUnsupported = errors.New("guardedsql: statement and lock timeouts need PostgreSQL, MariaDB or SQLite")
 
@@ -37,20 +36,13 @@ func IsTimeout(err error) bool {
 	if errors.Is(err, errStatementDeadline) {
 		return true
 	}
-	var se interface{ Code() int } // modernc.org/sqlite's *Error
-	if errors.As(err, &se) && se.Code()&0xff == sqliteBusy {
-		return true
-	}
-	for _, f := range driver.Timeout { // the linked drivers' errors
-		if f(err) {
+	for _, e := range registered() { // the engines' driver errors
+		if e.Timeout(err) {
 			return true
 		}
 	}
 	return false
 }
-
-// sqliteBusy is SQLITE_BUSY, the primary result code of a busy timeout.
-const sqliteBusy = 5
 
 // errStatementDeadline is the cause of a statement context that reached
 // Options.StatementTimeout (SQLite).
@@ -58,8 +50,8 @@ var errStatementDeadline = errors.New("guardedsql: statement timeout")
 
 // applyLimits installs the wait bound on the pool and, where the engine
 // needs help from this side, the statement bounds.
-func applyLimits(pool dialect.Pool, d dialect.Dialect, c *config) (dialect.Pool, error) {
-	if wb, ok := pool.(dialect.WaitBounder); ok && (c.PoolWait > 0 || c.PoolWaitObserver != nil) {
+func applyLimits(pool engine.Pool, d engine.Dialect, c *config) (engine.Pool, error) {
+	if wb, ok := pool.(engine.WaitBounder); ok && (c.PoolWait > 0 || c.PoolWaitObserver != nil) {
 		wb.BoundWait(c.wait())
 	}
 	if c.StatementTimeout <= 0 && c.LockTimeout <= 0 {
@@ -69,7 +61,7 @@ func applyLimits(pool dialect.Pool, d dialect.Dialect, c *config) (dialect.Pool,
 	case "postgres":
 		return pool, nil // the dialect sets them with the scope
 	case "mysql":
-		if !c.mariaDB {
+		if !c.setStatement {
 			return nil, fmt.Errorf("%w: the server is MySQL, not MariaDB", ErrTimeoutUnsupported)
 		}
 		return &rewritePool{Pool: pool, rw: mariaDBTimeouts(c.StatementTimeout, c.LockTimeout)}, nil
@@ -107,19 +99,19 @@ func mariaDBTimeouts(stmt, lock time.Duration) func(string) string {
 // rewritePool rewrites the text of every statement sent through it or its
 // transactions.
 type rewritePool struct {
-	dialect.Pool
+	engine.Pool
 	rw func(string) string
 }
 
-func (p *rewritePool) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (p *rewritePool) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	return p.Pool.Query(ctx, p.rw(q), args...)
 }
 
-func (p *rewritePool) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (p *rewritePool) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	return p.Pool.Exec(ctx, p.rw(q), args...)
 }
 
-func (p *rewritePool) Begin(ctx context.Context) (dialect.Tx, error) {
+func (p *rewritePool) Begin(ctx context.Context) (engine.Tx, error) {
 	tx, err := p.Pool.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -128,15 +120,15 @@ func (p *rewritePool) Begin(ctx context.Context) (dialect.Tx, error) {
 }
 
 type rewriteTx struct {
-	dialect.Tx
+	engine.Tx
 	rw func(string) string
 }
 
-func (t *rewriteTx) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (t *rewriteTx) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	return t.Tx.Query(ctx, t.rw(q), args...)
 }
 
-func (t *rewriteTx) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (t *rewriteTx) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	return t.Tx.Exec(ctx, t.rw(q), args...)
 }
 
@@ -144,19 +136,19 @@ func (t *rewriteTx) Exec(ctx context.Context, q string, args ...any) (dialect.Re
 // driver interrupts a statement when its context ends). The deadline of a
 // query lasts until its rows are closed.
 type deadlinePool struct {
-	dialect.Pool
+	engine.Pool
 	d time.Duration
 }
 
-func (p *deadlinePool) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (p *deadlinePool) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	return deadlineQuery(ctx, p.d, p.Pool.Query, q, args)
 }
 
-func (p *deadlinePool) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (p *deadlinePool) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	return deadlineExec(ctx, p.d, p.Pool.Exec, q, args)
 }
 
-func (p *deadlinePool) Begin(ctx context.Context) (dialect.Tx, error) {
+func (p *deadlinePool) Begin(ctx context.Context) (engine.Tx, error) {
 	tx, err := p.Pool.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -165,26 +157,26 @@ func (p *deadlinePool) Begin(ctx context.Context) (dialect.Tx, error) {
 }
 
 type deadlineTx struct {
-	dialect.Tx
+	engine.Tx
 	d time.Duration
 }
 
-func (t *deadlineTx) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (t *deadlineTx) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	return deadlineQuery(ctx, t.d, t.Tx.Query, q, args)
 }
 
-func (t *deadlineTx) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (t *deadlineTx) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	return deadlineExec(ctx, t.d, t.Tx.Exec, q, args)
 }
 
-func deadlineExec(ctx context.Context, d time.Duration, exec func(context.Context, string, ...any) (dialect.Result, error), q string, args []any) (dialect.Result, error) {
+func deadlineExec(ctx context.Context, d time.Duration, exec func(context.Context, string, ...any) (engine.Result, error), q string, args []any) (engine.Result, error) {
 	sctx, cancel := context.WithTimeoutCause(ctx, d, errStatementDeadline)
 	defer cancel()
 	r, err := exec(sctx, q, args...)
 	return r, deadlineErr(ctx, sctx, err)
 }
 
-func deadlineQuery(ctx context.Context, d time.Duration, query func(context.Context, string, ...any) (dialect.Rows, error), q string, args []any) (dialect.Rows, error) {
+func deadlineQuery(ctx context.Context, d time.Duration, query func(context.Context, string, ...any) (engine.Rows, error), q string, args []any) (engine.Rows, error) {
 	sctx, cancel := context.WithTimeoutCause(ctx, d, errStatementDeadline)
 	r, err := query(sctx, q, args...)
 	if err != nil {
@@ -204,7 +196,7 @@ func deadlineErr(ctx, sctx context.Context, err error) error {
 }
 
 type deadlineRows struct {
-	dialect.Rows
+	engine.Rows
 	ctx, sctx context.Context
 	cancel    context.CancelFunc
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
@@ -369,7 +370,7 @@ func TestCatalogDrift(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := guardedsql.NewSQLite(context.Background(), raw, driftDef(nil), guardedsql.Options{}); !errors.Is(err, guardedsql.ErrFKNotEnforced) ||
+		if _, err := sqlite.New(context.Background(), raw, driftDef(nil), guardedsql.Options{}); !errors.Is(err, guardedsql.ErrFKNotEnforced) ||
 			!strings.Contains(err.Error(), "foreign_keys") {
 			t.Errorf("NewSQLite without foreign keys: err = %v, want ErrFKNotEnforced", err)
 		}

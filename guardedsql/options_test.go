@@ -72,7 +72,7 @@ func TestZeroOptions(t *testing.T) {
 	}
 	defer raw.Close()
 	for name, newDB := range map[string]func(context.Context, *sql.DB, *builder.Schema, guardedsql.Options) (*guardedsql.DB, error){
-		"NewSQLite": guardedsql.NewSQLite, "sqlite.New": gsqlite.New,
+		"NewSQLite": gsqlite.New, "sqlite.New": gsqlite.New,
 	} {
 		db, err := newDB(ctx, raw, sch, guardedsql.Options{})
 		if err != nil {
@@ -80,7 +80,7 @@ func TestZeroOptions(t *testing.T) {
 		}
 		checkBookings(t, db, sch, m)
 	}
-	if _, err := postgres.New(ctx, nil, sch, guardedsql.Options{}); !errors.Is(err, guardedsql.ErrRLSNoKey) {
+	if _, err := postgres.New(ctx, nil, sch, guardedsql.Options{}); !errors.Is(err, postgres.ErrRLSNoKey) {
 		t.Fatalf("postgres.New with the zero Options: %v, want ErrRLSNoKey", err)
 	}
 }
@@ -93,7 +93,7 @@ func TestZeroOptions(t *testing.T) {
 func TestOptionsInvalid(t *testing.T) {
 	ctx := context.Background()
 	sch := builder.MustSchema(hotelDef)
-	key, err := guardedsql.NewRLSKey("k1")
+	key, err := postgres.NewKey("k1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,30 +101,50 @@ func TestOptionsInvalid(t *testing.T) {
 	badKey := key
 	badKey.ID = "not an id!"
 	cases := map[string]guardedsql.Options{
-		"Options.PoolWait":         {PoolWait: -time.Second},
-		"Options.StatementTimeout": {StatementTimeout: -1},
-		"Options.LockTimeout":      {LockTimeout: -time.Millisecond},
-		"Options.MaxConns":         {MaxConns: -1},
-		"Options.RLSRecheck":       {RLSRecheck: -time.Minute},
-		"Options.RLSKey":           {RLSKey: badKey},
-		"Options.RLSNamespace":     {RLSNamespace: "Not-An-Identifier", RLSKey: key},
+		"Options.PoolWait":                   {PoolWait: -time.Second},
+		"Options.StatementTimeout":           {StatementTimeout: -1},
+		"Options.LockTimeout":                {LockTimeout: -time.Millisecond},
+		"Options.MaxConns":                   {MaxConns: -1},
+		"postgres.Options.Recheck":           {Engine: postgres.Options{Recheck: -time.Minute, Key: key}},
+		"postgres.Options.Key":               {Engine: postgres.Options{Key: badKey}},
+		"postgres.Options.Namespace":         {Engine: postgres.Options{Namespace: "Not-An-Identifier", Key: key}},
+		"postgres options to another engine": {Engine: postgres.Options{Key: key}},
 	}
 	dir := t.TempDir()
 	for field, opts := range cases {
 		path := filepath.Join(dir, "never.db")
 		calls := map[string]func() error{
 			"Open": func() error { _, err := guardedsql.Open(ctx, "sqlite:"+path, sch, opts); return err },
-			"NewSQLite": func() error {
-				_, err := guardedsql.NewSQLite(ctx, nil, sch, opts)
+			"sqlite.New": func() error {
+				_, err := gsqlite.New(ctx, nil, sch, opts)
 				return err
 			},
-			"NewMySQL":     func() error { _, err := gmysql.New(ctx, nil, sch, opts); return err },
+			"mysql.New":    func() error { _, err := gmysql.New(ctx, nil, sch, opts); return err },
 			"postgres.New": func() error { _, err := postgres.New(ctx, nil, sch, opts); return err },
+			"Open(postgres://)": func() error {
+				_, err := guardedsql.Open(ctx, "postgres://nobody@127.0.0.1:1/never", sch, opts)
+				return err
+			},
 		}
 		for name, call := range calls {
+			if field == "postgres options to another engine" && name == "postgres.New" {
+				continue // valid: New would use its nil pool
+			}
 			err := call()
-			if !errors.Is(err, guardedsql.ErrInvalid) || !strings.Contains(err.Error(), field) {
-				t.Errorf("%s with a bad %s: err = %v, want ErrInvalid naming the field", name, field, err)
+			want := field
+			switch {
+			case field == "postgres options to another engine" && strings.Contains(name, "postgres"):
+				if err == nil || errors.Is(err, guardedsql.ErrInvalid) {
+					t.Errorf("%s with valid postgres.Options: err = %v, want a connection error", name, err)
+				}
+				continue
+			case field == "postgres options to another engine":
+				want = "holds postgres options"
+			case strings.HasPrefix(field, "postgres.") && !strings.Contains(name, "postgres"):
+				want = "holds postgres options" // another engine refuses them whole
+			}
+			if !errors.Is(err, guardedsql.ErrInvalid) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s with a bad %s: err = %v, want ErrInvalid naming %q", name, field, err, want)
 				continue
 			}
 			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), hex.EncodeToString([]byte(secret))) {
@@ -137,34 +157,34 @@ func TestOptionsInvalid(t *testing.T) {
 	}
 }
 
-// TestRLSOptions: the administration functions take only the namespace
-// (RLSOptions) or the namespace and key (RLSKeyOptions); a bad one is
+// TestRLSOptions: the administration functions read the namespace (and
+// ApplyRLS and CheckRLS the key) of postgres.Options; a bad one is
 // refused, naming the field, before the owner or pool (nil here) is used,
 // and the namespace given is the one their output uses.
 func TestRLSOptions(t *testing.T) {
 	ctx := context.Background()
 	sch := builder.MustSchema(hotelDef)
-	key, err := guardedsql.NewRLSKey("k1")
+	key, err := postgres.NewKey("k1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	badKey := key
 	badKey.ID = ""
-	badNS := guardedsql.RLSOptions{Namespace: "bad namespace"}
+	badNS := postgres.Options{Namespace: "bad namespace"}
 	calls := map[string]error{
-		"RLSDDL":       func() error { _, err := guardedsql.RLSDDL(sch, badNS); return err }(),
-		"SignScope":    func() error { _, err := guardedsql.SignScope(key, "n", "{}", badNS); return err }(),
-		"AddRLSKey":    postgres.AddRLSKey(ctx, nil, key, badNS),
-		"RemoveRLSKey": postgres.RemoveRLSKey(ctx, nil, "k1", badNS),
+		"RLSDDL":    func() error { _, err := postgres.RLSDDL(sch, badNS); return err }(),
+		"SignScope": func() error { _, err := postgres.SignScope(key, "n", "{}", badNS); return err }(),
+		"AddKey":    postgres.AddKey(ctx, nil, key, badNS),
+		"RemoveKey": postgres.RemoveKey(ctx, nil, "k1", badNS),
 	}
 	for name, err := range calls {
-		if !errors.Is(err, guardedsql.ErrInvalid) || !strings.Contains(err.Error(), "RLSOptions.Namespace") {
-			t.Errorf("%s: err = %v, want ErrInvalid naming RLSOptions.Namespace", name, err)
+		if !errors.Is(err, guardedsql.ErrInvalid) || !strings.Contains(err.Error(), "postgres.Options.Namespace") {
+			t.Errorf("%s: err = %v, want ErrInvalid naming postgres.Options.Namespace", name, err)
 		}
 	}
-	for name, opts := range map[string]guardedsql.RLSKeyOptions{
-		"RLSKeyOptions.Namespace": {Namespace: "Bad", Key: key},
-		"RLSKeyOptions.Key":       {Key: badKey},
+	for name, opts := range map[string]postgres.Options{
+		"postgres.Options.Namespace": {Namespace: "Bad", Key: key},
+		"postgres.Options.Key":       {Key: badKey},
 	} {
 		for fn, err := range map[string]error{
 			"ApplyRLS": postgres.ApplyRLS(ctx, nil, sch, opts),
@@ -176,11 +196,11 @@ func TestRLSOptions(t *testing.T) {
 		}
 	}
 	// The namespace reaches the DDL and the signature.
-	def, err := guardedsql.RLSDDL(sch, guardedsql.RLSOptions{})
+	def, err := postgres.RLSDDL(sch, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := guardedsql.RLSDDL(sch, guardedsql.RLSOptions{Namespace: "app_a"})
+	app, err := postgres.RLSDDL(sch, postgres.Options{Namespace: "app_a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,11 +208,11 @@ func TestRLSOptions(t *testing.T) {
 		!strings.Contains(strings.Join(def, "\n"), "tenantmcp.scope") {
 		t.Fatalf("RLSDDL ignores the namespace:\n%s", all)
 	}
-	s1, err := guardedsql.SignScope(key, "n", "{}", guardedsql.RLSOptions{})
+	s1, err := postgres.SignScope(key, "n", "{}", postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := guardedsql.SignScope(key, "n", "{}", guardedsql.RLSOptions{Namespace: "app_a"})
+	s2, err := postgres.SignScope(key, "n", "{}", postgres.Options{Namespace: "app_a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,28 +222,28 @@ func TestRLSOptions(t *testing.T) {
 }
 
 // TestPostgresRLSNamespace: row-level security installed under a
-// namespace of its own (RLSKeyOptions.Namespace) serves a DB opened with
-// the same Options.RLSNamespace, tenant by tenant; a DB or a check using
+// namespace of its own (postgres.Options.Namespace) serves a DB opened
+// with the same namespace, tenant by tenant; a DB or a check using
 // the default namespace finds no policies of its own and fails closed.
 func TestPostgresRLSNamespace(t *testing.T) {
 	h := provisionPostgres(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 2))
 	ctx := context.Background()
 	const ns = "tm_a_ns"
-	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.RLSKeyOptions{Namespace: ns, Key: h.key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, postgres.Options{Namespace: ns, Key: h.key}); err != nil {
 		t.Fatal(err)
 	}
 	h.app = pgConnect(t, h.appCfg)
-	if err := postgres.CheckRLS(ctx, h.app, h.sch, guardedsql.RLSKeyOptions{Namespace: ns, Key: h.key}); err != nil {
+	if err := postgres.CheckRLS(ctx, h.app, h.sch, postgres.Options{Namespace: ns, Key: h.key}); err != nil {
 		t.Fatalf("CheckRLS in the namespace: %v", err)
 	}
-	if err := postgres.CheckRLS(ctx, h.app, h.sch, guardedsql.RLSKeyOptions{Key: h.key}); !errors.Is(err, guardedsql.ErrRLSUnsafe) {
+	if err := postgres.CheckRLS(ctx, h.app, h.sch, postgres.Options{Key: h.key}); !errors.Is(err, postgres.ErrRLSUnsafe) {
 		t.Fatalf("CheckRLS in the default namespace: %v, want ErrRLSUnsafe", err)
 	}
-	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key}); !errors.Is(err, guardedsql.ErrRLSUnsafe) {
+	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}}); !errors.Is(err, postgres.ErrRLSUnsafe) {
 		t.Fatalf("New in the default namespace: %v, want ErrRLSUnsafe", err)
 	}
 	for _, rlsOnly := range []bool{false, true} {
-		db, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key, RLSNamespace: ns, RLSOnly: rlsOnly})
+		db, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key, Namespace: ns, RLSOnly: rlsOnly}})
 		if err != nil {
 			t.Fatal(err)
 		}

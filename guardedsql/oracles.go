@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -33,15 +33,15 @@ type UniqueOracle struct {
 
 // UniqueOracles returns the unique keys that are existence oracles, as
 // read from the catalog when the DB was opened (nil where the engine's
-// catalog could not be read). Open, postgres.New, NewMySQL and NewSQLite
+// catalog could not be read). Open and the engine packages' New functions
 // also log each of them at warning level (Options.Logger), primary keys at
 // info level.
 func (db *DB) UniqueOracles() []UniqueOracle { return slices.Clone(db.oracles) }
 
 // findUniqueOracles lists the unique keys of q's catalog and keeps those
 // of tenant-bound tables of g that lack the tenant path column.
-func findUniqueOracles(ctx context.Context, d dialect.Dialect, q dialect.Querier, g *sqlast.Schema, log *slog.Logger) []UniqueOracle {
-	ul, ok := d.(dialect.UniqueLister)
+func findUniqueOracles(ctx context.Context, d engine.Dialect, q engine.Querier, g *sqlast.Schema, log *slog.Logger) []UniqueOracle {
+	ul, ok := d.(engine.UniqueLister)
 	if !ok {
 		return nil
 	}
@@ -56,8 +56,8 @@ func findUniqueOracles(ctx context.Context, d dialect.Dialect, q dialect.Querier
 	// (SQLite's INTEGER PRIMARY KEY is the rowid, not an index).
 	for _, name := range g.Names {
 		t := g.Tables[name]
-		if len(t.PK) > 0 && !slices.ContainsFunc(keys, func(k dialect.UniqueKey) bool { return k.Table == name && slices.Equal(k.Columns, t.PK) }) {
-			keys = append(keys, dialect.UniqueKey{Table: name, Name: "PRIMARY KEY", Columns: t.PK, Primary: true})
+		if len(t.PK) > 0 && !slices.ContainsFunc(keys, func(k engine.UniqueKey) bool { return k.Table == name && slices.Equal(k.Columns, t.PK) }) {
+			keys = append(keys, engine.UniqueKey{Table: name, Name: "PRIMARY KEY", Columns: t.PK, Primary: true})
 		}
 	}
 	var out []UniqueOracle

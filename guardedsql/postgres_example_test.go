@@ -26,8 +26,8 @@ func Example_newPostgres() {
 	sch := builder.MustSchema(hotelDef)
 
 	// The scope-signing key, from the application's secret store
-	// (guardedsql.NewRLSKey made it; Text is its stored form).
-	key, err := guardedsql.ParseRLSKey(os.Getenv("HOTEL_RLS_KEY"))
+	// (postgres.NewKey made it; Text is its stored form).
+	key, err := postgres.ParseKey(os.Getenv("HOTEL_RLS_KEY"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func Example_newPostgres() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := postgres.ApplyRLS(ctx, owner, sch, guardedsql.RLSKeyOptions{Key: key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, owner, sch, postgres.Options{Key: key}); err != nil {
 		log.Fatal(err)
 	}
 	owner.Close()
@@ -49,8 +49,8 @@ func Example_newPostgres() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	db, err := postgres.New(ctx, app, sch, guardedsql.Options{RLSKey: key})
-	if errors.Is(err, guardedsql.ErrRLSUnsafe) {
+	db, err := postgres.New(ctx, app, sch, guardedsql.Options{Engine: postgres.Options{Key: key}})
+	if errors.Is(err, postgres.ErrRLSUnsafe) {
 		log.Fatalf("refusing to serve: %v", err) // e.g. connected as a superuser
 	}
 	if err != nil {

@@ -17,15 +17,15 @@ import (
 func TestAppGrantDDLRefusesBadInput(t *testing.T) {
 	sch := builder.MustSchema(hotelDef)
 	for _, role := range []string{"", "public", "PUBLIC", strings.Repeat("r", 64)} {
-		if _, err := guardedsql.AppGrantDDL(sch, role); !errors.Is(err, guardedsql.ErrInvalid) {
+		if _, err := postgres.AppGrantDDL(sch, role); !errors.Is(err, guardedsql.ErrInvalid) {
 			t.Errorf("role %q: %v, want ErrInvalid", role, err)
 		}
 	}
-	if _, err := guardedsql.AppGrantDDL(nil, "app"); !errors.Is(err, guardedsql.ErrInvalid) {
+	if _, err := postgres.AppGrantDDL(nil, "app"); !errors.Is(err, guardedsql.ErrInvalid) {
 		t.Errorf("nil schema: %v, want ErrInvalid", err)
 	}
 	// A role name is an identifier, never SQL.
-	stmts, err := guardedsql.AppGrantDDL(sch, `app"; DROP TABLE chains; --`)
+	stmts, err := postgres.AppGrantDDL(sch, `app"; DROP TABLE chains; --`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +77,10 @@ func TestGrantApp(t *testing.T) {
 	}
 	sch := builder.MustSchema(hotelDef)
 
-	if err := postgres.GrantApp(ctx, admin, sch, bypass); !errors.Is(err, guardedsql.ErrRLSBypassRLS) {
+	if err := postgres.GrantApp(ctx, admin, sch, bypass); !errors.Is(err, postgres.ErrRLSBypassRLS) {
 		t.Errorf("BYPASSRLS role: %v, want ErrRLSBypassRLS", err)
 	}
-	if err := postgres.GrantApp(ctx, admin, sch, adminCfg.ConnConfig.User); !errors.Is(err, guardedsql.ErrRLSSuperuser) {
+	if err := postgres.GrantApp(ctx, admin, sch, adminCfg.ConnConfig.User); !errors.Is(err, postgres.ErrRLSSuperuser) {
 		t.Errorf("superuser: %v, want ErrRLSSuperuser", err)
 	}
 	if err := postgres.GrantApp(ctx, admin, sch, "tm_no_such_role_"+id); !errors.Is(err, guardedsql.ErrInvalid) {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver/pgxdriver"
+	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres/pgxdriver"
 	gpostgres "github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -33,11 +33,11 @@ func TestPostgresPooledHammer(t *testing.T) {
 	cfg.ConnConfig.Tracer = nil
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	rlsOnly, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{RLSOnly: true, RLSKey: h.key})
+	rlsOnly, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: gpostgres.Options{RLSOnly: true, Key: h.key}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
+	both, err := gpostgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: gpostgres.Options{Key: h.key}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +150,13 @@ func TestPostgresPooledHammer(t *testing.T) {
 // would see it).
 type leakyDialect struct{ postgres.Dialect }
 
-func (d leakyDialect) Session(ctx context.Context, tx dialect.Querier, _ scope.Scope, doc string) error {
+func (d leakyDialect) Session(ctx context.Context, tx sqlengine.Querier, _ scope.Scope, doc string) error {
 	for q := tx; q != nil; {
 		if t, ok := q.(interface{ Defer(string, ...any) }); ok {
 			t.Defer(`SELECT set_config($1, $2, false)`, d.Setting(), doc)
 			return nil
 		}
-		u, ok := q.(interface{ UnwrapTx() dialect.Tx })
+		u, ok := q.(interface{ UnwrapTx() sqlengine.Tx })
 		if !ok {
 			break
 		}

@@ -29,9 +29,9 @@ func TestPostgresPolicyDriftCaughtWhileServing(t *testing.T) {
 	const interval = 300 * time.Millisecond
 	logs := &logbuf.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 2, 2, 2), guardedsql.Options{RLSOnly: true, RLSRecheck: interval, Logger: logger})
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 2, 2, 2), guardedsql.Options{Logger: logger, Engine: postgres.Options{RLSOnly: true, Recheck: interval}})
 	ctx := context.Background()
-	both, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key, RLSRecheck: interval, Logger: logger})
+	both, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{Logger: logger, Engine: postgres.Options{Key: h.key, Recheck: interval}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestPostgresPolicyDriftCaughtWhileServing(t *testing.T) {
 	altered := time.Now() // the ALTER has committed
 	time.Sleep(3 * interval)
 	reapplying := time.Now()
-	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.RLSKeyOptions{Key: h.key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, h.owner, h.sch, postgres.Options{Key: h.key}); err != nil {
 		t.Fatal(err)
 	}
 	reapplied := time.Now()
@@ -102,16 +102,16 @@ func TestPostgresPolicyDriftCaughtWhileServing(t *testing.T) {
 				t.Errorf("%s: a call at +%v returned %d foreign bookings", name, r.start.Sub(altered), foreign)
 			case failClosed && r.err == nil:
 				t.Errorf("%s: a call at +%v was served after the drift's interval", name, r.start.Sub(altered))
-			case failClosed && !errors.Is(r.err, guardedsql.ErrRLSUnsafe):
+			case failClosed && !errors.Is(r.err, postgres.ErrRLSUnsafe):
 				t.Errorf("%s: drift error %v, want ErrRLSUnsafe", name, r.err)
-			case failClosed && errors.Is(r.err, guardedsql.ErrRLSPolicyMissing) && !strings.Contains(r.err.Error(), `"bookings"`):
+			case failClosed && errors.Is(r.err, postgres.ErrRLSPolicyMissing) && !strings.Contains(r.err.Error(), `"bookings"`):
 				t.Errorf("%s: drift error %v does not name the table", name, r.err)
-			case r.start.Before(alterStart.Add(-100*time.Millisecond)) && r.err != nil && !errors.Is(r.err, guardedsql.ErrRLSUnsafe):
+			case r.start.Before(alterStart.Add(-100*time.Millisecond)) && r.err != nil && !errors.Is(r.err, postgres.ErrRLSUnsafe):
 				// (A call that was slow to run may meet the drift too:
 				// refused, as it should be.)
 				t.Errorf("%s: before the drift: %v", name, r.err)
 			}
-			if failClosed && errors.Is(r.err, guardedsql.ErrRLSPolicyMissing) {
+			if failClosed && errors.Is(r.err, postgres.ErrRLSPolicyMissing) {
 				refused++ // a check that ran into a concurrent migration fails closed too, unnamed
 			}
 			if r.start.After(reapplied.Add(interval)) {
@@ -141,7 +141,7 @@ func TestPostgresNewConnectionChecked(t *testing.T) {
 	cfg.MaxConns = 1
 	pool := pgConnect(t, cfg)
 	defer pool.Close()
-	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key, RLSOnly: true, RLSRecheck: time.Hour})
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key, RLSOnly: true, Recheck: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestPostgresNewConnectionChecked(t *testing.T) {
 	c.Conn().Close(ctx)
 	c.Release()
 	ids, err := guardedsql.All(grantCtx(chainG("acme")), db, q, guardedsql.Scalar[int64])
-	if !errors.Is(err, guardedsql.ErrRLSPolicyMissing) || len(ids) != 0 {
+	if !errors.Is(err, postgres.ErrRLSPolicyMissing) || len(ids) != 0 {
 		t.Fatalf("new connection after the drift: %d rows, %v", len(ids), err)
 	}
 }
@@ -179,7 +179,7 @@ func TestPostgresNewConnectionChecked(t *testing.T) {
 // unverified verdict. Once the migration ends, calls are served again.
 func TestPostgresRecheckUnderMigrationLock(t *testing.T) {
 	const interval = 200 * time.Millisecond
-	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 1, 1, 1), guardedsql.Options{RLSRecheck: interval, Logger: slog.New(slog.DiscardHandler)})
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 1, 1, 1), guardedsql.Options{Logger: slog.New(slog.DiscardHandler), Engine: postgres.Options{Recheck: interval}})
 	ctx := context.Background()
 	countries := h.sch.Table("countries")
 	q := builder.Must(builder.Select(countries.Col("code")).From(countries).Build())
@@ -208,7 +208,7 @@ func TestPostgresRecheckUnderMigrationLock(t *testing.T) {
 		if err == nil {
 			t.Fatalf("call %d served while the check could not run", i)
 		}
-		if !guardedsql.IsUnavailable(err) || !errors.Is(err, guardedsql.ErrRLSUnsafe) {
+		if !guardedsql.IsUnavailable(err) || !errors.Is(err, postgres.ErrRLSUnsafe) {
 			t.Errorf("call %d: %v, want the unavailable error, failing closed (ErrRLSUnsafe)", i, err)
 		}
 		if d > 3*time.Second {

@@ -30,7 +30,7 @@ func countIn(t *testing.T, tx pgx.Tx, table string) int64 {
 func nonceOf(t *testing.T, tx pgx.Tx) string {
 	t.Helper()
 	var nonce string
-	if err := tx.QueryRow(context.Background(), guardedsql.NonceSQLForTest).Scan(&nonce); err != nil {
+	if err := tx.QueryRow(context.Background(), postgres.ScopeNonceSQL).Scan(&nonce); err != nil {
 		t.Fatal(err)
 	}
 	return nonce
@@ -74,7 +74,7 @@ func TestPostgresSignedContextUnforgeable(t *testing.T) {
 	// Positive control: signed for this very transaction.
 	a := begin(h.app)
 	nonceA := nonceOf(t, a)
-	signedA := guardedsql.SignedScopeForTest(h.key, nonceA, all)
+	signedA := signedScope(h.key, nonceA, all)
 	setScope(t, a, signedA, true)
 	if n := countIn(t, a, "bookings"); n != int64(len(h.m.bookings)) {
 		t.Fatalf("correctly signed context: %d bookings, want %d", n, len(h.m.bookings))
@@ -99,19 +99,19 @@ func TestPostgresSignedContextUnforgeable(t *testing.T) {
 		{"replayed signed value, session level", func(string) string { return signedA }, false},
 		{"made-up MAC", func(string) string { return "v1." + h.key.ID + "." + strings.Repeat("0", 64) + "." + all }, true},
 		{"MAC of another document", func(nonce string) string {
-			other := guardedsql.SignedScopeForTest(h.key, nonce, `{"chain":["acme"]}`)
+			other := signedScope(h.key, nonce, `{"chain":["acme"]}`)
 			mac := strings.Split(other, ".")[2]
 			return "v1." + h.key.ID + "." + mac + "." + all
 		}, true},
 		{"signed with an unknown key", func(nonce string) string {
-			k, err := guardedsql.NewRLSKey(h.key.ID) // same id, other secret
+			k, err := postgres.NewKey(h.key.ID) // same id, other secret
 			if err != nil {
 				t.Fatal(err)
 			}
-			return guardedsql.SignedScopeForTest(k, nonce, all)
+			return signedScope(k, nonce, all)
 		}, true},
 		{"signed for the previous nonce of this connection", func(nonce string) string {
-			return guardedsql.SignedScopeForTest(h.key, nonceA, all)
+			return signedScope(h.key, nonceA, all)
 		}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestPostgresSignedContextUnforgeable(t *testing.T) {
 // is removed, a server still on it sees nothing and a new one refuses to
 // start with ErrRLSKeyUnknown, while the new key keeps serving.
 func TestPostgresRLSKeyRotation(t *testing.T) {
-	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 2), guardedsql.Options{RLSOnly: true})
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 2), guardedsql.Options{Engine: postgres.Options{RLSOnly: true}})
 	ctx := context.Background()
 	bk := h.sch.Table("bookings")
 	q := builder.Must(builder.Select(builder.CountAll()).From(bk).Build())
@@ -166,14 +166,14 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 	if err != nil || before == 0 {
 		t.Fatalf("old key before rotation: %d %v", before, err)
 	}
-	k2, err := guardedsql.NewRLSKey("second")
+	k2, err := postgres.NewKey("second")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := postgres.AddRLSKey(ctx, h.owner, k2, guardedsql.RLSOptions{}); err != nil {
+	if err := postgres.AddKey(ctx, h.owner, k2, postgres.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	db2, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSOnly: true, RLSKey: k2})
+	db2, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{Engine: postgres.Options{RLSOnly: true, Key: k2}})
 	if err != nil {
 		t.Fatalf("new key: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 			t.Fatalf("%s key during rotation: %d %v, want %d", name, n, err, before)
 		}
 	}
-	if err := postgres.RemoveRLSKey(ctx, h.owner, h.key.ID, guardedsql.RLSOptions{}); err != nil {
+	if err := postgres.RemoveKey(ctx, h.owner, h.key.ID, postgres.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := count(db2); err != nil || n != before {
@@ -191,10 +191,10 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 	if n, err := count(h.db); err != nil || n != 0 {
 		t.Fatalf("removed key still admits rows: %d %v", n, err)
 	}
-	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key}); !errors.Is(err, guardedsql.ErrRLSKeyUnknown) || !errors.Is(err, guardedsql.ErrRLSUnsafe) {
+	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}}); !errors.Is(err, postgres.ErrRLSKeyUnknown) || !errors.Is(err, postgres.ErrRLSUnsafe) {
 		t.Fatalf("start-up with the removed key: %v", err)
 	}
-	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{}); !errors.Is(err, guardedsql.ErrRLSNoKey) {
+	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{}); !errors.Is(err, postgres.ErrRLSNoKey) {
 		t.Fatalf("start-up without a key: %v", err)
 	}
 }
@@ -202,7 +202,7 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 // TestRLSKeyNeverPrinted: the key's secret appears in none of its
 // printable forms but Text.
 func TestRLSKeyNeverPrinted(t *testing.T) {
-	k, err := guardedsql.NewRLSKey("k1")
+	k, err := postgres.NewKey("k1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,12 +212,12 @@ func TestRLSKeyNeverPrinted(t *testing.T) {
 			t.Errorf("printed key %q", s)
 		}
 	}
-	back, err := guardedsql.ParseRLSKey(k.Text())
+	back, err := postgres.ParseKey(k.Text())
 	if err != nil || back.Text() != k.Text() {
 		t.Fatalf("round trip: %v", err)
 	}
 	for _, bad := range []string{"", "k1", "k1:zz", "k1:" + strings.Repeat("ab", 16-1), "bad id:" + secret} {
-		if _, err := guardedsql.ParseRLSKey(bad); !errors.Is(err, guardedsql.ErrInvalid) {
+		if _, err := postgres.ParseKey(bad); !errors.Is(err, guardedsql.ErrInvalid) {
 			t.Errorf("ParseRLSKey(%q) = %v", bad, err)
 		}
 	}
@@ -233,9 +233,9 @@ func TestPostgresUniqueOracles(t *testing.T) {
 		}
 	}
 	logs := &bytes.Buffer{}
-	_, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{RLSKey: h.key})
+	_, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}})
 	checkSharedUniqueRefused(t, err)
-	db, err := postgres.New(ctx, h.app, oracleAckedSchema(), guardedsql.Options{RLSKey: h.key, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	db, err := postgres.New(ctx, h.app, oracleAckedSchema(), guardedsql.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Engine: postgres.Options{Key: h.key}})
 	if err != nil {
 		t.Fatal(err)
 	}

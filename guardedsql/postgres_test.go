@@ -12,7 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	sqlengine "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -25,9 +25,9 @@ var policyTables = []string{"bookings", "chains", "guests", "hotels", "payments"
 // rawIDs runs query (no guard) on pool in a transaction that first sets
 // the scope setting to doc signed with key for that transaction (unless
 // setDoc is false) and returns the first column of every row.
-func rawIDs(t *testing.T, pool *pgxpool.Pool, key guardedsql.RLSKey, setDoc bool, doc, query string) []string {
+func rawIDs(t *testing.T, pool *pgxpool.Pool, key postgres.Key, setDoc bool, doc, query string) []string {
 	t.Helper()
-	return rawIDsSet(t, pool, setDoc, func(nonce string) string { return guardedsql.SignedScopeForTest(key, nonce, doc) }, query)
+	return rawIDsSet(t, pool, setDoc, func(nonce string) string { return signedScope(key, nonce, doc) }, query)
 }
 
 // rawIDsSet is rawIDs with the setting's value computed by value from the
@@ -42,7 +42,7 @@ func rawIDsSet(t *testing.T, pool *pgxpool.Pool, set bool, value func(nonce stri
 	defer tx.Rollback(ctx)
 	if set {
 		var nonce string
-		if err := tx.QueryRow(ctx, guardedsql.NonceSQLForTest).Scan(&nonce); err != nil {
+		if err := tx.QueryRow(ctx, postgres.ScopeNonceSQL).Scan(&nonce); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, value(nonce)); err != nil {
@@ -118,10 +118,10 @@ func TestPostgresPoliciesAlone(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	var nonce string
-	if err := tx.QueryRow(ctx, guardedsql.NonceSQLForTest).Scan(&nonce); err != nil {
+	if err := tx.QueryRow(ctx, postgres.ScopeNonceSQL).Scan(&nonce); err != nil {
 		t.Fatal(err)
 	}
-	tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, guardedsql.SignedScopeForTest(h.key, nonce, `{"chain":["acme"]}`))
+	tx.Exec(ctx, `SELECT set_config('tenantmcp.scope', $1, true)`, signedScope(h.key, nonce, `{"chain":["acme"]}`))
 	_, err = tx.Exec(ctx, `INSERT INTO rooms (hotel_id, number, rate) VALUES ($1, 'x', 1)`, hotelOfChain(h.hotelDB, "globex"))
 	if err == nil || !strings.Contains(err.Error(), "row-level security") {
 		t.Fatalf("insert under a foreign hotel: %v", err)
@@ -130,7 +130,7 @@ func TestPostgresPoliciesAlone(t *testing.T) {
 
 // encodeDoc writes the scope document the guard sets for grants.
 func encodeDoc(levels []*sqlast.Level, grants []scope.Grant) string {
-	return dialect.EncodeScope(levels, scopetest.New("t", grants)).Doc
+	return sqlengine.EncodeScope(levels, scopetest.New("t", grants)).Doc
 }
 
 // TestPostgresRawSQLWithoutContext: the application role, connected
@@ -144,7 +144,7 @@ func TestPostgresRawSQLWithoutContext(t *testing.T) {
 	one.MaxConns = 1
 	pool := pgConnect(t, one)
 	defer pool.Close()
-	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
 	ctx := context.Background()
 	try := func(pool *pgxpool.Pool) error {
-		_, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{RLSKey: h.key})
+		_, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}})
 		return err
 	}
 	owner := func(sql string) {
@@ -198,7 +198,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 	}
 	reapply := func() {
 		t.Helper()
-		if err := postgres.ApplyRLS(ctx, h.owner, h.sch, guardedsql.RLSKeyOptions{Key: h.key}); err != nil {
+		if err := postgres.ApplyRLS(ctx, h.owner, h.sch, postgres.Options{Key: h.key}); err != nil {
 			t.Fatal(err)
 		}
 		if err := try(h.app); err != nil {
@@ -214,35 +214,35 @@ func TestPostgresStartupCheck(t *testing.T) {
 		pool  func() *pgxpool.Pool
 		want  error
 	}{
-		{"superuser", func() {}, func() *pgxpool.Pool { return h.admin }, guardedsql.ErrRLSSuperuser},
-		{"bypassrls", func() {}, func() *pgxpool.Pool { return bypassPool(t, h) }, guardedsql.ErrRLSBypassRLS},
+		{"superuser", func() {}, func() *pgxpool.Pool { return h.admin }, postgres.ErrRLSSuperuser},
+		{"bypassrls", func() {}, func() *pgxpool.Pool { return bypassPool(t, h) }, postgres.ErrRLSBypassRLS},
 		// The owner is subject to its FORCE'd policies but can read the
 		// scope-signing key (and replace the verifying function): it
 		// could sign any scope, so it must not serve.
-		{"owner is refused: it holds the key", func() {}, func() *pgxpool.Pool { return h.owner }, guardedsql.ErrRLSSigning},
+		{"owner is refused: it holds the key", func() {}, func() *pgxpool.Pool { return h.owner }, postgres.ErrRLSSigning},
 		{"verifying function trusts the raw setting", func() {
 			owner(`CREATE OR REPLACE FUNCTION tenantmcp_scope_doc() RETURNS jsonb LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$ SELECT nullif(current_setting('tenantmcp.scope', true), '')::jsonb $$`)
-		}, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
-		{"verifying function not SECURITY DEFINER", func() { owner(`ALTER FUNCTION tenantmcp_scope_doc() SECURITY INVOKER`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
-		{"verifying function search_path not pinned", func() { owner(`ALTER FUNCTION tenantmcp_scope_doc() RESET search_path`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
+		}, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSSigning},
+		{"verifying function not SECURITY DEFINER", func() { owner(`ALTER FUNCTION tenantmcp_scope_doc() SECURITY INVOKER`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSSigning},
+		{"verifying function search_path not pinned", func() { owner(`ALTER FUNCTION tenantmcp_scope_doc() RESET search_path`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSSigning},
 		{"verifying function owned by the app role's group", func() {
 			if _, err := h.admin.Exec(ctx, `GRANT `+h.ownerRole+` TO `+h.appRole); err != nil {
 				t.Fatal(err)
 			}
-		}, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
-		{"key table opened by a policy", func() { owner(`CREATE POLICY everyone ON tenantmcp_scope_keys USING (true)`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
-		{"key table without row-level security", func() { owner(`ALTER TABLE tenantmcp_scope_keys DISABLE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSSigning},
-		{"signing key not installed", func() { owner(`DELETE FROM tenantmcp_scope_keys`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSKeyUnknown},
-		{"owner without FORCE", func() { owner(`ALTER TABLE payments NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.owner }, guardedsql.ErrRLSOwnerNotForced},
-		{"member of the owner role", func() { owner(`ALTER TABLE rooms NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return memberPool(t, h) }, guardedsql.ErrRLSOwnerNotForced},
-		{"not forced", func() { owner(`ALTER TABLE payments NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSNotEnabled},
-		{"disabled", func() { owner(`ALTER TABLE hotels DISABLE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSNotEnabled},
-		{"missing policy", func() { owner(`DROP POLICY tenantmcp_scope ON bookings`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSPolicyMissing},
-		{"altered policy", func() { owner(`ALTER POLICY tenantmcp_scope ON guests USING (true)`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSPolicyMissing},
+		}, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSSigning},
+		{"key table opened by a policy", func() { owner(`CREATE POLICY everyone ON tenantmcp_scope_keys USING (true)`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSSigning},
+		{"key table without row-level security", func() { owner(`ALTER TABLE tenantmcp_scope_keys DISABLE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSSigning},
+		{"signing key not installed", func() { owner(`DELETE FROM tenantmcp_scope_keys`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSKeyUnknown},
+		{"owner without FORCE", func() { owner(`ALTER TABLE payments NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.owner }, postgres.ErrRLSOwnerNotForced},
+		{"member of the owner role", func() { owner(`ALTER TABLE rooms NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return memberPool(t, h) }, postgres.ErrRLSOwnerNotForced},
+		{"not forced", func() { owner(`ALTER TABLE payments NO FORCE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSNotEnabled},
+		{"disabled", func() { owner(`ALTER TABLE hotels DISABLE ROW LEVEL SECURITY`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSNotEnabled},
+		{"missing policy", func() { owner(`DROP POLICY tenantmcp_scope ON bookings`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSPolicyMissing},
+		{"altered policy", func() { owner(`ALTER POLICY tenantmcp_scope ON guests USING (true)`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSPolicyMissing},
 		{"stale marker", func() {
 			owner(`COMMENT ON POLICY tenantmcp_scope ON chains IS 'tenantmcp:v1:0123456789abcdef01234567:x'`)
-		}, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSPolicyMissing},
-		{"extra permissive policy", func() { owner(`CREATE POLICY everyone ON rooms USING (true)`) }, func() *pgxpool.Pool { return h.app }, guardedsql.ErrRLSPolicyUnexpected},
+		}, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSPolicyMissing},
+		{"extra permissive policy", func() { owner(`CREATE POLICY everyone ON rooms USING (true)`) }, func() *pgxpool.Pool { return h.app }, postgres.ErrRLSPolicyUnexpected},
 		{"extra restrictive policy is fine", func() { owner(`CREATE POLICY narrow ON rooms AS RESTRICTIVE USING (rate > 0)`) }, func() *pgxpool.Pool { return h.app }, nil},
 		{"policy for another role is fine", func() { owner(`CREATE POLICY other ON rooms TO ` + h.ownerRole + ` USING (true)`) }, func() *pgxpool.Pool { return h.app }, nil},
 	} {
@@ -252,7 +252,7 @@ func TestPostgresStartupCheck(t *testing.T) {
 			switch {
 			case tc.want == nil && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.want != nil && (!errors.Is(err, tc.want) || !errors.Is(err, guardedsql.ErrRLSUnsafe)):
+			case tc.want != nil && (!errors.Is(err, tc.want) || !errors.Is(err, postgres.ErrRLSUnsafe)):
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
 			if err != nil {
@@ -313,7 +313,7 @@ func extraRolePool(t *testing.T, h *pgHotel, attrs, memberOf string) *pgxpool.Po
 // current_setting with nullif, each hop is an ARRAY InitPlan, every
 // tenant-bound table is enabled and forced, global tables are untouched.
 func TestPostgresRLSDDL(t *testing.T) {
-	stmts, err := guardedsql.RLSDDL(builder.MustSchema(hotelDef), guardedsql.RLSOptions{})
+	stmts, err := postgres.RLSDDL(builder.MustSchema(hotelDef), postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp`,
 		`REVOKE ALL ON "tenantmcp_scope_keys" FROM PUBLIC`,
 		// bookings has no level column of its own: its policy defers
-		// to the visible rooms (see internal/dialect/postgres chained).
+		// to the visible rooms (see internal/engine/postgres chained).
 		`("room_id" = ANY (ARRAY(SELECT "_p1"."id" FROM "rooms" AS "_p1")) OR "room_id" = ANY ('{}'))`,
 	} {
 		if !strings.Contains(all, want) {
@@ -349,4 +349,14 @@ SET search_path = pg_catalog, pg_temp`,
 	if strings.Contains(strings.ToUpper(all), "IMMUTABLE") || strings.Contains(all, "set_config('tenantmcp.scope'") {
 		t.Error("policy DDL must not define IMMUTABLE helpers or set the context")
 	}
+}
+
+// signedScope is the setting value that makes doc verify in the
+// transaction whose nonce (postgres.ScopeNonceSQL) is nonce.
+func signedScope(k postgres.Key, nonce, doc string) string {
+	s, err := postgres.SignScope(k, nonce, doc, postgres.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -57,7 +57,7 @@ func TestRetryableClassified(t *testing.T) {
 	}))
 	for _, c := range []struct {
 		name      string
-		c         dialect.ErrorClassifier
+		c         engine.ErrorClassifier
 		err       error
 		retryable bool
 	}{

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/guard"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -77,7 +77,7 @@ func (tx *Tx) savepoint(ctx context.Context, p guard.Plan) (guard.Output, error)
 
 // runWrites runs a plan in q: its Run where it has one (RETURNING,
 // upserts), else its steps.
-func runWrites(ctx context.Context, q dialect.Querier, p guard.Plan) (guard.Output, error) {
+func runWrites(ctx context.Context, q engine.Querier, p guard.Plan) (guard.Output, error) {
 	if p.Run != nil {
 		return p.Run(ctx, guard.Env{Q: q, TooMany: ErrTooManyRows, Timeout: IsTimeout})
 	}
@@ -154,13 +154,13 @@ func (m *memResult) Next(dest []driver.Value) error {
 }
 
 // execWrites is Exec for a plan with a Run: ExecReturning without rows.
-func (db *DB) execWrites(ctx context.Context, p guard.Plan, sc scope.Scope, ds dialect.Scope) (Result, error) {
+func (db *DB) execWrites(ctx context.Context, p guard.Plan, sc scope.Scope, ds engine.Scope) (Result, error) {
 	out, err := db.runInTx(ctx, p, sc, ds)
 	return Result{RowsAffected: out.RowsAffected, LastInsertID: out.LastInsertID}, err
 }
 
 // runInTx runs p in a transaction of its own, committed when it succeeds.
-func (db *DB) runInTx(ctx context.Context, p guard.Plan, sc scope.Scope, ds dialect.Scope) (guard.Output, error) {
+func (db *DB) runInTx(ctx context.Context, p guard.Plan, sc scope.Scope, ds engine.Scope) (guard.Output, error) {
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
 		return guard.Output{}, err

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 )
 
 // Rows is the result of Query. Iterate with Next and Scan, then Close (or
 // use CollectRows, which closes).
 type Rows struct {
-	rows   dialect.Rows
-	tx     dialect.Tx // set when the rows own a per-statement transaction
+	rows   engine.Rows
+	tx     engine.Tx // set when the rows own a per-statement transaction
 	ctx    context.Context
 	closed bool
 	err    error

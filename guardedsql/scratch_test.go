@@ -15,6 +15,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/sqlite"
 )
 
 // scratch is a fresh, empty database on one engine for tests that need
@@ -49,8 +50,8 @@ func (s *scratch) mustExec(t testing.TB, q string, args ...any) {
 }
 
 // scratchKey signs the scope context of the PostgreSQL scratch databases.
-var scratchKey = func() guardedsql.RLSKey {
-	k, err := guardedsql.NewRLSKey("scratch")
+var scratchKey = func() postgres.Key {
+	k, err := postgres.NewKey("scratch")
 	if err != nil {
 		panic(err)
 	}
@@ -84,7 +85,7 @@ func newScratch(t testing.TB, e engine, ddl []string) *scratch {
 				}
 				return db, err
 			},
-			introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectSQLite(ctx, raw, ten) }}
+			introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return sqlite.Introspect(ctx, raw, ten) }}
 	}
 	for _, q := range ddl {
 		s.mustExec(t, q)
@@ -153,11 +154,13 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			return n
 		},
 		open: func(sch *builder.Schema, opts ...guardedsql.Options) (*guardedsql.DB, error) {
-			if err := postgres.ApplyRLS(ctx, owner, sch, guardedsql.RLSKeyOptions{Key: scratchKey}); err != nil {
+			if err := postgres.ApplyRLS(ctx, owner, sch, postgres.Options{Key: scratchKey}); err != nil {
 				return nil, err
 			}
 			o := options(opts)
-			o.RLSKey = scratchKey
+			po, _ := o.Engine.(postgres.Options)
+			po.Key = scratchKey
+			o.Engine = po
 			if _, err := owner.Exec(ctx, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+schema+` TO `+appRole); err != nil {
 				return nil, err
 			}
@@ -173,10 +176,10 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			}
 			defer tx.Rollback(ctx)
 			var nonce string
-			if err := tx.QueryRow(ctx, guardedsql.ScopeNonceSQL).Scan(&nonce); err != nil {
+			if err := tx.QueryRow(ctx, postgres.ScopeNonceSQL).Scan(&nonce); err != nil {
 				return err
 			}
-			signed, err := guardedsql.SignScope(scratchKey, nonce, doc, guardedsql.RLSOptions{})
+			signed, err := postgres.SignScope(scratchKey, nonce, doc, postgres.Options{})
 			if err != nil {
 				return err
 			}
@@ -197,9 +200,9 @@ func newScratchMySQL(t testing.TB, e engine) *scratch {
 		exec:  func(q string, args ...any) error { _, err := raw.ExecContext(ctx, q, args...); return err },
 		count: sqlCount(t, raw),
 		open: func(sch *builder.Schema, opts ...guardedsql.Options) (*guardedsql.DB, error) {
-			return guardedsql.NewMySQL(ctx, raw, sch, options(opts))
+			return gmysql.New(ctx, raw, sch, options(opts))
 		},
-		introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return guardedsql.IntrospectMySQL(ctx, raw, ten) }}
+		introspect: func(ten builder.Tenancy) (*builder.Schema, error) { return gmysql.Introspect(ctx, raw, ten) }}
 }
 
 // scratchMySQLDB creates a database named prefix plus a unique suffix,

@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -58,16 +58,16 @@ func (l IsolationLevel) String() string {
 	return fmt.Sprintf("IsolationLevel(%d)", int(l))
 }
 
-func (l IsolationLevel) dialect() dialect.Isolation {
+func (l IsolationLevel) dialect() engine.Isolation {
 	switch l {
 	case ReadCommitted:
-		return dialect.IsoReadCommitted
+		return engine.IsoReadCommitted
 	case RepeatableRead:
-		return dialect.IsoRepeatableRead
+		return engine.IsoRepeatableRead
 	case Serializable:
-		return dialect.IsoSerializable
+		return engine.IsoSerializable
 	}
-	return dialect.IsoDefault
+	return engine.IsoDefault
 }
 
 // TxOptions are the options of [DB.TxWith]. The zero value runs fn once
@@ -176,7 +176,7 @@ func (db *DB) txOnce(ctx context.Context, iso IsolationLevel, fn func(tx *Tx) er
 	if err := db.gate(ctx); err != nil {
 		return err
 	}
-	dtx, err := db.pool.Begin(dialect.WithIsolation(ctx, iso.dialect()))
+	dtx, err := db.pool.Begin(engine.WithIsolation(ctx, iso.dialect()))
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (db *DB) txOnce(ctx context.Context, iso IsolationLevel, fn func(tx *Tx) er
 		}
 	}()
 	if db.d.NeedsTx() {
-		ds := dialect.EncodeScope(db.g.Levels, sc)
+		ds := engine.EncodeScope(db.g.Levels, sc)
 		if err := db.d.Session(ctx, dtx, sc, ds.Doc); err != nil {
 			return errors.Join(err, dtx.Rollback(ctx))
 		}

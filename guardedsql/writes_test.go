@@ -16,6 +16,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -86,7 +87,11 @@ func forEachWritesEngine(t *testing.T, fn func(t *testing.T, s *scratch, sch *bu
 			t.Run(mode, func(t *testing.T) {
 				s := newScratch(t, e, append(slices.Clone(writesAdsDDL), notesDDLFor[e.name]))
 				sch := builder.MustSchema(writesAdsDef)
-				db, err := s.open(sch, guardedsql.Options{RLSOnly: mode == "rls-only"})
+				var opts guardedsql.Options
+				if mode == "rls-only" {
+					opts.Engine = postgres.Options{RLSOnly: true}
+				}
+				db, err := s.open(sch, opts)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -116,7 +116,7 @@ func (s *Server) Ready(ctx context.Context, o HealthOptions) Readiness {
 	case err == nil:
 		set("database", checkOK, nil)
 		set("rls", checkOK, nil)
-	case errors.Is(err, guardedsql.ErrRLSUnsafe):
+	case errors.Is(err, guardedsql.ErrEngineUnsafe):
 		set("database", checkOK, nil)
 		set("rls", checkFailed, err)
 	case errors.Is(err, guardedsql.ErrUnavailable):

@@ -107,8 +107,8 @@ func TestReadinessChecks(t *testing.T) {
 // role. It returns the admin configuration of the application role and the
 // owner's pool. Everything is dropped at cleanup.
 // notesKey signs the scope context of the PostgreSQL notes databases.
-var notesKey = func() guardedsql.RLSKey {
-	k, err := guardedsql.NewRLSKey("notes")
+var notesKey = func() postgres.Key {
+	k, err := postgres.NewKey("notes")
 	if err != nil {
 		panic(err)
 	}
@@ -178,7 +178,7 @@ func pgNotes(t *testing.T) (app *pgxpool.Config, owner *pgxpool.Pool) {
 		`CREATE TABLE notes (id BIGINT PRIMARY KEY, org_id TEXT NOT NULL, body TEXT NOT NULL)`,
 		`INSERT INTO notes VALUES (1, 'north', 'n1'), (2, 'south', 's1'), (3, 'north', 'n2'), (4, 'south', 's2')`,
 		`GRANT SELECT, INSERT, UPDATE, DELETE ON notes TO `+appRole)
-	if err := postgres.ApplyRLS(ctx, owner, testSchema, guardedsql.RLSKeyOptions{Key: notesKey}); err != nil {
+	if err := postgres.ApplyRLS(ctx, owner, testSchema, postgres.Options{Key: notesKey}); err != nil {
 		t.Fatal(err)
 	}
 	return cfgFor(appRole), owner
@@ -208,7 +208,7 @@ func TestReadinessThroughPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	db, err := postgres.New(ctx, pool, testSchema, guardedsql.Options{RLSKey: notesKey})
+	db, err := postgres.New(ctx, pool, testSchema, guardedsql.Options{Engine: postgres.Options{Key: notesKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	_ "github.com/tenantmcp/tenantmcp/guardedsql/postgres" // the only engine linked
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -46,11 +46,11 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	key, err := guardedsql.ParseRLSKey(os.Getenv("TENANTMCP_RLS_KEY"))
+	key, err := postgres.ParseKey(os.Getenv("TENANTMCP_RLS_KEY"))
 	if err != nil {
 		return err
 	}
-	db, err := guardedsql.Open(ctx, os.Getenv("TENANTMCP_DSN"), schema, guardedsql.Options{RLSKey: key})
+	db, err := guardedsql.Open(ctx, os.Getenv("TENANTMCP_DSN"), schema, guardedsql.Options{Engine: postgres.Options{Key: key}})
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
@@ -59,7 +58,7 @@ func TestMinimalServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	key, err := guardedsql.NewRLSKey("minimal-test")
+	key, err := postgres.NewKey("minimal-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +70,7 @@ func TestMinimalServes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := postgres.ApplyRLS(ctx, pool, schema, guardedsql.RLSKeyOptions{Key: key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, pool, schema, postgres.Options{Key: key}); err != nil {
 		t.Fatal(err)
 	}
 	if err := postgres.GrantApp(ctx, pool, schema, role); err != nil {

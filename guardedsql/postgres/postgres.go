@@ -1,116 +1,273 @@
 // Package postgres is guardedsql's PostgreSQL engine, on
-// github.com/jackc/pgx/v5: importing it (a blank import is enough) makes
-// guardedsql.Open and guardedsql.Introspect accept postgres:// and
-// postgresql:// DSNs, and links pgx — which a program that does not import
-// this package never does. It also holds what takes a pgx value: [New]
-// for a *pgxpool.Pool, the start-up check [CheckRLS], [Introspect] and the
-// owner's administration functions ([ApplyRLS], [AddRLSKey],
-// [RemoveRLSKey], [GrantApp]).
+// github.com/jackc/pgx/v5: importing it (a blank import is enough)
+// registers the guardedsql engine of postgres:// and postgresql:// DSNs,
+// and links pgx — which a program that does not import this package never
+// does. It owns what is PostgreSQL's alone: its [Options] (the
+// scope-signing [Key] above all), [New] for a *pgxpool.Pool, the
+// row-level security that backs the guard ([RLSDDL], [AppGrantDDL],
+// [SignScope]), its start-up check [CheckRLS] and its errors
+// ([ErrRLSUnsafe] and the specific ErrRLS errors), [Introspect], and the
+// owner's administration functions ([ApplyRLS], [AddKey], [RemoveKey],
+// [GrantApp]).
 //
-// What needs no driver stays in package guardedsql: the DDL
-// (guardedsql.RLSDDL, guardedsql.AppGrantDDL), the key type and signing
-// (guardedsql.RLSKey, guardedsql.SignScope), the options structs
-// (guardedsql.Options, guardedsql.RLSOptions, guardedsql.RLSKeyOptions) and
-// the errors (guardedsql.ErrRLSUnsafe and the specific ErrRLS errors).
+// Every guarded statement runs in its own transaction (DB.Tx: one for the
+// whole function) that first sets the scope document, signed with the key
+// for that transaction, as the transaction-local setting
+// "tenantmcp.scope" (set_config(..., true)), which the row-level security
+// policies of [RLSDDL] read through their verifying function. The guard
+// adds its own predicates as well, binding the granted ids as typed array
+// parameters, so a mistake in either layer alone leaks nothing.
 package postgres
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/driver/pgxdriver"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	pgdialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres/pgxdriver"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
-// New guards a PostgreSQL pool connected as the application role. Close
-// leaves pool open. opts.RLSKey is required (guardedsql.ErrRLSNoKey
-// otherwise); opts.MaxConns is ignored (the caller sized pool), and the
-// other fields are those of guardedsql.Options.
-//
-// Every guarded statement runs in its own transaction (DB.Tx: one for the
-// whole function) that first sets the scope document, signed with the key
-// for that transaction, as the transaction-local setting
-// "tenantmcp.scope" (set_config(..., true)), which the row-level security
-// policies of guardedsql.RLSDDL read through their verifying function.
-// Before returning, New runs [CheckRLS] and fails closed, with an error
-// matching guardedsql.ErrRLSUnsafe, if those policies would not confine
-// the connected role or the key is not installed: connect as a role that
-// is neither superuser nor BYPASSRLS nor a member of the tables' owner,
-// after the owner has applied the DDL and added the key ([ApplyRLS] with
-// RLSKeyOptions.Key). The check runs again on every new pooled connection
-// and periodically (Options.RLSRecheck); while it fails, statements fail
-// closed.
-//
-// The guard adds its own predicates as well, binding the granted ids as
-// typed array parameters, so a mistake in either layer alone leaks
-// nothing.
-func New(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, error) {
-	db, err := driver.Postgres.New(ctx, pgxdriver.NewPool(pool, false), sch, opts)
+func init() {
+	pgdialect.AsPgError = pgxdriver.AsPgError
+	guardedsql.Register("postgres", pgEngine{})
+	guardedsql.Register("postgresql", pgEngine{})
+}
+
+// Options are the PostgreSQL engine's own options, set in
+// guardedsql.Options.Engine; the administration functions take them too
+// and read only Namespace and Key. An invalid Namespace or Key is refused
+// with guardedsql.ErrInvalid naming the field, never the secret.
+type Options struct {
+	// Key signs the scope setting (see [Key]). guardedsql.Open and [New]
+	// require it ([ErrRLSNoKey] without); the zero Key means none.
+	Key Key
+
+	// Namespace changes the namespace of the scope setting, policies,
+	// verifying function and key table from "tenantmcp" (setting
+	// "tenantmcp.scope", policies "tenantmcp_scope",
+	// "tenantmcp_scope_doc()", "tenantmcp_scope_keys") to a lower-case
+	// identifier of at most 40 bytes. Give the same namespace to RLSDDL,
+	// ApplyRLS, CheckRLS, AddKey, RemoveKey and SignScope. Empty (the
+	// default) means "tenantmcp".
+	Namespace string
+
+	// RLSOnly makes the DB leave the read predicates to the row-level
+	// security policies: statements carry no tenant predicates of their
+	// own, and the policies, reading the signed transaction-local scope
+	// setting, are the only read boundary (the guard still checks
+	// writes). Policy drift then goes unnoticed for at most one re-check
+	// interval (Recheck); the default, with the guard's predicates, never
+	// serves another tenant's row meanwhile. The start-up check still
+	// runs, so the policies are known to be in force. False (the default)
+	// is defence in depth: both.
+	RLSOnly bool
+
+	// Recheck sets how often the DB re-runs the start-up check (CheckRLS)
+	// while serving; zero means DefaultRecheck. The check also runs on
+	// every new pooled connection before its first guarded statement.
+	// While a check fails, guarded statements fail closed with its error
+	// (matching ErrRLSUnsafe and naming the table or role; a check that
+	// could not run at all, say deadlocked with a migration, fails closed
+	// with ErrRLSUnsafe too) and send nothing, the check is retried at
+	// most every second (or every interval if shorter), and serving
+	// resumes when it passes again; each failure and each recovery is
+	// logged to guardedsql.Options.Logger. The re-check cannot be turned
+	// off.
+	Recheck time.Duration
+}
+
+// EngineName implements guardedsql.EngineOptions.
+func (Options) EngineName() string { return "postgres" }
+
+// DefaultRecheck is how often a DB re-reads its row-level security from
+// the catalogs while serving (see Options.Recheck).
+const DefaultRecheck = 30 * time.Second
+
+// dialect builds the dialect of o's namespace and key, refusing an invalid
+// one (guardedsql.ErrInvalid naming the field; never the secret).
+func (o Options) dialect() (pgdialect.Dialect, error) {
+	if o.Namespace != "" && !pgdialect.ValidNamespace(o.Namespace) {
+		return pgdialect.Dialect{}, fmt.Errorf("%w: postgres.Options.Namespace %q is not a lower-case identifier of at most 40 bytes", guardedsql.ErrInvalid, o.Namespace)
+	}
+	if o.Recheck < 0 {
+		return pgdialect.Dialect{}, fmt.Errorf("%w: postgres.Options.Recheck must not be negative (zero is its default)", guardedsql.ErrInvalid)
+	}
+	d := pgdialect.Dialect{Namespace: o.Namespace}
+	if !o.Key.isZero() {
+		k := o.Key.dialect()
+		if err := k.Validate(); err != nil {
+			return pgdialect.Dialect{}, fmt.Errorf("%w: postgres.Options.Key: %w", guardedsql.ErrInvalid, err)
+		}
+		d.Key = &k
+	}
+	return d, nil
+}
+
+// options returns the PostgreSQL options in opts, validated.
+func options(opts guardedsql.Options) (Options, pgdialect.Dialect, error) {
+	if err := opts.Validate(); err != nil {
+		return Options{}, pgdialect.Dialect{}, err
+	}
+	var o Options
+	switch e := opts.Engine.(type) {
+	case nil:
+	case Options:
+		o = e
+	default:
+		return Options{}, pgdialect.Dialect{}, fmt.Errorf("%w: Options.Engine holds %s options, given to the postgres engine", guardedsql.ErrInvalid, e.EngineName())
+	}
+	d, err := o.dialect()
+	return o, d, err
+}
+
+// pgEngine is the guardedsql.Engine of postgres:// and postgresql:// DSNs.
+type pgEngine struct{}
+
+func (pgEngine) Name() string { return "postgres" }
+
+// Open opens a pgxpool for dsn (sized by opts.MaxConns, every session in
+// UTC) and guards it as [New] does.
+func (pgEngine) Open(ctx context.Context, dsn string, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, error) {
+	if _, _, err := options(opts); err != nil {
+		return nil, err
+	}
+	pool, err := openPool(ctx, dsn, opts.MaxConns)
 	if err != nil {
 		return nil, err
 	}
-	return db.(*guardedsql.DB), nil
+	db, err := newDB(ctx, pool, sch, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (pgEngine) Catalog(ctx context.Context, dsn string) ([]builder.TableDef, error) {
+	pool, err := openPool(ctx, dsn, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	return pgdialect.Dialect{}.Introspect(ctx, pool)
+}
+
+func (pgEngine) Unavailable(err error) bool { return pgxdriver.Unavailable(err) }
+func (pgEngine) Timeout(err error) bool     { return pgxdriver.Timeout(err) }
+func (pgEngine) DSNSecrets(string) []string { return nil }
+
+// openPool opens an owned pool for a PostgreSQL DSN.
+func openPool(ctx context.Context, dsn string, maxConns int) (engine.Pool, error) {
+	p, err := pgxdriver.Open(ctx, dsn, maxConns)
+	var bad *pgxdriver.DSNError
+	switch {
+	case errors.As(err, &bad):
+		return nil, guardedsql.RedactDSNError(fmt.Errorf("guardedsql: PostgreSQL DSN %s: %w", guardedsql.RedactDSN(dsn), bad.Err), dsn)
+	case err != nil:
+		return nil, guardedsql.RedactDSNError(fmt.Errorf("guardedsql: open %s: %w", guardedsql.RedactDSN(dsn), err), dsn)
+	}
+	return p, nil
+}
+
+// New guards a PostgreSQL pool connected as the application role. Close
+// leaves pool open. The Key of opts.Engine (an [Options]) is required
+// ([ErrRLSNoKey] otherwise); opts.MaxConns is ignored (the caller sized
+// pool).
+//
+// Before returning, New runs [CheckRLS] and fails closed, with an error
+// matching [ErrRLSUnsafe], if the policies of [RLSDDL] would not confine
+// the connected role or the key is not installed: connect as a role that
+// is neither superuser nor BYPASSRLS nor a member of the tables' owner,
+// after the owner has applied the DDL and added the key ([ApplyRLS] with
+// Options.Key). The check runs again on every new pooled connection and
+// periodically (Options.Recheck); while it fails, statements fail closed.
+func New(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, error) {
+	return newDB(ctx, pgxdriver.NewPool(pool, false), sch, opts)
+}
+
+func newDB(ctx context.Context, p engine.Pool, sch *builder.Schema, opts guardedsql.Options) (*guardedsql.DB, error) {
+	o, d, err := options(opts)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := sqlast.SchemaOf(sch)
+	if !ok {
+		return nil, fmt.Errorf("%w: nil or zero schema", guardedsql.ErrInvalid)
+	}
+	if d.Key == nil {
+		return nil, ErrRLSNoKey
+	}
+	d.RLSOnly = o.RLSOnly
+	d.Timeouts = pgdialect.Timeouts{Statement: opts.StatementTimeout, Lock: opts.LockTimeout}
+	if err := d.Check(ctx, p, g); err != nil {
+		return nil, err
+	}
+	// Invariant (issue 25 §6): a guarded statement's unqualified table
+	// names resolve in the schemas checked here, never in pg_temp first.
+	sp, err := pgdialect.SearchPathFor(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	d.SearchPath = sp
+	m := newMonitor(func(ctx context.Context, q engine.Querier) error { return d.Check(ctx, q, g) }, p, o.Recheck, opts.Logger)
+	if nc, ok := p.(pgdialect.NewConnChecker); ok {
+		nc.SetNewConnCheck(m.connCheck)
+	}
+	verify := func(ctx context.Context, q engine.Querier) error {
+		err := d.Check(ctx, q, g)
+		if err != nil && !errors.Is(err, ErrRLSUnsafe) && guardedsql.IsUnavailable(err) {
+			return fmt.Errorf("%w: %w", guardedsql.ErrUnavailable, err)
+		}
+		return err
+	}
+	return guardedsql.OpenConn(ctx, &engine.Conn{Pool: p, Dialect: d, Gate: m.gate, Verify: verify}, sch, opts)
 }
 
 // CheckRLS reads back from the catalogs, on pool (connected as the
-// application role), whether the row-level security of
-// guardedsql.RLSDDL(sch), signed context included, is in force for that
-// role (and, with opts.Key, that a scope signed with that key verifies),
-// and returns an error matching guardedsql.ErrRLSUnsafe and one of the
-// specific ErrRLS errors if not. [New] and guardedsql.Open run it at
-// start-up; call it again after migrations if you like.
-func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts guardedsql.RLSKeyOptions) error {
-	return driver.Postgres.CheckRLS(ctx, pgxdriver.NewPool(pool, false), sch, opts)
+// application role), whether the row-level security of RLSDDL(sch),
+// signed context included, is in force for that role (and, with opts.Key,
+// that a scope signed with that key verifies), and returns an error
+// matching [ErrRLSUnsafe] and one of the specific ErrRLS errors if not.
+// [New] and guardedsql.Open run it at start-up; call it again after
+// migrations if you like.
+func CheckRLS(ctx context.Context, pool *pgxpool.Pool, sch *builder.Schema, opts Options) error {
+	g, ok := sqlast.SchemaOf(sch)
+	if !ok {
+		return fmt.Errorf("%w: nil or zero schema", guardedsql.ErrInvalid)
+	}
+	d, err := opts.dialect()
+	if err != nil {
+		return err
+	}
+	return d.Check(ctx, pgxdriver.NewPool(pool, false), g)
 }
 
 // Introspect reads the tables, columns, primary keys and foreign keys of
 // the pool's current schema from information_schema and builds a Schema
 // with tenancy t applied.
 func Introspect(ctx context.Context, pool *pgxpool.Pool, t builder.Tenancy) (*builder.Schema, error) {
-	return driver.Postgres.Introspect(ctx, pgxdriver.NewPool(pool, false), t)
+	cat, err := pgdialect.Dialect{}.Introspect(ctx, pgxdriver.NewPool(pool, false))
+	if err != nil {
+		return nil, err
+	}
+	def, err := t.Apply(cat)
+	if err != nil {
+		return nil, err
+	}
+	return builder.NewSchema(def)
 }
 
 // TxBeginner is what the administration functions need: *pgxpool.Pool,
 // *pgx.Conn and pgx.Tx (which nests as a savepoint) all qualify.
 type TxBeginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
-// ApplyRLS runs guardedsql.RLSDDL(sch) in one transaction on owner, which
-// must be connected as the tables' owner (or a superuser): migrations are
-// the application's choice, this is the ready-made one. On any error
-// nothing is changed. With opts.Key it also installs that key (as
-// [AddRLSKey]). Seed or migrate data as that owner before applying: with
-// FORCE ROW LEVEL SECURITY the owner, too, sees only rows of a signed
-// scope (guardedsql.SignScope).
-func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts guardedsql.RLSKeyOptions) error {
-	return driver.Postgres.ApplyRLS(ctx, pgxdriver.BeginOn(owner), sch, opts)
-}
-
-// AddRLSKey installs k in the key table of the signed scope context, on
-// owner connected as the tables' owner, after [ApplyRLS] (or
-// guardedsql.RLSDDL) has created it. Re-adding an id replaces its secret.
-// opts.Namespace is the one given to RLSDDL.
-func AddRLSKey(ctx context.Context, owner TxBeginner, k guardedsql.RLSKey, opts guardedsql.RLSOptions) error {
-	return driver.Postgres.AddRLSKey(ctx, pgxdriver.BeginOn(owner), k, opts)
-}
-
-// RemoveRLSKey deletes the key with the given id from the key table;
-// contexts signed with it no longer verify (their statements see no rows).
-// opts.Namespace is the one given to RLSDDL.
-func RemoveRLSKey(ctx context.Context, owner TxBeginner, id string, opts guardedsql.RLSOptions) error {
-	return driver.Postgres.RemoveRLSKey(ctx, pgxdriver.BeginOn(owner), id, opts)
-}
-
-// GrantApp runs guardedsql.AppGrantDDL in one transaction on admin,
-// connected as the tables' owner or a superuser. It first refuses a role
-// that does not exist or that would bypass row-level security (a
-// superuser or BYPASSRLS role), with guardedsql.ErrRLSSuperuser or
-// guardedsql.ErrRLSBypassRLS. On any error nothing is granted.
-func GrantApp(ctx context.Context, admin TxBeginner, sch *builder.Schema, role string) error {
-	return driver.Postgres.GrantApp(ctx, pgxdriver.BeginOn(admin), sch, role)
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // Flags are the flags every example server has. Register names them.
@@ -51,17 +51,17 @@ func (f *Flags) Logger(w io.Writer) *slog.Logger {
 
 // Key reads the scope-signing key of -rls-key-file (the zero key without
 // one).
-func (f *Flags) Key() (guardedsql.RLSKey, error) {
+func (f *Flags) Key() (postgres.Key, error) {
 	if f.RLSKeyFile == "" {
-		return guardedsql.RLSKey{}, nil
+		return postgres.Key{}, nil
 	}
 	text, err := os.ReadFile(f.RLSKeyFile)
 	if err != nil {
-		return guardedsql.RLSKey{}, err
+		return postgres.Key{}, err
 	}
-	k, err := guardedsql.ParseRLSKey(strings.TrimSpace(string(text)))
+	k, err := postgres.ParseKey(strings.TrimSpace(string(text)))
 	if err != nil {
-		return guardedsql.RLSKey{}, fmt.Errorf("-rls-key-file: %w", err)
+		return postgres.Key{}, fmt.Errorf("-rls-key-file: %w", err)
 	}
 	return k, nil
 }
@@ -69,7 +69,7 @@ func (f *Flags) Key() (guardedsql.RLSKey, error) {
 // Setup runs d (with -setup-demo's DSN, -db's user and *key) when
 // -setup-demo is given; with no key it first makes one named keyID for
 // this run only (a restart without -setup-demo needs -rls-key-file).
-func (f *Flags) Setup(ctx context.Context, key *guardedsql.RLSKey, keyID string, d Demo) error {
+func (f *Flags) Setup(ctx context.Context, key *postgres.Key, keyID string, d Demo) error {
 	if f.SetupDemo == "" {
 		return nil
 	}
@@ -77,7 +77,7 @@ func (f *Flags) Setup(ctx context.Context, key *guardedsql.RLSKey, keyID string,
 		return fmt.Errorf("-setup-demo needs -db: the application's own connection")
 	}
 	if key.ID == "" {
-		k, err := guardedsql.NewRLSKey(keyID)
+		k, err := postgres.NewKey(keyID)
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@ type Demo struct {
 	// AppRole is the PostgreSQL role the server connects as.
 	AppRole string
 	// Key is the scope-signing key the server will use (PostgreSQL).
-	Key    guardedsql.RLSKey
+	Key    postgres.Key
 	Schema *builder.Schema
 	// Drop lists the example's tables, each before any table it references.
 	Drop []string
@@ -81,7 +81,7 @@ func setupPostgres(ctx context.Context, d Demo) error {
 	if err := d.Create(ctx, db, "postgres"); err != nil {
 		return err
 	}
-	if err := postgres.ApplyRLS(ctx, pool, d.Schema, guardedsql.RLSKeyOptions{Key: d.Key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, pool, d.Schema, postgres.Options{Key: d.Key}); err != nil {
 		return err
 	}
 	var exists bool

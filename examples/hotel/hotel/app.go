@@ -14,6 +14,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/devserver"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/server"
@@ -35,10 +36,10 @@ type Options struct {
 	// understood by guardedsql.Open (sqlite:…, postgres://…, mysql://…),
 	// whose schema and data the caller has already created.
 	DB string
-	// RLSKey signs the PostgreSQL scope context (guardedsql.Options.RLSKey);
+	// RLSKey signs the PostgreSQL scope context (postgres.Options.Key);
 	// required for postgres:// DSNs, ignored otherwise. SetupDemo
 	// installs it.
-	RLSKey guardedsql.RLSKey
+	RLSKey postgres.Key
 
 	// JWKSURL, Issuer and Audience point at a real identity provider. With
 	// JWKSURL empty a development issuer runs on loopback and mints the
@@ -244,7 +245,11 @@ func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemet
 	}
 	l := cfg.Limits
 	opts := guardedsql.Options{MaxConns: l.PoolSize, PoolWait: l.PoolWait,
-		StatementTimeout: l.StatementTimeout, LockTimeout: l.LockTimeout, RLSKey: cfg.RLSKey}
+		StatementTimeout: l.StatementTimeout, LockTimeout: l.LockTimeout,
+	}
+	if strings.HasPrefix(dsn, "postgres") { // the scope-signing key is PostgreSQL's
+		opts.Engine = postgres.Options{Key: cfg.RLSKey}
+	}
 	if tel != nil {
 		opts.PoolWaitObserver = tel.PoolWaitObserver()
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/scope/scopetest"
 )
@@ -49,7 +50,7 @@ func openBookFree(t *testing.T, engine string, d *hotel.Data) *guardedsql.DB {
 		dsn = "sqlite:" + path
 	case "postgres":
 		pg := provisionPostgres(t, d) // live_test.go
-		dsn, opts.RLSKey = pg.app, pg.key
+		dsn, opts.Engine = pg.app, postgres.Options{Key: pg.key}
 	case "mysql":
 		dsn = provisionMySQL(t, d)
 	}
@@ -90,7 +91,7 @@ func provisionMySQL(t *testing.T, d *hotel.Data) string {
 	if q := strings.Index(admin[slash:], "?"); q >= 0 {
 		dsn += admin[slash+q:]
 	}
-	if err := hotel.SetupDemo(ctx, dsn, "", guardedsql.RLSKey{}, d); err != nil {
+	if err := hotel.SetupDemo(ctx, dsn, "", postgres.Key{}, d); err != nil {
 		t.Fatal(err)
 	}
 	return dsn

@@ -16,7 +16,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
 
 // The hotel server end to end on live PostgreSQL (row-level security, an
@@ -44,7 +44,7 @@ func TestLivePostgres(t *testing.T) {
 
 // livePostgresDemo creates a demo database with its application role (both
 // dropped at cleanup) and returns the administrator's and the role's DSN.
-func livePostgresDemo(t *testing.T) (admin, app string, key guardedsql.RLSKey, data *hotel.Data) {
+func livePostgresDemo(t *testing.T) (admin, app string, key postgres.Key, data *hotel.Data) {
 	t.Helper()
 	data = hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
 	pg := provisionPostgres(t, data)
@@ -56,7 +56,7 @@ func livePostgresDemo(t *testing.T) (admin, app string, key guardedsql.RLSKey, d
 // the scope-signing key SetupDemo installed.
 type livePostgres struct {
 	admin, app string
-	key        guardedsql.RLSKey
+	key        postgres.Key
 }
 
 // provisionPostgres creates a uniquely named database and application
@@ -88,7 +88,7 @@ func provisionPostgres(t *testing.T, d *hotel.Data) livePostgres {
 	})
 	u, _ := url.Parse(admin)
 	u.Path = "/" + dbName
-	key, err := guardedsql.NewRLSKey("hotel-live")
+	key, err := postgres.NewKey("hotel-live")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,14 +127,14 @@ func TestLiveMySQL(t *testing.T) {
 		dsn += admin[slash+q:]
 	}
 	data := hotel.Generate(11, hotel.Size{Chains: 3, HotelsPerChain: 3, RoomsPerHotel: 8, GuestsPerHotel: 10, BookingsPerRoom: 6})
-	if err := hotel.SetupDemo(ctx, dsn, "", guardedsql.RLSKey{}, data); err != nil {
+	if err := hotel.SetupDemo(ctx, dsn, "", postgres.Key{}, data); err != nil {
 		t.Fatal(err)
 	}
-	runLive(t, dsn, guardedsql.RLSKey{}, data)
+	runLive(t, dsn, postgres.Key{}, data)
 }
 
 // runLive runs the isolation end-to-end checks against a server on dsn.
-func runLive(t *testing.T, dsn string, key guardedsql.RLSKey, d *hotel.Data) {
+func runLive(t *testing.T, dsn string, key postgres.Key, d *hotel.Data) {
 	h := startWith(t, hotel.Options{DB: dsn, RLSKey: key}, d)
 	// Issue 13: grants hold along the whole group path, roles per grant.
 	t.Run("group path ancestors", func(t *testing.T) { checkGroupPathAncestors(t, h, d) })

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/flow"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 )
 
@@ -23,7 +23,7 @@ type replica struct {
 	stop func()
 }
 
-func startReplica(t *testing.T, dsn string, key guardedsql.RLSKey, is *devissuer.Issuer) *replica {
+func startReplica(t *testing.T, dsn string, key postgres.Key, is *devissuer.Issuer) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	app, err := hotel.New(ctx, hotel.Options{Addr: "127.0.0.1:0", DB: dsn, RLSKey: key, Stateless: true,

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
 
@@ -22,7 +22,7 @@ import (
 //
 // It destroys the hotel tables of that database: point it only at a
 // database made for the demo.
-func SetupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+func SetupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	demo := Demo(d)
 	demo.AdminDSN, demo.AppRole, demo.Key = adminDSN, appRole, key
 	return devserver.SetupDemo(ctx, demo)

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/devserver"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/server"
@@ -25,7 +27,7 @@ type Options struct {
 	DB string
 	// RLSKey signs the PostgreSQL scope context; required for postgres://
 	// DSNs, ignored otherwise.
-	RLSKey guardedsql.RLSKey
+	RLSKey postgres.Key
 	// JWKSURL, Issuer and Audience point at a real identity provider. With
 	// JWKSURL empty a development issuer runs on loopback and mints the
 	// demo tokens: never use that outside a laptop.
@@ -134,7 +136,11 @@ func (app *App) openDB(ctx context.Context, cfg Options) error {
 			return err
 		}
 	}
-	db, err := guardedsql.Open(ctx, dsn, Schema, guardedsql.Options{RLSKey: cfg.RLSKey, Logger: cfg.Logger})
+	opts := guardedsql.Options{Logger: cfg.Logger}
+	if strings.HasPrefix(dsn, "postgres") { // the scope-signing key is PostgreSQL's
+		opts.Engine = postgres.Options{Key: cfg.RLSKey}
+	}
+	db, err := guardedsql.Open(ctx, dsn, Schema, opts)
 	if err != nil {
 		return fmt.Errorf("hr: opening %s: %w", guardedsql.RedactDSN(dsn), err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/examples/hr/hr"
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 )
 
@@ -58,7 +58,7 @@ func serve(t testing.TB, engine, dsn string) *served {
 		e.FirstName = "Mk" + randName("")[:6] + e.CompanyID[:2]
 	}
 	var appDSN string
-	var key guardedsql.RLSKey
+	var key postgres.Key
 	switch engine {
 	case "sqlite":
 		path := filepath.Join(t.TempDir(), "hr.db")
@@ -91,7 +91,7 @@ func serve(t testing.TB, engine, dsn string) *served {
 				t.Errorf("dropping role %s: %v", role, err)
 			}
 		})
-		if key, err = guardedsql.NewRLSKey("hr-test"); err != nil {
+		if key, err = postgres.NewKey("hr-test"); err != nil {
 			t.Fatal(err)
 		}
 		if err := hr.SetupDemo(ctx, u.String(), role, key, s.data); err != nil {

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"slices"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
 
@@ -20,7 +20,7 @@ import (
 //
 // It destroys the HR tables of that database: point it only at a database
 // made for the demo.
-func SetupDemo(ctx context.Context, adminDSN, appRole string, key guardedsql.RLSKey, d *Data) error {
+func SetupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	demo := Demo(d)
 	demo.AdminDSN, demo.AppRole, demo.Key = adminDSN, appRole, key
 	return devserver.SetupDemo(ctx, demo)

@@ -24,6 +24,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/claims/claimstest"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	gmysql "github.com/tenantmcp/tenantmcp/guardedsql/mysql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/server"
@@ -185,14 +186,14 @@ func servePostgres(t *testing.T, dsn, sfx string, seed func(*sql.DB)) (*sql.DB, 
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	key, err := guardedsql.NewRLSKey("adx")
+	key, err := postgres.NewKey("adx")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := postgres.GrantApp(ctx, conn, adanalytics.Schema, sfx); err != nil {
 		t.Fatal(err)
 	}
-	if err := postgres.ApplyRLS(ctx, conn, adanalytics.Schema, guardedsql.RLSKeyOptions{Key: key}); err != nil {
+	if err := postgres.ApplyRLS(ctx, conn, adanalytics.Schema, postgres.Options{Key: key}); err != nil {
 		t.Fatal(err)
 	}
 	app := *u
@@ -202,7 +203,7 @@ func servePostgres(t *testing.T, dsn, sfx string, seed func(*sql.DB)) (*sql.DB, 
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	db, err := postgres.New(ctx, pool, adanalytics.Schema, guardedsql.Options{RLSKey: key})
+	db, err := postgres.New(ctx, pool, adanalytics.Schema, guardedsql.Options{Engine: postgres.Options{Key: key}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func serveMySQL(t *testing.T, dsn, sfx string, seed func(*sql.DB)) (*sql.DB, *gu
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { raw.Close() })
-	db, err := guardedsql.NewMySQL(ctx, raw, adanalytics.Schema, guardedsql.Options{})
+	db, err := gmysql.New(ctx, raw, adanalytics.Schema, guardedsql.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -41,7 +41,7 @@ var ErrSharedRow = fmt.Errorf("%w: the row is tied to rows outside the tenant sc
 
 // byRefGuard is true for a row of t (owned by reference, under alias) that
 // some row of a Referrer in scope references.
-func (r *renderer) byRefGuard(t *sqlast.Table, alias string) dialect.Frag {
+func (r *renderer) byRefGuard(t *sqlast.Table, alias string) engine.Frag {
 	if len(t.Referrers) == 0 {
 		return fragFalse
 	}
@@ -62,8 +62,8 @@ func (r *renderer) byRefGuard(t *sqlast.Table, alias string) dialect.Frag {
 
 // foreignRefs is the number of rows outside the caller's scope that
 // reference the row of t (owned by reference) keyed by key.
-func (r *renderer) foreignRefs(t *sqlast.Table, key dialect.Frag) dialect.Frag {
-	if rc, ok := r.d.(dialect.RefCounter); ok {
+func (r *renderer) foreignRefs(t *sqlast.Table, key engine.Frag) engine.Frag {
+	if rc, ok := r.d.(engine.RefCounter); ok {
 		return rc.ForeignRefs(t, key)
 	}
 	var f fb
@@ -87,7 +87,7 @@ func (r *renderer) foreignRefs(t *sqlast.Table, key dialect.Frag) dialect.Frag {
 
 // readGuardWrite is readGuard, rendered even where the engine enforces
 // reads itself: a count of the rows outside the scope needs the predicate.
-func (r *renderer) readGuardWrite(t *sqlast.Table, alias string) dialect.Frag {
+func (r *renderer) readGuardWrite(t *sqlast.Table, alias string) engine.Frag {
 	saved := r.opt.EngineEnforcesReads
 	r.opt.EngineEnforcesReads = false
 	defer func() { r.opt.EngineEnforcesReads = saved }()
@@ -101,13 +101,13 @@ func (r *renderer) readGuardWrite(t *sqlast.Table, alias string) dialect.Frag {
 // Invariant: a row of a table owned by reference is updated or deleted only
 // when this holds, so no tenant changes a row another tenant's row
 // references.
-func (r *renderer) exclusiveGuard(t *sqlast.Table, alias string) dialect.Frag {
+func (r *renderer) exclusiveGuard(t *sqlast.Table, alias string) engine.Frag {
 	if guardfault.Off(guardfault.ByRef) {
 		return fragTrue
 	}
 	var f fb
 	f.s("(")
-	f.frag(r.foreignRefs(t, dialect.Frag{SQL: r.col(alias, t.PK[0])}))
+	f.frag(r.foreignRefs(t, engine.Frag{SQL: r.col(alias, t.PK[0])}))
 	f.s(" = 0)")
 	return f.done()
 }
@@ -118,7 +118,7 @@ func (r *renderer) exclusiveGuard(t *sqlast.Table, alias string) dialect.Frag {
 //
 // Invariant: a tenant row never comes to reference a row of a table owned
 // by reference that only other tenants' rows reference.
-func (r *renderer) claimCheck(fk *sqlast.FK, v any) dialect.Frag {
+func (r *renderer) claimCheck(fk *sqlast.FK, v any) engine.Frag {
 	t := fk.To
 	if kind := t.ColumnKind(t.PK[0]); kind != 0 && !guardfault.Off(guardfault.Typed) {
 		nv, ok := sqlast.ConvertValue(kind, v)
@@ -130,8 +130,8 @@ func (r *renderer) claimCheck(fk *sqlast.FK, v any) dialect.Frag {
 	if guardfault.Off(guardfault.ByRef) {
 		return fragTrue
 	}
-	key := dialect.Frag{SQL: "?", Args: []any{v}}
-	if rc, ok := r.d.(dialect.RefCounter); ok {
+	key := engine.Frag{SQL: "?", Args: []any{v}}
+	if rc, ok := r.d.(engine.RefCounter); ok {
 		return rc.Claimable(t, key)
 	}
 	var f fb
@@ -165,11 +165,11 @@ func (r *renderer) claimCheck(fk *sqlast.FK, v any) dialect.Frag {
 //
 // Invariant: a row whose consistency paths lead to other tenants is changed
 // by no one.
-func (r *renderer) consistencyGuard(t *sqlast.Table, alias string, assigned map[string]sqlast.Value) []dialect.Frag {
+func (r *renderer) consistencyGuard(t *sqlast.Table, alias string, assigned map[string]sqlast.Value) []engine.Frag {
 	if guardfault.Off(guardfault.ConsistencyPaths) || guardfault.Dropped(t.Name) {
 		return nil
 	}
-	var out []dialect.Frag
+	var out []engine.Frag
 	for _, fk := range t.TenantFKs() {
 		if fk == t.Parent || fk.To == t || fk.To.ByRef {
 			continue
@@ -200,7 +200,7 @@ func (r *renderer) consistencyGuard(t *sqlast.Table, alias string, assigned map[
 // conflictWriteGuard is writeGuard for the conflicting row of an upsert's
 // DO UPDATE (read under the table's own name), unless the conflict check
 // is the fault under test.
-func (r *renderer) conflictWriteGuard(t *sqlast.Table, assigned map[string]sqlast.Value) []dialect.Frag {
+func (r *renderer) conflictWriteGuard(t *sqlast.Table, assigned map[string]sqlast.Value) []engine.Frag {
 	if guardfault.Off(guardfault.UpsertConflict) {
 		return nil
 	}
@@ -210,12 +210,12 @@ func (r *renderer) conflictWriteGuard(t *sqlast.Table, assigned map[string]sqlas
 // writeGuard returns the conditions, besides the read guard, that a row of
 // t under alias must meet to be updated or deleted: exclusiveGuard for a
 // table owned by reference, consistencyGuard otherwise.
-func (r *renderer) writeGuard(t *sqlast.Table, alias string, assigned map[string]sqlast.Value) []dialect.Frag {
+func (r *renderer) writeGuard(t *sqlast.Table, alias string, assigned map[string]sqlast.Value) []engine.Frag {
 	if t.ByRef {
 		if guardfault.Dropped(t.Name) {
 			return nil
 		}
-		return []dialect.Frag{r.exclusiveGuard(t, alias)}
+		return []engine.Frag{r.exclusiveGuard(t, alias)}
 	}
 	return r.consistencyGuard(t, alias, assigned)
 }
@@ -225,9 +225,9 @@ func (r *renderer) writeGuard(t *sqlast.Table, alias string, assigned map[string
 // writeGuard held back (ErrSharedRow) rather than no row (ErrNotFound):
 // SELECT 1 FROM t WHERE w AND <read guard>. It returns a zero Frag when t
 // has no write guard.
-func (r *renderer) sharedProbe(ref *sqlast.Ref, w dialect.Frag, guards []dialect.Frag) (dialect.Frag, error) {
+func (r *renderer) sharedProbe(ref *sqlast.Ref, w engine.Frag, guards []engine.Frag) (engine.Frag, error) {
 	if len(guards) == 0 {
-		return dialect.Frag{}, nil
+		return engine.Frag{}, nil
 	}
 	saved := r.usedScope
 	r.usedScope = false
@@ -252,10 +252,10 @@ func (r *renderer) sharedProbe(ref *sqlast.Ref, w dialect.Frag, guards []dialect
 // table's own name) that the writer may read back after inserting or
 // upserting it: referenced by no row outside the scope (the row it just
 // inserted, in its own transaction, is referenced by none).
-func (r *renderer) readBackGuard(t *sqlast.Table) dialect.Frag {
+func (r *renderer) readBackGuard(t *sqlast.Table) engine.Frag {
 	var f fb
 	f.s("(")
-	f.frag(r.foreignRefs(t, dialect.Frag{SQL: r.col(t.Name, t.PK[0])}))
+	f.frag(r.foreignRefs(t, engine.Frag{SQL: r.col(t.Name, t.PK[0])}))
 	f.s(" = 0)")
 	return f.done()
 }

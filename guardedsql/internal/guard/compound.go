@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -24,36 +24,36 @@ import (
 
 // fromItem renders a FROM or JOIN item: a schema table, a derived table
 // "(body) AS alias" or a CTE "name AS alias".
-func (r *renderer) fromItem(ref *sqlast.Ref) (dialect.Frag, error) {
+func (r *renderer) fromItem(ref *sqlast.Ref) (engine.Frag, error) {
 	switch {
 	case ref.Derived != nil:
 		b, err := r.body(ref.Derived)
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
-		return dialect.Frag{SQL: "(" + b.SQL + ") AS " + r.q(ref.Alias), Args: b.Args}, nil
+		return engine.Frag{SQL: "(" + b.SQL + ") AS " + r.q(ref.Alias), Args: b.Args}, nil
 	case ref.CTE != nil:
 		if !slices.Contains(r.ctes, ref.CTE) {
-			return dialect.Frag{}, fmt.Errorf("%w: CTE %s read where it is not declared (only in the outermost query's With, after the CTEs it reads)", ErrInvalid, ref.CTE.Name)
+			return engine.Frag{}, fmt.Errorf("%w: CTE %s read where it is not declared (only in the outermost query's With, after the CTEs it reads)", ErrInvalid, ref.CTE.Name)
 		}
-		return dialect.Frag{SQL: r.q(ref.CTE.Name) + " AS " + r.q(ref.Alias)}, nil
+		return engine.Frag{SQL: r.q(ref.CTE.Name) + " AS " + r.q(ref.Alias)}, nil
 	}
-	return dialect.Frag{SQL: r.table(ref)}, nil
+	return engine.Frag{SQL: r.table(ref)}, nil
 }
 
 // body renders the branches of a derived table or CTE joined by their set
 // operators.
-func (r *renderer) body(b *sqlast.Body) (dialect.Frag, error) {
+func (r *renderer) body(b *sqlast.Body) (engine.Frag, error) {
 	if len(b.Branches) != len(b.Ops)+1 {
-		return dialect.Frag{}, fmt.Errorf("%w: set operation with %d branches and %d operators", ErrInternal, len(b.Branches), len(b.Ops))
+		return engine.Frag{}, fmt.Errorf("%w: set operation with %d branches and %d operators", ErrInternal, len(b.Branches), len(b.Ops))
 	}
 	if r.opt.NoIntersectExcept && slices.ContainsFunc(b.Ops, func(o sqlast.SetOp) bool { return o == sqlast.Intersect || o == sqlast.Except }) {
-		return dialect.Frag{}, fmt.Errorf("%w: this %s server lacks INTERSECT and EXCEPT (MySQL needs 8.0.31, MariaDB 10.3)", ErrSetOpUnsupported, r.d.Name())
+		return engine.Frag{}, fmt.Errorf("%w: this %s server lacks INTERSECT and EXCEPT (MySQL needs 8.0.31, MariaDB 10.3)", ErrSetOpUnsupported, r.d.Name())
 	}
 	var f fb
 	for i, s := range b.Branches {
 		if len(s.Outer) > 0 || len(s.With) > 0 || s.Lock != sqlast.NoLock {
-			return dialect.Frag{}, fmt.Errorf("%w: correlated, WITH or locking branch in a derived table, CTE or set operation", ErrInvalid)
+			return engine.Frag{}, fmt.Errorf("%w: correlated, WITH or locking branch in a derived table, CTE or set operation", ErrInvalid)
 		}
 		if i > 0 {
 			f.s(" ", string(b.Ops[i-1]), " ")
@@ -65,14 +65,14 @@ func (r *renderer) body(b *sqlast.Body) (dialect.Frag, error) {
 			x, err := r.subquery(s)
 			r.opt.EngineEnforcesReads = saved
 			if err != nil {
-				return dialect.Frag{}, err
+				return engine.Frag{}, err
 			}
 			f.frag(x)
 			continue
 		}
 		x, err := r.subquery(s)
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		f.frag(x)
 	}
@@ -81,16 +81,16 @@ func (r *renderer) body(b *sqlast.Body) (dialect.Frag, error) {
 
 // with renders the WITH list of the outermost query: each body guarded,
 // each CTE readable by the ones after it and by the query.
-func (r *renderer) with(ctes []*sqlast.CTE) (dialect.Frag, error) {
+func (r *renderer) with(ctes []*sqlast.CTE) (engine.Frag, error) {
 	var f fb
 	for i, c := range ctes {
 		if slices.Contains(r.ctes, c) || slices.ContainsFunc(r.ctes, func(p *sqlast.CTE) bool { return p.Name == c.Name }) {
-			return dialect.Frag{}, fmt.Errorf("%w: CTE %s declared twice", ErrInvalid, c.Name)
+			return engine.Frag{}, fmt.Errorf("%w: CTE %s declared twice", ErrInvalid, c.Name)
 		}
 		if strings.HasPrefix(c.Name, "_") {
-			return dialect.Frag{}, fmt.Errorf("%w: CTE name %s is reserved", ErrInvalid, c.Name)
+			return engine.Frag{}, fmt.Errorf("%w: CTE name %s is reserved", ErrInvalid, c.Name)
 		}
-		var b dialect.Frag
+		var b engine.Frag
 		var err error
 		if guardfault.Off(guardfault.CTEBody) {
 			// Mutation fault: CTE bodies lose their guard.
@@ -102,7 +102,7 @@ func (r *renderer) with(ctes []*sqlast.CTE) (dialect.Frag, error) {
 			b, err = r.body(c.Body)
 		}
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		if i > 0 {
 			f.s(", ")
@@ -118,18 +118,18 @@ func (r *renderer) with(ctes []*sqlast.CTE) (dialect.Frag, error) {
 // withPrefix merges the dialect's scope prelude and the statement's own
 // WITH list into one WITH clause (an engine accepts only one): the scope
 // CTE first, so the user CTEs' guards can read it.
-func withPrefix(pre dialect.Frag, hasPre bool, user dialect.Frag) (dialect.Frag, bool, error) {
+func withPrefix(pre engine.Frag, hasPre bool, user engine.Frag) (engine.Frag, bool, error) {
 	switch {
 	case user.SQL == "":
 		return pre, hasPre, nil
 	case !hasPre:
-		return dialect.Frag{SQL: "WITH " + user.SQL, Args: user.Args}, true, nil
+		return engine.Frag{SQL: "WITH " + user.SQL, Args: user.Args}, true, nil
 	}
 	rest, ok := strings.CutPrefix(pre.SQL, "WITH ")
 	if !ok {
-		return dialect.Frag{}, false, fmt.Errorf("%w: the dialect's prelude is not a WITH clause; it cannot be merged with the statement's CTEs", ErrInternal)
+		return engine.Frag{}, false, fmt.Errorf("%w: the dialect's prelude is not a WITH clause; it cannot be merged with the statement's CTEs", ErrInternal)
 	}
-	return dialect.Frag{SQL: "WITH " + rest + ", " + user.SQL, Args: append(slices.Clip(pre.Args), user.Args...)}, true, nil
+	return engine.Frag{SQL: "WITH " + rest + ", " + user.SQL, Args: append(slices.Clip(pre.Args), user.Args...)}, true, nil
 }
 
 // ErrSetOpUnsupported is wrapped when the engine lacks a set operator.

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 )
 
 // TestSetOpUnsupported: on an engine without INTERSECT/EXCEPT the guard

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -53,11 +53,11 @@ type Step struct {
 	// Probe, when set, is run after an ExpectOne step affected no row: a
 	// row from it means the step matched a row in scope that its write
 	// guard held back (byref.go), and the error is ErrSharedRow, not Fail.
-	Probe dialect.Frag
+	Probe engine.Frag
 	// Returning: the step is an INSERT ... RETURNING the table's key, run
 	// as a query; its rows count as affected and the last integer key is
 	// the insert id (dialects without a last-insert id, see
-	// dialect.Returner).
+	// engine.Returner).
 	Returning bool
 }
 
@@ -77,7 +77,7 @@ type Plan struct {
 	// Lock, when set, replaces Steps[0] of a locking SELECT: it reads the
 	// keys of the rows in scope without locking and returns the locking
 	// statement confined to them (keyed.go).
-	Lock func(ctx context.Context, q dialect.Querier) (Step, error)
+	Lock func(ctx context.Context, q engine.Querier) (Step, error)
 }
 
 // Options tune rendering.
@@ -91,7 +91,7 @@ type Options struct {
 	// engine: PostgreSQL configured RLS-only, whose row-level security
 	// policies filter every table reference. Write checks on values
 	// (level columns, root rows) stay. guardedsql sets it only for a
-	// dialect that implements dialect.ReadEnforcer and reports true.
+	// dialect that implements engine.ReadEnforcer and reports true.
 	EngineEnforcesReads bool
 	// NoIntersectExcept: the engine lacks INTERSECT and EXCEPT (MySQL
 	// before 8.0.31); set operations using them are refused (compound.go).
@@ -106,7 +106,7 @@ type Options struct {
 
 // QuoteNames returns d's quoted form of every table and column name of g
 // and of the first aliases the guard generates, for Options.Quoted.
-func QuoteNames(d dialect.Dialect, g *sqlast.Schema) map[string]string {
+func QuoteNames(d engine.Dialect, g *sqlast.Schema) map[string]string {
 	m := map[string]string{}
 	for name, t := range g.Tables {
 		m[name] = d.Quote(name)
@@ -122,7 +122,7 @@ func QuoteNames(d dialect.Dialect, g *sqlast.Schema) map[string]string {
 }
 
 // Render renders st for dialect d and scope sc.
-func Render(d dialect.Dialect, st sqlast.Stmt, sc dialect.Scope, opt Options) (Plan, error) {
+func Render(d engine.Dialect, st sqlast.Stmt, sc engine.Scope, opt Options) (Plan, error) {
 	r := &renderer{d: d, sc: sc, seen: map[*sqlast.Ref]bool{}, opt: opt}
 	var (
 		p   Plan
@@ -167,8 +167,8 @@ const aliasPrefix = "_tm"
 
 type renderer struct {
 	opt       Options
-	d         dialect.Dialect
-	sc        dialect.Scope
+	d         engine.Dialect
+	sc        engine.Scope
 	n         int
 	seen      map[*sqlast.Ref]bool
 	usedScope bool
@@ -190,7 +190,7 @@ func (f *fb) s(parts ...string) {
 	}
 }
 
-func (f *fb) frag(x dialect.Frag) {
+func (f *fb) frag(x engine.Frag) {
 	f.b.WriteString(x.SQL)
 	f.args = append(f.args, x.Args...)
 }
@@ -200,11 +200,11 @@ func (f *fb) arg(v any) {
 	f.args = append(f.args, v)
 }
 
-func (f *fb) done() dialect.Frag { return dialect.Frag{SQL: f.b.String(), Args: f.args} }
+func (f *fb) done() engine.Frag { return engine.Frag{SQL: f.b.String(), Args: f.args} }
 
 var (
-	fragFalse = dialect.Frag{SQL: "(1=0)"}
-	fragTrue  = dialect.Frag{SQL: "(1=1)"}
+	fragFalse = engine.Frag{SQL: "(1=0)"}
+	fragTrue  = engine.Frag{SQL: "(1=1)"}
 )
 
 func (r *renderer) q(id string) string {
@@ -233,20 +233,20 @@ func (r *renderer) table(ref *sqlast.Ref) string {
 	return r.q(ref.Table.Name) + " AS " + r.q(ref.Alias)
 }
 
-func (r *renderer) inScope(x dialect.Frag, lvl *sqlast.Level) dialect.Frag {
+func (r *renderer) inScope(x engine.Frag, lvl *sqlast.Level) engine.Frag {
 	r.usedScope = true
 	return r.d.InScope(x, lvl, r.sc.Doc)
 }
 
 // guardRef returns the read predicate for one declared table reference, or
 // a zero Frag for a global table, and records the reference as guarded.
-func (r *renderer) guardRef(ref *sqlast.Ref) (dialect.Frag, error) {
+func (r *renderer) guardRef(ref *sqlast.Ref) (engine.Frag, error) {
 	if r.seen[ref] {
-		return dialect.Frag{}, fmt.Errorf("%w: table reference %s rendered twice", ErrInternal, ref.Alias)
+		return engine.Frag{}, fmt.Errorf("%w: table reference %s rendered twice", ErrInternal, ref.Alias)
 	}
 	r.seen[ref] = true
 	if ref.Table.Global {
-		return dialect.Frag{}, nil
+		return engine.Frag{}, nil
 	}
 	return r.readGuard(ref.Table, ref.Alias), nil
 }

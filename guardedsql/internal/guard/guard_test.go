@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/scope/scopetest"
@@ -30,8 +30,8 @@ func levels() []*sqlast.Level {
 	return g.Levels
 }
 
-func chainScope() dialect.Scope {
-	return dialect.EncodeScope(levels(), scopetest.New("t", []scope.Grant{{Level: "chain", ID: "acme"}}))
+func chainScope() engine.Scope {
+	return engine.EncodeScope(levels(), scopetest.New("t", []scope.Grant{{Level: "chain", ID: "acme"}}))
 }
 
 func unseal(t *testing.T, st builder.Statement) sqlast.Stmt {
@@ -72,7 +72,7 @@ func TestCoverageCrossCheck(t *testing.T) {
 	}
 	// A bind value the builder would never produce is refused.
 	bad := sel
-	bad.Where = &sqlast.CmpVal{Op: sqlast.Eq, X: &sqlast.Col{Ref: sel.From, Name: "id"}, V: sqlast.Value{V: dialect.Frag{SQL: "1) OR (1=1"}}}
+	bad.Where = &sqlast.CmpVal{Op: sqlast.Eq, X: &sqlast.Col{Ref: sel.From, Name: "id"}, V: sqlast.Value{V: engine.Frag{SQL: "1) OR (1=1"}}}
 	if _, err := Render(sqlite.Dialect{}, &bad, chainScope(), Options{}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Sqlizer as a value: %v", err)
 	}
@@ -159,7 +159,7 @@ func TestQuotedNamesSameText(t *testing.T) {
 	b, r := sch.Table("bookings").As("b"), sch.Table("rooms").As("r")
 	q := builder.Must(builder.Select(b.Col("id"), r.Col("number")).From(b).
 		LeftJoin(r, r.Col("id").EqCol(b.Col("room_id"))).Where(b.Col("id").Gt(3)).Build())
-	for _, sc := range []dialect.Scope{chainScope(), dialect.EncodeScope(levels(), scopetest.New("t", []scope.Grant{{Level: "hotel", ID: "12"}}))} {
+	for _, sc := range []engine.Scope{chainScope(), engine.EncodeScope(levels(), scopetest.New("t", []scope.Grant{{Level: "hotel", ID: "12"}}))} {
 		plain, err := Render(sqlite.Dialect{}, unseal(t, q), sc, Options{})
 		if err != nil {
 			t.Fatal(err)

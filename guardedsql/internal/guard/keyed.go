@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -16,7 +16,7 @@ import (
 // naming another tenant's row waits for that tenant's lock (and answers
 // "timed out" where a missing id answers "not found" at once), and under
 // REPEATABLE READ keeps locks on the other tenants' rows it scanned. On a
-// dialect.KeyedWriter the guard therefore splits such a statement in two,
+// engine.KeyedWriter the guard therefore splits such a statement in two,
 // in one READ COMMITTED transaction (package mysql's GuardedIsolation):
 //
 //  1. a non-locking read of the primary keys of the rows in scope that the
@@ -38,15 +38,15 @@ import (
 
 // byKey reports whether writes and locking reads go by key (KeyedWriter).
 func (r *renderer) byKey() bool {
-	kw, ok := r.d.(dialect.KeyedWriter)
+	kw, ok := r.d.(engine.KeyedWriter)
 	return ok && kw.WritesByKey() && !r.noKeyed
 }
 
 // keyedWrite renders an UPDATE (set non-zero) or DELETE of t with
 // condition w and guard g (and the UPDATE's value checks) as the two steps
 // above, with RETURNING of returning (nil for none).
-func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g dialect.Frag, checks []dialect.Frag, returning []string, expectOne bool, probe dialect.Frag) (Plan, error) {
-	pre, err := r.selectStmt(dialect.Frag{SQL: r.cols(t.Name, t.PK)}, t, []dialect.Frag{paren(w), g}, false)
+func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set engine.Frag, w, g engine.Frag, checks []engine.Frag, returning []string, expectOne bool, probe engine.Frag) (Plan, error) {
+	pre, err := r.selectStmt(engine.Frag{SQL: r.cols(t.Name, t.PK)}, t, []engine.Frag{paren(w), g}, false)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -67,7 +67,7 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 		g2 = g
 	}
 	// stmt renders step 2 for keys.
-	stmt := func(keys [][]any) (dialect.Frag, error) {
+	stmt := func(keys [][]any) (engine.Frag, error) {
 		var f fb
 		if p, ok := r.prelude(); ok {
 			f.frag(p)
@@ -80,7 +80,7 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 			f.s("DELETE FROM ", r.q(t.Name))
 		}
 		f.s(" WHERE ")
-		f.frag(and(append([]dialect.Frag{r.keysIn(t.Name, t.PK, keys), paren(w), g}, checks...)))
+		f.frag(and(append([]engine.Frag{r.keysIn(t.Name, t.PK, keys), paren(w), g}, checks...)))
 		if nativeRet {
 			f.s(" RETURNING ", what)
 		}
@@ -121,7 +121,7 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 		}
 		if kind == Delete && returning != nil && !nativeRet {
 			// MySQL 8: the rows to return, locked by key first.
-			lock, err := r.selectStmt(dialect.Frag{SQL: what}, t, []dialect.Frag{r.keysIn(t.Name, t.PK, keys), paren(w), g}, true)
+			lock, err := r.selectStmt(engine.Frag{SQL: what}, t, []engine.Frag{r.keysIn(t.Name, t.PK, keys), paren(w), g}, true)
 			if err != nil {
 				return Output{}, err
 			}
@@ -154,7 +154,7 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 		if err != nil || returning == nil || out.RowsAffected == 0 {
 			return out, err
 		}
-		back, err := r.selectStmt(dialect.Frag{SQL: what}, t, []dialect.Frag{r.keysIn(t.Name, t.PK, keys), g2}, false)
+		back, err := r.selectStmt(engine.Frag{SQL: what}, t, []engine.Frag{r.keysIn(t.Name, t.PK, keys), g2}, false)
 		if err != nil {
 			return Output{}, err
 		}
@@ -167,7 +167,7 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set dialect.Frag, w, g
 }
 
 // setClause renders the SET list of s ("a = ?, b = <expr>").
-func (r *renderer) setClause(s *sqlast.Update) (dialect.Frag, error) {
+func (r *renderer) setClause(s *sqlast.Update) (engine.Frag, error) {
 	var set fb
 	for i, a := range s.Set {
 		if i > 0 {
@@ -177,7 +177,7 @@ func (r *renderer) setClause(s *sqlast.Update) (dialect.Frag, error) {
 		if a.X != nil {
 			// SetExpr: checked by setExpr when updatePlan rendered it.
 			if err := r.exprInto(&set, a.X); err != nil {
-				return dialect.Frag{}, err
+				return engine.Frag{}, err
 			}
 			continue
 		}
@@ -187,7 +187,7 @@ func (r *renderer) setClause(s *sqlast.Update) (dialect.Frag, error) {
 }
 
 // keyedExec runs step 2 for keys and applies ExpectOne to what it wrote.
-func (r *renderer) keyedExec(ctx context.Context, env Env, stmt func([][]any) (dialect.Frag, error), keys [][]any, pre dialect.Frag, miss func(context.Context, Env) (Output, error)) (Output, error) {
+func (r *renderer) keyedExec(ctx context.Context, env Env, stmt func([][]any) (engine.Frag, error), keys [][]any, pre engine.Frag, miss func(context.Context, Env) (Output, error)) (Output, error) {
 	q, err := stmt(keys)
 	if err != nil {
 		return Output{}, err
@@ -206,7 +206,7 @@ func (r *renderer) keyedExec(ctx context.Context, env Env, stmt func([][]any) (d
 // keyedTimeout answers a failed step 2: a lock wait timeout is a miss
 // when the non-locking re-read finds none of the rows in scope any more;
 // every other error, and a timeout on a row still in scope, is returned.
-func (r *renderer) keyedTimeout(ctx context.Context, env Env, err error, pre dialect.Frag, miss func(context.Context, Env) (Output, error)) (Output, error) {
+func (r *renderer) keyedTimeout(ctx context.Context, env Env, err error, pre engine.Frag, miss func(context.Context, Env) (Output, error)) (Output, error) {
 	if env.Timeout == nil || !env.Timeout(err) {
 		return Output{}, err
 	}
@@ -222,7 +222,7 @@ func (r *renderer) keyedTimeout(ctx context.Context, env Env, err error, pre dia
 // table and inner-joined tables, read without locking) and renders step 2
 // (s confined to those keys); nil when s has no such table (nothing
 // locks) or groups its rows (no key per row).
-func (r *renderer) keyedLock(s *sqlast.Select) (func(ctx context.Context, q dialect.Querier) (Step, error), error) {
+func (r *renderer) keyedLock(s *sqlast.Select) (func(ctx context.Context, q engine.Querier) (Step, error), error) {
 	if !r.byKey() || s.Lock == sqlast.NoLock || len(s.GroupBy) > 0 || s.Having != nil || len(s.With) > 0 {
 		return nil, nil
 	}
@@ -256,8 +256,8 @@ func (r *renderer) keyedLock(s *sqlast.Select) (func(ctx context.Context, q dial
 		return nil, err
 	}
 	preStep := pp.Steps[0]
-	return func(ctx context.Context, q dialect.Querier) (Step, error) {
-		got, err := queryRows(ctx, q, dialect.Frag{SQL: preStep.SQL, Args: preStep.Args})
+	return func(ctx context.Context, q engine.Querier) (Step, error) {
+		got, err := queryRows(ctx, q, engine.Frag{SQL: preStep.SQL, Args: preStep.Args})
 		if err != nil {
 			return Step{}, err
 		}

@@ -8,7 +8,7 @@ import (
 
 	sq "github.com/Masterminds/squirrel"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -20,15 +20,15 @@ import (
 // plain grant's. A grant confined to ancestors never makes a bare value of
 // one of its levels grantable (it holds only together with the others), so
 // writing such a value needs a plain grant.
-func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) dialect.Frag {
+func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) engine.Frag {
 	if !r.sc.Has(lvl) {
 		return fragFalse
 	}
-	nv, ok := dialect.LevelValue(lvl, v.V)
+	nv, ok := engine.LevelValue(lvl, v.V)
 	if !ok {
 		return fragFalse
 	}
-	return r.inScope(dialect.Frag{SQL: "?", Args: []any{nv}}, lvl)
+	return r.inScope(engine.Frag{SQL: "?", Args: []any{nv}}, lvl)
 }
 
 // parentCheck is true when the row of fk.To keyed by vals is in scope.
@@ -38,7 +38,7 @@ func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) dialect.Frag 
 // engine compares like with like and never converts the stored keys (MySQL
 // would match '7eleven' for 7, or fail quoting a stored key); a value that
 // cannot be of that kind references no row.
-func (r *renderer) parentCheck(fk *sqlast.FK, vals map[string]sqlast.Value) dialect.Frag {
+func (r *renderer) parentCheck(fk *sqlast.FK, vals map[string]sqlast.Value) engine.Frag {
 	args := make([]any, len(fk.RefCols))
 	for i, c := range fk.RefCols {
 		v := vals[fk.Cols[i]].V
@@ -72,8 +72,8 @@ func (r *renderer) parentCheck(fk *sqlast.FK, vals map[string]sqlast.Value) dial
 // values assigned (all columns for INSERT, the SET columns for UPDATE),
 // and whether any of them follows a foreign key. insert selects the
 // INSERT-only rules (unset scope parent refused, the row itself in scope).
-func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, insert bool) ([]dialect.Frag, bool, error) {
-	var checks []dialect.Frag
+func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, insert bool) ([]engine.Frag, bool, error) {
+	var checks []engine.Frag
 	viaFK := false
 	for _, fk := range t.TenantFKs() {
 		n := 0
@@ -163,7 +163,7 @@ func coveredByFK(t *sqlast.Table, c string, vals map[string]sqlast.Value) bool {
 	return false
 }
 
-func and(fs []dialect.Frag) dialect.Frag {
+func and(fs []engine.Frag) engine.Frag {
 	var f fb
 	for i, x := range fs {
 		if i > 0 {
@@ -177,10 +177,10 @@ func and(fs []dialect.Frag) dialect.Frag {
 // checkedInsert is INSERT INTO t (cols) SELECT ?, … [FROM dual] WHERE
 // checks: the row is written only if every check holds when the
 // statement runs, in the same statement.
-func (r *renderer) checkedInsert(t *sqlast.Table, cols []string, row []sqlast.Value, checks []dialect.Frag) sq.InsertBuilder {
+func (r *renderer) checkedInsert(t *sqlast.Table, cols []string, row []sqlast.Value, checks []engine.Frag) sq.InsertBuilder {
 	sel := sq.Select()
 	for _, v := range row {
-		sel = sel.Column(dialect.Frag{SQL: "?", Args: []any{v.V}})
+		sel = sel.Column(engine.Frag{SQL: "?", Args: []any{v.V}})
 	}
 	if dual := r.d.DualTable(); dual != "" {
 		sel = sel.From(dual)
@@ -193,7 +193,7 @@ func (r *renderer) checkedInsert(t *sqlast.Table, cols []string, row []sqlast.Va
 // scope check (its parent, a tenant foreign key, a level column, or the
 // row itself for a root); none is an internal error, never an unchecked
 // insert.
-func (r *renderer) insertRowChecks(t *sqlast.Table, cols []string, row []sqlast.Value) (map[string]sqlast.Value, []dialect.Frag, bool, error) {
+func (r *renderer) insertRowChecks(t *sqlast.Table, cols []string, row []sqlast.Value) (map[string]sqlast.Value, []engine.Frag, bool, error) {
 	r.usedScope = false
 	vals := make(map[string]sqlast.Value, len(row))
 	for i, v := range row {
@@ -209,7 +209,7 @@ func (r *renderer) insertRowChecks(t *sqlast.Table, cols []string, row []sqlast.
 	if len(checks) == 0 && t.ByRef {
 		// A new row of a table owned by reference is referenced by no
 		// one: visible to no one until a row in scope references it.
-		checks = []dialect.Frag{fragTrue}
+		checks = []engine.Frag{fragTrue}
 	}
 	if len(checks) == 0 {
 		return nil, nil, false, fmt.Errorf("%w: no scope check for INSERT into %s", ErrInternal, t.Name)
@@ -244,7 +244,7 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 		// (h4-ref) Not for a table owned by reference: the new row is
 		// visible to no one, and PostgreSQL's row-level security refuses
 		// to return it.
-		if rt, ok := r.d.(dialect.Returner); ok && rt.Returning() && len(t.PK) == 1 && !t.ByRef {
+		if rt, ok := r.d.(engine.Returner); ok && rt.Returning() && len(t.PK) == 1 && !t.ByRef {
 			ib = ib.Suffix("RETURNING " + r.q(t.PK[0]))
 			returning = true
 		}
@@ -315,14 +315,14 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 		ub = ub.Where(c)
 	}
 	if len(wg) > 0 && !g.IsZero() {
-		g = and(append([]dialect.Frag{g}, wg...))
+		g = and(append([]engine.Frag{g}, wg...))
 	}
 	if r.byKey() && len(t.PK) > 0 && !g.IsZero() {
 		set, err := r.setClause(s)
 		if err != nil {
 			return Plan{}, err
 		}
-		var probe dialect.Frag
+		var probe engine.Frag
 		if s.ExpectOne {
 			if probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
 				return Plan{}, err
@@ -369,16 +369,16 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	}
 	wg := r.writeGuard(t, s.Ref.Alias, nil) // byref.go
 	if len(wg) > 0 && !g.IsZero() {
-		g = and(append([]dialect.Frag{g}, wg...))
+		g = and(append([]engine.Frag{g}, wg...))
 	}
 	if r.byKey() && len(t.PK) > 0 && !g.IsZero() {
-		var probe dialect.Frag
+		var probe engine.Frag
 		if s.ExpectOne {
 			if probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
 				return Plan{}, err
 			}
 		}
-		return r.keyedWrite(Delete, t, dialect.Frag{}, w, g, nil, s.Returning, s.ExpectOne, probe) // keyed.go
+		return r.keyedWrite(Delete, t, engine.Frag{}, w, g, nil, s.Returning, s.ExpectOne, probe) // keyed.go
 	}
 	db := sq.Delete(r.q(t.Name)).Where(paren(w))
 	if !g.IsZero() { // zero: a writable global table

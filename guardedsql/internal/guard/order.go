@@ -3,7 +3,7 @@ package guard
 import (
 	"fmt"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -135,7 +135,7 @@ func conjuncts(p sqlast.Pred) []sqlast.Pred {
 // Invariant: a condition of the caller that may raise an error on some
 // value is evaluated only under a CASE whose WHEN is the tenant test of
 // every table reference it reads.
-func (r *renderer) orderedPred(p sqlast.Pred, guardOf func(*sqlast.Ref) dialect.Frag) (dialect.Frag, error) {
+func (r *renderer) orderedPred(p sqlast.Pred, guardOf func(*sqlast.Ref) engine.Frag) (engine.Frag, error) {
 	if guardfault.Off(guardfault.GuardFirst) {
 		return r.pred(p)
 	}
@@ -143,7 +143,7 @@ func (r *renderer) orderedPred(p sqlast.Pred, guardOf func(*sqlast.Ref) dialect.
 	for _, c := range conjuncts(p) {
 		rz, err := raising(c)
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		if rz {
 			risky = append(risky, c)
@@ -161,11 +161,11 @@ func (r *renderer) orderedPred(p sqlast.Pred, guardOf func(*sqlast.Ref) dialect.
 		}
 		x, err := r.pred(c)
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		f.frag(paren(x))
 	}
-	var guards []dialect.Frag
+	var guards []engine.Frag
 	seen := map[*sqlast.Ref]bool{}
 	for _, c := range risky {
 		for _, ref := range predRefs(c) {
@@ -180,7 +180,7 @@ func (r *renderer) orderedPred(p sqlast.Pred, guardOf func(*sqlast.Ref) dialect.
 	}
 	body, err := r.pred(&sqlast.And{Ps: risky})
 	if err != nil {
-		return dialect.Frag{}, err
+		return engine.Frag{}, err
 	}
 	if len(plain) > 0 {
 		f.s(" AND ")
@@ -277,7 +277,7 @@ func predRefs(p sqlast.Pred) []*sqlast.Ref {
 }
 
 // refGuard is the tenant test of ref under its alias.
-func (r *renderer) refGuard(ref *sqlast.Ref) dialect.Frag {
+func (r *renderer) refGuard(ref *sqlast.Ref) engine.Frag {
 	return r.readGuard(ref.Table, ref.Alias)
 }
 
@@ -285,15 +285,15 @@ func (r *renderer) refGuard(ref *sqlast.Ref) dialect.Frag {
 // tenant test of a reference, and for a LEFT JOINed one the test or the
 // absence of a joined row (its primary key NULL), so that a NULL-extended
 // row is judged by the condition as before.
-func (r *renderer) joinGuard(s *sqlast.Select) func(*sqlast.Ref) dialect.Frag {
-	return func(ref *sqlast.Ref) dialect.Frag {
+func (r *renderer) joinGuard(s *sqlast.Select) func(*sqlast.Ref) engine.Frag {
+	return func(ref *sqlast.Ref) engine.Frag {
 		g := r.refGuard(ref)
 		for _, j := range s.Joins {
 			if j.Ref != ref || j.Kind != sqlast.LeftJoin {
 				continue
 			}
 			if len(ref.Table.PK) == 0 {
-				return dialect.Frag{}
+				return engine.Frag{}
 			}
 			var f fb
 			f.s("(")

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 )
 
 // typedSch is sch with declared column types.

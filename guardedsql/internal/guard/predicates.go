@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -21,7 +21,7 @@ import (
 // only where every level it names agrees with the data.
 type term struct {
 	anchors []sqlast.Anchor // one per level of the term, in shape order
-	shape   *dialect.Shape  // nil for a plain level
+	shape   *engine.Shape   // nil for a plain level
 }
 
 // depth is the number of parent hops the term reads through.
@@ -40,14 +40,14 @@ func (tm term) ownLevelCol(t *sqlast.Table) bool {
 }
 
 // render renders the term, reading each anchor at the column colOf names.
-func (r *renderer) render(tm term, colOf func(sqlast.Anchor) string) dialect.Frag {
+func (r *renderer) render(tm term, colOf func(sqlast.Anchor) string) engine.Frag {
 	if tm.shape == nil {
 		a := tm.anchors[0]
-		return r.inScope(dialect.Frag{SQL: colOf(a)}, a.Level)
+		return r.inScope(engine.Frag{SQL: colOf(a)}, a.Level)
 	}
-	xs := make([]dialect.Frag, len(tm.anchors))
+	xs := make([]engine.Frag, len(tm.anchors))
 	for i, a := range tm.anchors {
-		xs[i] = dialect.Frag{SQL: colOf(a)}
+		xs[i] = engine.Frag{SQL: colOf(a)}
 	}
 	r.usedScope = true
 	return r.d.InTuples(xs, *tm.shape, r.sc.Doc)
@@ -57,7 +57,7 @@ func (r *renderer) render(tm term, colOf func(sqlast.Anchor) string) dialect.Fra
 // scope's grants: one of its own level columns holds a granted id, or its
 // scope parent chain reaches a column that does; for a grant confined to
 // ancestors, every level it names holds the grant's id at once.
-func (r *renderer) readGuard(t *sqlast.Table, alias string) dialect.Frag {
+func (r *renderer) readGuard(t *sqlast.Table, alias string) engine.Frag {
 	if guardfault.Dropped(t.Name) || r.opt.EngineEnforcesReads || r.exprFault() {
 		return fragTrue
 	}
@@ -94,7 +94,7 @@ func (r *renderer) readGuard(t *sqlast.Table, alias string) dialect.Frag {
 // on t and admit none of its rows).
 //
 // Invariant: a grant confined to ancestors is only ever tested as its whole
-// tuple; none of its ids is tested on its own level (dialect.Scope.Active
+// tuple; none of its ids is tested on its own level (engine.Scope.Active
 // holds plain grants only).
 func (r *renderer) activeTerms(t *sqlast.Table) (own, path []term, deep int) {
 	add := func(tm term) {
@@ -129,7 +129,7 @@ shapes:
 // pathPred follows t's parent chain deep hops and tests the path terms. A
 // shape term that also reads one of t's own columns refers to alias from
 // inside the subquery (correlated); all others keep it uncorrelated.
-func (r *renderer) pathPred(t *sqlast.Table, alias string, path []term, deep int) dialect.Frag {
+func (r *renderer) pathPred(t *sqlast.Table, alias string, path []term, deep int) engine.Frag {
 	hops := t.Chain[:deep]
 	as := make([]string, deep)
 	for i := range as {
@@ -163,7 +163,7 @@ func (r *renderer) pathPred(t *sqlast.Table, alias string, path []term, deep int
 	c := cond.done()
 	var f fb
 	switch r.d.PathStyle() {
-	case dialect.PathExists:
+	case engine.PathExists:
 		f.s("EXISTS (SELECT 1 FROM ", from.String(), " WHERE ", r.eqs(as[0], first.RefCols, alias, first.Cols), " AND (")
 		f.frag(c)
 		f.s("))")
@@ -188,13 +188,13 @@ func (r *renderer) eqs(a string, acs []string, b string, bcs []string) string {
 }
 
 // expr renders e with its bound values, in textual order.
-func (r *renderer) expr(e sqlast.Expr) (dialect.Frag, error) {
+func (r *renderer) expr(e sqlast.Expr) (engine.Frag, error) {
 	if c, ok := e.(*sqlast.Col); ok { // the common case, without a builder
-		return dialect.Frag{SQL: r.col(c.Ref.Alias, c.Name)}, nil
+		return engine.Frag{SQL: r.col(c.Ref.Alias, c.Name)}, nil
 	}
 	var f fb
 	if err := r.exprInto(&f, e); err != nil {
-		return dialect.Frag{}, err
+		return engine.Frag{}, err
 	}
 	return f.done(), nil
 }
@@ -233,10 +233,10 @@ func checkValue(v sqlast.Value) error {
 	return fmt.Errorf("%w: bind value of type %T", ErrInvalid, v.V)
 }
 
-func (r *renderer) pred(p sqlast.Pred) (dialect.Frag, error) {
+func (r *renderer) pred(p sqlast.Pred) (engine.Frag, error) {
 	var f fb
 	if err := r.predInto(&f, p); err != nil {
-		return dialect.Frag{}, err
+		return engine.Frag{}, err
 	}
 	return f.done(), nil
 }
@@ -382,7 +382,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 	return nil
 }
 
-func (r *renderer) conj(f *fb, ps []sqlast.Pred, sep string, empty dialect.Frag) error {
+func (r *renderer) conj(f *fb, ps []sqlast.Pred, sep string, empty engine.Frag) error {
 	if len(ps) == 0 {
 		f.frag(empty)
 		return nil
@@ -402,10 +402,10 @@ func (r *renderer) conj(f *fb, ps []sqlast.Pred, sep string, empty dialect.Frag)
 	return nil
 }
 
-func paren(x dialect.Frag) dialect.Frag {
-	return dialect.Frag{SQL: "(" + x.SQL + ")", Args: x.Args}
+func paren(x engine.Frag) engine.Frag {
+	return engine.Frag{SQL: "(" + x.SQL + ")", Args: x.Args}
 }
 
-func (r *renderer) subquery(s *sqlast.Select) (dialect.Frag, error) {
+func (r *renderer) subquery(s *sqlast.Select) (engine.Frag, error) {
 	return r.selectBuilder(s) // '?' placeholders; converted once at the top
 }

@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/builder"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/mysql"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/postgres"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect/sqlite"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
-var dialects = []dialect.Dialect{sqlite.Dialect{}, postgres.Dialect{}, mysql.Dialect{}}
+var dialects = []engine.Dialect{sqlite.Dialect{}, postgres.Dialect{}, mysql.Dialect{}}
 
 // TestScalarSpelling: each engine gets its own spelling of casts, JSON
 // paths and functions, and values stay parameters.

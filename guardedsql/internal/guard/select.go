@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -126,15 +126,15 @@ func addEqs(into map[[2]colKey]bool, p sqlast.Pred) {
 
 // pathJoin renders the scope path of ref as inner joins and returns them
 // with the level condition for WHERE.
-func (r *renderer) pathJoin(ref *sqlast.Ref) ([]dialect.Frag, dialect.Frag) {
+func (r *renderer) pathJoin(ref *sqlast.Ref) ([]engine.Frag, engine.Frag) {
 	t := ref.Table
 	own, path, deep := r.activeTerms(t)
 	as := make([]string, deep)
-	var joins []dialect.Frag
+	var joins []engine.Frag
 	prev := ref.Alias
 	for i, h := range t.Chain[:deep] {
 		as[i] = r.newAlias()
-		joins = append(joins, dialect.Frag{SQL: "JOIN " + r.q(h.To.Name) + " AS " + r.q(as[i]) + " ON " + r.eqs(as[i], h.RefCols, prev, h.Cols)})
+		joins = append(joins, engine.Frag{SQL: "JOIN " + r.q(h.To.Name) + " AS " + r.q(as[i]) + " ON " + r.eqs(as[i], h.RefCols, prev, h.Cols)})
 		prev = as[i]
 	}
 	colOf := func(a sqlast.Anchor) string {
@@ -160,7 +160,7 @@ func (r *renderer) pathJoin(ref *sqlast.Ref) ([]dialect.Frag, dialect.Frag) {
 // order the guard must visit the references (aliases are numbered and
 // references recorded as they render), and the clauses are joined once at
 // the end, in SQL order.
-func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
+func (r *renderer) selectBuilder(s *sqlast.Select) (engine.Frag, error) {
 	defer r.enterSelect(s)()
 	var sb selectText
 	sb.distinct = s.Distinct
@@ -170,7 +170,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 			cols.s(", ")
 		}
 		if err := r.exprInto(&cols, it.X); err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		if it.As != "" {
 			cols.s(" AS " + r.q(it.As))
@@ -178,33 +178,33 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 	}
 	sb.cols = cols.done()
 	if s.From == nil {
-		return dialect.Frag{}, fmt.Errorf("%w: SELECT without FROM", ErrInvalid)
+		return engine.Frag{}, fmt.Errorf("%w: SELECT without FROM", ErrInvalid)
 	}
 	modes := r.refModes(s)
 	var pathJoined []*sqlast.Ref
 	var joins fb
 	from, err := r.fromItem(s.From)
 	if err != nil {
-		return dialect.Frag{}, err
+		return engine.Frag{}, err
 	}
 	sb.from = from
 	for _, j := range s.Joins {
 		on, err := r.orderedPred(j.On, r.joinGuard(s)) // order.go
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
-		var g dialect.Frag
+		var g engine.Frag
 		switch modes[j.Ref] {
 		case modePredicate:
 			if g, err = r.guardRef(j.Ref); err != nil {
-				return dialect.Frag{}, err
+				return engine.Frag{}, err
 			}
 		case modePathJoin:
 			pathJoined = append(pathJoined, j.Ref)
 			fallthrough
 		default:
 			if err := r.markGuarded(j.Ref); err != nil {
-				return dialect.Frag{}, err
+				return engine.Frag{}, err
 			}
 		}
 		if joins.b.Len() > 0 {
@@ -215,7 +215,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 		}
 		item, err := r.fromItem(j.Ref)
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		joins.s("JOIN ")
 		joins.frag(item)
@@ -227,11 +227,11 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 			joins.frag(g)
 		}
 	}
-	var where []dialect.Frag
+	var where []engine.Frag
 	if s.Where != nil {
 		w, err := r.orderedPred(s.Where, r.joinGuard(s)) // order.go
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		where = append(where, paren(w))
 	}
@@ -239,7 +239,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 	case modePredicate:
 		g, err := r.guardRef(s.From)
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		if !g.IsZero() {
 			where = append(where, g)
@@ -249,7 +249,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 		fallthrough
 	default:
 		if err := r.markGuarded(s.From); err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 	}
 	for _, ref := range pathJoined {
@@ -270,7 +270,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 		gs := make([]string, len(s.GroupBy))
 		for i, e := range s.GroupBy {
 			if gs[i], err = r.groupTerm(s, e); err != nil { // scalar.go
-				return dialect.Frag{}, err
+				return engine.Frag{}, err
 			}
 		}
 		sb.groupBy = gs
@@ -278,7 +278,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 	if s.Having != nil {
 		h, err := r.pred(s.Having)
 		if err != nil {
-			return dialect.Frag{}, err
+			return engine.Frag{}, err
 		}
 		sb.having = paren(h)
 	}
@@ -289,7 +289,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 				ob.s(", ")
 			}
 			if err := r.orderTerm(&ob, s, o.X); err != nil { // scalar.go
-				return dialect.Frag{}, err
+				return engine.Frag{}, err
 			}
 			if o.Desc {
 				ob.s(" DESC")
@@ -305,13 +305,13 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (dialect.Frag, error) {
 // SQL order.
 type selectText struct {
 	distinct                         bool
-	cols, from, joins, where, having dialect.Frag
-	orderBy                          dialect.Frag
+	cols, from, joins, where, having engine.Frag
+	orderBy                          engine.Frag
 	groupBy                          []string
 	limit, offset                    int64 // negative: none
 }
 
-func (t *selectText) frag() dialect.Frag {
+func (t *selectText) frag() engine.Frag {
 	var f fb
 	f.s("SELECT ")
 	if t.distinct {
@@ -337,7 +337,7 @@ func (t *selectText) frag() dialect.Frag {
 }
 
 // clause writes lead and x unless x is empty.
-func (f *fb) clause(lead string, x dialect.Frag) {
+func (f *fb) clause(lead string, x engine.Frag) {
 	if !x.IsZero() {
 		f.s(lead)
 		f.frag(x)
@@ -356,9 +356,9 @@ func (r *renderer) markGuarded(ref *sqlast.Ref) error {
 
 // finish adds the scope prelude when the statement tests the scope, and
 // converts placeholders to the dialect's format.
-func (r *renderer) prelude() (dialect.Frag, bool) {
+func (r *renderer) prelude() (engine.Frag, bool) {
 	if !r.usedScope {
-		return dialect.Frag{}, false
+		return engine.Frag{}, false
 	}
 	p := r.d.Prelude(r.sc.Doc)
 	return p, !p.IsZero()

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -174,7 +174,7 @@ func (r *renderer) timeAddInto(f *fb, c *sqlast.Call) error {
 	return nil
 }
 
-func (r *renderer) timePair(c *sqlast.Call) (a, b dialect.Frag, err error) {
+func (r *renderer) timePair(c *sqlast.Call) (a, b engine.Frag, err error) {
 	if len(c.Args) != 2 {
 		return a, b, fmt.Errorf("%w: %s takes two arguments", ErrInvalid, c.Fn.Name)
 	}
@@ -189,7 +189,7 @@ func (r *renderer) timePair(c *sqlast.Call) (a, b dialect.Frag, err error) {
 // sent in UTC with its type said where the engine would otherwise guess:
 // SQLite text "YYYY-MM-DD HH:MM:SS[.fraction]" (the form its date
 // functions read and write), PostgreSQL timestamptz, MySQL DATETIME(6).
-func (r *renderer) timeArg(x sqlast.Expr) (dialect.Frag, error) {
+func (r *renderer) timeArg(x sqlast.Expr) (engine.Frag, error) {
 	var f fb
 	if l, ok := x.(*sqlast.Lit); ok {
 		if t, ok := l.V.V.(time.Time); ok {
@@ -209,7 +209,7 @@ func (r *renderer) timeArg(x sqlast.Expr) (dialect.Frag, error) {
 		}
 	}
 	if err := r.exprInto(&f, x); err != nil {
-		return dialect.Frag{}, err
+		return engine.Frag{}, err
 	}
 	return f.done(), nil
 }
@@ -265,12 +265,12 @@ func sqliteArgs(args []any) []any {
 	return out
 }
 
-type sqliteTimeQuerier struct{ q dialect.Querier }
+type sqliteTimeQuerier struct{ q engine.Querier }
 
-func (s sqliteTimeQuerier) Query(ctx context.Context, q string, args ...any) (dialect.Rows, error) {
+func (s sqliteTimeQuerier) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
 	return s.q.Query(ctx, q, sqliteArgs(args)...)
 }
 
-func (s sqliteTimeQuerier) Exec(ctx context.Context, q string, args ...any) (dialect.Result, error) {
+func (s sqliteTimeQuerier) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
 	return s.q.Exec(ctx, q, sqliteArgs(args)...)
 }

@@ -12,7 +12,7 @@ import (
 
 	sq "github.com/Masterminds/squirrel"
 
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/dialect"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -21,7 +21,7 @@ import (
 // and DELETE, and upserts (INSERT ... ON CONFLICT). Such a plan carries a
 // Run function that guardedsql calls inside one transaction.
 //
-// Where the engine takes RETURNING (dialect.ReturningWriter) the guarded
+// Where the engine takes RETURNING (engine.ReturningWriter) the guarded
 // statement itself returns the rows: they are the rows it wrote, and only
 // rows in scope are ever written. Elsewhere (MySQL; MariaDB's UPDATE) a
 // fallback in the same transaction reads the rows by key: for UPDATE and
@@ -30,7 +30,7 @@ import (
 // row is read back by its key.
 //
 // Where the engine takes ON CONFLICT ... DO UPDATE ... WHERE
-// (dialect.Upserter) the WHERE tests the conflicting row against the scope;
+// (engine.Upserter) the WHERE tests the conflicting row against the scope;
 // elsewhere the conflicting row is locked and tested first, and the plan
 // branches. In both forms an upsert whose conflict lands on a row outside
 // the scope changes nothing and fails with ErrNotFound, the error of an
@@ -39,7 +39,7 @@ import (
 // Env is what a plan's Run needs from guardedsql: the transaction to run
 // in, and the error for an ExpectOne write that matched several rows.
 type Env struct {
-	Q       dialect.Querier
+	Q       engine.Querier
 	TooMany error
 	// Timeout reports whether an error is a lock wait or statement
 	// timeout (keyed.go); nil: none is.
@@ -56,28 +56,28 @@ type Output struct {
 }
 
 func (r *renderer) returningOn(stmt string) bool {
-	rw, ok := r.d.(dialect.ReturningWriter)
+	rw, ok := r.d.(engine.ReturningWriter)
 	return ok && rw.ReturningOn(stmt)
 }
 
-func (r *renderer) upsertStyle() dialect.UpsertStyle {
-	if u, ok := r.d.(dialect.Upserter); ok {
+func (r *renderer) upsertStyle() engine.UpsertStyle {
+	if u, ok := r.d.(engine.Upserter); ok {
 		return u.UpsertStyle()
 	}
-	return dialect.UpsertLocked
+	return engine.UpsertLocked
 }
 
 // finish converts a '?' statement to the dialect's placeholders.
-func (r *renderer) finishSQL(f dialect.Frag) (dialect.Frag, error) {
+func (r *renderer) finishSQL(f engine.Frag) (engine.Frag, error) {
 	text, err := r.d.Placeholders().ReplacePlaceholders(f.SQL)
 	if err != nil {
-		return dialect.Frag{}, fmt.Errorf("%w: %v", ErrInternal, err)
+		return engine.Frag{}, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	return dialect.Frag{SQL: text, Args: f.Args}, nil
+	return engine.Frag{SQL: text, Args: f.Args}, nil
 }
 
 // keyEq renders "alias.c1 = ? AND alias.c2 = ?" for cols and vals.
-func (r *renderer) keyEq(t *sqlast.Table, alias string, cols []string, vals []any) dialect.Frag {
+func (r *renderer) keyEq(t *sqlast.Table, alias string, cols []string, vals []any) engine.Frag {
 	var f fb
 	for i, c := range cols {
 		if i > 0 {
@@ -96,7 +96,7 @@ func (r *renderer) keyEq(t *sqlast.Table, alias string, cols []string, vals []an
 }
 
 // keysIn renders "(c1, c2) IN ((?, ?), ...)" for the key tuples keys.
-func (r *renderer) keysIn(alias string, cols []string, keys [][]any) dialect.Frag {
+func (r *renderer) keysIn(alias string, cols []string, keys [][]any) engine.Frag {
 	var f fb
 	if len(keys) == 0 {
 		return fragFalse
@@ -134,7 +134,7 @@ func (r *renderer) keysIn(alias string, cols []string, keys [][]any) dialect.Fra
 // for a conflicting row its policy hides.
 //
 // Invariant: the conflicting row is updated only where this is true.
-func (r *renderer) conflictGuard(t *sqlast.Table) dialect.Frag {
+func (r *renderer) conflictGuard(t *sqlast.Table) engine.Frag {
 	if guardfault.Off(guardfault.UpsertConflict) {
 		return fragTrue
 	}
@@ -146,7 +146,7 @@ func (r *renderer) conflictGuard(t *sqlast.Table) dialect.Frag {
 
 // selectStmt renders "SELECT what FROM t AS t WHERE conds [FOR UPDATE]" with
 // the prelude when the conditions test the scope.
-func (r *renderer) selectStmt(what dialect.Frag, t *sqlast.Table, conds []dialect.Frag, lock bool) (dialect.Frag, error) {
+func (r *renderer) selectStmt(what engine.Frag, t *sqlast.Table, conds []engine.Frag, lock bool) (engine.Frag, error) {
 	var f fb
 	if pre, ok := r.prelude(); ok {
 		f.frag(pre)
@@ -164,7 +164,7 @@ func (r *renderer) selectStmt(what dialect.Frag, t *sqlast.Table, conds []dialec
 
 // checkStmt renders "SELECT 1 [FROM DUAL] WHERE checks": one row exactly
 // when the value checks of a write hold.
-func (r *renderer) checkStmt(checks []dialect.Frag) (dialect.Frag, error) {
+func (r *renderer) checkStmt(checks []engine.Frag) (engine.Frag, error) {
 	var f fb
 	if pre, ok := r.prelude(); ok {
 		f.frag(pre)
@@ -185,14 +185,14 @@ func (r *renderer) checkStmt(checks []dialect.Frag) (dialect.Frag, error) {
 
 // insertRow is one row of an INSERT with RETURNING or an upsert, rendered.
 type insertRow struct {
-	ins    dialect.Frag // the guarded INSERT (with conflict clause / RETURNING where native)
-	check  dialect.Frag // SELECT 1 WHERE value checks
+	ins    engine.Frag // the guarded INSERT (with conflict clause / RETURNING where native)
+	check  engine.Frag // SELECT 1 WHERE value checks
 	fail   error
-	native bool                                     // ins returns the Returns columns itself
-	lock   dialect.Frag                             // MySQL upsert: SELECT conflictGuard FROM t WHERE target = ... FOR UPDATE
-	peek   dialect.Frag                             // the same without FOR UPDATE, run first (keyed.go)
-	update dialect.Frag                             // MySQL upsert: UPDATE of the in-scope conflicting row
-	back   func(lastID int64) (dialect.Frag, error) // reads the written row back (fallback RETURNING)
+	native bool                                    // ins returns the Returns columns itself
+	lock   engine.Frag                             // MySQL upsert: SELECT conflictGuard FROM t WHERE target = ... FOR UPDATE
+	peek   engine.Frag                             // the same without FOR UPDATE, run first (keyed.go)
+	update engine.Frag                             // MySQL upsert: UPDATE of the in-scope conflicting row
+	back   func(lastID int64) (engine.Frag, error) // reads the written row back (fallback RETURNING)
 	// dupMark: MySQL upsert: a nonce the no-op ON DUPLICATE KEY UPDATE
 	// assigns to the session variable dupVar, so that a conflict can be told
 	// from an insert when both report one affected row (a connection with
@@ -210,16 +210,16 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 	t := s.Ref.Table
 	up := s.Upsert
 	style := r.upsertStyle()
-	if up != nil && up.Nothing && style != dialect.UpsertLocked {
-		style = dialect.UpsertWhere // DO NOTHING is one statement wherever ON CONFLICT exists
+	if up != nil && up.Nothing && style != engine.UpsertLocked {
+		style = engine.UpsertWhere // DO NOTHING is one statement wherever ON CONFLICT exists
 	}
-	upNative := up == nil || style == dialect.UpsertWhere
-	retNative := r.returningOn("insert") && (up == nil || style != dialect.UpsertLocked)
+	upNative := up == nil || style == engine.UpsertWhere
+	retNative := r.returningOn("insert") && (up == nil || style != engine.UpsertLocked)
 	cols := quoteAll(r, s.Cols)
 	if len(s.Returning) > 0 && !retNative && up == nil && !t.IsKey(s.Cols) && len(t.PK) != 1 {
 		return Plan{}, fmt.Errorf("%w: INSERT into %s ... RETURNING on %s needs the table's key among the inserted columns (the engine has no RETURNING)", ErrRefused, t.Name, r.d.Name())
 	}
-	if _, rc := r.d.(dialect.RefCounter); rc && t.ByRef && len(s.Returning) > 0 {
+	if _, rc := r.d.(engine.RefCounter); rc && t.ByRef && len(s.Returning) > 0 {
 		// (h4-ref) The new row is visible to no one until referenced; the
 		// engine's row-level security will not return it.
 		return Plan{}, fmt.Errorf("%w: INSERT into %s ... RETURNING: the table is owned by reference and a new row is visible to no one on %s; insert the key", ErrRefused, t.Name, r.d.Name())
@@ -236,8 +236,8 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			ir.fail = ErrNotFound
 		}
 		ib := r.checkedInsert(t, cols, row, checks)
-		var upd []dialect.Frag // SET col = ? of DoUpdate
-		var updChecks []dialect.Frag
+		var upd []engine.Frag // SET col = ? of DoUpdate
+		var updChecks []engine.Frag
 		if up != nil && !up.Nothing {
 			uv := map[string]sqlast.Value{}
 			for _, c := range up.Update {
@@ -271,14 +271,14 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 					f.frag(u)
 				}
 				f.s(" WHERE ")
-				f.frag(and(append([]dialect.Frag{r.conflictGuard(t)}, updChecks...)))
+				f.frag(and(append([]engine.Frag{r.conflictGuard(t)}, updChecks...)))
 			}
 			ib = ib.SuffixExpr(f.done())
 		}
-		if up != nil && style == dialect.UpsertThenUpdate {
+		if up != nil && style == engine.UpsertThenUpdate {
 			ib = ib.Suffix("ON CONFLICT (" + strings.Join(quoteAll(r, up.Target), ", ") + ") DO NOTHING")
 		}
-		if up != nil && style == dialect.UpsertLocked {
+		if up != nil && style == engine.UpsertLocked {
 			// A no-op on a conflict: it locks the conflicting row (an
 			// exclusive record lock, no gap lock) without changing it.
 			c := r.col(t.Name, up.Target[0])
@@ -299,7 +299,7 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 		if err != nil {
 			return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
 		}
-		ir.ins = dialect.Frag{SQL: text, Args: iargs}
+		ir.ins = engine.Frag{SQL: text, Args: iargs}
 		if ir.check, err = r.checkStmt(checks); err != nil {
 			return Plan{}, err
 		}
@@ -308,16 +308,16 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			for i, c := range up.Target {
 				tv[i] = vals[c].V
 			}
-			if style == dialect.UpsertLocked {
+			if style == engine.UpsertLocked {
 				g := r.conflictGuard(t)
 				if !up.Nothing {
-					g = and(append([]dialect.Frag{g}, r.conflictWriteGuard(t, nil)...)) // (h4-ref)
+					g = and(append([]engine.Frag{g}, r.conflictWriteGuard(t, nil)...)) // (h4-ref)
 				}
-				if ir.lock, err = r.selectStmt(g, t, []dialect.Frag{r.keyEq(t, t.Name, up.Target, tv)}, true); err != nil {
+				if ir.lock, err = r.selectStmt(g, t, []engine.Frag{r.keyEq(t, t.Name, up.Target, tv)}, true); err != nil {
 					return Plan{}, err
 				}
 				if r.byKey() {
-					if ir.peek, err = r.selectStmt(g, t, []dialect.Frag{r.keyEq(t, t.Name, up.Target, tv)}, false); err != nil {
+					if ir.peek, err = r.selectStmt(g, t, []engine.Frag{r.keyEq(t, t.Name, up.Target, tv)}, false); err != nil {
 						return Plan{}, err
 					}
 				}
@@ -332,7 +332,7 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 					f.frag(u)
 				}
 				f.s(" WHERE ")
-				f.frag(and(append([]dialect.Frag{r.keyEq(t, t.Name, up.Target, tv), r.conflictGuard(t)}, updChecks...)))
+				f.frag(and(append([]engine.Frag{r.keyEq(t, t.Name, up.Target, tv), r.conflictGuard(t)}, updChecks...)))
 				if ir.native {
 					f.s(" RETURNING ", strings.Join(quoteAll(r, s.Returning), ", "))
 				}
@@ -351,13 +351,13 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 	p.Run = func(ctx context.Context, env Env) (Output, error) {
 		var out Output
 		for _, ir := range rows {
-			if up != nil && style == dialect.UpsertLocked {
+			if up != nil && style == engine.UpsertLocked {
 				if err := runUpsertFallback(ctx, env, ir, nothing, &out); err != nil {
 					return Output{}, err
 				}
 				continue
 			}
-			if up != nil && style == dialect.UpsertThenUpdate {
+			if up != nil && style == engine.UpsertThenUpdate {
 				if err := runUpsertThenUpdate(ctx, env, ir, &out); err != nil {
 					return Output{}, err
 				}
@@ -404,7 +404,7 @@ func (r *renderer) insertSelect(s *sqlast.Insert) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	q := dialect.Frag{SQL: sp.Steps[0].SQL, Args: sp.Steps[0].Args}
+	q := engine.Frag{SQL: sp.Steps[0].SQL, Args: sp.Steps[0].Args}
 	t := s.Ref.Table
 	p := Plan{Kind: Insert, Atomic: true, Returns: s.Returning, Steps: sp.Steps}
 	p.Run = func(ctx context.Context, env Env) (Output, error) {
@@ -550,7 +550,7 @@ func runUpsertFallback(ctx context.Context, env Env, ir insertRow, nothing bool,
 	if inserted && ir.dupMark != 0 {
 		// One affected row is an insert, or, with CLIENT_FOUND_ROWS, the
 		// conflicting row found and left unchanged: the latter set the mark.
-		mark, err := queryRows(ctx, env.Q, dialect.Frag{SQL: "SELECT " + dupVar})
+		mark, err := queryRows(ctx, env.Q, engine.Frag{SQL: "SELECT " + dupVar})
 		if err != nil {
 			return err
 		}
@@ -638,7 +638,7 @@ func runUpsertThenUpdate(ctx context.Context, env Env, ir insertRow, out *Output
 // readBack returns the function rendering the read-back of one inserted or
 // upserted row by its key: the conflict target, the primary key among the
 // inserted columns, or else the insert id of a one-column key.
-func (r *renderer) readBack(t *sqlast.Table, s *sqlast.Insert, vals map[string]sqlast.Value, up *sqlast.Upsert) func(int64) (dialect.Frag, error) {
+func (r *renderer) readBack(t *sqlast.Table, s *sqlast.Insert, vals map[string]sqlast.Value, up *sqlast.Upsert) func(int64) (engine.Frag, error) {
 	var key []string
 	switch {
 	case up != nil:
@@ -661,16 +661,16 @@ func (r *renderer) readBack(t *sqlast.Table, s *sqlast.Insert, vals map[string]s
 	if t.ByRef {
 		g = r.readBackGuard(t) // (h4-ref) byref.go
 	}
-	what := dialect.Frag{SQL: strings.Join(quoteAll(r, s.Returning), ", ")}
-	return func(lastID int64) (dialect.Frag, error) {
+	what := engine.Frag{SQL: strings.Join(quoteAll(r, s.Returning), ", ")}
+	return func(lastID int64) (engine.Frag, error) {
 		cols, v := key, kv
 		if cols == nil {
 			if len(t.PK) != 1 || lastID == 0 {
-				return dialect.Frag{}, fmt.Errorf("%w: INSERT into %s ... RETURNING on %s: the engine reported no insert id to read the row back by; insert the key", ErrRefused, t.Name, r.d.Name())
+				return engine.Frag{}, fmt.Errorf("%w: INSERT into %s ... RETURNING on %s: the engine reported no insert id to read the row back by; insert the key", ErrRefused, t.Name, r.d.Name())
 			}
 			cols, v = t.PK, []any{lastID}
 		}
-		return r.selectStmt(what, t, []dialect.Frag{r.keyEq(t, t.Name, cols, v), g}, false)
+		return r.selectStmt(what, t, []engine.Frag{r.keyEq(t, t.Name, cols, v), g}, false)
 	}
 }
 
@@ -695,7 +695,7 @@ func nativeReturning[B sqBuilder[B]](r *renderer, b B, what string, p Plan, expe
 	if err != nil {
 		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
 	}
-	q := dialect.Frag{SQL: text, Args: args}
+	q := engine.Frag{SQL: text, Args: args}
 	p.Steps = []Step{{SQL: text, Args: args, Fail: ErrNotFound, Returning: true}}
 	p.Run = func(ctx context.Context, env Env) (Output, error) {
 		got, err := queryRows(ctx, env.Q, q)
@@ -710,7 +710,7 @@ func nativeReturning[B sqBuilder[B]](r *renderer, b B, what string, p Plan, expe
 // updateReturning renders an UPDATE ... RETURNING: natively, or as the
 // locked fallback (keys of the rows in scope, the UPDATE confined to them,
 // the rows read back by those keys).
-func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g dialect.Frag, checks []dialect.Frag) (Plan, error) {
+func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g engine.Frag, checks []engine.Frag) (Plan, error) {
 	t := s.Ref.Table
 	what := strings.Join(quoteAll(r, s.Returning), ", ")
 	p := Plan{Kind: Update, Atomic: true, Returns: s.Returning}
@@ -725,7 +725,7 @@ func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g d
 			return Plan{}, fmt.Errorf("%w: UPDATE of %s ... RETURNING on %s cannot change the primary key (the engine has no UPDATE ... RETURNING)", ErrRefused, t.Name, r.d.Name())
 		}
 	}
-	lock, err := r.selectStmt(dialect.Frag{SQL: r.cols(t.Name, t.PK)}, t, []dialect.Frag{paren(w), g}, true)
+	lock, err := r.selectStmt(engine.Frag{SQL: r.cols(t.Name, t.PK)}, t, []engine.Frag{paren(w), g}, true)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -782,7 +782,7 @@ func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g d
 		f.s("UPDATE ", r.q(t.Name), " SET ")
 		f.frag(setF)
 		f.s(" WHERE ")
-		f.frag(and([]dialect.Frag{in, paren(w), g}))
+		f.frag(and([]engine.Frag{in, paren(w), g}))
 		upd, err := r.finishSQL(f.done())
 		if err != nil {
 			return Output{}, err
@@ -790,7 +790,7 @@ func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g d
 		if _, err := env.Q.Exec(ctx, upd.SQL, upd.Args...); err != nil {
 			return Output{}, err
 		}
-		back, err := r.selectStmt(dialect.Frag{SQL: what}, t, []dialect.Frag{in, g2}, false)
+		back, err := r.selectStmt(engine.Frag{SQL: what}, t, []engine.Frag{in, g2}, false)
 		if err != nil {
 			return Output{}, err
 		}
@@ -805,7 +805,7 @@ func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g d
 
 // deleteReturning renders a DELETE ... RETURNING: natively, or as the
 // locked fallback (the rows in scope read and locked, then deleted by key).
-func (r *renderer) deleteReturning(s *sqlast.Delete, db sq.DeleteBuilder, w, g dialect.Frag) (Plan, error) {
+func (r *renderer) deleteReturning(s *sqlast.Delete, db sq.DeleteBuilder, w, g engine.Frag) (Plan, error) {
 	t := s.Ref.Table
 	what := strings.Join(quoteAll(r, s.Returning), ", ")
 	p := Plan{Kind: Delete, Atomic: true, Returns: s.Returning}
@@ -815,7 +815,7 @@ func (r *renderer) deleteReturning(s *sqlast.Delete, db sq.DeleteBuilder, w, g d
 	if len(t.PK) == 0 {
 		return Plan{}, fmt.Errorf("%w: DELETE from %s ... RETURNING on %s needs a primary key (the engine has no DELETE ... RETURNING)", ErrRefused, t.Name, r.d.Name())
 	}
-	lock, err := r.selectStmt(dialect.Frag{SQL: r.cols(t.Name, t.PK) + ", " + what}, t, []dialect.Frag{paren(w), g}, true)
+	lock, err := r.selectStmt(engine.Frag{SQL: r.cols(t.Name, t.PK) + ", " + what}, t, []engine.Frag{paren(w), g}, true)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -840,7 +840,7 @@ func (r *renderer) deleteReturning(s *sqlast.Delete, db sq.DeleteBuilder, w, g d
 		}
 		var f fb
 		f.s("DELETE FROM ", r.q(t.Name), " WHERE ")
-		f.frag(and([]dialect.Frag{r.keysIn(t.Name, t.PK, keys), paren(w), g}))
+		f.frag(and([]engine.Frag{r.keysIn(t.Name, t.PK, keys), paren(w), g}))
 		del, err := r.finishSQL(f.done())
 		if err != nil {
 			return Output{}, err
@@ -872,7 +872,7 @@ func expectRows(env Env, one bool, kind string, out Output) (Output, error) {
 }
 
 // queryRows runs q and returns every row, each column scanned into an any.
-func queryRows(ctx context.Context, q dialect.Querier, f dialect.Frag) ([][]any, error) {
+func queryRows(ctx context.Context, q engine.Querier, f engine.Frag) ([][]any, error) {
 	rows, err := q.Query(ctx, f.SQL, f.Args...)
 	if err != nil {
 		return nil, err
@@ -900,7 +900,7 @@ func queryRows(ctx context.Context, q dialect.Querier, f dialect.Frag) ([][]any,
 }
 
 // queryAny reports whether q returns a row.
-func queryAny(ctx context.Context, q dialect.Querier, f dialect.Frag) (bool, error) {
+func queryAny(ctx context.Context, q engine.Querier, f engine.Frag) (bool, error) {
 	got, err := queryRows(ctx, q, f)
 	return len(got) > 0, err
 }

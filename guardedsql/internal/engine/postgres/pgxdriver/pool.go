@@ -1,0 +1,424 @@
+package pgxdriver
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
+)
+
+// NewPool adapts a pgxpool.Pool to engine.Pool. Close closes p only if
+// owned is true.
+//
+// Transactions are begun lazily: Begin reserves a connection and sends
+// nothing; BEGIN and the statements queued with Tx.Defer (the scope
+// setting) travel in one pipelined batch with the first real statement,
+// and COMMIT follows when the transaction ends: two round trips where a
+// naive BEGIN / set_config / statement / COMMIT takes four. BeginSingle
+// does better for a transaction of one statement: the deferred statements
+// and the statement go as one batch without BEGIN, which PostgreSQL runs
+// as one implicit transaction ending at the batch's Sync, so the
+// transaction-local setting covers exactly that statement, in one round
+// trip. A connection released while a transaction is open is destroyed by
+// pgxpool, never reused.
+func NewPool(p *pgxpool.Pool, owned bool) engine.Pool { return &pool{p: p, owned: owned} }
+
+var (
+	_ engine.SingleBeginner = (*pool)(nil)
+	_ engine.WaitBounder    = (*pool)(nil)
+)
+
+type pool struct {
+	p     *pgxpool.Pool
+	owned bool
+	wait  engine.Wait
+	// onNew, if set, vets every connection the first time this pool
+	// hands it out (by backend pid); a connection it refuses is not used.
+	onNew func(ctx context.Context, conn engine.Pool) error
+	mu    sync.Mutex
+	seen  map[uint32]struct{}
+}
+
+// BoundWait implements engine.WaitBounder: Begin and BeginSingle wait at
+// most w.Timeout for a connection (pgxpool's Acquire uses its context
+// only for the wait, so the bound ends with it).
+func (p *pool) BoundWait(w engine.Wait) { p.wait = w }
+
+func (p *pool) acquireWait(ctx context.Context) (*pgxpool.Conn, error) {
+	return engine.Acquire(ctx, p.wait, p.p.Acquire)
+}
+
+// maxSeen bounds the set of vetted backend pids; when it is full it is
+// emptied, and every connection is vetted again on its next use.
+const maxSeen = 4096
+
+var _ postgres.NewConnChecker = (*pool)(nil)
+
+func (p *pool) SetNewConnCheck(fn func(ctx context.Context, conn engine.Pool) error) {
+	p.onNew = fn
+	p.seen = map[uint32]struct{}{}
+}
+
+// acquire takes a connection from the pool, vetting it if it is new.
+func (p *pool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	c, err := p.acquireWait(ctx)
+	if err != nil || p.onNew == nil {
+		return c, err
+	}
+	pid := c.Conn().PgConn().PID()
+	p.mu.Lock()
+	_, ok := p.seen[pid]
+	p.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	if err := p.onNew(ctx, &connPool{c: c}); err != nil {
+		c.Release()
+		return nil, err
+	}
+	p.mu.Lock()
+	if len(p.seen) >= maxSeen {
+		clear(p.seen)
+	}
+	p.seen[pid] = struct{}{}
+	p.mu.Unlock()
+	return c, nil
+}
+
+// connPool is a engine.Pool of one acquired connection, which it never
+// releases (its owner does).
+type connPool struct{ c *pgxpool.Conn }
+
+func (p *connPool) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
+	r, err := p.c.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &rows{r: r}, nil
+}
+
+func (p *connPool) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
+	tag, err := p.c.Exec(ctx, sql, args...)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+func (p *connPool) Begin(ctx context.Context) (engine.Tx, error) {
+	return &Tx{conn: p.c, pending: []stmt{{sql: engine.BeginSQL(ctx)}}, keep: true}, nil
+}
+
+func (p *connPool) Close() error { return nil }
+
+func (p *pool) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
+	r, err := p.p.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &rows{r: r}, nil
+}
+
+func (p *pool) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
+	tag, err := p.p.Exec(ctx, sql, args...)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+func (p *pool) Begin(ctx context.Context) (engine.Tx, error) {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The isolation level travels in BEGIN itself (BEGIN ISOLATION LEVEL
+	// …), in the same batch as the first statement: no extra round trip.
+	return &Tx{conn: c, pending: []stmt{{sql: engine.BeginSQL(ctx)}}}, nil
+}
+
+// BeginSingle begins a transaction that runs exactly one statement (plus
+// the deferred ones before it) as one implicit transaction; Commit and
+// Rollback then only release the connection. A second statement fails
+// with ErrSingleUsed.
+func (p *pool) BeginSingle(ctx context.Context) (engine.Tx, error) {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Tx{conn: c, single: true}, nil
+}
+
+func (p *pool) Close() error {
+	if p.owned {
+		p.p.Close()
+	}
+	return nil
+}
+
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// ErrTxDone is returned by a Tx used after Commit or Rollback.
+var ErrTxDone = errors.New("postgres: transaction already committed or rolled back")
+
+// ErrSingleUsed is returned by a transaction from BeginSingle asked to run
+// a second statement.
+var ErrSingleUsed = errors.New("postgres: single-statement transaction already ran its statement")
+
+// ErrCommitRolledBack is returned by Commit when the server rolled the
+// transaction back instead (a statement in it had failed).
+var ErrCommitRolledBack = errors.New("postgres: commit unexpectedly resulted in rollback")
+
+// Tx is a lazily begun transaction on one pooled connection. It is not
+// safe for concurrent use.
+type Tx struct {
+	conn    *pgxpool.Conn
+	pending []stmt
+	begun   bool // BEGIN has been sent
+	done    bool
+	single  bool // implicit transaction of one statement (BeginSingle)
+	sent    bool // the single statement has been sent
+	// sign, when set, produces the scope statement once the transaction's
+	// nonce is known (DeferSigned).
+	sign func(nonce string) (string, []any)
+	// commitQueued: COMMIT travels in the statement's batch (a signed
+	// single-statement transaction); Commit only releases.
+	commitQueued bool
+	keep         bool // the connection is not the Tx's to release (connPool)
+}
+
+// Defer queues a statement whose result is not needed; it is sent, in one
+// batch, ahead of the next statement run through Query or Exec, and any
+// error it raises is reported by that call.
+func (t *Tx) Defer(sql string, args ...any) { t.pending = append(t.pending, stmt{sql, args}) }
+
+// DeferSigned queues the statement sign returns for the transaction's
+// nonce (NonceSQL). Before the next statement, BEGIN, the pending
+// statements and the nonce query go in one round trip; the signed
+// statement then travels in the statement's own batch. A single-statement
+// transaction becomes an explicit one (the nonce must be read inside it)
+// whose COMMIT is pipelined after the statement: two round trips in all.
+func (t *Tx) DeferSigned(sign func(nonce string) (sql string, args []any)) { t.sign = sign }
+
+// begin runs, in one round trip, BEGIN (unless sent already), the pending
+// statements and the nonce query, and queues the signed statement.
+func (t *Tx) begin(ctx context.Context) error {
+	sign := t.sign
+	t.sign = nil
+	if t.single {
+		t.single = false
+		t.commitQueued = true
+		t.pending = append([]stmt{{sql: "BEGIN"}}, t.pending...)
+	}
+	b := &pgx.Batch{}
+	for _, s := range t.pending {
+		b.Queue(s.sql, s.args...)
+	}
+	b.Queue(postgres.NonceSQL)
+	n := len(t.pending)
+	t.pending = nil
+	t.begun = true
+	br := t.conn.SendBatch(ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return errors.Join(err, br.Close())
+		}
+	}
+	var nonce string
+	if err := br.QueryRow().Scan(&nonce); err != nil {
+		return errors.Join(err, br.Close())
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	sql, args := sign(nonce)
+	t.pending = []stmt{{sql, args}}
+	return nil
+}
+
+// send runs the pending statements and then sql. With nothing pending it
+// returns nil BatchResults and the caller runs sql directly.
+func (t *Tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if t.done {
+		return nil, ErrTxDone
+	}
+	if t.single || t.commitQueued {
+		if t.sent {
+			return nil, ErrSingleUsed
+		}
+		t.sent = true
+	}
+	if t.sign != nil {
+		if err := t.begin(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if len(t.pending) == 0 && !t.commitQueued {
+		return nil, nil
+	}
+	b := &pgx.Batch{}
+	for _, s := range t.pending {
+		b.Queue(s.sql, s.args...)
+	}
+	b.Queue(sql, args...)
+	if t.commitQueued {
+		b.Queue("COMMIT")
+		t.begun = false // the batch ends the transaction
+	}
+	n := len(t.pending)
+	t.pending = nil
+	if !t.single && !t.commitQueued {
+		t.begun = true
+	}
+	br := t.conn.SendBatch(ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return nil, errors.Join(err, br.Close())
+		}
+	}
+	return br, nil
+}
+
+// Query implements engine.Querier.
+func (t *Tx) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
+	br, err := t.send(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	if br == nil {
+		r, err := t.conn.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		return &rows{r: r}, nil
+	}
+	r, err := br.Query()
+	if err != nil {
+		return nil, errors.Join(err, br.Close())
+	}
+	return &rows{r: r, after: br.Close}, nil
+}
+
+// Exec implements engine.Querier.
+func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
+	br, err := t.send(ctx, sql, args)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	if br == nil {
+		tag, err := t.conn.Exec(ctx, sql, args...)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		return engine.Result{RowsAffected: tag.RowsAffected()}, nil
+	}
+	tag, err := br.Exec()
+	if err == nil && t.commitQueued {
+		var ctag pgconn.CommandTag
+		if ctag, err = br.Exec(); err == nil && ctag.String() == "ROLLBACK" {
+			err = ErrCommitRolledBack
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return engine.Result{}, err
+	}
+	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+// Commit implements engine.Tx. A transaction that never sent a statement
+// has nothing to commit.
+func (t *Tx) Commit(ctx context.Context) error {
+	if t.done {
+		return ErrTxDone
+	}
+	defer t.release()
+	if !t.begun {
+		return nil
+	}
+	tag, err := t.conn.Exec(ctx, "COMMIT")
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return ErrCommitRolledBack
+	}
+	return nil
+}
+
+// Rollback implements engine.Tx.
+func (t *Tx) Rollback(ctx context.Context) error {
+	if t.done {
+		return ErrTxDone
+	}
+	defer t.release()
+	if !t.begun {
+		return nil
+	}
+	_, err := t.conn.Exec(ctx, "ROLLBACK")
+	return err
+}
+
+// release returns the connection to the pool; pgxpool destroys it if a
+// transaction is still open on it (a failed ROLLBACK, a cancelled context).
+func (t *Tx) release() {
+	t.done = true
+	t.pending = nil
+	if !t.keep {
+		t.conn.Release()
+	}
+}
+
+// rows adapts pgx.Rows to engine.Rows.
+type rows struct {
+	r      pgx.Rows
+	after  func() error // closes the batch the rows came from
+	closed bool
+	err    error
+}
+
+func (r *rows) Columns() ([]string, error) {
+	fds := r.r.FieldDescriptions()
+	out := make([]string, len(fds))
+	for i, fd := range fds {
+		out[i] = fd.Name
+	}
+	return out, nil
+}
+
+func (r *rows) Next() bool             { return r.r.Next() }
+func (r *rows) Scan(dest ...any) error { return r.r.Scan(dest...) }
+
+func (r *rows) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.r.Err()
+}
+
+func (r *rows) Close() error {
+	if r.closed {
+		return r.err
+	}
+	r.closed = true
+	r.r.Close()
+	err := r.r.Err()
+	if r.after != nil {
+		if aerr := r.after(); err == nil {
+			err = aerr
+		}
+	}
+	r.err = err
+	return err
+}

@@ -1,0 +1,269 @@
+package postgres
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+)
+
+// The signed scope context.
+//
+// The setting "<ns>.scope" is writable by any role (set_config is not a
+// privilege), so the policies never trust it as written. The server writes
+//
+//	v1.<key id>.<hex HMAC-SHA256>.<scope document>
+//
+// and the policies read the document only through the function
+// "<ns>_scope_doc()", which returns it when the MAC verifies and NULL (no
+// rows) otherwise. The MAC is computed over
+//
+//	"tenantmcp-scope-v1" \n <ns> \n <nonce> \n <document>
+//
+// where the nonce is NonceSQL's value: the backend's process id and the
+// start time of the current transaction (transaction_timestamp(), in
+// microseconds). The application role cannot choose either: the server
+// reads them from the transaction it is about to use (one round trip) and
+// signs for exactly that transaction, so a signed value copied from
+// another transaction, another connection, or an earlier transaction of
+// the same connection does not verify. The key is in the table
+// "<ns>_scope_keys", on which the application role has no privilege and
+// which has row-level security enabled with no policy (a stray GRANT still
+// reads and writes nothing); only the function, SECURITY DEFINER and owned
+// by the tables' owner (a role the application role must not be a member
+// of; Check refuses otherwise), reads it, with its search_path pinned to
+// pg_catalog, pg_temp. The function is STABLE, never IMMUTABLE: it reads a
+// setting and a table, and must not be folded into a cached plan. It is
+// called from uncorrelated sublinks, so PostgreSQL evaluates it once per
+// statement (InitPlan), never per row, and PARALLEL RESTRICTED, so it runs
+// in the backend whose pid was signed, never in a parallel worker.
+//
+// Keys are identified by id; every key in the table verifies, the server
+// signs with the one it was configured with. Rotation without downtime:
+// add the new key, move the servers to it, remove the old one.
+
+// NonceSQL returns the per-transaction value the MAC binds: the backend
+// pid and the transaction's start time in microseconds since the epoch.
+// The verifying function evaluates the same expression.
+const NonceSQL = `SELECT ` + nonceExpr
+
+const nonceExpr = `pg_catalog.pg_backend_pid()::text || ':' || ` +
+	`(EXTRACT(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::int8::text`
+
+// macLabel starts every signed message, versioning the format.
+const macLabel = "tenantmcp-scope-v1"
+
+// Key is a scope-signing key: an id (letters, digits, '_' and '-', at
+// most 64 bytes) and a secret of 32 to 64 bytes.
+type Key struct {
+	ID     string
+	Secret []byte
+}
+
+var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ErrBadKey reports a key whose id or secret has the wrong shape.
+var ErrBadKey = errors.New("guardedsql: RLS signing key must have an id of 1-64 letters, digits, '_' or '-' and a secret of 32-64 bytes")
+
+// Validate checks the key's shape.
+func (k Key) Validate() error {
+	if !keyIDPattern.MatchString(k.ID) || len(k.Secret) < 32 || len(k.Secret) > 64 {
+		return ErrBadKey
+	}
+	return nil
+}
+
+// pads returns the HMAC-SHA256 inner and outer padded keys: the key table
+// stores these, so the function computes HMAC with the built-in sha256
+// alone (no extension, nothing resolved through a search_path).
+func (k Key) pads() (inner, outer []byte) {
+	inner = make([]byte, sha256.BlockSize)
+	outer = make([]byte, sha256.BlockSize)
+	copy(inner, k.Secret)
+	copy(outer, k.Secret)
+	for i := range inner {
+		inner[i] ^= 0x36
+		outer[i] ^= 0x5c
+	}
+	return inner, outer
+}
+
+// Signed returns the setting value that makes doc verify in the
+// transaction whose NonceSQL value is nonce.
+func (d Dialect) Signed(k Key, nonce, doc string) string {
+	m := hmac.New(sha256.New, k.Secret)
+	m.Write([]byte(macLabel + "\n" + d.ns() + "\n" + nonce + "\n" + doc))
+	return "v1." + k.ID + "." + hex.EncodeToString(m.Sum(nil)) + "." + doc
+}
+
+// KeyTable is the name of the key table.
+func (d Dialect) KeyTable() string { return d.ns() + "_scope_keys" }
+
+// ScopeFunc is the name of the verifying function.
+func (d Dialect) ScopeFunc() string { return d.ns() + "_scope_doc" }
+
+// scopeDoc is the SQL expression, used by every policy, that yields the
+// verified scope document (jsonb) or NULL. Policies obtain the scope only
+// through it.
+func (d Dialect) scopeDoc() string { return d.Quote(d.ScopeFunc()) + "()" }
+
+// scopeFuncBody is the body of the verifying function (PL/pgSQL, whose
+// cached plan makes a call cost tens of microseconds); schema is the
+// quoted schema of the key table. The setting is parsed with string
+// functions, not a regular expression (a bounded-repetition pattern cost
+// a third of a millisecond per call to compile), and anything malformed
+// yields NULL, never an error. The MAC comparison hashes both sides once
+// more, so its timing says nothing about how many bytes matched.
+func (d Dialect) scopeFuncBody(schema string) string {
+	return `
+DECLARE
+  v text := pg_catalog.current_setting(` + literal(d.Setting()) + `, true);
+  kid text;
+  mac text;
+  doc text;
+  ip bytea;
+  op bytea;
+BEGIN
+  IF v IS NULL OR pg_catalog.left(v, 3) <> 'v1.' THEN
+    RETURN NULL;
+  END IF;
+  kid := pg_catalog.split_part(v, '.', 2);
+  mac := pg_catalog.split_part(v, '.', 3);
+  IF pg_catalog.length(mac) <> 64 OR pg_catalog.ltrim(mac, '0123456789abcdef') <> '' THEN
+    RETURN NULL;
+  END IF;
+  doc := pg_catalog.substr(v, 6 + pg_catalog.length(kid) + 64);
+  IF pg_catalog.left(doc, 1) <> '{' THEN
+    RETURN NULL;
+  END IF;
+  SELECT k.inner_pad, k.outer_pad INTO ip, op FROM ` + schema + `.` + d.Quote(d.KeyTable()) + ` AS k WHERE k.id = kid;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF pg_catalog.sha256(pg_catalog.decode(mac, 'hex')) = pg_catalog.sha256(pg_catalog.sha256(op ||
+       pg_catalog.sha256(ip || pg_catalog.convert_to(` + literal(macLabel+"\n"+d.ns()+"\n") + ` || ` + nonceExpr + ` || E'\n' || doc, 'UTF8')))) THEN
+    RETURN doc::jsonb;
+  END IF;
+  RETURN NULL;
+END
+`
+}
+
+// signedDDL returns the statements, run before the policies, that create
+// the key table and the verifying function in the current schema.
+func (d Dialect) signedDDL() []string {
+	kt := d.Quote(d.KeyTable())
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + kt + ` (
+  id text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9_-]{1,64}$'),
+  inner_pad bytea NOT NULL CHECK (pg_catalog.length(inner_pad) = 64),
+  outer_pad bytea NOT NULL CHECK (pg_catalog.length(outer_pad) = 64),
+  added timestamptz NOT NULL DEFAULT pg_catalog.now()
+)`,
+		`REVOKE ALL ON ` + kt + ` FROM PUBLIC`,
+		`ALTER TABLE ` + kt + ` ENABLE ROW LEVEL SECURITY`,
+		`ALTER TABLE ` + kt + ` NO FORCE ROW LEVEL SECURITY`,
+		// The body names the key table by schema: the schema is only
+		// known where the DDL runs.
+		`DO $tm$
+BEGIN
+  EXECUTE pg_catalog.format($f$CREATE OR REPLACE FUNCTION %I() RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS %L$f$, ` + literal(d.ScopeFunc()) + `, pg_catalog.replace(` + literal(d.scopeFuncBody("@SCHEMA@")) + `, '@SCHEMA@', pg_catalog.quote_ident(pg_catalog.current_schema())));
+END
+$tm$`,
+		`REVOKE ALL ON FUNCTION ` + d.Quote(d.ScopeFunc()) + `() FROM PUBLIC`,
+		`GRANT EXECUTE ON FUNCTION ` + d.Quote(d.ScopeFunc()) + `() TO PUBLIC`,
+	}
+}
+
+// AddKeySQL upserts a key ($1 id, $2 inner pad, $3 outer pad).
+func (d Dialect) AddKeySQL() string {
+	return `INSERT INTO ` + d.Quote(d.KeyTable()) + ` (id, inner_pad, outer_pad) VALUES ($1, $2, $3)
+ON CONFLICT (id) DO UPDATE SET inner_pad = EXCLUDED.inner_pad, outer_pad = EXCLUDED.outer_pad, added = pg_catalog.now()`
+}
+
+// AddKeyArgs returns the arguments of AddKeySQL for k.
+func (k Key) AddKeyArgs() []any {
+	in, out := k.pads()
+	return []any{k.ID, in, out}
+}
+
+// RemoveKeySQL deletes a key by id ($1).
+func (d Dialect) RemoveKeySQL() string {
+	return `DELETE FROM ` + d.Quote(d.KeyTable()) + ` WHERE id = $1`
+}
+
+// signer is implemented by this package's Tx: the scope setting is signed
+// for the transaction once its nonce is known, in the round trip that
+// begins it.
+type signer interface {
+	DeferSigned(sign func(nonce string) (sql string, args []any))
+}
+
+// session sets the signed scope document for the transaction of tx.
+func (d Dialect) session(ctx context.Context, tx engine.Querier, doc string) error {
+	if d.Key == nil {
+		return fmt.Errorf("%w: no scope-signing key configured", ErrRLSUnsafe)
+	}
+	k := *d.Key
+	if t, ok := driverTx[signer](tx); ok {
+		t.DeferSigned(func(nonce string) (string, []any) {
+			return SessionSQL, []any{d.Setting(), d.Signed(k, nonce, doc)}
+		})
+		return nil
+	}
+	nonce, err := queryNonce(ctx, tx)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, SessionSQL, d.Setting(), d.Signed(k, nonce, doc))
+	return err
+}
+
+func queryNonce(ctx context.Context, q engine.Querier) (string, error) {
+	var nonce string
+	err := each(ctx, q, NonceSQL, nil, func(r engine.Rows) error { return r.Scan(&nonce) })
+	if err == nil && nonce == "" {
+		err = errors.New("postgres: no transaction nonce")
+	}
+	return nonce, err
+}
+
+// checkKeySQL tells whether the signed context verifies in a transaction:
+// the function returns the document for a correctly signed value.
+func (d Dialect) checkKeySQL() string {
+	return `SELECT ` + d.scopeDoc() + ` IS NOT NULL`
+}
+
+// deferrer is implemented by this package's Tx: statements whose results
+// are not needed are sent together with the next statement, in one round
+// trip.
+type deferrer interface {
+	Defer(sql string, args ...any)
+}
+
+// driverTx returns the first transaction in tx's wrapping chain (through
+// UnwrapTx, which guardedsql's error layer offers) that implements T: what
+// a dialect queues on the driver's transaction, its errors still come
+// back through the wrappers with the next statement.
+func driverTx[T any](tx engine.Querier) (T, bool) {
+	for q := tx; q != nil; {
+		if t, ok := q.(T); ok {
+			return t, true
+		}
+		u, ok := q.(interface{ UnwrapTx() engine.Tx })
+		if !ok {
+			break
+		}
+		q = u.UnwrapTx()
+	}
+	var zero T
+	return zero, false
+}
