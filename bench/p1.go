@@ -5,12 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -23,7 +24,7 @@ import (
 // serialize the 50-row result through the redactor.
 type guardPath struct {
 	verifier *claims.Verifier
-	issuer   *devissuer.Issuer
+	issuer   *devtoken.Issuer
 	token    string
 	db       *guardedsql.DB
 	red      *redact.Redactor
@@ -32,7 +33,7 @@ type guardPath struct {
 
 func newGuardPath(ctx context.Context, h *hotelSQLite) (*guardPath, error) {
 	const aud = "http://127.0.0.1/mcp"
-	is, err := devissuer.Start("127.0.0.1:0", aud)
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: aud, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func newGuardPath(ctx context.Context, h *hotelSQLite) (*guardPath, error) {
 	if gp.verifier, err = claims.New(claims.Options{Issuer: is.URL, Audience: []string{aud}, JWKS: is.JWKS(), Mapping: hotel.Mapping}); err != nil {
 		return nil, err
 	}
-	if gp.token, err = is.Mint(devissuer.Token{Subject: benchSubject, Groups: []string{benchGroup}, Roles: []string{benchRole}, TTL: 2 * time.Hour}); err != nil {
+	if gp.token, err = is.Mint(devtoken.Token{Subject: benchSubject, Groups: []string{benchGroup}, Roles: []string{benchRole}, TTL: 2 * time.Hour}); err != nil {
 		return nil, err
 	}
 	if gp.db, err = guardedsql.Open(ctx, h.guardedDSN(), hotel.Schema, guardedsql.Options{}); err != nil {

@@ -638,6 +638,16 @@ type Tenancy struct {
 	Unchecked map[string]string
 }
 
+// Schema applies t to catalog, as [Tenancy.Apply], and builds the
+// [Schema]: what every engine's Introspect returns.
+func (t Tenancy) Schema(catalog []TableDef) (*Schema, error) {
+	def, err := t.Apply(catalog)
+	if err != nil {
+		return nil, err
+	}
+	return NewSchema(def)
+}
+
 // Apply returns a SchemaDef made of the catalog's tables (typically from
 // guardedsql's introspection) with t's tenancy applied. Every name t
 // mentions must exist in the catalog. Tables t does not mention are

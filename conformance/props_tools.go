@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/server"
@@ -30,7 +31,7 @@ const noTools = "the target has no tool server (Target.Tools is nil)"
 // the tokens and a verifier checking them.
 type toolServer struct {
 	srv    *server.Server
-	issuer *devissuer.Issuer
+	issuer *devtoken.Issuer
 	url    string
 	logs   *logbuf.Buffer
 	stop   func()
@@ -76,7 +77,7 @@ func (r *runner) startTools(p *pt) (ts *toolServer, err error) {
 	}
 	undo = append(undo, func() { ln.Close() })
 	public := "http://" + ln.Addr().String() + "/mcp"
-	is, err := devissuer.Start("127.0.0.1:0", public)
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: public, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ func (ts *toolServer) session(ctx context.Context, tn Tenant, roles []string) (*
 	for _, g := range tn.Grants {
 		groups = append(groups, groupsOf(g)...)
 	}
-	tok, err := ts.issuer.Mint(devissuer.Token{Subject: "conformance-" + tn.Name, Groups: groups, Roles: roles, TTL: 10 * time.Minute})
+	tok, err := ts.issuer.Mint(devtoken.Token{Subject: "conformance-" + tn.Name, Groups: groups, Roles: roles, TTL: 10 * time.Minute})
 	if err != nil {
 		return nil, err
 	}

@@ -4,21 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -66,7 +67,7 @@ type Empty struct{}
 
 type world struct {
 	srv    *server.Server
-	issuer *devissuer.Issuer
+	issuer *devtoken.Issuer
 	audit  *logbuf.Buffer
 	sent   *[]string
 	check  *flow.Checker
@@ -83,7 +84,7 @@ func newWorld(t testing.TB, policy string) *world {
 // newWorldStore is newWorld with the taints in st (nil: in memory).
 func newWorldStore(t testing.TB, policy string, st flow.Store) *world {
 	t.Helper()
-	is, err := devissuer.Start("127.0.0.1:0", "https://notes.test/mcp")
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "https://notes.test/mcp", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func newWorldStore(t testing.TB, policy string, st flow.Store) *world {
 
 func (w *world) connect(t testing.TB, subject string) *mcp.ClientSession {
 	t.Helper()
-	tok, err := w.issuer.Mint(devissuer.Token{Subject: subject, Groups: []string{"org:north"}, TTL: time.Hour})
+	tok, err := w.issuer.Mint(devtoken.Token{Subject: subject, Groups: []string{"org:north"}, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

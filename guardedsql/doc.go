@@ -194,71 +194,12 @@
 // across tenants) — reads the catalog through typed interfaces the
 // engines' dialects implement.
 //
-// SQLite (modernc.org/sqlite, pure Go; package guardedsql/sqlite) is the
-// embedded engine: Open ("sqlite:/path/file.db") or guardedsql/sqlite.New
-// for a *sql.DB you opened; the document is expanded with json_each. Open
-// puts a file database in WAL mode and gives it one writer connection
-// (every write and transaction queues for it) beside a pool of query-only
-// readers, with a busy timeout and immediate transactions, so that
-// concurrent calls of one process never fail with SQLITE_BUSY. A *sql.DB
-// given to guardedsql/sqlite.New is used as it is. SQLite serves one
-// process: run replicas on PostgreSQL.
-//
-// PostgreSQL (github.com/jackc/pgx/v5; package guardedsql/postgres):
-// Open("postgres://...") or guardedsql/postgres.New for a pgxpool.Pool,
-// with the scope-signing key in postgres.Options.Key. Row-level security
-// is a second, independent boundary: postgres.RLSDDL generates, from the
-// schema graph, ENABLE and FORCE ROW LEVEL SECURITY and one policy per
-// tenant-bound table that follows the foreign-key path like the guard
-// does (a table with no level column of its own and a single-column scope
-// parent admits the rows whose parent row the same role sees under the
-// parent's policy: one array of visible parent keys per statement), and
-// postgres.ApplyRLS installs them as the tables' owner. Every guarded
-// statement runs in a transaction that first sets the scope document as
-// the transaction-local setting "tenantmcp.scope" (never a session-level
-// SET: a pooled connection never carries one request's scope into the
-// next).
-//
-// The setting is signed. Any role can write a setting, so the policies
-// never read it directly: they call a SECURITY DEFINER function (owned by
-// the tables' owner, search_path pinned, STABLE, evaluated once per
-// statement as an InitPlan) that returns the document only if its
-// HMAC-SHA256 verifies under a key in a table the application role cannot
-// read, over the document, the namespace, and the transaction's nonce:
-// the backend's pid and the transaction's start time, which the [DB] reads
-// in the round trip that begins the transaction (postgres.ScopeNonceSQL)
-// and the application role cannot choose. Raw SQL as the application role,
-// with no setting, an unsigned one, or a signed value replayed from
-// another transaction or connection, sees no row. Keys are postgres.Key
-// values (postgres.NewKey, AddKey and RemoveKey): every installed key
-// verifies, so a key rotates without downtime (add the new one, move the
-// servers to it, remove the old one). A single statement costs two round
-// trips (BEGIN with the nonce; the signed setting, the statement and
-// COMMIT).
-//
-// The start-up check (postgres.CheckRLS, run by postgres.New and [Open])
-// refuses a superuser, a BYPASSRLS role, an owner of tables that are not
-// FORCE'd, tables whose row-level security or policies are missing,
-// altered or outdated, a verifying function or key table that is missing,
-// altered or owned by a role the connected role belongs to, and a key that
-// is not installed, each with its own error (postgres.ErrRLSSuperuser and
-// friends, all matching postgres.ErrRLSUnsafe and [ErrEngineUnsafe]);
-// [DB.Check] runs it again, with a reachability probe, for readiness
-// checks on every engine, and [IsUnavailable] tells an unreachable
-// database (worth a retry) from every other failure. The check also runs
-// on every new pooled connection before its first statement and every 30
-// seconds (postgres.Options.Recheck): while it fails, guarded statements
-// fail closed with its error, naming the table, and each failure and the
-// recovery are logged. The guard's own predicates, which bind the granted
-// ids as typed array parameters and never read the setting, are added as
-// well unless postgres.Options.RLSOnly is set.
-//
-// MySQL and MariaDB (github.com/go-sql-driver/mysql; package
-// guardedsql/mysql): Open("mysql://...", see guardedsql/mysql.Config) or
-// guardedsql/mysql.New. There is no row-level security, so the guard's
-// predicates are the boundary; the document is bound as a parameter and
-// expanded with JSON_TABLE where the foreign-key path meets the level
-// columns (MariaDB 10.6+, MySQL 8.0.4+).
+// Each engine package's documentation says how it opens and serves its
+// engine: SQLite's one writer beside query-only readers, PostgreSQL's
+// signed row-level security and its start-up check, MySQL's JSON_TABLE.
+// On every engine, [DB.Check] runs the engine's start-up check again, with
+// a reachability probe, for readiness checks, and [IsUnavailable] tells an
+// unreachable database (worth a retry) from every other failure.
 //
 // Limits: Options.PoolWait bounds the wait for a pooled connection (then
 // [ErrBusy], retryable, nothing sent); Options.StatementTimeout and

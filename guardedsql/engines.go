@@ -185,11 +185,7 @@ func Introspect(ctx context.Context, dsn string, t builder.Tenancy) (*builder.Sc
 	if err != nil {
 		return nil, err
 	}
-	def, err := t.Apply(cat)
-	if err != nil {
-		return nil, err
-	}
-	return builder.NewSchema(def)
+	return t.Schema(cat)
 }
 
 // IntrospectCatalog opens dsn (any DSN [Open] accepts), reads its tables,

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -33,7 +33,7 @@ func TestArgumentErrorsSpeakSchema(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestBadRequestsDoNotEcho(t *testing.T) {
 	}
 	ts := httptest.NewServer(h)
 	defer ts.Close()
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}})
 	const marker = "leak-marker-7f3a"
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + marker,

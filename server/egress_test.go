@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/egress"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -44,7 +44,7 @@ func egressChild() int {
 		return 0
 	}
 	defer g.Close()
-	is, err := devissuer.Start("127.0.0.1:0", "https://notes.test/mcp")
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "https://notes.test/mcp", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Println("ERROR:", err)
 		return 1

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -59,7 +59,7 @@ func TestEngineRefusalsReachClientsAsWords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -25,7 +25,7 @@ var twoLevels = builder.MustSchema(builder.SchemaDef{
 
 func levelsServer(t *testing.T, m claims.Mapping, levels []string) (*server.Server, error) {
 	t.Helper()
-	is, err := devissuer.Start("127.0.0.1:0", "https://files.test/mcp")
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "https://files.test/mcp", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -56,7 +56,7 @@ func addHold(t *testing.T, s *server.Server) *holdTool {
 
 func (f *fixture) token(t *testing.T, sub, org string, ttl time.Duration) string {
 	t.Helper()
-	tok, err := f.issuer.Mint(devissuer.Token{Subject: sub, Groups: []string{"org:" + org}, TTL: ttl})
+	tok, err := f.issuer.Mint(devtoken.Token{Subject: sub, Groups: []string{"org:" + org}, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -155,7 +155,7 @@ func sameBudgets(a, b map[string]int64) bool {
 //     names the grant a call was narrowed to.
 func TestNarrowableTool(t *testing.T) {
 	f, raw, calls := campFixture(t)
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north", "org:east"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north", "org:east"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +291,7 @@ func TestNarrowableTool(t *testing.T) {
 // never reached.
 func TestNarrowSingleGrant(t *testing.T) {
 	f, _, _ := campFixture(t)
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "bob", Groups: []string{"org:south"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "bob", Groups: []string{"org:south"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)
@@ -350,7 +350,7 @@ func TestNarrowableRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north", "org:east"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north", "org:east"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)

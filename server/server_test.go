@@ -17,8 +17,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -30,13 +30,13 @@ var testSchema = builder.MustSchema(builder.SchemaDef{
 
 type fixture struct {
 	srv    *server.Server
-	issuer *devissuer.Issuer
+	issuer *devtoken.Issuer
 	audit  *bytes.Buffer
 }
 
 func newFixture(t *testing.T, mutate func(*server.Options)) *fixture {
 	t.Helper()
-	is, err := devissuer.Start("127.0.0.1:0", "https://notes.test/mcp")
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "https://notes.test/mcp", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func staticToken(tok string) server.TokenSource {
 
 func TestStdioRefusesToStartWithoutValidToken(t *testing.T) {
 	f := newFixture(t, nil)
-	expired, _ := f.issuer.Mint(devissuer.Token{Subject: "a", Groups: []string{"org:a"}, TTL: -time.Hour})
+	expired, _ := f.issuer.Mint(devtoken.Token{Subject: "a", Groups: []string{"org:a"}, TTL: -time.Hour})
 	for name, src := range map[string]server.TokenSource{
 		"empty env": server.TokenFromEnv("TENANTMCP_TEST_NO_SUCH_VAR"),
 		"no file":   server.TokenFromFile("/nonexistent/token"),
@@ -195,7 +195,7 @@ func TestStdioScopesCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestErrorsRevealNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func TestErrorsRevealNothing(t *testing.T) {
 // exampleServer is a server for the examples: a static-JWKS verifier and an
 // in-memory database with sch.
 func exampleServer() *server.Server {
-	is, err := devissuer.Start("127.0.0.1:0", "https://example.test/mcp")
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "https://example.test/mcp", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
@@ -310,8 +310,8 @@ func TestStdioReverifiesOnExpiry(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := f.issuer.Mint(devissuer.Token{Subject: "first", Groups: []string{"org:north"}, TTL: time.Hour})
-	second, _ := f.issuer.Mint(devissuer.Token{Subject: "second", Groups: []string{"org:north"}, TTL: 3 * time.Hour})
+	first, _ := f.issuer.Mint(devtoken.Token{Subject: "first", Groups: []string{"org:north"}, TTL: time.Hour})
+	second, _ := f.issuer.Mint(devtoken.Token{Subject: "second", Groups: []string{"org:north"}, TTL: 3 * time.Hour})
 	var current atomic.Value
 	current.Store(first)
 	cs, err := connectStdio(t, f, func(context.Context) (string, error) { return current.Load().(string), nil })
@@ -336,7 +336,7 @@ func TestStdioReverifiesOnExpiry(t *testing.T) {
 	if sub, err := whoami(); err != nil || sub != "second" {
 		t.Fatalf("after expiry: %q %v, want the fresh token's subject", sub, err)
 	}
-	expired, _ := f.issuer.Mint(devissuer.Token{Subject: "stale", Groups: []string{"org:north"}, TTL: -time.Hour})
+	expired, _ := f.issuer.Mint(devtoken.Token{Subject: "stale", Groups: []string{"org:north"}, TTL: -time.Hour})
 	current.Store(expired)
 	shift.Store(int64(4 * time.Hour)) // the second has expired too, and the source has only a dead token
 	_, err = whoami()
@@ -361,7 +361,7 @@ func TestLargeIntegerArgumentsArriveExactly(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)

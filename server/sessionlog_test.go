@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -36,7 +36,7 @@ func TestSessionIDNotLogged(t *testing.T) {
 	}
 	hs := httptest.NewServer(h)
 	defer hs.Close()
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}})
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   hs.URL + pathOf(f.issuer.Audience),

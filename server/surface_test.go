@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -73,7 +73,7 @@ func TestRequireAtCallTime(t *testing.T) {
 			if err := server.AddTool(f.srv, server.Tool{Name: "purge", Require: server.Require{Roles: []string{"admin"}, Scopes: []string{"notes:write"}}}, h); err != nil {
 				t.Fatal(err)
 			}
-			tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}, Roles: c.roles, Extra: oauthScope(c.scopes)})
+			tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}, Roles: c.roles, Extra: oauthScope(c.scopes)})
 			cs, err := connectStdio(t, f, staticToken(tok))
 			if err != nil {
 				t.Fatal(err)
@@ -130,14 +130,14 @@ func TestRequireOverHTTP(t *testing.T) {
 	defer ts.Close()
 	post := func(tok, body string) *http.Response { return postJSONRPC(t, ts.URL+"/mcp", tok, body) }
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"purge","arguments":{}}}`
-	reader, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}, Extra: oauthScope([]string{"notes:read"})})
+	reader, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}, Extra: oauthScope([]string{"notes:read"})})
 	resp := post(reader, call)
 	resp.Body.Close()
 	ch := resp.Header.Get("WWW-Authenticate")
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(ch, `error="insufficient_scope"`) || !strings.Contains(ch, `scope="notes:write"`) || ran != 0 {
 		t.Fatalf("status %d, challenge %q, ran %d", resp.StatusCode, ch, ran)
 	}
-	writer, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}, Extra: oauthScope([]string{"notes:write"})})
+	writer, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}, Extra: oauthScope([]string{"notes:write"})})
 	resp = post(writer, call)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -188,7 +188,7 @@ func TestCompletionRedaction(t *testing.T) {
 		{[]string{"clerk"}, "guest", []string{}},
 		{[]string{"desk"}, "note", []string{"late arrival"}},
 	} {
-		tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}, Roles: c.roles})
+		tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}, Roles: c.roles})
 		h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", Stateless: true})
 		if err != nil {
 			t.Fatal(err)
@@ -268,7 +268,7 @@ func TestResourceErrorsRevealNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}})
+	tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}})
 	cs, err := connectStdio(t, f, staticToken(tok))
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +323,7 @@ func TestRequireOnResourcesAndPrompts(t *testing.T) {
 		if admin {
 			roles = []string{"admin"}
 		}
-		tok, _ := f.issuer.Mint(devissuer.Token{Subject: "ann", Groups: []string{"org:north"}, Roles: roles})
+		tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}, Roles: roles})
 		cs, err := connectStdio(t, f, staticToken(tok))
 		if err != nil {
 			t.Fatal(err)

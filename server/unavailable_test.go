@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -68,7 +68,7 @@ func TestUnavailableIsRetryable(t *testing.T) {
 // groups.
 func (f *fixture) session(t *testing.T, sub string, groups ...string) *mcp.ClientSession {
 	t.Helper()
-	tok, err := f.issuer.Mint(devissuer.Token{Subject: sub, Groups: groups})
+	tok, err := f.issuer.Mint(devtoken.Token{Subject: sub, Groups: groups})
 	if err != nil {
 		t.Fatal(err)
 	}

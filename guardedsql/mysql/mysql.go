@@ -187,11 +187,7 @@ func Introspect(ctx context.Context, db *sql.DB, t builder.Tenancy) (*builder.Sc
 	if err != nil {
 		return nil, err
 	}
-	def, err := t.Apply(cat)
-	if err != nil {
-		return nil, err
-	}
-	return builder.NewSchema(def)
+	return t.Schema(cat)
 }
 
 // probeIntersect reports whether the MySQL/MariaDB server parses INTERSECT

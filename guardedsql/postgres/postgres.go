@@ -10,13 +10,48 @@
 // owner's administration functions ([ApplyRLS], [AddKey], [RemoveKey],
 // [GrantApp]).
 //
-// Every guarded statement runs in its own transaction (DB.Tx: one for the
-// whole function) that first sets the scope document, signed with the key
-// for that transaction, as the transaction-local setting
-// "tenantmcp.scope" (set_config(..., true)), which the row-level security
-// policies of [RLSDDL] read through their verifying function. The guard
-// adds its own predicates as well, binding the granted ids as typed array
-// parameters, so a mistake in either layer alone leaks nothing.
+// Row-level security is a second, independent boundary: [RLSDDL]
+// generates, from the schema graph, ENABLE and FORCE ROW LEVEL SECURITY and one policy per
+// tenant-bound table that follows the foreign-key path like the guard
+// does (a table with no level column of its own and a single-column scope
+// parent admits the rows whose parent row the same role sees under the
+// parent's policy: one array of visible parent keys per statement), and
+// [ApplyRLS] installs them as the tables' owner. Every guarded statement
+// runs in a transaction that first sets the scope document as
+// the transaction-local setting "tenantmcp.scope" (never a session-level
+// SET: a pooled connection never carries one request's scope into the
+// next).
+//
+// The setting is signed. Any role can write a setting, so the policies
+// never read it directly: they call a SECURITY DEFINER function (owned by
+// the tables' owner, search_path pinned, STABLE, evaluated once per
+// statement as an InitPlan) that returns the document only if its
+// HMAC-SHA256 verifies under a key in a table the application role cannot
+// read, over the document, the namespace, and the transaction's nonce:
+// the backend's pid and the transaction's start time, which the DB reads
+// in the round trip that begins the transaction ([ScopeNonceSQL]) and the
+// application role cannot choose. Raw SQL as the application role,
+// with no setting, an unsigned one, or a signed value replayed from
+// another transaction or connection, sees no row. Keys are [Key] values
+// ([NewKey], [AddKey] and [RemoveKey]): every installed key verifies, so a key rotates without downtime (add the new one, move the
+// servers to it, remove the old one). A single statement costs two round
+// trips (BEGIN with the nonce; the signed setting, the statement and
+// COMMIT).
+//
+// The start-up check ([CheckRLS], run by [New] and guardedsql.Open)
+// refuses a superuser, a BYPASSRLS role, an owner of tables that are not
+// FORCE'd, tables whose row-level security or policies are missing,
+// altered or outdated, a verifying function or key table that is missing,
+// altered or owned by a role the connected role belongs to, and a key that
+// is not installed, each with its own error ([ErrRLSSuperuser] and
+// friends, all matching [ErrRLSUnsafe] and guardedsql.ErrEngineUnsafe);
+// guardedsql's DB.Check runs it again for readiness checks. It also runs
+// on every new pooled connection before its first statement and every 30
+// seconds ([Options].Recheck): while it fails, guarded statements
+// fail closed with its error, naming the table, and each failure and the
+// recovery are logged. The guard's own predicates, which bind the granted
+// ids as typed array parameters and never read the setting, are added as
+// well unless [Options].RLSOnly is set.
 package postgres
 
 import (
@@ -259,11 +294,7 @@ func Introspect(ctx context.Context, pool *pgxpool.Pool, t builder.Tenancy) (*bu
 	if err != nil {
 		return nil, err
 	}
-	def, err := t.Apply(cat)
-	if err != nil {
-		return nil, err
-	}
-	return builder.NewSchema(def)
+	return t.Schema(cat)
 }
 
 // TxBeginner is what the administration functions need: *pgxpool.Pool,

@@ -12,7 +12,9 @@
 // every write and transaction beside a pool of query-only readers, so that
 // concurrent calls never fail with SQLITE_BUSY. Statements are prepared
 // once per connection and kept, by exact SQL text, for the next call of
-// the same shape (a bounded cache, like pgx's for PostgreSQL).
+// the same shape (a bounded cache, like pgx's for PostgreSQL). A *sql.DB
+// given to [New] is used as it is. SQLite serves one process: run
+// replicas on PostgreSQL.
 package sqlite
 
 import (
@@ -96,11 +98,7 @@ func Introspect(ctx context.Context, db *sql.DB, t builder.Tenancy) (*builder.Sc
 	if err != nil {
 		return nil, err
 	}
-	def, err := t.Apply(cat)
-	if err != nil {
-		return nil, err
-	}
-	return builder.NewSchema(def)
+	return t.Schema(cat)
 }
 
 // openPool opens an SQLite DSN for Open. A file database is switched

@@ -22,9 +22,9 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	_ "github.com/tenantmcp/tenantmcp/guardedsql/sqlite" // the engine of the test database
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/server"
 	"github.com/tenantmcp/tenantmcp/server/otelserver"
@@ -39,14 +39,14 @@ var testSchema = builder.MustSchema(builder.SchemaDef{
 // development issuer for its tokens.
 type fixture struct {
 	srv    *server.Server
-	issuer *devissuer.Issuer
+	issuer *devtoken.Issuer
 }
 
 type empty struct{}
 
 func newFixture(t *testing.T, tel *otelserver.Telemetry) *fixture {
 	t.Helper()
-	is, err := devissuer.Start("127.0.0.1:0", "https://notes.test/mcp")
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "https://notes.test/mcp", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func newFixture(t *testing.T, tel *otelserver.Telemetry) *fixture {
 // groups.
 func (f *fixture) session(t *testing.T, sub string, groups ...string) *mcp.ClientSession {
 	t.Helper()
-	tok, err := f.issuer.Mint(devissuer.Token{Subject: sub, Groups: groups})
+	tok, err := f.issuer.Mint(devtoken.Token{Subject: sub, Groups: groups})
 	if err != nil {
 		t.Fatal(err)
 	}

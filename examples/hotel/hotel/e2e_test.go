@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 )
 
 type harness struct {
@@ -308,15 +308,15 @@ func TestCreateAndCancelOwnBooking(t *testing.T) {
 func TestAuthFailuresAre401WithChallenge(t *testing.T) {
 	h := start(t, false)
 	alice := hotel.DemoUsers[0]
-	expired, err := h.app.Issuer.Mint(devissuer.Token{Subject: alice.Subject, Groups: alice.Groups, TTL: -time.Hour})
+	expired, err := h.app.Issuer.Mint(devtoken.Token{Subject: alice.Subject, Groups: alice.Groups, TTL: -time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrongAud, err := h.app.Issuer.Mint(devissuer.Token{Subject: alice.Subject, Groups: alice.Groups, Audience: "https://other.example/mcp"})
+	wrongAud, err := h.app.Issuer.Mint(devtoken.Token{Subject: alice.Subject, Groups: alice.Groups, Audience: "https://other.example/mcp"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	noScope, err := h.app.Issuer.Mint(devissuer.Token{Subject: "mallory", Groups: []string{"/somewhere/else"}})
+	noScope, err := h.app.Issuer.Mint(devtoken.Token{Subject: "mallory", Groups: []string{"/somewhere/else"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +526,7 @@ func checkGrantRoles(t *testing.T, h *harness, d *hotel.Data) {
 	gBooking, gEmail, gPhone := contactOf(t, d, globexHotel)
 	pBooking, pEmail, pPhone := contactOf(t, d, "acme-paris")
 	mint := func(groups, roles []string) *mcp.ClientSession {
-		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "dora", Groups: groups, Roles: roles, TTL: time.Hour})
+		tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: "dora", Groups: groups, Roles: roles, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -583,7 +583,7 @@ func TestGroupPathAncestorsMustMatch(t *testing.T) {
 func checkGroupPathAncestors(t *testing.T, h *harness, d *hotel.Data) {
 	booking, _, _ := contactOf(t, d, "acme-paris")
 	list := func(group string) (int, *mcp.CallToolResult) {
-		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{group}, Roles: []string{"manager"}, TTL: time.Hour})
+		tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: "eve", Groups: []string{group}, Roles: []string{"manager"}, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,7 +608,7 @@ func checkGroupPathAncestors(t *testing.T, h *harness, d *hotel.Data) {
 			t.Errorf("%s: revenue report counts %d bookings, want 0", g, n)
 		}
 		// Writes: no booking under acme-paris's rooms, no cancellation.
-		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "eve", Groups: []string{g}, Roles: []string{"manager"}, TTL: time.Hour})
+		tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: "eve", Groups: []string{g}, Roles: []string{"manager"}, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

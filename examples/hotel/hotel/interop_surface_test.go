@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -121,7 +121,7 @@ func TestTypeScriptSDKSurface(t *testing.T) {
 		elicit string
 		sent   bool
 	}{{"accept", true}, {"decline", false}, {"none", false}} {
-		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "carol+ts" + string(rune('a'+i)), Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
+		tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: "carol+ts" + string(rune('a'+i)), Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

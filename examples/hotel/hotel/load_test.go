@@ -17,7 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -85,7 +85,7 @@ func runNoisyTenant(t *testing.T, pg livePostgres, d *hotel.Data, sc loadScenari
 	h := startWith(t, hotel.Options{Stateless: true, DB: pg.app, RLSKey: pg.key, Limits: sc.limits}, d)
 	endpoint := h.app.HTTP.ResourceURL
 	token := func(sub, chain string) string {
-		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: sub, Groups: []string{"/tenants/" + chain}, Roles: []string{"manager"}, TTL: time.Hour})
+		tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: sub, Groups: []string{"/tenants/" + chain}, Roles: []string{"manager"}, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

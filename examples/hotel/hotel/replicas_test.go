@@ -10,10 +10,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
 )
 
 // replica is one hotel server process: its own listener, pools, checker
@@ -23,7 +23,7 @@ type replica struct {
 	stop func()
 }
 
-func startReplica(t *testing.T, dsn string, key postgres.Key, is *devissuer.Issuer) *replica {
+func startReplica(t *testing.T, dsn string, key postgres.Key, is *devtoken.Issuer) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	app, err := hotel.New(ctx, hotel.Options{Addr: "127.0.0.1:0", DB: dsn, RLSKey: key, Stateless: true,
@@ -68,13 +68,13 @@ func (r *replica) connect(t *testing.T, token string) *mcp.ClientSession {
 // the same hotel is not affected.
 func TestLiveReplicasShareTaint(t *testing.T) {
 	_, dsn, key, data := livePostgresDemo(t)
-	is, err := devissuer.Start("127.0.0.1:0", "http://hotel-replicas.test/mcp")
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "http://hotel-replicas.test/mcp", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { is.Close() })
 	mint := func(sub string) string {
-		tok, err := is.Mint(devissuer.Token{Subject: sub, Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
+		tok, err := is.Mint(devtoken.Token{Subject: sub, Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/flow"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -310,7 +310,7 @@ func TestCompletionsAreScopedAndRedacted(t *testing.T) {
 	}
 	// A role that may not see names gets no name suggestions, but still
 	// the room kinds of its chain.
-	tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "dave", Groups: []string{"/tenants/acme"}, Roles: []string{"auditor"}, TTL: time.Hour})
+	tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: "dave", Groups: []string{"/tenants/acme"}, Roles: []string{"auditor"}, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +537,7 @@ func TestDeclassificationNeedsTheUser(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// A subject per row: no row inherits another's taint.
 			sub := "carol+consent" + string(rune('a'+i))
-			tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: sub, Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
+			tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: sub, Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -636,7 +636,7 @@ func TestResourcesAndPromptsLabelTheSession(t *testing.T) {
 			return err
 		}, "prompt:" + hotel.PromptGuestBriefing},
 	} {
-		tok, err := h.app.Issuer.Mint(devissuer.Token{Subject: "carol+label" + string(rune('a'+i)), Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
+		tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: "carol+label" + string(rune('a'+i)), Groups: []string{"/tenants/acme/hotels/acme-paris"}, Roles: []string{"front_desk"}, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/examples/hr/hr"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 )
 
 // served is the HR server on one engine, with the owner's unguarded handle
@@ -170,7 +170,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // as connects a client whose token carries groups (/companies/acme/hr…).
 func (s *served) as(t testing.TB, subject string, groups ...string) *client {
 	t.Helper()
-	tok, err := s.app.Issuer.Mint(devissuer.Token{Subject: subject, Groups: groups, TTL: time.Hour})
+	tok, err := s.app.Issuer.Mint(devtoken.Token{Subject: subject, Groups: groups, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

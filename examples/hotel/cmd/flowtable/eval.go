@@ -17,7 +17,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/flow"
-	"github.com/tenantmcp/tenantmcp/internal/devissuer"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -166,7 +166,7 @@ func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 func (r *run) token(user string, stateless bool) (string, error) {
 	for _, u := range hotel.DemoUsers {
 		if u.Subject == user {
-			return r.inst(stateless).app.Issuer.Mint(devissuer.Token{Subject: r.subject(user), Groups: u.Groups, Roles: u.Roles, TTL: time.Hour})
+			return r.inst(stateless).app.Issuer.Mint(devtoken.Token{Subject: r.subject(user), Groups: u.Groups, Roles: u.Roles, TTL: time.Hour})
 		}
 	}
 	return "", fmt.Errorf("no demo user %s", user)
