@@ -4,7 +4,7 @@
 // exists to be measured: it imports package server and the one engine it
 // uses, guardedsql/postgres, so its binary links pgx but neither SQLite,
 // the MySQL driver nor the eBPF egress guard (TestMinimalLinksOneEngine
-// in this directory asserts it; the README's Packaging section gives its
+// in this directory asserts it; docs/engines.md#binary-size gives its
 // size).
 //
 //	TENANTMCP_DSN=postgres://app@localhost/db TENANTMCP_RLS_KEY=id:hex go run ./examples/minimal

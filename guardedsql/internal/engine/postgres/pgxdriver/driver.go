@@ -104,28 +104,15 @@ func BeginOn(b Beginner) Begin {
 		if err != nil {
 			return nil, err
 		}
-		return &plainTx{tx: tx}, nil
+		return &plainTx{querier{tx}, tx}, nil
 	}
 }
 
 // plainTx adapts a pgx.Tx (an ordinary transaction, statements sent as
 // they come) to engine.Tx.
-type plainTx struct{ tx pgx.Tx }
-
-func (t *plainTx) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
-	r, err := t.tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return &rows{r: r}, nil
-}
-
-func (t *plainTx) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
-	tag, err := t.tx.Exec(ctx, sql, args...)
-	if err != nil {
-		return engine.Result{}, err
-	}
-	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
+type plainTx struct {
+	querier
+	tx pgx.Tx
 }
 
 func (t *plainTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }

@@ -27,7 +27,9 @@ import (
 // transaction-local setting covers exactly that statement, in one round
 // trip. A connection released while a transaction is open is destroyed by
 // pgxpool, never reused.
-func NewPool(p *pgxpool.Pool, owned bool) engine.Pool { return &pool{p: p, owned: owned} }
+func NewPool(p *pgxpool.Pool, owned bool) engine.Pool {
+	return &pool{querier: querier{p}, p: p, owned: owned}
+}
 
 var (
 	_ engine.SingleBeginner = (*pool)(nil)
@@ -35,6 +37,7 @@ var (
 )
 
 type pool struct {
+	querier
 	p     *pgxpool.Pool
 	owned bool
 	wait  engine.Wait
@@ -78,7 +81,7 @@ func (p *pool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	if ok {
 		return c, nil
 	}
-	if err := p.onNew(ctx, &connPool{c: c}); err != nil {
+	if err := p.onNew(ctx, &connPool{querier{c}, c}); err != nil {
 		c.Release()
 		return nil, err
 	}
@@ -93,22 +96,9 @@ func (p *pool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 
 // connPool is a engine.Pool of one acquired connection, which it never
 // releases (its owner does).
-type connPool struct{ c *pgxpool.Conn }
-
-func (p *connPool) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
-	r, err := p.c.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return &rows{r: r}, nil
-}
-
-func (p *connPool) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
-	tag, err := p.c.Exec(ctx, sql, args...)
-	if err != nil {
-		return engine.Result{}, err
-	}
-	return engine.Result{RowsAffected: tag.RowsAffected()}, nil
+type connPool struct {
+	querier
+	c *pgxpool.Conn
 }
 
 func (p *connPool) Begin(ctx context.Context) (engine.Tx, error) {
@@ -117,16 +107,25 @@ func (p *connPool) Begin(ctx context.Context) (engine.Tx, error) {
 
 func (p *connPool) Close() error { return nil }
 
-func (p *pool) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
-	r, err := p.p.Query(ctx, sql, args...)
+// querier adapts what *pgxpool.Pool, *pgxpool.Conn and pgx.Tx have in
+// common, statements sent as they come, to engine.Querier.
+type querier struct {
+	q interface {
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	}
+}
+
+func (q querier) Query(ctx context.Context, sql string, args ...any) (engine.Rows, error) {
+	r, err := q.q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	return &rows{r: r}, nil
 }
 
-func (p *pool) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
-	tag, err := p.p.Exec(ctx, sql, args...)
+func (q querier) Exec(ctx context.Context, sql string, args ...any) (engine.Result, error) {
+	tag, err := q.q.Exec(ctx, sql, args...)
 	if err != nil {
 		return engine.Result{}, err
 	}
