@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/claims/devtoken"
+	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/flow"
-	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/server"
 )
 

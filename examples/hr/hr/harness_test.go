@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/examples/hr/hr"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
-	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 )
 
 // served is the HR server on one engine, with the owner's unguarded handle
