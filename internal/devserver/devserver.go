@@ -15,10 +15,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/claims/devtoken"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
+	_ "github.com/tenantmcp/tenantmcp/guardedsql/sqlite" // the examples run on any engine, chosen by the DSN
 	"github.com/tenantmcp/tenantmcp/server"
 )
 
@@ -62,6 +67,14 @@ func (b *Base) Close() {
 		_ = b.closers[i]()
 	}
 	b.closers = nil
+}
+
+// CloseOnError, deferred by an example's New, closes b if *err is set
+// when New returns.
+func (b *Base) CloseOnError(err *error) {
+	if *err != nil {
+		b.Close()
+	}
 }
 
 // Listen opens addr unless noListen (stdio: no port is bound, so any
@@ -143,6 +156,27 @@ func (b *Base) EmbeddedSQLite(ctx context.Context, name string, create func(cont
 	return "sqlite:" + path, nil
 }
 
+// OpenDB opens dsn (with dsn "", the EmbeddedSQLite database name filled
+// by create) guarded by schema, closing it at Close; on PostgreSQL key
+// signs the scope. It returns the database and the DSN opened.
+func (b *Base) OpenDB(ctx context.Context, name, dsn string, schema *builder.Schema, key postgres.Key, opts guardedsql.Options, create func(context.Context, *sql.DB) error) (*guardedsql.DB, string, error) {
+	if dsn == "" {
+		var err error
+		if dsn, err = b.EmbeddedSQLite(ctx, name, create); err != nil {
+			return nil, "", err
+		}
+	}
+	if strings.HasPrefix(dsn, "postgres") { // the scope-signing key is PostgreSQL's
+		opts.Engine = postgres.Options{Key: key}
+	}
+	db, err := guardedsql.Open(ctx, dsn, schema, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: opening %s: %w", name, guardedsql.RedactDSN(dsn), err)
+	}
+	b.OnClose(db.Close)
+	return db, dsn, nil
+}
+
 // Serve serves HTTP on the listener until ctx is done.
 func (b *Base) Serve(ctx context.Context) error {
 	if b.Listener == nil {
@@ -167,4 +201,31 @@ func (b *Base) TokenOf(users []DemoUser, name string, ttl time.Duration) (string
 		}
 	}
 	return "", fmt.Errorf("no demo user %q", name)
+}
+
+// TextScanner scans a DATE or timestamp column into *Dst: NULL as "", a
+// time.Time as Layout in UTC, text (string or bytes) as Text(text, Layout)
+// gives it. Pkg and What name the value in the error for any other type.
+type TextScanner struct {
+	Dst       *string
+	Layout    string
+	Text      func(v, layout string) string
+	Pkg, What string
+}
+
+// Scan implements sql.Scanner (which pgx honours too).
+func (s *TextScanner) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*s.Dst = ""
+	case time.Time:
+		*s.Dst = v.UTC().Format(s.Layout)
+	case string:
+		*s.Dst = s.Text(v, s.Layout)
+	case []byte:
+		*s.Dst = s.Text(string(v), s.Layout)
+	default:
+		return fmt.Errorf("%s: cannot scan %T as a %s", s.Pkg, src, s.What)
+	}
+	return nil
 }

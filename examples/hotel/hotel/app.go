@@ -149,13 +149,7 @@ var Mapping = claims.Mapping{
 // (opened last, after everything that could fail closed).
 func New(ctx context.Context, cfg Options) (app *App, err error) {
 	app = &App{}
-	built := app // a `return nil, err` below has already set app to nil
-	defer func() {
-		if err != nil {
-			built.Close()
-			app = nil
-		}
-	}()
+	defer app.CloseOnError(&err) // a `return nil, err` below has already set app to nil
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -235,30 +229,21 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 }
 
 func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemetry) error {
-	dsn := cfg.DB
-	if dsn == "" {
-		app.Data = Generate(cfg.Seed, cfg.Size)
-		var err error
-		if dsn, err = app.EmbeddedSQLite(ctx, "hotel", func(ctx context.Context, raw *sql.DB) error { return Create(ctx, raw, SQLite, app.Data) }); err != nil {
-			return err
-		}
-	}
 	l := cfg.Limits
 	opts := guardedsql.Options{MaxConns: l.PoolSize, PoolWait: l.PoolWait,
 		StatementTimeout: l.StatementTimeout, LockTimeout: l.LockTimeout,
 	}
-	if strings.HasPrefix(dsn, "postgres") { // the scope-signing key is PostgreSQL's
-		opts.Engine = postgres.Options{Key: cfg.RLSKey}
-	}
 	if tel != nil {
 		opts.PoolWaitObserver = tel.PoolWaitObserver()
 	}
-	db, err := guardedsql.Open(ctx, dsn, Schema, opts)
+	db, dsn, err := app.OpenDB(ctx, "hotel", cfg.DB, Schema, cfg.RLSKey, opts, func(ctx context.Context, raw *sql.DB) error {
+		app.Data = Generate(cfg.Seed, cfg.Size)
+		return Create(ctx, raw, SQLite, app.Data)
+	})
 	if err != nil {
-		return fmt.Errorf("hotel: opening %s: %w", guardedsql.RedactDSN(dsn), err)
+		return err
 	}
 	app.DB = db
-	app.OnClose(db.Close)
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		// On PostgreSQL the flow taints live in the same database, so
 		// replicas share them and a restart keeps them.

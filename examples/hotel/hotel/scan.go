@@ -1,37 +1,21 @@
 package hotel
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
 
 // dateInto scans a DATE (PostgreSQL: time.Time; MySQL: "YYYY-MM-DD" bytes;
 // SQLite: text) into a "YYYY-MM-DD" string.
-func dateInto(dst *string) *textScanner { return &textScanner{dst: dst, layout: time.DateOnly} }
+func dateInto(dst *string) *devserver.TextScanner { return textInto(dst, time.DateOnly) }
 
 // timeInto scans a timestamp into an RFC 3339 string (UTC).
-func timeInto(dst *string) *textScanner { return &textScanner{dst: dst, layout: time.RFC3339} }
+func timeInto(dst *string) *devserver.TextScanner { return textInto(dst, time.RFC3339) }
 
-type textScanner struct {
-	dst    *string
-	layout string
-}
-
-// Scan implements sql.Scanner (which pgx honours too).
-func (s *textScanner) Scan(src any) error {
-	switch v := src.(type) {
-	case nil:
-		*s.dst = ""
-	case time.Time:
-		*s.dst = v.UTC().Format(s.layout)
-	case string:
-		*s.dst = normalizeTime(v, s.layout)
-	case []byte:
-		*s.dst = normalizeTime(string(v), s.layout)
-	default:
-		return fmt.Errorf("hotel: cannot scan %T as a date/time", src)
-	}
-	return nil
+// textInto scans into layout, text through normalizeTime.
+func textInto(dst *string, layout string) *devserver.TextScanner {
+	return &devserver.TextScanner{Dst: dst, Layout: layout, Text: normalizeTime, Pkg: "hotel", What: "date/time"}
 }
 
 // normalizeTime turns the text forms engines return ("2026-01-05",

@@ -11,17 +11,11 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
 
-// SetupDemo is the example's migration for a live database: connected as
-// an administrator or the schema owner (adminDSN), it drops the hotel
-// tables if they exist, creates them, loads d and, on PostgreSQL, installs
-// the generated row-level security policies and the flow taint table and
-// grants appRole (created if missing: LOGIN, not superuser, no BYPASSRLS)
-// the data rights it needs. The server then connects as appRole. On
-// MySQL/MariaDB, which has no row-level security, the guard's predicates
-// are the boundary and appRole is not used.
-//
-// It destroys the hotel tables of that database: point it only at a
-// database made for the demo.
+// SetupDemo is the example's migration for a live database:
+// devserver.SetupDemo of Demo(d), connected as an administrator or the
+// schema owner (adminDSN), which also installs the flow taint table on
+// PostgreSQL and grants appRole its rights. It destroys the hotel tables
+// of that database: point it only at a database made for the demo.
 func SetupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	demo := Demo(d)
 	demo.AdminDSN, demo.AppRole, demo.Key = adminDSN, appRole, key

@@ -3,9 +3,7 @@ package hr
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
@@ -80,13 +78,7 @@ var DemoUsers = []DemoUser{
 // New builds the server: database, verifier, tools, then the listener.
 func New(ctx context.Context, cfg Options) (app *App, err error) {
 	app = &App{}
-	built := app
-	defer func() {
-		if err != nil {
-			built.Close()
-			app = nil
-		}
-	}()
+	defer app.CloseOnError(&err) // a `return nil, err` below has already set app to nil
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -96,7 +88,11 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	if cfg.Companies == 0 {
 		cfg.Companies = 3
 	}
-	if err := app.openDB(ctx, cfg); err != nil {
+	if app.DB, _, err = app.OpenDB(ctx, "hr", cfg.DB, Schema, cfg.RLSKey, guardedsql.Options{Logger: cfg.Logger},
+		func(ctx context.Context, raw *sql.DB) error {
+			app.Data = Generate(cfg.Companies)
+			return Create(ctx, raw, SQLite, app.Data)
+		}); err != nil {
 		return nil, err
 	}
 	addr, err := app.Listen(cfg.Addr, cfg.NoListen)
@@ -125,26 +121,4 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	}
 	app.Server = srv
 	return app, nil
-}
-
-func (app *App) openDB(ctx context.Context, cfg Options) error {
-	dsn := cfg.DB
-	if dsn == "" {
-		app.Data = Generate(cfg.Companies)
-		var err error
-		if dsn, err = app.EmbeddedSQLite(ctx, "hr", func(ctx context.Context, raw *sql.DB) error { return Create(ctx, raw, SQLite, app.Data) }); err != nil {
-			return err
-		}
-	}
-	opts := guardedsql.Options{Logger: cfg.Logger}
-	if strings.HasPrefix(dsn, "postgres") { // the scope-signing key is PostgreSQL's
-		opts.Engine = postgres.Options{Key: cfg.RLSKey}
-	}
-	db, err := guardedsql.Open(ctx, dsn, Schema, opts)
-	if err != nil {
-		return fmt.Errorf("hr: opening %s: %w", guardedsql.RedactDSN(dsn), err)
-	}
-	app.DB = db
-	app.OnClose(db.Close)
-	return nil
 }

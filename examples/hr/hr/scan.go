@@ -3,29 +3,14 @@ package hr
 import (
 	"fmt"
 	"time"
+
+	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
 
 // dateInto scans a DATE into a "YYYY-MM-DD" string: PostgreSQL and the
-// SQLite driver give a time.Time, MySQL/MariaDB text bytes.
-func dateInto(dst *string) *dateScanner { return &dateScanner{dst: dst} }
-
-type dateScanner struct{ dst *string }
-
-// Scan implements sql.Scanner (which pgx honours too).
-func (s *dateScanner) Scan(src any) error {
-	switch v := src.(type) {
-	case nil:
-		*s.dst = ""
-	case time.Time:
-		*s.dst = v.UTC().Format(time.DateOnly)
-	case string:
-		*s.dst = dateText(v)
-	case []byte:
-		*s.dst = dateText(string(v))
-	default:
-		return fmt.Errorf("hr: cannot scan %T as a date", src)
-	}
-	return nil
+// SQLite driver give a time.Time, MySQL/MariaDB text bytes (dateText).
+func dateInto(dst *string) *devserver.TextScanner {
+	return &devserver.TextScanner{Dst: dst, Layout: time.DateOnly, Text: dateText, Pkg: "hr", What: "date"}
 }
 
 // dateValue scans a DATE into a time.Time at midnight UTC (the zero time
@@ -54,7 +39,7 @@ func (s *dateTimeScanner) Scan(src any) error {
 
 // dateText keeps the date part of the text forms engines return
 // ("2026-01-05", "2026-01-05 00:00:00", "2026-01-05T00:00:00Z").
-func dateText(v string) string {
+func dateText(v, _ string) string {
 	if len(v) > len(time.DateOnly) {
 		if _, err := time.Parse(time.DateOnly, v[:len(time.DateOnly)]); err == nil {
 			return v[:len(time.DateOnly)]

@@ -9,17 +9,10 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
 
-// SetupDemo is the example's migration for a live database: connected as
-// an administrator or the schema owner (adminDSN), it drops the HR tables
-// if they exist, creates them, loads d and, on PostgreSQL, installs the
-// generated row-level security policies and grants appRole (created if
-// missing: LOGIN, not superuser, no BYPASSRLS) the rights the graph gives
-// it. The server then connects as appRole. On MySQL/MariaDB, which has no
-// row-level security, the guard's predicates are the boundary and appRole
-// is not used.
-//
-// It destroys the HR tables of that database: point it only at a database
-// made for the demo.
+// SetupDemo is the example's migration for a live database:
+// devserver.SetupDemo of Demo(d), connected as an administrator or the
+// schema owner (adminDSN). It destroys the HR tables of that database:
+// point it only at a database made for the demo.
 func SetupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, d *Data) error {
 	demo := Demo(d)
 	demo.AdminDSN, demo.AppRole, demo.Key = adminDSN, appRole, key
