@@ -240,10 +240,7 @@ func (r *renderer) sharedProbe(ref *sqlast.Ref, w engine.Frag, guards []engine.F
 	f.frag(g)
 	body := f.done()
 	var out fb
-	if pre, ok := r.prelude(); ok {
-		out.frag(pre)
-		out.s(" ")
-	}
+	r.preludeInto(&out)
 	out.frag(body)
 	return r.finishSQL(out.done())
 }

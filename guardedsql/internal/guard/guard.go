@@ -195,6 +195,15 @@ func (f *fb) frag(x engine.Frag) {
 	f.args = append(f.args, x.Args...)
 }
 
+// two writes open, x, mid, y and end ("f(" x ", " y ")").
+func (f *fb) two(open string, x engine.Frag, mid string, y engine.Frag, end string) {
+	f.s(open)
+	f.frag(x)
+	f.s(mid)
+	f.frag(y)
+	f.s(end)
+}
+
 func (f *fb) arg(v any) {
 	f.b.WriteByte('?')
 	f.args = append(f.args, v)

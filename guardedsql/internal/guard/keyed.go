@@ -42,10 +42,16 @@ func (r *renderer) byKey() bool {
 	return ok && kw.WritesByKey() && !r.noKeyed
 }
 
-// keyedWrite renders an UPDATE (set non-zero) or DELETE of t with
-// condition w and guard g (and the UPDATE's value checks) as the two steps
-// above, with RETURNING of returning (nil for none).
-func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set engine.Frag, w, g engine.Frag, checks []engine.Frag, returning []string, expectOne bool, probe engine.Frag) (Plan, error) {
+// keyedWrite renders an UPDATE (set non-zero) or DELETE of ref's table
+// with condition w and guard g (and the UPDATE's value checks) as the two
+// steps above, with RETURNING of returning (nil for none), and with
+// expectOne the probe (sharedProbe) for a row the write guard wg held back.
+func (r *renderer) keyedWrite(kind Kind, ref *sqlast.Ref, set engine.Frag, w, g engine.Frag, wg, checks []engine.Frag, returning []string, expectOne bool) (Plan, error) {
+	t := ref.Table
+	probe, err := r.expectProbe(expectOne, ref, w, wg)
+	if err != nil {
+		return Plan{}, err
+	}
 	pre, err := r.selectStmt(engine.Frag{SQL: r.cols(t.Name, t.PK)}, t, []engine.Frag{paren(w), g}, false)
 	if err != nil {
 		return Plan{}, err
@@ -69,10 +75,7 @@ func (r *renderer) keyedWrite(kind Kind, t *sqlast.Table, set engine.Frag, w, g 
 	// stmt renders step 2 for keys.
 	stmt := func(keys [][]any) (engine.Frag, error) {
 		var f fb
-		if p, ok := r.prelude(); ok {
-			f.frag(p)
-			f.s(" ")
-		}
+		r.preludeInto(&f)
 		if kind == Update {
 			f.s("UPDATE ", r.q(t.Name), " SET ")
 			f.frag(set)
@@ -175,7 +178,8 @@ func (r *renderer) setClause(s *sqlast.Update) (engine.Frag, error) {
 		}
 		set.s(r.q(a.Col), " = ")
 		if a.X != nil {
-			// SetExpr: checked by setExpr when updatePlan rendered it.
+			// SetExpr: checked by setExpr when updatePlan rendered the
+			// statement (not a scope column, reads the target's row only).
 			if err := r.exprInto(&set, a.X); err != nil {
 				return engine.Frag{}, err
 			}

@@ -237,9 +237,6 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 			return Plan{}, err
 		}
 		ib := r.checkedInsert(t, cols, row, checks)
-		if pre, ok := r.prelude(); ok {
-			ib = ib.PrefixExpr(pre)
-		}
 		returning := false
 		// (h4-ref) Not for a table owned by reference: the new row is
 		// visible to no one, and PostgreSQL's row-level security refuses
@@ -248,9 +245,9 @@ func (r *renderer) insertPlan(s *sqlast.Insert) (Plan, error) {
 			ib = ib.Suffix("RETURNING " + r.q(t.PK[0]))
 			returning = true
 		}
-		text, args, err := ib.PlaceholderFormat(r.d.Placeholders()).ToSql()
+		text, args, err := finishBuilder(r, ib)
 		if err != nil {
-			return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
+			return Plan{}, err
 		}
 		fail := ErrOutOfScope
 		if viaFK || t.Parent != nil {
@@ -322,32 +319,12 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 		if err != nil {
 			return Plan{}, err
 		}
-		var probe engine.Frag
-		if s.ExpectOne {
-			if probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
-				return Plan{}, err
-			}
-		}
-		return r.keyedWrite(Update, t, set, w, g, checks, s.Returning, s.ExpectOne, probe) // keyed.go
+		return r.keyedWrite(Update, s.Ref, set, w, g, wg, checks, s.Returning, s.ExpectOne) // keyed.go
 	}
 	if s.Returning != nil {
 		return r.updateReturning(s, ub, w, g, checks)
 	}
-	if pre, ok := r.prelude(); ok {
-		ub = ub.PrefixExpr(pre)
-	}
-	text, args, err := ub.PlaceholderFormat(r.d.Placeholders()).ToSql()
-	if err != nil {
-		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
-	}
-	st := Step{SQL: text, Args: args, Fail: ErrNotFound}
-	if s.ExpectOne {
-		st.Expect = ExpectOne
-		if st.Probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
-			return Plan{}, err
-		}
-	}
-	return Plan{Kind: Update, Steps: []Step{st}, Atomic: s.ExpectOne}, nil
+	return plainWrite(r, ub, Update, s.Ref, s.ExpectOne, w, wg)
 }
 
 func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
@@ -372,13 +349,7 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 		g = and(append([]engine.Frag{g}, wg...))
 	}
 	if r.byKey() && len(t.PK) > 0 && !g.IsZero() {
-		var probe engine.Frag
-		if s.ExpectOne {
-			if probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
-				return Plan{}, err
-			}
-		}
-		return r.keyedWrite(Delete, t, engine.Frag{}, w, g, nil, s.Returning, s.ExpectOne, probe) // keyed.go
+		return r.keyedWrite(Delete, s.Ref, engine.Frag{}, w, g, wg, nil, s.Returning, s.ExpectOne) // keyed.go
 	}
 	db := sq.Delete(r.q(t.Name)).Where(paren(w))
 	if !g.IsZero() { // zero: a writable global table
@@ -387,19 +358,31 @@ func (r *renderer) deletePlan(s *sqlast.Delete) (Plan, error) {
 	if s.Returning != nil {
 		return r.deleteReturning(s, db, w, g)
 	}
-	if pre, ok := r.prelude(); ok {
-		db = db.PrefixExpr(pre)
-	}
-	text, args, err := db.PlaceholderFormat(r.d.Placeholders()).ToSql()
+	return plainWrite(r, db, Delete, s.Ref, s.ExpectOne, w, wg)
+}
+
+// plainWrite finishes an UPDATE or DELETE as the one statement b, whose
+// ExpectOne miss is told apart from a row the write guard wg held back by
+// sharedProbe.
+func plainWrite[B sqBuilder[B]](r *renderer, b B, kind Kind, ref *sqlast.Ref, expectOne bool, w engine.Frag, wg []engine.Frag) (Plan, error) {
+	text, args, err := finishBuilder(r, b)
 	if err != nil {
-		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
+		return Plan{}, err
 	}
 	st := Step{SQL: text, Args: args, Fail: ErrNotFound}
-	if s.ExpectOne {
+	if expectOne {
 		st.Expect = ExpectOne
-		if st.Probe, err = r.sharedProbe(s.Ref, w, wg); err != nil {
-			return Plan{}, err
-		}
 	}
-	return Plan{Kind: Delete, Steps: []Step{st}, Atomic: s.ExpectOne}, nil
+	if st.Probe, err = r.expectProbe(expectOne, ref, w, wg); err != nil {
+		return Plan{}, err
+	}
+	return Plan{Kind: kind, Steps: []Step{st}, Atomic: expectOne}, nil
+}
+
+// expectProbe is sharedProbe for a write with ExpectOne, else zero.
+func (r *renderer) expectProbe(expectOne bool, ref *sqlast.Ref, w engine.Frag, wg []engine.Frag) (engine.Frag, error) {
+	if !expectOne {
+		return engine.Frag{}, nil
+	}
+	return r.sharedProbe(ref, w, wg)
 }

@@ -364,6 +364,15 @@ func (r *renderer) prelude() (engine.Frag, bool) {
 	return p, !p.IsZero()
 }
 
+// preludeInto writes the prelude, and a space, to f when the statement
+// tests the scope.
+func (r *renderer) preludeInto(f *fb) {
+	if pre, ok := r.prelude(); ok {
+		f.frag(pre)
+		f.s(" ")
+	}
+}
+
 func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 	if len(s.Outer) > 0 {
 		return Plan{}, fmt.Errorf("%w: correlated subquery (uses %s) run as a statement", ErrInvalid, s.Outer[0].Alias)

@@ -47,23 +47,11 @@ func (r *renderer) timeFuncInto(f *fb, c *sqlast.Call) error {
 		case "sqlite":
 			// Julian days of two midnights differ by a whole number,
 			// exactly representable.
-			f.s("CAST(julianday(date(")
-			f.frag(a)
-			f.s(")) - julianday(date(")
-			f.frag(b)
-			f.s(")) AS INTEGER)")
+			f.two("CAST(julianday(date(", a, ")) - julianday(date(", b, ")) AS INTEGER)")
 		case "postgres":
-			f.s("CAST(CAST(")
-			f.frag(a)
-			f.s(" AS date) - CAST(")
-			f.frag(b)
-			f.s(" AS date) AS bigint)")
+			f.two("CAST(CAST(", a, " AS date) - CAST(", b, " AS date) AS bigint)")
 		default:
-			f.s("DATEDIFF(")
-			f.frag(a)
-			f.s(", ")
-			f.frag(b)
-			f.s(")")
+			f.two("DATEDIFF(", a, ", ", b, ")")
 		}
 		return nil
 	case "diff_seconds":
@@ -77,25 +65,13 @@ func (r *renderer) timeFuncInto(f *fb, c *sqlast.Call) error {
 			// double: rounding to whole milliseconds first keeps 1.000 s
 			// from truncating to 0 s; the integer division then truncates
 			// toward zero as the other engines do.
-			f.s("(CAST(ROUND((unixepoch(")
-			f.frag(a)
-			f.s(", 'subsec') - unixepoch(")
-			f.frag(b)
-			f.s(", 'subsec')) * 1000) AS INTEGER) / 1000)")
+			f.two("(CAST(ROUND((unixepoch(", a, ", 'subsec') - unixepoch(", b, ", 'subsec')) * 1000) AS INTEGER) / 1000)")
 		case "postgres":
 			// EXTRACT(EPOCH ...) of a date or timestamp counts its
 			// nominal seconds as UTC, of a timestamptz its instant.
-			f.s("CAST(TRUNC(EXTRACT(EPOCH FROM ")
-			f.frag(a)
-			f.s(") - EXTRACT(EPOCH FROM ")
-			f.frag(b)
-			f.s(")) AS bigint)")
+			f.two("CAST(TRUNC(EXTRACT(EPOCH FROM ", a, ") - EXTRACT(EPOCH FROM ", b, ")) AS bigint)")
 		default:
-			f.s("TIMESTAMPDIFF(SECOND, ")
-			f.frag(b)
-			f.s(", ")
-			f.frag(a)
-			f.s(")")
+			f.two("TIMESTAMPDIFF(SECOND, ", b, ", ", a, ")")
 		}
 		return nil
 	}
@@ -141,11 +117,7 @@ func (r *renderer) timeAddInto(f *fb, c *sqlast.Call) error {
 			}
 		}
 		if c.Part == "day" || c.Part == "month" {
-			f.s("CASE WHEN length(")
-			f.frag(x)
-			f.s(") = 10 THEN date(")
-			f.frag(x)
-			f.s(", ")
+			f.two("CASE WHEN length(", x, ") = 10 THEN date(", x, ", ")
 			mod()
 			f.s(") ELSE datetime(")
 		} else {
@@ -159,17 +131,9 @@ func (r *renderer) timeAddInto(f *fb, c *sqlast.Call) error {
 			f.s(" END")
 		}
 	case "postgres":
-		f.s("(")
-		f.frag(x)
-		f.s(" + ")
-		f.frag(n)
-		f.s(" * INTERVAL '", u[1], "')")
+		f.two("(", x, " + ", n, " * INTERVAL '"+u[1]+"')")
 	default:
-		f.s("DATE_ADD(")
-		f.frag(x)
-		f.s(", INTERVAL ")
-		f.frag(n)
-		f.s(" ", u[2], ")")
+		f.two("DATE_ADD(", x, ", INTERVAL ", n, " "+u[2]+")")
 	}
 	return nil
 }

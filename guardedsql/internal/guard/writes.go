@@ -138,20 +138,14 @@ func (r *renderer) conflictGuard(t *sqlast.Table) engine.Frag {
 	if guardfault.Off(guardfault.UpsertConflict) {
 		return fragTrue
 	}
-	saved := r.opt.EngineEnforcesReads
-	r.opt.EngineEnforcesReads = false
-	defer func() { r.opt.EngineEnforcesReads = saved }()
-	return r.readGuard(t, t.Name)
+	return r.readGuardWrite(t, t.Name) // byref.go
 }
 
 // selectStmt renders "SELECT what FROM t AS t WHERE conds [FOR UPDATE]" with
 // the prelude when the conditions test the scope.
 func (r *renderer) selectStmt(what engine.Frag, t *sqlast.Table, conds []engine.Frag, lock bool) (engine.Frag, error) {
 	var f fb
-	if pre, ok := r.prelude(); ok {
-		f.frag(pre)
-		f.s(" ")
-	}
+	r.preludeInto(&f)
 	f.s("SELECT ")
 	f.frag(what)
 	f.s(" FROM ", r.q(t.Name), " AS ", r.q(t.Name), " WHERE ")
@@ -166,10 +160,7 @@ func (r *renderer) selectStmt(what engine.Frag, t *sqlast.Table, conds []engine.
 // when the value checks of a write hold.
 func (r *renderer) checkStmt(checks []engine.Frag) (engine.Frag, error) {
 	var f fb
-	if pre, ok := r.prelude(); ok {
-		f.frag(pre)
-		f.s(" ")
-	}
+	r.preludeInto(&f)
 	f.s("SELECT 1")
 	if dual := r.d.DualTable(); dual != "" {
 		f.s(" FROM ", dual)
@@ -291,13 +282,9 @@ func (r *renderer) insertWrites(s *sqlast.Insert) (Plan, error) {
 			ib = ib.Suffix("RETURNING " + strings.Join(quoteAll(r, s.Returning), ", "))
 			ir.native = true
 		}
-		pre, hasPre := r.prelude()
-		if hasPre {
-			ib = ib.PrefixExpr(pre)
-		}
-		text, iargs, err := ib.PlaceholderFormat(r.d.Placeholders()).ToSql()
+		text, iargs, err := finishBuilder(r, ib)
 		if err != nil {
-			return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
+			return Plan{}, err
 		}
 		ir.ins = engine.Frag{SQL: text, Args: iargs}
 		if ir.check, err = r.checkStmt(checks); err != nil {
@@ -674,8 +661,8 @@ func (r *renderer) readBack(t *sqlast.Table, s *sqlast.Insert, vals map[string]s
 	}
 }
 
-// sqBuilder is what nativeReturning needs of squirrel's UPDATE and DELETE
-// builders.
+// sqBuilder is what finishBuilder and nativeReturning need of squirrel's
+// INSERT, UPDATE and DELETE builders.
 type sqBuilder[B any] interface {
 	Suffix(sql string, args ...any) B
 	PrefixExpr(e sq.Sqlizer) B
@@ -683,17 +670,26 @@ type sqBuilder[B any] interface {
 	ToSql() (string, []any, error)
 }
 
-// nativeReturning finishes p as one guarded UPDATE or DELETE ... RETURNING
-// what, run as a query whose rows are the written rows (all in scope: the
-// statement carries the guard), with p.Kind's ExpectOne rule.
-func nativeReturning[B sqBuilder[B]](r *renderer, b B, what string, p Plan, expectOne bool) (Plan, error) {
-	b = b.Suffix("RETURNING " + what)
+// finishBuilder renders b with the scope prelude when the statement tests
+// the scope, in the dialect's placeholder format.
+func finishBuilder[B sqBuilder[B]](r *renderer, b B) (string, []any, error) {
 	if pre, ok := r.prelude(); ok {
 		b = b.PrefixExpr(pre)
 	}
 	text, args, err := b.PlaceholderFormat(r.d.Placeholders()).ToSql()
 	if err != nil {
-		return Plan{}, fmt.Errorf("%w: %v", ErrInternal, err)
+		return "", nil, fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	return text, args, nil
+}
+
+// nativeReturning finishes p as one guarded UPDATE or DELETE ... RETURNING
+// what, run as a query whose rows are the written rows (all in scope: the
+// statement carries the guard), with p.Kind's ExpectOne rule.
+func nativeReturning[B sqBuilder[B]](r *renderer, b B, what string, p Plan, expectOne bool) (Plan, error) {
+	text, args, err := finishBuilder(r, b.Suffix("RETURNING "+what))
+	if err != nil {
+		return Plan{}, err
 	}
 	q := engine.Frag{SQL: text, Args: args}
 	p.Steps = []Step{{SQL: text, Args: args, Fail: ErrNotFound, Returning: true}}
@@ -733,23 +729,10 @@ func (r *renderer) updateReturning(s *sqlast.Update, ub sq.UpdateBuilder, w, g e
 	if err != nil {
 		return Plan{}, err
 	}
-	var set fb
-	for i, a := range s.Set {
-		if i > 0 {
-			set.s(", ")
-		}
-		set.s(r.q(a.Col), " = ")
-		if a.X != nil {
-			// SetExpr: checked by setExpr when updatePlan rendered the
-			// statement (not a scope column, reads the target's row only).
-			if err := r.exprInto(&set, a.X); err != nil {
-				return Plan{}, err
-			}
-			continue
-		}
-		set.arg(a.V.V)
+	setF, err := r.setClause(s) // keyed.go
+	if err != nil {
+		return Plan{}, err
 	}
-	setF := set.done()
 	g2 := r.conflictGuard(t)
 	if r.opt.EngineEnforcesReads {
 		g2 = g
