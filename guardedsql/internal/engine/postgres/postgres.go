@@ -129,21 +129,8 @@ func (d Dialect) Setting() string { return d.ns() + ".scope" }
 func (d Dialect) PolicyName() string { return d.ns() + "_scope" }
 
 // ValidNamespace reports whether ns can name the setting and prefix the
-// policies: a lower-case ASCII identifier of at most 40 bytes.
-func ValidNamespace(ns string) bool {
-	if ns == "" || len(ns) > 40 {
-		return false
-	}
-	for i, r := range ns {
-		switch {
-		case r >= 'a' && r <= 'z':
-		case i > 0 && (r >= '0' && r <= '9' || r == '_'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+// policies: a level name (scope.ValidLevel's alphabet) of at most 40 bytes.
+func ValidNamespace(ns string) bool { return len(ns) <= 40 && scope.ValidLevel(ns) }
 
 // Name implements engine.Dialect.
 func (Dialect) Name() string { return "postgres" }
