@@ -217,8 +217,10 @@ type reply struct {
 	Error  *jsonrpc.Error
 }
 
-func (p reply) inputRequired() bool { return p.Error == nil && p.Result["resultType"] == "input_required" }
-func (p reply) state() string       { s, _ := p.Result["requestState"].(string); return s }
+func (p reply) inputRequired() bool {
+	return p.Error == nil && p.Result["resultType"] == "input_required"
+}
+func (p reply) state() string { s, _ := p.Result["requestState"].(string); return s }
 
 // post26 sends one 2026-07-28 request (no session, only its _meta) with
 // params (name and extra fields) to url.
@@ -260,7 +262,9 @@ func post26(t *testing.T, url, tok, method, name string, params map[string]any, 
 	return out
 }
 
-func accept(content map[string]any) map[string]any { return map[string]any{"action": "accept", "content": content} }
+func accept(content map[string]any) map[string]any {
+	return map[string]any{"action": "accept", "content": content}
+}
 
 var allow = map[string]any{consentKey: accept(map[string]any{"allow": true})}
 
