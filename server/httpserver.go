@@ -53,6 +53,7 @@ type exchange struct {
 
 	stateless bool   // served by the stateless handler (a per-request session)
 	resource  string // HTTPOptions.ResourceURL
+	uri       string // params.uri of a single-message POST: its error may name it (see scrubData)
 }
 
 const exchangeKey = "tenantmcp/server.exchange"
@@ -138,6 +139,9 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 					msgs = nil
 				}
 			}
+		}
+		if single {
+			x.uri = msgs[0].Params.URI
 		}
 		sid := r.Header.Get("Mcp-Session-Id")
 		initialize := single && len(msgs[0].ID) > 0 && msgs[0].Method == "initialize" && sid == ""

@@ -203,3 +203,49 @@ func TestAuthorizationAnswers(t *testing.T) {
 		t.Errorf("RequiredScopes offline_access: %v", err)
 	}
 }
+
+// TestErrorDataOnTheWire: the 400 answers of 2026-07-28 requests keep the
+// error data the spec requires (-32022 supported and requested, a
+// resource-not-found's uri), with a value the client could have crafted
+// replaced rather than echoed or dropped; a header mismatch keeps its code
+// and echoes no header value.
+func TestErrorDataOnTheWire(t *testing.T) {
+	f := newFixture(t, nil)
+	if err := server.AddTool(f.srv, server.Tool{Name: "ping"}, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	ts := httpServer(t, f, server.HTTPOptions{})
+	url, tok := ts.URL+"/mcp", f.token(t, "ann", "north", time.Hour)
+	data := func(w wire) map[string]any {
+		t.Helper()
+		var d map[string]any
+		if w.msg.Error == nil || json.Unmarshal(w.msg.Error.Data, &d) != nil {
+			t.Fatalf("no error data: %d %s", w.status, w.raw)
+		}
+		return d
+	}
+	version := func(v string) wire {
+		body := strings.ReplaceAll(req2026("tools/list", ""), `"2026-07-28"`, `"`+v+`"`)
+		return post(t, url, tok, body, "MCP-Protocol-Version", v, "Mcp-Method", "tools/list")
+	}
+	w := version("2099-01-01")
+	d := data(w)
+	if w.status != http.StatusBadRequest || w.msg.Error.Code != mcp.CodeUnsupportedProtocolVersion || d["requested"] != "2099-01-01" ||
+		!strings.Contains(string(w.msg.Error.Data), `"2026-07-28"`) || !strings.Contains(string(w.msg.Error.Data), `"2025-11-25"`) {
+		t.Errorf("-32022: %d %s", w.status, w.raw)
+	}
+	if w = version("2099-<img src=x>"); data(w)["requested"] != "(redacted)" || strings.Contains(w.raw, "img") {
+		t.Errorf("-32022 with a crafted version: %s", w.raw)
+	}
+
+	uri := "notes://nothing/here"
+	w = post(t, url, tok, req2026("resources/read", `"uri":"`+uri+`"`), "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", uri)
+	if d = data(w); w.status != http.StatusBadRequest || w.msg.Error.Code != mcp.CodeResourceNotFound || d["uri"] != uri {
+		t.Errorf("resource not found: %d %s", w.status, w.raw)
+	}
+
+	w = post(t, url, tok, req2026("tools/call", `"name":"ping","arguments":{}`), hdr2026("tools/call", "pong-secret")...)
+	if w.status != http.StatusBadRequest || w.msg.Error == nil || w.msg.Error.Code != mcp.CodeHeaderMismatch || strings.Contains(w.raw, "pong-secret") {
+		t.Errorf("-32020: %d %s", w.status, w.raw)
+	}
+}
