@@ -91,7 +91,9 @@ func surfaceFixture(t *testing.T, l server.Limits) *fixture {
 		server.AddResource(f.srv, server.Resource{URI: "notes://all", Name: "all"}, read),
 		server.AddResourceTemplate(f.srv, server.ResourceTemplate{URITemplate: "notes://n/{id}", Name: "one"}, read),
 		server.AddPrompt(f.srv, server.Prompt{Name: "brief", Args: []server.PromptArg{{Name: "who", Complete: who}}},
-			func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) { return "x", empty{}, nil }),
+			func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) {
+				return "x", empty{}, nil
+			}),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -245,8 +247,9 @@ var hotelSchema = builder.MustSchema(builder.SchemaDef{
 		Levels: map[string]string{"chain_id": "chain", "hotel_id": "hotel"}}},
 })
 
-// chainFixture serves hotelSchema under limits l; its tokens' groups
-// /tenants/{chain}/hotels/{hotel} grant a hotel within its chain.
+// chainFixture serves hotelSchema under limits l with the tool "noop";
+// its tokens' groups /tenants/{chain}/hotels/{hotel} grant a hotel within
+// its chain.
 func chainFixture(t *testing.T, l server.Limits) *fixture {
 	t.Helper()
 	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "https://notes.test/mcp", Logger: slog.New(slog.DiscardHandler)})
@@ -266,6 +269,11 @@ func chainFixture(t *testing.T, l server.Limits) *fixture {
 	t.Cleanup(func() { db.Close() })
 	f := newFixture(t, func(o *server.Options) { o.Verifier, o.DB, o.Levels, o.Limits = v, db, nil, l })
 	f.issuer = is
+	if err := server.AddTool(f.srv, server.Tool{Name: "noop"}, func(context.Context, *guardedsql.DB, empty) (empty, error) {
+		return empty{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 
@@ -289,13 +297,13 @@ func TestChainHotelsShareOneBudget(t *testing.T) {
 	rates := &countingRates{RateStore: server.NewLocalRates()}
 	f := chainFixture(t, server.Limits{PerTenant: server.Limit{Rate: 0.01, Burst: 4}, Rates: rates})
 	ts := httpServer(t, f, statelessHTTP)
-	list := func(sub string, hotels ...string) rpctest.Reply {
+	call := func(sub string, hotels ...string) rpctest.Reply {
 		t.Helper()
 		tok, err := f.issuer.Mint(devtoken.Token{Subject: sub, Groups: hotels})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := rpctest.Post(context.Background(), ts.URL+"/mcp", tok, "tools/list", map[string]any{})
+		r, err := rpctest.Call(context.Background(), ts.URL+"/mcp", tok, "noop", map[string]any{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,26 +311,26 @@ func TestChainHotelsShareOneBudget(t *testing.T) {
 	}
 	ann := []string{"/tenants/initech/hotels/h1", "/tenants/initech/hotels/h2", "/tenants/initech/hotels/h3"}
 	for i := range 2 {
-		if r := list("ann", ann...); r.Status != http.StatusOK {
-			t.Fatalf("ann's list %d: %+v", i, r)
+		if r := call("ann", ann...); r.Status != http.StatusOK {
+			t.Fatalf("ann's call %d: %+v", i, r)
 		}
 	}
 	if n := rates.taken.Load(); n != 2 {
-		t.Fatalf("two requests of a token with three hotels of one chain took %d tokens, want 2", n)
+		t.Errorf("two requests of a token with three hotels of one chain took %d tokens, want 2", n)
 	}
 	for i := range 2 {
-		if r := list("ben", "/tenants/initech/hotels/h4"); r.Status != http.StatusOK {
-			t.Fatalf("ben's list %d: %+v", i, r)
+		if r := call("ben", "/tenants/initech/hotels/h4"); r.Status != http.StatusOK {
+			t.Fatalf("ben's call %d: %+v", i, r)
 		}
 	}
 	// initech's burst of 4 is spent, whichever of its hotels a token holds.
-	if r := list("ann", ann...); r.Status != http.StatusTooManyRequests {
+	if r := call("ann", ann...); r.Status != http.StatusTooManyRequests {
 		t.Errorf("ann past initech's budget: %+v", r)
 	}
-	if r := list("cat", "/tenants/initech/hotels/h9"); r.Status != http.StatusTooManyRequests {
+	if r := call("cat", "/tenants/initech/hotels/h9"); r.Status != http.StatusTooManyRequests {
 		t.Errorf("another initech hotel past initech's budget: %+v", r)
 	}
-	if r := list("dan", "/tenants/globex/hotels/h1"); r.Status != http.StatusOK {
+	if r := call("dan", "/tenants/globex/hotels/h1"); r.Status != http.StatusOK {
 		t.Errorf("chain globex refused with initech's budget: %+v", r)
 	}
 }
