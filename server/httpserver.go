@@ -109,8 +109,8 @@ type rpcMessage struct {
 // missing (HTTPOptions.RequiredScopes, or a Require of the item a
 // tools/call, prompts/get or resources/read names; the pipeline checks
 // again: this is the HTTP answer, not the enforcement), 429 with
-// Retry-After for a tools/call its limits refuse, and the per-subject
-// session cap of an initialize.
+// Retry-After for a request its limits refuse (every method that passes
+// admission), and the per-subject session cap of an initialize.
 func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := exchangeOf(auth.TokenInfoFromContext(r.Context()))
@@ -166,7 +166,7 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 		}
 		if single && len(msgs[0].ID) > 0 {
 			switch m := msgs[0]; {
-			case m.Method == "tools/call":
+			case admitted(m.Method):
 				s.serveCall(w, r, x, m, next)
 				return
 			case initialize && !x.stateless:
@@ -188,15 +188,19 @@ func writeChallenge(w http.ResponseWriter, metaURL string, scopes []string) {
 	http.Error(w, "insufficient_scope: "+reason, http.StatusForbidden)
 }
 
-// serveCall takes a tools/call's limits before it is dispatched (a
-// refusal is a 429 with Retry-After and the JSON-RPC error as body) and
-// puts the admission and the request's lifetime on its exchange.
+// serveCall takes a request's limits before it is dispatched (a refusal
+// is a 429 with Retry-After and the JSON-RPC error as body) and puts the
+// admission and the request's lifetime on its exchange.
 func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, x *exchange, m rpcMessage, next http.Handler) {
 	release := func() {}
 	if s.limiter.active() {
-		rel, le := s.limiter.admit(r.Context(), x.caller.scope, m.Params.Name)
+		rel, le := s.limiter.admit(r.Context(), x.caller.scope, m.Method, m.Params.Name)
 		if le != nil {
-			rq := &request{method: methodCallTool, name: m.Params.Name, callID: newCorrelationID(), caller: x.caller}
+			name := m.Params.Name // the audit names a resource as the pipeline does, never by its URI
+			if m.Method == methodReadResource {
+				name, _, _, _ = s.itemOf(&mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{URI: m.Params.URI}})
+			}
+			rq := s.newRequest(m.Method, name, x.caller)
 			wireErr := s.limited(rq, le)
 			s.audit(r.Context(), rq)
 			writeLimited(w, m.ID, le, wireErr)

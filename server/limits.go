@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,7 +17,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
-// CodeLimited is the JSON-RPC error code of a call refused by a limit
+// CodeLimited is the JSON-RPC error code of a request refused by a limit
 // (rate, concurrency, sessions) or because the database had no connection
 // free in time. It is retryable: the data carries retry_after_ms. It sits
 // in the implementation-defined server range, clear of the go-sdk's and
@@ -46,10 +47,14 @@ var ErrLimited = errors.New("server: call limited")
 // does not admit now. On streamable HTTP it is answered with status 429
 // and Retry-After (when the HTTP layer decides it, before the call is
 // dispatched); everywhere, and on stdio, as a JSON-RPC error with code
-// CodeLimited, message "limited: <Rule>" and data {"rule", "tool",
-// "retry_after_ms", "retryable": true}. It names no tenant and no subject.
+// CodeLimited, message "limited: <Rule>" and data {"rule", "method",
+// "tool", "retry_after_ms", "retryable": true}. It names no tenant and no
+// subject (nor a resource URI, which may hold one).
 type LimitError struct {
-	Rule       string
+	Rule string
+	// Method is the MCP method refused ("" for a session or pool refusal
+	// that belongs to none); Tool the tool of a tools/call.
+	Method     string
 	Tool       string
 	RetryAfter time.Duration
 }
@@ -62,13 +67,14 @@ func (e *LimitError) Is(target error) bool { return target == ErrLimited }
 
 type limitData struct {
 	Rule         string `json:"rule"`
+	Method       string `json:"method,omitempty"`
 	Tool         string `json:"tool,omitempty"`
 	RetryAfterMS int64  `json:"retry_after_ms"`
 	Retryable    bool   `json:"retryable"`
 }
 
 func (e *LimitError) wire() *jsonrpc.Error {
-	data, _ := json.Marshal(limitData{Rule: e.Rule, Tool: e.Tool, RetryAfterMS: e.RetryAfter.Milliseconds(), Retryable: true})
+	data, _ := json.Marshal(limitData{Rule: e.Rule, Method: e.Method, Tool: e.Tool, RetryAfterMS: e.RetryAfter.Milliseconds(), Retryable: true})
 	return &jsonrpc.Error{Code: CodeLimited, Message: "limited: " + e.Rule, Data: data}
 }
 
@@ -78,8 +84,8 @@ func (e *LimitError) retryAfterSeconds() string {
 	return strconv.FormatInt(int64(max(math.Ceil(e.RetryAfter.Seconds()), 1)), 10)
 }
 
-// Limit bounds the calls of one key: a tenant (top-level grant) or a
-// subject. Zero fields mean no bound.
+// Limit bounds the requests of one key: a root tenant or a subject. Zero
+// fields mean no bound.
 type Limit struct {
 	// Concurrent is the most calls in flight at once (per process).
 	Concurrent int
@@ -96,12 +102,15 @@ func (l Limit) burst() int {
 	return max(1, int(math.Ceil(l.Rate)))
 }
 
-// Limits keep one tenant (or one subject) from starving the others. Each
-// call is admitted against the limit of every top-level grant of its scope
-// (the grants at the highest of Options.Levels the scope holds any grant
-// at; all grants if Levels is empty) and against its subject's limit. A
-// call refused is answered with a LimitError and never reaches its handler
-// or the database.
+// Limits keep one tenant (or one subject) from starving the others. Every
+// request that runs a handler or lists the server's items (see admitted)
+// is admitted once against the limit of each root tenant of its scope and
+// against its subject's limit. A grant's root tenant is its outermost
+// ancestor (Grant.Within[0]), or the grant itself if it names none; of
+// these, those at the highest of Options.Levels count (all if Levels is
+// empty), each once: a chain holding grants for many of its hotels has
+// one budget. A request refused is answered with a LimitError and never
+// reaches its handler or the database.
 type Limits struct {
 	PerTenant  Limit
 	PerSubject Limit
@@ -182,6 +191,20 @@ func (s *localRates) Take(_ context.Context, key string, r float64, burst int) (
 	return 0, nil
 }
 
+// admitted reports whether a request of method passes admission: every
+// one that runs a handler or lists the server's items. ping and
+// server/discover stay unlimited: they are answered from the server's own
+// description, read no tenant data and cost less than the token check in
+// front of them; initialize is bounded by the per-subject session cap.
+func admitted(method string) bool {
+	switch method {
+	case methodCallTool, methodGetPrompt, methodReadResource, methodComplete,
+		"tools/list", "prompts/list", "resources/list", "resources/templates/list":
+		return true
+	}
+	return false
+}
+
 // limiter admits calls against Limits.
 type limiter struct {
 	l      Limits
@@ -216,23 +239,31 @@ func newLimiter(l Limits, levels []string) (*limiter, error) {
 	return &limiter{l: l, levels: levels, sems: map[string]*slots{}}, nil
 }
 
-// keys are the limit keys of sc: its top-level grants, then its subject.
-// Keys are never logged or sent: they hold tenant ids.
+// keys are the limit keys of sc: its root tenants (see Limits), sorted and
+// each once, then its subject. Keys are never logged or sent: they hold
+// tenant ids.
 func (lm *limiter) keys(sc scope.Scope) (tenants []string, subject string) {
-	grants := sc.Grants()
+	var roots []scope.Grant
+	for _, g := range sc.Grants() {
+		if len(g.Within) > 0 {
+			g = g.Within[0]
+		}
+		roots = append(roots, g)
+	}
 	top := ""
 	for _, lvl := range lm.levels {
-		if len(sc.GrantsAt(lvl)) > 0 {
+		if slices.ContainsFunc(roots, func(r scope.Grant) bool { return r.Level == lvl }) {
 			top = lvl
 			break
 		}
 	}
-	for _, g := range grants {
-		if top == "" || g.Level == top {
-			tenants = append(tenants, "t\x00"+g.String())
+	for _, r := range roots {
+		if top == "" || r.Level == top {
+			tenants = append(tenants, "t\x00"+r.Level+":"+r.ID)
 		}
 	}
-	return tenants, "s\x00" + sc.Subject()
+	slices.Sort(tenants)
+	return slices.Compact(tenants), "s\x00" + sc.Subject()
 }
 
 // acquire takes a slot of key, waiting until deadline at most, and
@@ -279,9 +310,17 @@ func (lm *limiter) drop(key string, sm *slots, held bool) {
 }
 
 // admit takes a concurrency slot and a rate token for every key of sc, or
-// none (a refusal gives back what it took). The returned release must be
-// called when the call ends (more calls are harmless).
-func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func(), *LimitError) {
+// none (a refusal gives back what it took), for one request of method on
+// the item name. The returned release must be called when the request
+// ends (more calls are harmless).
+func (lm *limiter) admit(ctx context.Context, sc scope.Scope, method, name string) (func(), *LimitError) {
+	refused := func(rule string, after time.Duration) *LimitError {
+		e := &LimitError{Rule: rule, Method: method, RetryAfter: after}
+		if method == methodCallTool {
+			e.Tool = name // only a tool's name: a resource URI may hold a tenant id, and OnReject may label metrics with it
+		}
+		return lm.reject(ctx, e)
+	}
 	tenants, subject := lm.keys(sc)
 	type limited struct {
 		key string
@@ -315,7 +354,7 @@ func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func
 		sm := lm.acquire(ctx, h.key, h.lim.Concurrent, deadline)
 		if sm == nil {
 			release()
-			return nil, lm.reject(ctx, &LimitError{Rule: ruleFor(h.key, true), Tool: tool, RetryAfter: lm.l.RetryAfter})
+			return nil, refused(ruleFor(h.key, true), lm.l.RetryAfter)
 		}
 		held = append(held, slot{h.key, sm})
 	}
@@ -326,11 +365,11 @@ func (lm *limiter) admit(ctx context.Context, sc scope.Scope, tool string) (func
 		wait, err := lm.l.Rates.Take(ctx, h.key, h.lim.Rate, h.lim.burst())
 		if err != nil {
 			release()
-			return nil, lm.reject(ctx, &LimitError{Rule: RuleLimitUnavailable, Tool: tool, RetryAfter: lm.l.RetryAfter})
+			return nil, refused(RuleLimitUnavailable, lm.l.RetryAfter)
 		}
 		if wait > 0 {
 			release()
-			return nil, lm.reject(ctx, &LimitError{Rule: ruleFor(h.key, false), Tool: tool, RetryAfter: wait})
+			return nil, refused(ruleFor(h.key, false), wait)
 		}
 	}
 	var once sync.Once

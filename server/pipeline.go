@@ -58,14 +58,20 @@ func (s *Server) newRequest(method, name string, c caller) *request {
 // pipeline is the receiving middleware every MCP method passes. A
 // tools/call, prompts/get, resources/read of a registered item and a
 // completion/complete become one request: its caller (derived once), the
-// denial of a caller without a scope, the item's Require, the limits of a
-// tools/call, then the item's handler (which reads the request from its
-// context), one audit record and the Tracer's end. List results keep what
-// the caller may see; every other method passes untouched.
+// denial of a caller without a scope, the item's Require, the limits,
+// then the item's handler (which reads the request from its context), one
+// audit record and the Tracer's end. Lists (and requests for items not
+// registered) pass the limits only, and list results keep what the caller
+// may see; every other method passes untouched.
 func (s *Server) pipeline(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		name, kind, key, ok := s.itemOf(req)
 		if !ok {
+			ctx, done, err := s.admitOnly(ctx, method, name, req)
+			if err != nil {
+				return nil, err
+			}
+			defer done("")
 			res, err := next(ctx, method, req)
 			if err == nil {
 				s.filterList(ctx, req, res)
@@ -120,7 +126,7 @@ func (s *Server) itemOf(req mcp.Request) (name, kind, key string, ok bool) {
 }
 
 // serve denies a caller without a scope or short of the item's Require,
-// admits a tools/call against the limits, and runs the item's handler.
+// admits the request against the limits, and runs the item's handler.
 func (s *Server) serve(ctx context.Context, rq *request, kind, key string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
 	if rq.caller.deny != nil {
 		d := *rq.caller.deny
@@ -129,23 +135,20 @@ func (s *Server) serve(ctx context.Context, rq *request, kind, key string, req m
 	if d := s.authorize(kind, key, rq.caller); d != nil {
 		return nil, s.deny(rq, d)
 	}
-	if rq.method == methodCallTool {
-		actx, done, le := s.admit(ctx, rq, req.GetExtra())
-		defer func() { done(rq.outcome) }()
-		if le != nil {
-			return nil, s.limited(rq, le)
-		}
-		ctx = actx
+	ctx, done, le := s.admit(ctx, rq.caller.scope, rq.method, rq.name, req.GetExtra())
+	defer func() { done(rq.outcome) }()
+	if le != nil {
+		return nil, s.limited(rq, le)
 	}
 	return next(context.WithValue(ctx, requestKey{}, rq), rq.method, req)
 }
 
-// admit takes a tools/call's limits: those the HTTP front took before
+// admit takes a request's limits: those the HTTP front took before
 // dispatch (then the context it returns ends when the client's HTTP
 // request does), or, without them (stdio, a batch), here. done gives the
-// slots back with the call's outcome (a timeout keeps them for
+// slots back with the request's outcome (a timeout keeps them for
 // Limits.TimeoutPenalty).
-func (s *Server) admit(ctx context.Context, rq *request, extra *mcp.RequestExtra) (context.Context, func(outcome string), *LimitError) {
+func (s *Server) admit(ctx context.Context, sc scope.Scope, method, name string, extra *mcp.RequestExtra) (context.Context, func(outcome string), *LimitError) {
 	none := func(string) {}
 	if extra != nil {
 		if x := exchangeOf(extra.TokenInfo); x != nil {
@@ -163,11 +166,34 @@ func (s *Server) admit(ctx context.Context, rq *request, extra *mcp.RequestExtra
 	if !s.limiter.active() {
 		return ctx, none, nil
 	}
-	release, le := s.limiter.admit(ctx, rq.caller.scope, rq.name)
+	release, le := s.limiter.admit(ctx, sc, method, name)
 	if le != nil {
 		return ctx, none, le
 	}
 	return ctx, func(outcome string) { s.limiter.finish(release, outcome) }, nil
+}
+
+// admitOnly admits a list, or a request for an item not registered: the
+// limits without the rest of the pipeline, a refusal audited. A caller
+// without a scope has no tenant to charge; it is denied every item, and
+// its lists show only those that need no Require.
+func (s *Server) admitOnly(ctx context.Context, method, name string, req mcp.Request) (context.Context, func(string), error) {
+	none := func(string) {}
+	if !admitted(method) {
+		return ctx, none, nil
+	}
+	c := s.callerOf(ctx, req.GetExtra())
+	if c.deny != nil {
+		return ctx, none, nil
+	}
+	ctx, done, le := s.admit(ctx, c.scope, method, name, req.GetExtra())
+	if le != nil {
+		rq := s.newRequest(method, name, c)
+		err := s.limited(rq, le)
+		s.audit(ctx, rq)
+		return ctx, done, err
+	}
+	return ctx, done, nil
 }
 
 // limited records a limit refusal for the audit log and returns its wire

@@ -1,7 +1,7 @@
-// Package rpctest posts one JSON-RPC tools/call to a streamable HTTP MCP
-// endpoint the way a bare HTTP client does, for tests that must see what
-// an MCP client library would hide: the HTTP status (429), Retry-After,
-// and the JSON-RPC error of a refused call. It speaks the stateless mode
+// Package rpctest posts one JSON-RPC request (a tools/call, or any method)
+// to a streamable HTTP MCP endpoint the way a bare HTTP client does, for
+// tests that must see what an MCP client library would hide: the HTTP
+// status (429), Retry-After, and the JSON-RPC error of a refused request. It speaks the stateless mode
 // (no session), reading the reply from a JSON or an SSE body.
 package rpctest
 
@@ -36,8 +36,12 @@ func (r Reply) OK() bool { return r.Status == http.StatusOK && r.Err == nil && !
 // token. A reply body is decoded for 200 and 429; other statuses leave
 // only Status set.
 func Call(ctx context.Context, endpoint, token, tool string, args any) (Reply, error) {
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-		"params": map[string]any{"name": tool, "arguments": args}})
+	return Post(ctx, endpoint, token, "tools/call", map[string]any{"name": tool, "arguments": args})
+}
+
+// Post posts a request of method with params, as Call does.
+func Post(ctx context.Context, endpoint, token, method string, params any) (Reply, error) {
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	if err != nil {
 		return Reply{}, err
 	}
