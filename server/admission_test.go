@@ -26,7 +26,7 @@ import (
 
 // statelessHTTP serves requests that carry no session, as rpctest posts
 // them.
-var statelessHTTP = server.HTTPOptions{Stateless: true}
+var statelessHTTP = server.HTTPOptions{}
 
 // secretURI is read through a template; its id stands for a tenant's value
 // that no refusal may echo.
