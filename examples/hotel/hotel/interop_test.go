@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/internal/mcpfixture"
 )
 
 // The interop tests run clients nobody on this project wrote against the
@@ -32,19 +33,34 @@ func interopDir(t *testing.T) string {
 	return dir
 }
 
+// TestTypeScriptSDKClient connects the v1 SDK (2025 handshake, to both
+// modes) and the v2 client pinned to 2026-07-28 (server/discover, no
+// fallback) to the hotel, lists the tools and calls one as bob.
 func TestTypeScriptSDKClient(t *testing.T) {
 	dir := interopDir(t)
-	node, err := exec.LookPath("node")
+	node, err := mcpfixture.Node(dir, 20) // both clients run on Node 20
 	if err != nil {
-		t.Skipf("node not on PATH: %v", err)
+		t.Skip(err)
 	}
-	for _, stateless := range []bool{false, true} {
-		t.Run(map[bool]string{false: "stateful", true: "stateless"}[stateless], func(t *testing.T) {
-			h := start(t, stateless)
+	for _, c := range []struct {
+		name      string
+		stateless bool
+		pin       string // the v2 client's protocol revision; "" is the v1 SDK
+	}{
+		{"v1/stateful", false, ""},
+		{"v1/stateless", true, ""},
+		{"v2/2026-07-28", true, "2026-07-28"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := start(t, c.stateless)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			args := `{"from":"2026-01-01","to":"2026-02-01","limit":200}`
-			cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "ts-client.mjs"), h.app.HTTP.ResourceURL, h.tokenFor(t, "bob"), "list_bookings", args)
+			args := []string{filepath.Join(dir, "ts-client.mjs")}
+			if c.pin != "" {
+				args = append(args, "--pin", c.pin)
+			}
+			args = append(args, h.app.HTTP.ResourceURL, h.tokenFor(t, "bob"), "list_bookings", `{"from":"2026-01-01","to":"2026-02-01","limit":200}`)
+			cmd := exec.CommandContext(ctx, node, args...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -53,6 +69,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 			}
 			var got struct {
 				Server            map[string]any `json:"server"`
+				ProtocolVersion   string         `json:"protocolVersion"`
 				Tools             []string       `json:"tools"`
 				IsError           bool           `json:"isError"`
 				StructuredContent hotel.BookingsOut
@@ -65,6 +82,9 @@ func TestTypeScriptSDKClient(t *testing.T) {
 				if !slices.Contains(got.Tools, tool) {
 					t.Errorf("tools/list lacks %s: %v", tool, got.Tools)
 				}
+			}
+			if got.ProtocolVersion != c.pin {
+				t.Errorf("negotiated protocol %q, want %q", got.ProtocolVersion, c.pin)
 			}
 			if got.IsError || len(got.StructuredContent.Bookings) == 0 {
 				t.Fatalf("call failed or empty: %s", out)
