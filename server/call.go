@@ -87,6 +87,7 @@ func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		rq := requestOf(ctx)
 		rq.narrowable = narrowable
+		rq.in.retry(req.Params.InputResponses, req.Params.RequestState)
 		args, err := validateArgs(in, req.Params.Arguments)
 		if err != nil {
 			rq.outcome = OutcomeInvalid
@@ -101,6 +102,9 @@ func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.
 		}
 		ctx, fc, cancel, err := s.enter(ctx, rq, sc, ft, args)
 		if err != nil {
+			if res, werr, ok := s.toolInput(rq, err); ok {
+				return res, werr
+			}
 			return nil, err
 		}
 		defer cancel()
@@ -130,6 +134,9 @@ func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.
 func (s *Server) handlerError(ctx context.Context, a *request, err error) (*mcp.CallToolResult, error) {
 	var deny *DenyError
 	var input *inputError
+	if res, werr, ok := s.toolInput(a, err); ok {
+		return res, werr
+	}
 	switch {
 	case errors.As(err, &deny):
 		d := *deny
@@ -182,6 +189,16 @@ func (s *Server) handlerError(ctx context.Context, a *request, err error) (*mcp.
 		return nil, s.unavailable(a, err)
 	}
 	return s.internal(a, err), nil
+}
+
+// toolInput answers a multi round-trip error (see mrtrAnswer): the
+// input-required result, with no content, or the JSON-RPC error.
+func (s *Server) toolInput(a *request, err error) (*mcp.CallToolResult, error, bool) {
+	ir, werr, ok := s.mrtrAnswer(a, err)
+	if !ok || werr != nil {
+		return nil, werr, ok
+	}
+	return &mcp.CallToolResult{InputRequests: ir.reqs, RequestState: ir.state}, nil, true
 }
 
 // internal logs err (redacted, with no reveal) and answers with a generic

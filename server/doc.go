@@ -150,7 +150,7 @@
 // [CodeLimited] and data naming the rule and the retry delay, never a tenant.
 // [guardedsql.ErrBusy] (the pool-wait bound) becomes the same error with
 // [RuleDBBusy]. Token buckets live in the process ([NewLocalRates]) or, shared
-// between replicas, in a [RateStore] such as package server/redisrate.
+// between replicas, in a [RateStore] such as package server/redisstore.
 // [Limits.OnReject] and [guardedsql.Options].PoolWaitObserver are the hooks for
 // rejection and pool-wait metrics.
 //

@@ -49,6 +49,10 @@ type exchange struct {
 	reqCtx  context.Context // ends when the client disconnects; nil unless the front admitted a call
 	release func()          // the admitted call's slots; nil once claimed or given back
 	gone    bool            // the HTTP request has ended
+	// resource is HTTPOptions.ResourceURL; stateless: the request is
+	// served without a session (set by front).
+	resource  string
+	stateless bool
 }
 
 const exchangeKey = "tenantmcp/server.exchange"
@@ -105,6 +109,9 @@ type rpcMessage struct {
 func (s *Server) front(o HTTPOptions, metaURL string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := exchangeOf(auth.TokenInfoFromContext(r.Context()))
+		if x != nil {
+			x.resource, x.stateless = o.ResourceURL, o.Stateless
+		}
 		if r.Method != http.MethodPost || r.Body == nil || x == nil {
 			next.ServeHTTP(w, r)
 			return

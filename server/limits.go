@@ -107,7 +107,7 @@ type Limits struct {
 	PerSubject Limit
 	// Rates holds the token buckets. Nil means NewLocalRates(): in this
 	// process, no server needed. Replicas that must share one budget use a
-	// shared store (package server/redisrate). Concurrency is always
+	// shared store (package server/redisstore). Concurrency is always
 	// counted per process.
 	Rates RateStore
 	// QueueWait is how long a call may wait for a concurrency slot of its

@@ -38,6 +38,8 @@ type request struct {
 	consent       string // the user's answer to a declassification request
 	narrowable    bool   // the tool takes NarrowProperty
 	within        string // the grant the call was narrowed to (narrow.go)
+	state         string // why a requestState was refused (mrtr.go)
+	in            *round // multi round-trip: bindings, capabilities, the retry's answers
 }
 
 type requestKey struct{}
@@ -85,6 +87,7 @@ func (s *Server) pipeline(next mcp.MethodHandler) mcp.MethodHandler {
 			rq.header = ex.Header
 		}
 		rq.meta = req.GetParams().GetMeta()
+		rq.in = s.newRound(req, rq)
 		res, err := s.serve(ctx, rq, kind, key, req, next)
 		s.audit(ctx, rq)
 		if tracer != nil {
@@ -190,7 +193,8 @@ func (s *Server) deny(rq *request, d *DenyError) error {
 // enter gives a handler its context: the scope sc (the only way a scope
 // reaches the guarded DB), the flow call that judges a sink and labels the
 // result (nil without a flow checker), and the call timeout; or the flow
-// denial of a sink call.
+// denial of a sink call, or the consent's multi round-trip error (see
+// mrtrAnswer).
 func (s *Server) enter(ctx context.Context, rq *request, sc scope.Scope, ft *flow.Tool, args json.RawMessage) (context.Context, *flow.Call, context.CancelFunc, error) {
 	ctx = mint.NewContext(ctx, sc)
 	var fc *flow.Call
@@ -202,7 +206,10 @@ func (s *Server) enter(ctx context.Context, rq *request, sc scope.Scope, ft *flo
 		var fd *flow.Denial
 		if fc, fd = beginFlow(ctx, ft, ci); fd != nil {
 			// A rule could allow it: only the user may say so.
-			if fc, fd = s.consent(ctx, rq, ft, ci, fd); fd != nil {
+			var err error
+			if fc, fd, err = s.consent(ctx, rq, ft, ci, fd); err != nil {
+				return nil, nil, nil, err
+			} else if fd != nil {
 				return nil, nil, nil, s.flowDeny(rq, fd)
 			}
 		}
@@ -257,7 +264,7 @@ func (s *Server) audit(ctx context.Context, rq *request) {
 		slog.Any("redactions", rq.red.Report()),
 	}
 	for _, x := range []struct{ key, val string }{{"rule", rq.rule}, {"flow", lr.String(rq.flow)},
-		{"witness", rq.witness}, {"consent", rq.consent}, {"within", lr.String(rq.within)}} {
+		{"witness", rq.witness}, {"consent", rq.consent}, {"within", lr.String(rq.within)}, {"request_state", rq.state}} {
 		if x.val != "" {
 			attrs = append(attrs, slog.String(x.key, x.val))
 		}

@@ -100,6 +100,7 @@ func AddPrompt[Data any](s *Server, p Prompt, h PromptHandler[Data]) error {
 func (s *Server) promptHandler(e *promptEntry) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		rq, args := requestOf(ctx), req.Params.Arguments
+		rq.in.retry(req.Params.InputResponses, req.Params.RequestState)
 		for _, pa := range e.p.Args {
 			if pa.Required && args[pa.Name] == "" {
 				rq.outcome = OutcomeInvalid
@@ -119,6 +120,12 @@ func (s *Server) promptHandler(e *promptEntry) mcp.PromptHandler {
 			text, data, err = e.render(ctx, s.opts.DB, args)
 			return data, err
 		})
+		if ir, werr, ok := s.mrtrAnswer(rq, err); ok {
+			if werr != nil {
+				return nil, werr
+			}
+			return &mcp.GetPromptResult{InputRequests: ir.reqs, RequestState: ir.state}, nil
+		}
 		if err != nil {
 			return nil, s.rpcError(ctx, rq, err, func() error {
 				return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "not found"}

@@ -206,10 +206,19 @@ func (s *Server) resourceKey(uri string) string {
 func (s *Server) readHandler(e *resourceEntry) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		rq, uri := requestOf(ctx), req.Params.URI
+		rq.in.retry(req.Params.InputResponses, req.Params.RequestState)
 		_, vars := s.lookupResource(uri)
 		ctx, fc, cancel, _ := s.enter(ctx, rq, rq.caller.scope, e.ft, json.RawMessage(`{}`)) // not a sink: never denied
 		defer cancel()
 		out, err := safely(func() (any, error) { return e.read(ctx, s.opts.DB, vars) })
+		if ir, werr, ok := s.mrtrAnswer(rq, err); ok {
+			if werr != nil {
+				return nil, werr
+			}
+			// Contents not nil: the go-sdk refuses a nil one before it
+			// reaches a 2025-era session's retry.
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{}, InputRequests: ir.reqs, RequestState: ir.state}, nil
+		}
 		if err != nil {
 			return nil, s.rpcError(ctx, rq, err, func() error { return mcp.ResourceNotFoundError(uri) })
 		}

@@ -103,6 +103,10 @@ type Options struct {
 	// DefaultConsentTimeout, negative is refused. No answer in time is a
 	// denial.
 	ConsentTimeout time.Duration
+	// Input configures multi round-trip requests (consent and Input): the
+	// keys that sign requestState and the store that spends each once.
+	// Replicas behind one endpoint must share both.
+	Input InputOptions
 }
 
 // Server is a tenant-scoped MCP tool server. Create it with New, add tools
@@ -125,6 +129,10 @@ type Server struct {
 	limiter  *limiter
 	sessions sessionCounter
 	inflight atomic.Int64
+
+	// keys and replays sign and spend requestState (mrtr.go).
+	keys    [][]byte
+	replays ReplayStore
 }
 
 // New validates opts and returns a Server with no tools.
@@ -173,6 +181,14 @@ func New(opts Options) (*Server, error) {
 			}
 		}
 	}
+	keys, err := opts.Input.keys()
+	if err != nil {
+		return nil, err
+	}
+	replays := opts.Input.Replays
+	if replays == nil {
+		replays = &memReplays{spent: map[string]time.Time{}, now: opts.Now}
+	}
 	if err := resolveLevels(&opts); err != nil {
 		return nil, err
 	}
@@ -185,6 +201,8 @@ func New(opts Options) (*Server, error) {
 		forbidden: forbiddenKeys(opts.ScopeKeys, opts.Levels),
 		tools:     map[string]bool{},
 		limiter:   lim,
+		keys:      keys,
+		replays:   replays,
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: opts.Instructions,

@@ -35,7 +35,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/internal/devserver"
 	"github.com/tenantmcp/tenantmcp/server"
-	"github.com/tenantmcp/tenantmcp/server/redisrate"
+	"github.com/tenantmcp/tenantmcp/server/redisstore"
 )
 
 func main() {
@@ -119,7 +119,7 @@ func run(args []string, stderr io.Writer) error {
 	if o.redis != "" {
 		rc := redis.NewClient(&redis.Options{Addr: o.redis})
 		defer rc.Close()
-		rates, err := redisrate.New(rc, redisrate.Options{})
+		rates, err := redisstore.NewRates(rc, redisstore.Options{})
 		if err != nil {
 			return err
 		}

@@ -662,10 +662,10 @@ func TestResourcesAndPromptsLabelTheSession(t *testing.T) {
 	}
 }
 
-// TestStatelessCannotAskForConsent: stateless HTTP has no way to ask the
-// user mid-call, so a call a rule could allow is denied even for a client
-// that would accept.
-func TestStatelessCannotAskForConsent(t *testing.T) {
+// TestStatelessConsentThroughMRTR: stateless HTTP asks the user through a
+// multi round-trip request (2026-07-28): the go-sdk client answers the
+// input-required result with its elicitation handler and retries, once.
+func TestStatelessConsentThroughMRTR(t *testing.T) {
 	h := start(t, true)
 	guest, booking := paidBooking(t, h.app.Data)
 	asked := 0
@@ -677,17 +677,18 @@ func TestStatelessCannotAskForConsent(t *testing.T) {
 		t.Fatal(text(res))
 	}
 	before := len(h.app.Outbox.Messages())
-	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_confirmation_email", Arguments: map[string]any{"to": guest.Email, "body": "invoice"}})
-	if err == nil || len(h.app.Outbox.Messages()) != before || asked != 0 {
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "send_confirmation_email", Arguments: map[string]any{"to": guest.Email, "body": "invoice"}})
+	if err != nil || res.IsError || len(h.app.Outbox.Messages()) != before+1 || asked != 1 {
 		t.Fatalf("stateless consent: err %v, asked %d", err, asked)
 	}
-	var consent string
+	var consent []string
 	for _, r := range h.auditRecords(t) {
 		if r["tool"] == "send_confirmation_email" {
-			consent, _ = r["consent"].(string)
+			c, _ := r["consent"].(string)
+			consent = append(consent, c)
 		}
 	}
-	if consent != server.ConsentUnsupported {
-		t.Errorf("audit consent %q", consent)
+	if len(consent) != 2 || consent[0] != server.ConsentRequested || consent[1] != server.ConsentAccepted {
+		t.Errorf("audit consent %q, want requested then accepted", consent)
 	}
 }

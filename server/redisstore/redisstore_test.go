@@ -1,4 +1,4 @@
-package redisrate_test
+package redisstore_test
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenantmcp/tenantmcp/server/redisrate"
+	"github.com/tenantmcp/tenantmcp/server"
+	"github.com/tenantmcp/tenantmcp/server/redisstore"
 )
 
 const envRedis = "TENANTMCP_TEST_REDIS_ADDR"
@@ -42,7 +43,7 @@ func prefix(t *testing.T) string {
 func TestSharedBucket(t *testing.T) {
 	c := client(t)
 	p := prefix(t)
-	a, b := newStore(t, c, redisrate.Options{Prefix: p}), newStore(t, c, redisrate.Options{Prefix: p})
+	a, b := newStore(t, c, redisstore.Options{Prefix: p}), newStore(t, c, redisstore.Options{Prefix: p})
 	ctx := context.Background()
 	var ok atomic.Int64
 	var wg sync.WaitGroup
@@ -93,10 +94,10 @@ func TestSharedBucket(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer c.Close()
-	s := newStore(t, c, redisrate.Options{Timeout: 200 * time.Millisecond})
+	s := newStore(t, c, redisstore.Options{Timeout: 200 * time.Millisecond})
 	start := time.Now()
 	_, err := s.Take(context.Background(), "t\x00chain:acme", 1, 1)
-	if !errors.Is(err, redisrate.ErrStore) {
+	if !errors.Is(err, redisstore.ErrStore) {
 		t.Fatalf("err = %v, want ErrStore", err)
 	}
 	if time.Since(start) > 5*time.Second {
@@ -104,9 +105,9 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
-func newStore(t *testing.T, c redis.Scripter, o redisrate.Options) *redisrate.Store {
+func newStore(t *testing.T, c redis.Scripter, o redisstore.Options) *redisstore.Rates {
 	t.Helper()
-	s, err := redisrate.New(c, o)
+	s, err := redisstore.NewRates(c, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,16 +122,56 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	defer c.Close()
 	for name, tc := range map[string]struct {
 		c redis.Scripter
-		o redisrate.Options
+		o redisstore.Options
 	}{
-		"negative timeout": {c, redisrate.Options{Timeout: -time.Second}},
-		"nil client":       {nil, redisrate.Options{}},
+		"negative timeout": {c, redisstore.Options{Timeout: -time.Second}},
+		"nil client":       {nil, redisstore.Options{}},
 	} {
-		if s, err := redisrate.New(tc.c, tc.o); !errors.Is(err, redisrate.ErrConfig) || s != nil {
+		if s, err := redisstore.NewRates(tc.c, tc.o); !errors.Is(err, redisstore.ErrConfig) || s != nil {
 			t.Errorf("%s: New = %v, %v; want nil, ErrConfig", name, s, err)
 		}
 	}
-	if _, err := redisrate.New(c, redisrate.Options{}); err != nil {
+	if _, err := redisstore.NewRates(c, redisstore.Options{}); err != nil {
 		t.Errorf("zero Options: %v", err)
+	}
+}
+
+// TestReplaysSpendOnce: two stores (two replicas) spending one nonce
+// concurrently: exactly one succeeds, every other is server.ErrReplayed;
+// the key expires with the state.
+func TestReplaysSpendOnce(t *testing.T) {
+	c := client(t)
+	p := prefix(t)
+	var stores [2]*redisstore.Replays
+	for i := range stores {
+		s, err := redisstore.NewReplays(c, redisstore.Options{Prefix: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = s
+	}
+	ctx := context.Background()
+	var ok, replayed atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch err := stores[i%2].Spend(ctx, "n1", time.Now().Add(time.Minute)); {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, server.ErrReplayed):
+				replayed.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 1 || replayed.Load() != 15 {
+		t.Fatalf("%d spent, %d replayed", ok.Load(), replayed.Load())
+	}
+	if ttl := c.PTTL(ctx, p+"n1").Val(); ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("key TTL %v", ttl)
 	}
 }
