@@ -16,6 +16,7 @@ package mcpfixture
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -197,10 +198,5 @@ func register(s *server.Server) error {
 				return fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", args["arg1"], args["arg2"]), nil, nil
 			}),
 	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return errors.Join(append(errs, registerInput(s))...)
 }
