@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,11 +32,30 @@ type HTTPOptions struct {
 	// addition to every scope a registered tool, prompt or resource
 	// requires (Require.Scopes) when Handler is called.
 	ScopesSupported []string
-	// RequiredScopes are OAuth scopes every token must carry (403 if not).
+	// RequiredScopes are OAuth scopes every token must carry: a token
+	// without them is answered 403 with an insufficient_scope challenge
+	// naming the ones it lacks (and those of the request's item).
 	RequiredScopes []string
-	// Stateless selects the go-sdk's stateless mode: no Mcp-Session-Id,
-	// and no server-to-client requests.
-	Stateless bool
+	// RoleScopes maps a role (Require.Roles) to the OAuth scope whose
+	// grant gives it, where the authorization server can grant roles that
+	// way. A call refused for a missing role that maps to a scope the token
+	// lacks is answered 403 with an insufficient_scope challenge naming
+	// that scope, so the client can step up; any other missing role is a
+	// JSON-RPC error (CodeDenied) and the session goes on. The scopes are
+	// advertised in the metadata.
+	RoleScopes map[string]string
+	// Sessions adds 2025-era stateful sessions to the endpoint. Without it
+	// every request is served statelessly: MCP 2026-07-28 (no handshake,
+	// per-request _meta, server/discover), and 2025-era versions
+	// negotiated per request, each in a session that lives as long as its
+	// HTTP request. With it, a POST initialize without Mcp-Session-Id and
+	// every request that carries one (GET and DELETE too) go to a
+	// stateful session on the same server: what needs one (consent by
+	// elicitation, resource subscriptions, a server-to-client SSE stream,
+	// per-session flow taint) keeps working for 2025-era clients, which
+	// pins each of them to one replica. Requests without Mcp-Session-Id
+	// stay stateless either way.
+	Sessions bool
 	// SessionTimeout closes stateful sessions idle this long (no request
 	// from the client); zero means DefaultSessionTimeout, negative keeps
 	// them until the client ends them.
@@ -99,22 +119,27 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	metaPath := WellKnownProtectedResource + strings.TrimSuffix(path, "/")
 	metaURL := u.Scheme + "://" + u.Host + metaPath
 
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
-		Stateless:           o.Stateless,
-		SessionTimeout:      o.sessionTimeout(),
-		Logger:              hideSessionIDs(s.opts.Logger),
-		MaxRequestBodyBytes: s.opts.MaxRequestBytes,
-	})
+	handler := func(stateless bool) http.Handler {
+		return noEcho(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+			Stateless:           stateless,
+			SessionTimeout:      o.sessionTimeout(),
+			Logger:              hideSessionIDs(s.opts.Logger),
+			MaxRequestBodyBytes: s.opts.MaxRequestBytes,
+		}))
+	}
+	stateless, stateful := handler(true), http.Handler(nil)
+	if o.Sessions {
+		stateful = handler(false)
+	}
 	protected := auth.RequireBearerToken(s.tokenVerifier(), &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: metaURL,
-		Scopes:              o.RequiredScopes,
 		ClockSkew:           s.opts.Verifier.Leeway(),
-	})(s.front(o, metaURL, noEcho(mcpHandler)))
+	})(s.front(o, metaURL, stateless, stateful))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               o.ResourceURL,
 		AuthorizationServers:   o.AuthorizationServers,
-		ScopesSupported:        mergeScopes(o.ScopesSupported, s.requiredScopes()),
+		ScopesSupported:        o.scopesSupported(s.requiredScopes()),
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           s.opts.Name,
 	})
@@ -157,6 +182,16 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	// A response is written once its call has run: the queue wait and the
 	// call timeout come before the write deadline's own slack.
 	return o.deadlines(s.opts.CallTimeout+s.opts.Limits.QueueWait, h), nil
+}
+
+// scopesSupported is what the metadata advertises: ScopesSupported, the
+// scopes of Requires and RoleScopes, never offline_access.
+func (o HTTPOptions) scopesSupported(required []string) []string {
+	for _, sc := range o.RoleScopes {
+		required = append(required, sc)
+	}
+	out := mergeScopes(o.ScopesSupported, required)
+	return slices.DeleteFunc(out, func(sc string) bool { return sc == offlineAccess })
 }
 
 // Serve serves Handler(o) on ln until ctx is done, then shuts down

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,10 +50,9 @@ type exchange struct {
 	reqCtx  context.Context // ends when the client disconnects; nil unless the front admitted a call
 	release func()          // the admitted call's slots; nil once claimed or given back
 	gone    bool            // the HTTP request has ended
-	// resource is HTTPOptions.ResourceURL; stateless: the request is
-	// served without a session (set by front).
-	resource  string
-	stateless bool
+
+	stateless bool   // served by the stateless handler (a per-request session)
+	resource  string // HTTPOptions.ResourceURL
 }
 
 const exchangeKey = "tenantmcp/server.exchange"
@@ -99,58 +99,67 @@ type rpcMessage struct {
 }
 
 // front is the HTTP half of the pipeline, inside bearer-token
-// verification. It reads and decodes a POST body once (the go-sdk reads
-// the same bytes after it) and answers, before anything is dispatched,
-// what only HTTP can answer: 403 with the RFC 6750 insufficient_scope
-// challenge for a tools/call, prompts/get or resources/read whose Require
-// the token does not meet (the pipeline checks again: this is the HTTP
-// answer, not the enforcement), 429 with Retry-After for a tools/call its
-// limits refuse, and the per-subject session cap of an initialize.
-func (s *Server) front(o HTTPOptions, metaURL string, next http.Handler) http.Handler {
+// verification. It routes each request to the stateless handler or, with
+// HTTPOptions.Sessions, to the stateful one (an initialize, or any request
+// naming a session). It reads and decodes a POST body once (the go-sdk
+// reads the same bytes after it) and answers, before anything is
+// dispatched, what only HTTP can answer: 403 with the RFC 6750
+// insufficient_scope challenge when a scope a token could carry is
+// missing (HTTPOptions.RequiredScopes, or a Require of the item a
+// tools/call, prompts/get or resources/read names; the pipeline checks
+// again: this is the HTTP answer, not the enforcement), 429 with
+// Retry-After for a tools/call its limits refuse, and the per-subject
+// session cap of an initialize.
+func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := exchangeOf(auth.TokenInfoFromContext(r.Context()))
-		if x != nil {
-			x.resource, x.stateless = o.ResourceURL, o.Stateless
-		}
-		if r.Method != http.MethodPost || r.Body == nil || x == nil {
-			next.ServeHTTP(w, r)
+		if x == nil {
+			stateless.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		// Malformed JSON-RPC is left to the go-sdk, which answers it.
 		var msgs []rpcMessage
 		single := false
-		switch body = bytes.TrimSpace(body); {
-		case len(body) > 0 && body[0] == '{':
-			msgs = make([]rpcMessage, 1)
-			if single = json.Unmarshal(body, &msgs[0]) == nil; !single {
-				msgs = nil
+		if r.Method == http.MethodPost && r.Body != nil {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+				return
 			}
-		case len(body) > 0 && body[0] == '[':
-			if json.Unmarshal(body, &msgs) != nil {
-				msgs = nil
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			switch body = bytes.TrimSpace(body); {
+			case len(body) > 0 && body[0] == '{':
+				msgs = make([]rpcMessage, 1)
+				if single = json.Unmarshal(body, &msgs[0]) == nil; !single {
+					msgs = nil
+				}
+			case len(body) > 0 && body[0] == '[':
+				if json.Unmarshal(body, &msgs) != nil {
+					msgs = nil
+				}
 			}
 		}
-		if x.caller.deny != nil {
+		sid := r.Header.Get("Mcp-Session-Id")
+		initialize := single && len(msgs[0].ID) > 0 && msgs[0].Method == "initialize" && sid == ""
+		next := stateless
+		x.stateless, x.resource = true, o.ResourceURL
+		if stateful != nil && (sid != "" || initialize) {
+			next, x.stateless = stateful, false
+		}
+		need := missing(o.RequiredScopes, x.caller.oauth)
+		var d *DenyError
+		if len(need) > 0 {
+			d = &DenyError{Rule: RuleInsufficientScope, Reason: "this endpoint requires the OAuth scopes " + strings.Join(o.RequiredScopes, " ")}
+		} else if x.caller.deny == nil {
 			// No scope: the pipeline denies each call with its witness.
-			next.ServeHTTP(w, r)
-			return
+			need, d = s.challenge(x.caller, msgs, o.RoleScopes)
 		}
-		if d := s.precheck(x.caller, msgs); d != nil {
-			kind, _ := d.Witness["kind"].(string)
-			req := s.requireOf(kind, d.Tool)
-			ch := `Bearer error="insufficient_scope"`
-			if len(req.Scopes) > 0 {
-				ch += fmt.Sprintf(`, scope=%q`, strings.Join(req.Scopes, " "))
+		if d != nil {
+			for _, m := range msgs {
+				kind, name := s.itemKey(m.Method, m.Params.Name, m.Params.URI)
+				need = append(need, s.requireOf(kind, name).Scopes...)
 			}
-			ch += fmt.Sprintf(`, error_description=%q, resource_metadata=%q`, d.Reason, metaURL)
-			w.Header().Set("WWW-Authenticate", ch)
-			http.Error(w, "insufficient_scope: "+d.Reason, http.StatusForbidden)
+			writeChallenge(w, metaURL, need, d.Reason)
 			return
 		}
 		if single && len(msgs[0].ID) > 0 {
@@ -158,13 +167,27 @@ func (s *Server) front(o HTTPOptions, metaURL string, next http.Handler) http.Ha
 			case m.Method == "tools/call":
 				s.serveCall(w, r, x, m, next)
 				return
-			case m.Method == "initialize" && !o.Stateless && r.Header.Get("Mcp-Session-Id") == "":
+			case initialize && !x.stateless:
 				s.serveInitialize(w, r, x.caller.scope, m, o, next)
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// writeChallenge answers 403 with the RFC 6750 section 3.1 challenge
+// naming scopes, the OAuth scopes of the current operation (SEP-2350),
+// without offline_access, which a challenge never asks for.
+func writeChallenge(w http.ResponseWriter, metaURL string, scopes []string, reason string) {
+	scopes = slices.DeleteFunc(mergeScopes(scopes, nil), func(sc string) bool { return sc == offlineAccess })
+	ch := `Bearer error="insufficient_scope"`
+	if len(scopes) > 0 {
+		ch += fmt.Sprintf(`, scope=%q`, strings.Join(scopes, " "))
+	}
+	ch += fmt.Sprintf(`, error_description=%q, resource_metadata=%q`, reason, metaURL)
+	w.Header().Set("WWW-Authenticate", ch)
+	http.Error(w, "insufficient_scope: "+reason, http.StatusForbidden)
 }
 
 // serveCall takes a tools/call's limits before it is dispatched (a
@@ -378,7 +401,7 @@ func (o HTTPOptions) drainTimeout() time.Duration {
 }
 func (o HTTPOptions) sessionCap() int {
 	switch {
-	case o.Stateless || o.MaxSessionsPerSubject < 0:
+	case !o.Sessions || o.MaxSessionsPerSubject < 0:
 		return 0
 	case o.MaxSessionsPerSubject == 0:
 		return DefaultSessionsPerSubject

@@ -19,15 +19,19 @@ import (
 
 type bearer struct{ tok string }
 
+var legacy = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.tok)
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// connectHTTP opens a 2025-11-25 session (initialize; a stateful session
+// where the endpoint has HTTPOptions.Sessions).
 func connectHTTP(ctx context.Context, url, tok string) (*mcp.ClientSession, error) {
 	return mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{tok}}}, legacy)
 }
 
 // TestSessionCapAndIdleTimeout: a subject cannot hold more than
@@ -37,7 +41,7 @@ func TestSessionCapAndIdleTimeout(t *testing.T) {
 	f := newFixture(t, nil)
 	h := addHold(t, f.srv)
 	close(h.release)
-	ts := httpServer(t, f, server.HTTPOptions{MaxSessionsPerSubject: 2, SessionTimeout: 500 * time.Millisecond})
+	ts := httpServer(t, f, server.HTTPOptions{Sessions: true, MaxSessionsPerSubject: 2, SessionTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
 	ann := f.token(t, "ann", "north", time.Hour)
 	var open []*mcp.ClientSession
@@ -157,7 +161,7 @@ func TestStalledAndIdleConnectionsClosed(t *testing.T) {
 // the endpoint's own nor allowed is refused before authentication.
 func TestOriginAllowlist(t *testing.T) {
 	f := newFixture(t, nil)
-	ts := httpServer(t, f, server.HTTPOptions{Stateless: true, AllowedOrigins: []string{"https://app.example"}})
+	ts := httpServer(t, f, server.HTTPOptions{AllowedOrigins: []string{"https://app.example"}})
 	tok := f.token(t, "ann", "north", time.Hour)
 	for origin, want403 := range map[string]bool{
 		"https://evil.example":   true,
@@ -195,7 +199,7 @@ func TestMaxTokenLifetime(t *testing.T) {
 	f := newFixture(t, func(o *server.Options) { o.MaxTokenLifetime = 2 * time.Hour })
 	h := addHold(t, f.srv)
 	close(h.release)
-	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	ts := httpServer(t, f, server.HTTPOptions{})
 	ctx := context.Background()
 	long := f.token(t, "ann", "north", 24*365*time.Hour)
 	r, err := callHTTP(ctx, ts.URL, long, "hold", "x")
@@ -218,7 +222,7 @@ func TestMaxTokenLifetime(t *testing.T) {
 func TestShutdownDrainsThenClosesStreams(t *testing.T) {
 	f := newFixture(t, nil)
 	h := addHold(t, f.srv)
-	addr, stop := serveFixture(t, f, server.HTTPOptions{DrainTimeout: 3 * time.Second})
+	addr, stop := serveFixture(t, f, server.HTTPOptions{Sessions: true, DrainTimeout: 3 * time.Second})
 	ctx := context.Background()
 	cs, err := connectHTTP(ctx, "http://"+addr, f.token(t, "ann", "north", time.Hour))
 	if err != nil {

@@ -109,7 +109,7 @@ func TestTenantConcurrencyLimitHTTP(t *testing.T) {
 		o.Limits = server.Limits{PerTenant: server.Limit{Concurrent: 2}, RetryAfter: 3 * time.Second}
 	})
 	h := addHold(t, f.srv)
-	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	ts := httpServer(t, f, server.HTTPOptions{})
 	ctx := context.Background()
 	north1, north2, north3 := f.token(t, "ann", "north", time.Hour), f.token(t, "ben", "north", time.Hour), f.token(t, "cat", "north", time.Hour)
 	south := f.token(t, "dan", "south", time.Hour)
@@ -217,7 +217,7 @@ func TestClientDisconnectCancelsCall(t *testing.T) {
 		o.Limits = server.Limits{PerTenant: server.Limit{Concurrent: 1}}
 	})
 	h := addHold(t, f.srv)
-	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	ts := httpServer(t, f, server.HTTPOptions{})
 	tok := f.token(t, "ann", "north", time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _, _ = callHTTP(ctx, ts.URL, tok, "hold", "gone") }()
@@ -261,7 +261,7 @@ func TestRateStoreFailureFailsClosed(t *testing.T) {
 	})
 	h := addHold(t, f.srv)
 	close(h.release)
-	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	ts := httpServer(t, f, server.HTTPOptions{})
 	r, err := callHTTP(context.Background(), ts.URL, f.token(t, "ann", "north", time.Hour), "hold", "x")
 	if err != nil || r.Status != http.StatusTooManyRequests || r.Err == nil || limitData(t, r.Err)["rule"] != server.RuleLimitUnavailable {
 		t.Fatalf("store down: %+v %v", r, err)
@@ -281,7 +281,7 @@ func TestQueueWaitAndTimeoutPenalty(t *testing.T) {
 		o.Limits = server.Limits{PerTenant: server.Limit{Concurrent: 1}, QueueWait: 5 * time.Second, TimeoutPenalty: time.Second}
 	})
 	h := addHold(t, f.srv)
-	ts := httpServer(t, f, server.HTTPOptions{Stateless: true})
+	ts := httpServer(t, f, server.HTTPOptions{})
 	ctx := context.Background()
 	tok := f.token(t, "ann", "north", time.Hour)
 

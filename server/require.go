@@ -212,16 +212,49 @@ func (s *Server) filterList(ctx context.Context, req mcp.Request, res mcp.Result
 	}
 }
 
-// precheck is the front's Require check of the messages of one HTTP
-// request: the denial of the first that c does not meet, or nil.
-func (s *Server) precheck(c caller, msgs []rpcMessage) *DenyError {
+// challenge is the front's Require check of the messages of one HTTP
+// request. For the first that c does not meet where a token could: the
+// OAuth scopes its operation needs (the item's, plus the scope roleScopes
+// maps one of its roles to when c holds none of them) and the denial. A
+// missing role no scope grants (or whose scope c holds already) is left to
+// the pipeline: a JSON-RPC error that keeps the session, since no new
+// token would change the answer.
+func (s *Server) challenge(c caller, msgs []rpcMessage, roleScopes map[string]string) ([]string, *DenyError) {
 	for _, m := range msgs {
 		kind, name := s.itemKey(m.Method, m.Params.Name, m.Params.URI)
-		if r := s.requireOf(kind, name); kind != "" && !r.zero() && !r.allows(c.scope, c.oauth) {
-			return r.denial(kind, name)
+		r := s.requireOf(kind, name)
+		if kind == "" || r.zero() || r.allows(c.scope, c.oauth) {
+			continue
+		}
+		need := slices.Clone(r.Scopes)
+		if len(r.Roles) > 0 && !slices.ContainsFunc(r.Roles, c.scope.HasRole) {
+			for _, role := range r.Roles {
+				if sc := roleScopes[role]; sc != "" {
+					need = append(need, sc)
+					break
+				}
+			}
+		}
+		if len(missing(need, c.oauth)) > 0 {
+			return need, r.denial(kind, name)
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// offlineAccess is the OpenID refresh-token scope: never asked for in a
+// challenge nor advertised in the metadata (SEP-2350).
+const offlineAccess = "offline_access"
+
+// missing is the scopes of want that have does not hold.
+func missing(want, have []string) []string {
+	var out []string
+	for _, sc := range want {
+		if !slices.Contains(have, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
 }
 
 // itemKey is the kind and Require key of the item a tools/call,

@@ -30,7 +30,7 @@ func TestSessionIDNotLogged(t *testing.T) {
 	if err := server.AddTool(f.srv, server.Tool{Name: "ping"}, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }); err != nil {
 		t.Fatal(err)
 	}
-	h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: f.issuer.Audience})
+	h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: f.issuer.Audience, Sessions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestSessionIDNotLogged(t *testing.T) {
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   hs.URL + pathOf(f.issuer.Audience),
 		HTTPClient: &http.Client{Transport: bearer{tok}},
-	}, nil)
+	}, legacy)
 	if err != nil {
 		t.Fatal(err)
 	}

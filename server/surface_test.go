@@ -122,7 +122,7 @@ func TestRequireOverHTTP(t *testing.T) {
 		func(context.Context, *guardedsql.DB, empty) (empty, error) { ran++; return empty{}, nil }); err != nil {
 		t.Fatal(err)
 	}
-	h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", ScopesSupported: []string{"notes:read"}, Stateless: true})
+	h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", ScopesSupported: []string{"notes:read"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestCompletionRedaction(t *testing.T) {
 		{[]string{"desk"}, "note", []string{"late arrival"}},
 	} {
 		tok, _ := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}, Roles: c.roles})
-		h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", Stateless: true})
+		h, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp"})
 		if err != nil {
 			t.Fatal(err)
 		}

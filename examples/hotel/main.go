@@ -59,7 +59,7 @@ type options struct {
 func flags(fs *flag.FlagSet, cfg *hotel.Options, o *options) {
 	o.dev.Register(fs, "HOTEL", "127.0.0.1:8080", "hotel")
 	fs.StringVar(&cfg.PublicURL, "public-url", os.Getenv("HOTEL_PUBLIC_URL"), "the MCP endpoint URL clients use (default http://ADDR/mcp)")
-	fs.BoolVar(&cfg.Stateless, "stateless", false, "serve streamable HTTP in stateless mode")
+	fs.BoolVar(&cfg.Sessions, "sessions", false, "also serve 2025-era stateful sessions (Mcp-Session-Id: consent by elicitation, subscriptions) beside the stateless MCP 2026-07-28 endpoint")
 	fs.StringVar(&cfg.FlowPolicy, "flow-policy", os.Getenv("HOTEL_FLOW_POLICY"), "information-flow policy file (JSON, see package flow; default: the example's embedded flow-policy.json)")
 	fs.BoolVar(&o.stdio, "stdio", false, "serve one client over stdin/stdout instead of HTTP")
 	fs.StringVar(&o.tokenFile, "token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")

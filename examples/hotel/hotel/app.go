@@ -29,8 +29,9 @@ type Options struct {
 	// http://<listen address>/mcp. It is the token audience unless Audience
 	// says otherwise.
 	PublicURL string
-	// Stateless selects the stateless HTTP mode.
-	Stateless bool
+	// Sessions adds 2025-era stateful sessions to the stateless
+	// (2026-07-28) endpoint: see server.HTTPOptions.Sessions.
+	Sessions bool
 
 	// DB is "" for a fresh embedded SQLite file with demo data, or a DSN
 	// understood by guardedsql.Open (sqlite:…, postgres://…, mysql://…),
@@ -218,7 +219,7 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 		return nil, err
 	}
 	l := cfg.Limits
-	app.HTTP = server.HTTPOptions{ResourceURL: app.HTTP.ResourceURL, AuthorizationServers: app.HTTP.AuthorizationServers, Stateless: cfg.Stateless,
+	app.HTTP = server.HTTPOptions{ResourceURL: app.HTTP.ResourceURL, AuthorizationServers: app.HTTP.AuthorizationServers, Sessions: cfg.Sessions,
 		SessionTimeout: l.SessionTimeout, MaxSessionsPerSubject: l.MaxSessionsPerSubject,
 		ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, DrainTimeout: l.DrainTimeout,
 		AllowedOrigins: l.AllowedOrigins}

@@ -26,7 +26,7 @@ type harness struct {
 // start runs the hotel server in process on a loopback port with the
 // embedded SQLite database and the development issuer.
 func start(t *testing.T, stateless bool) *harness {
-	return startWith(t, hotel.Options{Stateless: stateless, Seed: 7}, nil)
+	return startWith(t, hotel.Options{Sessions: !stateless, Seed: 7}, nil)
 }
 
 // startWith starts the server with cfg; data, if not nil, is what an
@@ -97,16 +97,21 @@ func (h *harness) connect(t *testing.T, token string) *mcp.ClientSession {
 	return h.dial(t, token, nil, true)
 }
 
-// dial connects a go-sdk client with opts over streamable HTTP with token.
+// dial connects a go-sdk client with opts over streamable HTTP with token:
+// a 2025-11-25 session where the server has sessions, 2026-07-28 otherwise.
 func (h *harness) dial(t *testing.T, token string, opts *mcp.ClientOptions, noStandaloneSSE bool) *mcp.ClientSession {
 	t.Helper()
+	var so *mcp.ClientSessionOptions
+	if h.app.HTTP.Sessions {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
 		Endpoint:             h.app.HTTP.ResourceURL,
 		HTTPClient:           &http.Client{Transport: bearer{token, http.DefaultTransport}},
 		DisableStandaloneSSE: noStandaloneSSE,
 		MaxRetries:           -1,
-	}, nil)
+	}, so)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

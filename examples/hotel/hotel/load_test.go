@@ -82,7 +82,7 @@ func TestLoadNoisyTenantPostgres(t *testing.T) {
 
 func runNoisyTenant(t *testing.T, pg livePostgres, d *hotel.Data, sc loadScenario) {
 	dur := loadSeconds(t)
-	h := startWith(t, hotel.Options{Stateless: true, DB: pg.app, RLSKey: pg.key, Limits: sc.limits}, d)
+	h := startWith(t, hotel.Options{DB: pg.app, RLSKey: pg.key, Limits: sc.limits}, d)
 	endpoint := h.app.HTTP.ResourceURL
 	token := func(sub, chain string) string {
 		tok, err := h.app.Issuer.Mint(devtoken.Token{Subject: sub, Groups: []string{"/tenants/" + chain}, Roles: []string{"manager"}, TTL: time.Hour})

@@ -26,7 +26,7 @@ type replica struct {
 func startReplica(t *testing.T, dsn string, key postgres.Key, is *devtoken.Issuer) *replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	app, err := hotel.New(ctx, hotel.Options{Addr: "127.0.0.1:0", DB: dsn, RLSKey: key, Stateless: true,
+	app, err := hotel.New(ctx, hotel.Options{Addr: "127.0.0.1:0", DB: dsn, RLSKey: key,
 		JWKSURL: is.JWKSURL, Issuer: is.URL, Audience: is.Audience,
 		Logger: slog.New(slog.DiscardHandler), AuditLogger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -85,7 +85,7 @@ type instance struct {
 func startInstance(ctx context.Context, stateless bool) (*instance, error) {
 	in := &instance{audit: &logbuf.Buffer{}}
 	app, err := hotel.New(ctx, hotel.Options{
-		Addr: "127.0.0.1:0", Stateless: stateless, Seed: 7,
+		Addr: "127.0.0.1:0", Sessions: !stateless, Seed: 7,
 		Logger:      slog.New(slog.DiscardHandler),
 		AuditLogger: slog.New(slog.NewJSONHandler(in.audit, nil)),
 	})
@@ -184,13 +184,19 @@ func (r *run) sessionWith(user string, stateless bool, opts *mcp.ClientOptions) 
 	if err != nil {
 		return nil, err
 	}
+	// The stateful instance serves 2025-era sessions beside the stateless
+	// core: a 2025-11-25 client gets one.
+	var so *mcp.ClientSessionOptions
+	if !stateless {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "flowtable", Version: "1"}, opts)
 	return client.Connect(r.ctx, &mcp.StreamableClientTransport{
 		Endpoint:             r.inst(stateless).app.HTTP.ResourceURL,
 		HTTPClient:           &http.Client{Transport: bearer{tok, http.DefaultTransport}},
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
-	}, nil)
+	}, so)
 }
 
 // call makes one call that must succeed and returns its structured content.
