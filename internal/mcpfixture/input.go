@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -214,6 +215,29 @@ func registerInput(s *server.Server) error {
 			a, err := ask(ctx, "sampling", sample("Say hello", 20))
 			return "LLM response: " + sampled(a), err
 		}),
+		// SEP-2575 diagnostics: a response stream must carry no request of
+		// the server's own (tenantmcp never sends one), and no log message
+		// reaches a client that set no log level (a tenantmcp handler has no
+		// way to send one at all).
+		textTool(s, "test_streaming_elicitation", "Answers with a plain result: no request on the response stream.", func(context.Context) (string, error) {
+			return "stream observed: result frames only, no top-level requests", nil
+		}),
+		textTool(s, "test_logging_tool", "Sends no log message: the client set no log level.", func(context.Context) (string, error) {
+			return "no log message sent", nil
+		}),
+		// SEP-2575 list_changed on a subscription stream: registering a tool
+		// or prompt on the running server is the change.
+		textTool(s, "test_trigger_tool_change", "Adds a tool to the running server.", func(context.Context) (string, error) {
+			n := changes.Add(1)
+			return "added", textTool(s, fmt.Sprintf("test_added_tool_%d", n), "Added at run time.", func(context.Context) (string, error) { return "added", nil })
+		}),
+		textTool(s, "test_trigger_prompt_change", "Adds a prompt to the running server.", func(context.Context) (string, error) {
+			n := changes.Add(1)
+			return "added", server.AddPrompt(s, server.Prompt{Name: fmt.Sprintf("test_added_prompt_%d", n), Description: "Added at run time."},
+				func(context.Context, *guardedsql.DB, map[string]string) (string, any, error) {
+					return "added", nil, nil
+				})
+		}),
 		server.AddPrompt(s, server.Prompt{Name: "test_input_required_result_prompt", Description: "A prompt that asks for context."},
 			func(ctx context.Context, _ *guardedsql.DB, _ map[string]string) (string, any, error) {
 				a, err := ask(ctx, "user_context", elicit("Please provide context for the prompt", contextSchema))
@@ -226,6 +250,9 @@ func registerInput(s *server.Server) error {
 	}
 	return errors.Join(errs...)
 }
+
+// changes numbers the tools and prompts the trigger fixtures add.
+var changes atomic.Int64
 
 func roots(r mcp.InputResponse) string {
 	l, _ := r.(*mcp.ListRootsResult)

@@ -43,16 +43,17 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		t.Skip(err)
 	}
 	for _, c := range []struct {
-		name      string
-		stateless bool
-		pin       string // the v2 client's protocol revision; "" is the v1 SDK
+		name     string
+		sessions bool
+		pin      string // the v2 client's protocol revision; "" is the v1 SDK
 	}{
-		{"v1/stateful", false, ""},
-		{"v1/stateless", true, ""},
-		{"v2/2026-07-28", true, "2026-07-28"},
+		{"v1/sessions", true, ""},
+		{"v1/default", false, ""},
+		// The hotel as the README starts it (no flags) serves 2026-07-28.
+		{"v2/2026-07-28/default", false, "2026-07-28"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := start(t, c.stateless)
+			h := startWith(t, hotel.Options{Sessions: c.sessions, Seed: 7}, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			args := []string{filepath.Join(dir, "ts-client.mjs")}
