@@ -8,7 +8,7 @@
 // front, not a raw go-sdk server.
 //
 // What the library cannot express is left out on purpose (see
-// interop/conformance-baseline.yml for the scenarios that need it): a
+// interop/conformance-baseline-REVISION.yml for the scenarios that need it): a
 // fixture reaching around server.AddTool to the go-sdk would measure the
 // go-sdk, not tenantmcp.
 package mcpfixture
