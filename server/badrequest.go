@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -16,11 +18,15 @@ import (
 // quote JSON decoding errors ("malformed payload: json: cannot unmarshal
 // … into Go struct field …"), header values and the Host. A response the
 // client has sent something wrong gets one fixed sentence; a JSON-RPC
-// error keeps its id and code with a fixed message per code and no data.
-// Other responses, streams included, pass through untouched.
+// error keeps its id and code with a fixed message per code, and its data
+// scrubbed (see scrubData). Other responses, streams included, pass
+// through untouched.
 func noEcho(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		bw := &badRequestWriter{ResponseWriter: w}
+		if x := exchangeOf(auth.TokenInfoFromContext(r.Context())); x != nil {
+			bw.uri = x.uri
+		}
 		h.ServeHTTP(bw, r)
 		bw.finish()
 	})
@@ -48,6 +54,7 @@ type badRequestWriter struct {
 	status int // the status written, 0 before
 	held   bool
 	buf    bytes.Buffer
+	uri    string // the params.uri the client sent, which its error may name
 }
 
 func (w *badRequestWriter) WriteHeader(code int) {
@@ -94,7 +101,7 @@ func (w *badRequestWriter) finish() {
 	hd := w.ResponseWriter.Header()
 	hd.Del("Content-Length")
 	if strings.HasPrefix(hd.Get("Content-Type"), "application/json") {
-		if body, ok := rpcErrorBody(w.buf.Bytes()); ok {
+		if body, ok := rpcErrorBody(w.buf.Bytes(), w.uri); ok {
 			hd.Set("Content-Length", strconv.Itoa(len(body)))
 			w.ResponseWriter.WriteHeader(w.status)
 			w.ResponseWriter.Write(body)
@@ -119,12 +126,13 @@ func (w *badRequestWriter) finish() {
 }
 
 // rpcErrorBody rewrites a JSON-RPC error response: its id and code, a
-// fixed message for the code, no data.
-func rpcErrorBody(b []byte) ([]byte, bool) {
+// fixed message for the code, and its data scrubbed.
+func rpcErrorBody(b []byte, uri string) ([]byte, bool) {
 	var resp struct {
 		ID    json.RawMessage `json:"id,omitempty"`
 		Error *struct {
-			Code int64 `json:"code"`
+			Code int64           `json:"code"`
+			Data json.RawMessage `json:"data"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(b, &resp) != nil || resp.Error == nil {
@@ -140,13 +148,57 @@ func rpcErrorBody(b []byte) ([]byte, bool) {
 		msg = "parse error"
 	case mcp.CodeUnsupportedProtocolVersion:
 		msg = "unsupported protocol version"
+	case mcp.CodeMissingRequiredClientCapabilities:
+		msg = "missing required client capabilities"
 	case mcp.CodeHeaderMismatch:
 		msg = "an Mcp-* header does not match the request"
 	}
-	out := map[string]any{"jsonrpc": "2.0", "error": map[string]any{"code": resp.Error.Code, "message": msg}}
+	e := map[string]any{"code": resp.Error.Code, "message": msg}
+	if d := scrubData(resp.Error.Code, resp.Error.Data, uri); d != nil {
+		e["data"] = d
+	}
+	out := map[string]any{"jsonrpc": "2.0", "error": e}
 	if len(resp.ID) > 0 && len(resp.ID) <= 66 { // a longer id is not repeated
 		out["id"] = resp.ID
 	}
 	body, err := json.Marshal(out)
 	return body, err == nil
+}
+
+// redacted replaces a data value that may echo the client.
+const redacted = "(redacted)"
+
+var versionPattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+
+// scrubData scrubs values, not structure: every field of an error's data
+// stays (clients act on them: -32022 supported and requested, -32021
+// requiredCapabilities, a resource-not-found's uri). Invariant: a value
+// passes only if the server produced it (supported, requiredCapabilities)
+// or it is the client's own input in a safe shape (requested as a
+// date-shaped version, uri exactly as this client sent it); every other
+// value is replaced by "(redacted)", never dropped.
+func scrubData(code int64, raw json.RawMessage, uri string) any {
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var data map[string]json.RawMessage
+	if json.Unmarshal(raw, &data) != nil {
+		return redacted
+	}
+	out := make(map[string]any, len(data))
+	for k, v := range data {
+		var str string
+		isStr := json.Unmarshal(v, &str) == nil
+		switch {
+		case code == mcp.CodeUnsupportedProtocolVersion && k == "supported",
+			code == mcp.CodeMissingRequiredClientCapabilities && k == "requiredCapabilities":
+			out[k] = v
+		case code == mcp.CodeUnsupportedProtocolVersion && k == "requested" && isStr && versionPattern.MatchString(str),
+			k == "uri" && isStr && uri != "" && str == uri:
+			out[k] = str
+		default:
+			out[k] = redacted
+		}
+	}
+	return out
 }

@@ -93,15 +93,45 @@
 //
 // Declassification is the user's decision. When the flow policy denies a
 // sink call that one of its declassification rules would allow, the
-// server asks the client's user through MCP elicitation, showing the
-// witness in plain words (which data, from which calls, to which
-// destination, under which rule). Only an explicit accept (allow=true)
-// declassifies, for that call only, and the audit record keeps the
-// witness and "consent":"accepted"; decline, cancel, a client without the
-// elicitation capability (and stateless HTTP, where the server cannot ask)
-// and [Options.ConsentTimeout] deny as before. A declassification reason in
-// the call's _meta is written by the model's host and counts only if the
+// server asks the client's user, showing the witness in plain words
+// (which data, from which calls, to which destination, under which rule).
+// Only an explicit accept (allow=true) declassifies, for that call only,
+// and the audit record keeps the witness and "consent":"accepted";
+// decline, cancel, a client that cannot be asked (no elicitation
+// capability; a client before 2026-07-28 without a session) and an
+// expired question deny as before. A declassification reason in the
+// call's _meta is written by the model's host and counts only if the
 // policy opts in (see package flow).
+//
+// # Consent and Input: multi round-trip requests
+//
+// The question is asked through an MCP multi round-trip request (SEP-2322):
+// the sink call is answered with an input-required result (an elicitation
+// form; "consent":"requested" in the audit record) and the client retries
+// the same call with the answer and the result's requestState. A
+// 2026-07-28 client does so by itself, on any replica; for a 2025-era
+// client in a session the go-sdk asks on the session and runs the call
+// once more, so both take one path. Tool, prompt and resource handlers
+// ask the person the same way with [Input] (elicitation, sampling, roots,
+// over one or several rounds).
+//
+// requestState is attacker-controlled, so the server signs it (HMAC-SHA256,
+// [InputOptions.Keys]) and binds it to: the endpoint (HTTPOptions.ResourceURL,
+// or "stdio:"+Name), the token's issuer and subject, a SHA-256 of the
+// caller's canonical grants, the method, the tool or prompt name or the
+// resource URI, a SHA-256 of the canonical arguments (keys sorted), its
+// kind, for consent the offered rule and a SHA-256 of the witness the
+// person saw, an expiry [Options.ConsentTimeout] after it was issued, a
+// random nonce, and earlier rounds' answers. A retry whose state fails any
+// check (signature, a binding, expiry, a replay) is refused with one
+// generic JSON-RPC invalid-params error, the same for every cause; the
+// audit record's "request_state" says which. A verified state is spent
+// once in [InputOptions.Replays]; consent also needs the flow check, run
+// again, to deny with the same rule and witness, and then runs it with
+// the consent. Replicas behind one endpoint must share the keys (Keys[0]
+// signs, every key verifies: rotate by prepending) and the replay store
+// (server/pgstore, server/redisstore), and the flow taints (package flow's
+// Store) for the witness to match.
 //
 // Transports: Handler serves streamable HTTP (stateful or stateless) behind
 // the go-sdk's bearer-token middleware fed by package claims, with RFC 9728

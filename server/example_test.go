@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
@@ -73,4 +76,37 @@ func ExampleAddTool() {
 	// Output:
 	// <nil>
 	// server: tool "bad": input property "/chain_id" is the scope key "chain_id"; tenant scope comes only from the verified token
+}
+
+// A tool that asks the person behind the client before it acts, through
+// MCP multi round-trip requests: the first pass returns Input's error (the
+// client gets an input-required result), the client's retry brings the
+// answer, verified against the signed requestState.
+func ExampleInput() {
+	srv := exampleServer()
+	type CancelIn struct {
+		ID int64 `json:"id"`
+	}
+	type CancelOut struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	err := server.AddTool(srv, server.Tool{Name: "cancel_booking"},
+		func(ctx context.Context, db *guardedsql.DB, in CancelIn) (CancelOut, error) {
+			answers, err := server.Input(ctx, mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
+				Message:         fmt.Sprintf("Cancel booking %d?", in.ID),
+				RequestedSchema: json.RawMessage(`{"type":"object","properties":{"yes":{"type":"boolean"}},"required":["yes"]}`),
+			}})
+			if err != nil {
+				return CancelOut{}, err // ErrInputRequired: ask; ErrInputUnsupported: the client cannot be asked
+			}
+			res, ok := answers["confirm"].(*mcp.ElicitResult)
+			if !ok || res.Action != "accept" || res.Content["yes"] != true {
+				return CancelOut{}, nil // declined, cancelled, or not a yes
+			}
+			// … cancel it through db …
+			return CancelOut{Cancelled: true}, nil
+		})
+	fmt.Println(err)
+	// Output:
+	// <nil>
 }

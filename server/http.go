@@ -109,6 +109,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("%w: ResourceURL %q must be an absolute URL", ErrConfig, o.ResourceURL)
 	}
+	if slices.Contains(o.RequiredScopes, offlineAccess) {
+		return nil, fmt.Errorf("%w: RequiredScopes must not name %s (a challenge never asks for it)", ErrConfig, offlineAccess)
+	}
 	if o.Health.Timeout < 0 {
 		return nil, fmt.Errorf("%w: Health.Timeout must not be negative (zero is DefaultReadyTimeout)", ErrConfig)
 	}

@@ -53,6 +53,7 @@ type exchange struct {
 
 	stateless bool   // served by the stateless handler (a per-request session)
 	resource  string // HTTPOptions.ResourceURL
+	uri       string // params.uri of a single-message POST: its error may name it (see scrubData)
 }
 
 const exchangeKey = "tenantmcp/server.exchange"
@@ -139,6 +140,9 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 				}
 			}
 		}
+		if single {
+			x.uri = msgs[0].Params.URI
+		}
 		sid := r.Header.Get("Mcp-Session-Id")
 		initialize := single && len(msgs[0].ID) > 0 && msgs[0].Method == "initialize" && sid == ""
 		next := stateless
@@ -147,19 +151,17 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 			next, x.stateless = stateful, false
 		}
 		need := missing(o.RequiredScopes, x.caller.oauth)
-		var d *DenyError
-		if len(need) > 0 {
-			d = &DenyError{Rule: RuleInsufficientScope, Reason: "this endpoint requires the OAuth scopes " + strings.Join(o.RequiredScopes, " ")}
-		} else if x.caller.deny == nil {
+		if len(need) == 0 && x.caller.deny == nil {
 			// No scope: the pipeline denies each call with its witness.
-			need, d = s.challenge(x.caller, msgs, o.RoleScopes)
-		}
-		if d != nil {
+			need = s.challenge(x.caller, msgs, o.RoleScopes)
+		} else if len(need) > 0 {
 			for _, m := range msgs {
 				kind, name := s.itemKey(m.Method, m.Params.Name, m.Params.URI)
 				need = append(need, s.requireOf(kind, name).Scopes...)
 			}
-			writeChallenge(w, metaURL, need, d.Reason)
+		}
+		if need = slices.DeleteFunc(need, func(sc string) bool { return sc == offlineAccess }); len(need) > 0 {
+			writeChallenge(w, metaURL, need)
 			return
 		}
 		if single && len(msgs[0].ID) > 0 {
@@ -177,16 +179,12 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 }
 
 // writeChallenge answers 403 with the RFC 6750 section 3.1 challenge
-// naming scopes, the OAuth scopes of the current operation (SEP-2350),
-// without offline_access, which a challenge never asks for.
-func writeChallenge(w http.ResponseWriter, metaURL string, scopes []string, reason string) {
-	scopes = slices.DeleteFunc(mergeScopes(scopes, nil), func(sc string) bool { return sc == offlineAccess })
-	ch := `Bearer error="insufficient_scope"`
-	if len(scopes) > 0 {
-		ch += fmt.Sprintf(`, scope=%q`, strings.Join(scopes, " "))
-	}
-	ch += fmt.Sprintf(`, error_description=%q, resource_metadata=%q`, reason, metaURL)
-	w.Header().Set("WWW-Authenticate", ch)
+// naming scopes, the OAuth scopes of the current operation (SEP-2350;
+// never offline_access, which the caller has taken out).
+func writeChallenge(w http.ResponseWriter, metaURL string, scopes []string) {
+	scope := strings.Join(mergeScopes(scopes, nil), " ")
+	reason := "this operation requires the OAuth scopes " + scope
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, error_description=%q, resource_metadata=%q`, scope, reason, metaURL))
 	http.Error(w, "insufficient_scope: "+reason, http.StatusForbidden)
 }
 

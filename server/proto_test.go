@@ -3,14 +3,17 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -116,5 +119,133 @@ func TestProtocolModes(t *testing.T) {
 			}
 		}
 		cs.Close()
+	}
+}
+
+// TestAuthorizationAnswers: a missing role no token can add is a JSON-RPC
+// denial that leaves a go-sdk client's session working; a missing OAuth
+// scope (of the item, of HTTPOptions.RequiredScopes, or the scope
+// RoleScopes maps the missing role to) is 403 with an insufficient_scope
+// challenge naming exactly the operation's scopes; offline_access appears
+// in no challenge and not in the metadata.
+func TestAuthorizationAnswers(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tl := range []server.Tool{
+		{Name: "ping"},
+		{Name: "report", Require: server.Require{Roles: []string{"manager"}}},
+		{Name: "audit", Require: server.Require{Roles: []string{"auditor"}, Scopes: []string{"notes:read"}}},
+		{Name: "purge", Require: server.Require{Scopes: []string{"notes:write", "notes:read", "offline_access"}}},
+	} {
+		if err := server.AddTool(f.srv, tl, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := httpServer(t, f, server.HTTPOptions{Sessions: true, RequiredScopes: []string{"mcp"},
+		ScopesSupported: []string{"offline_access", "notes:read"}, RoleScopes: map[string]string{"auditor": "notes:audit"}})
+	mint := func(scopes ...string) string {
+		tok, err := f.issuer.Mint(devtoken.Token{Subject: "ann", Groups: []string{"org:north"}, Extra: oauthScope(scopes)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	full := mint("mcp", "notes:read")
+
+	// The role denial keeps the 2025 session (the go-sdk client closes it
+	// on a 403) and is audited.
+	cs, err := connectHTTP(context.Background(), ts.URL, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "report", Arguments: map[string]any{}})
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) || werr.Code != server.CodeDenied {
+		t.Fatalf("role denial: %v", err)
+	}
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{}}); err != nil {
+		t.Fatalf("the session did not survive the role denial: %v", err)
+	}
+
+	for _, c := range []struct {
+		name, tok, tool string
+		scope           string // the challenge's scope, "" for no challenge
+	}{
+		{"role no scope grants", full, "report", ""},
+		{"item scopes", mint("mcp", "notes:read"), "purge", "notes:read notes:write"},
+		{"role mapped to a scope", full, "audit", "notes:audit notes:read"},
+		{"required scopes", mint("notes:read"), "ping", "mcp"},
+		{"required and item scopes", mint("notes:read"), "purge", "mcp notes:read notes:write"},
+	} {
+		w := post(t, ts.URL+"/mcp", c.tok, req2026("tools/call", `"name":"`+c.tool+`","arguments":{}`), hdr2026("tools/call", c.tool)...)
+		ch := w.header.Get("WWW-Authenticate")
+		if c.scope == "" {
+			if w.status != http.StatusOK || ch != "" || w.msg.Error == nil || w.msg.Error.Code != server.CodeDenied {
+				t.Errorf("%s: %d %q %s", c.name, w.status, ch, w.raw)
+			}
+			continue
+		}
+		if w.status != http.StatusForbidden || !strings.HasPrefix(ch, `Bearer error="insufficient_scope", scope="`+c.scope+`"`) ||
+			!strings.Contains(ch, `resource_metadata="https://notes.test/.well-known/oauth-protected-resource/mcp"`) || strings.Contains(ch, "offline_access") {
+			t.Errorf("%s: %d, WWW-Authenticate %q", c.name, w.status, ch)
+		}
+	}
+	resp, err := http.Get(ts.URL + server.WellKnownProtectedResource + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(meta), "offline_access") || !strings.Contains(string(meta), `"notes:audit"`) {
+		t.Errorf("metadata: %s", meta)
+	}
+	if _, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", RequiredScopes: []string{"offline_access"}}); !errors.Is(err, server.ErrConfig) {
+		t.Errorf("RequiredScopes offline_access: %v", err)
+	}
+}
+
+// TestErrorDataOnTheWire: the 400 answers of 2026-07-28 requests keep the
+// error data the spec requires (-32022 supported and requested, a
+// resource-not-found's uri), with a value the client could have crafted
+// replaced rather than echoed or dropped; a header mismatch keeps its code
+// and echoes no header value.
+func TestErrorDataOnTheWire(t *testing.T) {
+	f := newFixture(t, nil)
+	if err := server.AddTool(f.srv, server.Tool{Name: "ping"}, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	ts := httpServer(t, f, server.HTTPOptions{})
+	url, tok := ts.URL+"/mcp", f.token(t, "ann", "north", time.Hour)
+	data := func(w wire) map[string]any {
+		t.Helper()
+		var d map[string]any
+		if w.msg.Error == nil || json.Unmarshal(w.msg.Error.Data, &d) != nil {
+			t.Fatalf("no error data: %d %s", w.status, w.raw)
+		}
+		return d
+	}
+	version := func(v string) wire {
+		body := strings.ReplaceAll(req2026("tools/list", ""), `"2026-07-28"`, `"`+v+`"`)
+		return post(t, url, tok, body, "MCP-Protocol-Version", v, "Mcp-Method", "tools/list")
+	}
+	w := version("2099-01-01")
+	d := data(w)
+	if w.status != http.StatusBadRequest || w.msg.Error.Code != mcp.CodeUnsupportedProtocolVersion || d["requested"] != "2099-01-01" ||
+		!strings.Contains(string(w.msg.Error.Data), `"2026-07-28"`) || !strings.Contains(string(w.msg.Error.Data), `"2025-11-25"`) {
+		t.Errorf("-32022: %d %s", w.status, w.raw)
+	}
+	if w = version("2099-<img src=x>"); data(w)["requested"] != "(redacted)" || strings.Contains(w.raw, "img") {
+		t.Errorf("-32022 with a crafted version: %s", w.raw)
+	}
+
+	uri := "notes://nothing/here"
+	w = post(t, url, tok, req2026("resources/read", `"uri":"`+uri+`"`), "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", uri)
+	if d = data(w); w.status != http.StatusBadRequest || w.msg.Error.Code != mcp.CodeResourceNotFound || d["uri"] != uri {
+		t.Errorf("resource not found: %d %s", w.status, w.raw)
+	}
+
+	w = post(t, url, tok, req2026("tools/call", `"name":"ping","arguments":{}`), hdr2026("tools/call", "pong-secret")...)
+	if w.status != http.StatusBadRequest || w.msg.Error == nil || w.msg.Error.Code != mcp.CodeHeaderMismatch || strings.Contains(w.raw, "pong-secret") {
+		t.Errorf("-32020: %d %s", w.status, w.raw)
 	}
 }

@@ -29,11 +29,14 @@ var ErrInsufficientScope = errors.New("server: insufficient scope")
 //
 // A caller that does not meet it does not see the item in tools/list,
 // prompts/list, resources/list or resources/templates/list, and a call
-// that names it anyway is refused before the handler runs: with HTTP 403
-// and a WWW-Authenticate: Bearer error="insufficient_scope" challenge on
-// streamable HTTP, and with a JSON-RPC error (CodeDenied, rule
-// RuleInsufficientScope, the same data) on every transport. Both checks
-// read the current request's verified token.
+// that names it anyway is refused before the handler runs, with a
+// JSON-RPC error (CodeDenied, rule RuleInsufficientScope) that leaves the
+// session open. On streamable HTTP, where a new token could meet it (a
+// missing OAuth scope, or a missing role HTTPOptions.RoleScopes maps to a
+// scope), the answer is HTTP 403 with a WWW-Authenticate: Bearer
+// error="insufficient_scope" challenge naming the operation's scopes
+// instead, so the client can step up. Both checks read the current
+// request's verified token.
 type Require struct {
 	// Roles: the caller's scope must hold at least one of them (the
 	// roles claim, see package claims).
@@ -215,11 +218,11 @@ func (s *Server) filterList(ctx context.Context, req mcp.Request, res mcp.Result
 // challenge is the front's Require check of the messages of one HTTP
 // request. For the first that c does not meet where a token could: the
 // OAuth scopes its operation needs (the item's, plus the scope roleScopes
-// maps one of its roles to when c holds none of them) and the denial. A
+// maps one of its roles to when c holds none of them). A
 // missing role no scope grants (or whose scope c holds already) is left to
 // the pipeline: a JSON-RPC error that keeps the session, since no new
 // token would change the answer.
-func (s *Server) challenge(c caller, msgs []rpcMessage, roleScopes map[string]string) ([]string, *DenyError) {
+func (s *Server) challenge(c caller, msgs []rpcMessage, roleScopes map[string]string) []string {
 	for _, m := range msgs {
 		kind, name := s.itemKey(m.Method, m.Params.Name, m.Params.URI)
 		r := s.requireOf(kind, name)
@@ -236,10 +239,10 @@ func (s *Server) challenge(c caller, msgs []rpcMessage, roleScopes map[string]st
 			}
 		}
 		if len(missing(need, c.oauth)) > 0 {
-			return need, r.denial(kind, name)
+			return need
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // offlineAccess is the OpenID refresh-token scope: never asked for in a
