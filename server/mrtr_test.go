@@ -104,7 +104,7 @@ func newReplicas(t *testing.T, store server.ReplayStore, stateless bool) *replic
 		if err := fc.Verify(); err != nil {
 			t.Fatal(err)
 		}
-		h, err := srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", Stateless: stateless})
+		h, err := srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", Sessions: !stateless})
 		if err != nil {
 			t.Fatal(err)
 		}
