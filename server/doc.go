@@ -171,13 +171,16 @@
 //
 // # Limits and timeouts
 //
-// [Options.Limits] keeps one tenant from starving the others: each call takes
-// a concurrency slot and a rate token (token bucket) of every top-level
-// grant of its scope and of its subject, waiting at most [Limits.QueueWait]
-// for a slot. A refusal is a [LimitError]: on streamable HTTP it is decided
-// before the call is dispatched and answered with 429 and Retry-After; the
-// body, and on stdio the error itself, is a JSON-RPC error with code
-// [CodeLimited] and data naming the rule and the retry delay, never a tenant.
+// [Options.Limits] keeps one tenant from starving the others: each tool
+// call, resource read, prompt, completion and list takes a concurrency slot
+// and a rate token (token bucket) of each root tenant of its scope (a
+// grant's outermost ancestor: a chain's hotels share the chain's budget)
+// and of its subject, waiting at most [Limits.QueueWait] for a slot; ping
+// and server/discover are free. A refusal is a [LimitError]: on streamable
+// HTTP it is decided before the request is dispatched and answered with 429
+// and Retry-After; the body, and on stdio the error itself, is a JSON-RPC
+// error with code [CodeLimited] and data naming the rule, the method and
+// the retry delay, never a tenant.
 // [guardedsql.ErrBusy] (the pool-wait bound) becomes the same error with
 // [RuleDBBusy]. Token buckets live in the process ([NewLocalRates]) or, shared
 // between replicas, in a [RateStore] such as package server/redisstore.
@@ -201,7 +204,7 @@
 // the next call), into a value it hangs on the request's auth.TokenInfo.
 // The HTTP front then reads and decodes the body once and answers what only
 // HTTP can, before anything is dispatched: 403 insufficient_scope, 429 for
-// a tools/call over its limits (whose admission and the request's lifetime
+// a request over its limits (whose admission and the request's lifetime
 // it leaves on the same value, which the go-sdk hands to that request's
 // messages only: no state travels in a header), the per-subject session
 // cap. On every transport, every method then passes one go-sdk receiving

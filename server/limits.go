@@ -240,8 +240,9 @@ func newLimiter(l Limits, levels []string) (*limiter, error) {
 }
 
 // keys are the limit keys of sc: its root tenants (see Limits), sorted and
-// each once, then its subject. Keys are never logged or sent: they hold
-// tenant ids.
+// each once, then its subject. Invariant: grants within one root share its
+// one key, so no set of grants buys a tenant more than its root's budget.
+// Keys are never logged or sent: they hold tenant ids.
 func (lm *limiter) keys(sc scope.Scope) (tenants []string, subject string) {
 	var roots []scope.Grant
 	for _, g := range sc.Grants() {
