@@ -217,7 +217,7 @@ func TestEveryMethodAdmittedStdio(t *testing.T) {
 // session is served again.
 func TestRefusalKeepsHTTPSession(t *testing.T) {
 	f := surfaceFixture(t, server.Limits{PerSubject: server.Limit{Rate: 4, Burst: 2}})
-	ts := httpServer(t, f, server.HTTPOptions{})
+	ts := httpServer(t, f, server.HTTPOptions{Sessions: true})
 	ctx := context.Background()
 	cs, err := connectHTTP(ctx, ts.URL, f.token(t, "ann", "north", time.Hour))
 	if err != nil {
