@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling and roots are deprecated by 2026-07-28 (SEP-2577) but remain input requests clients answer during the deprecation window
+
 package server
 
 import (

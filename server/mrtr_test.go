@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 Input must keep serving sampling and roots during their deprecation window
+
 package server_test
 
 import (
