@@ -151,6 +151,44 @@ type round struct {
 	// consented: the declassification the person accepted in this
 	// request (carried into an Input state of the same call).
 	consentRule, consentWit string
+	// expire ends a 2025-era session's request when its client has not
+	// answered within ConsentTimeout (the go-sdk asks it on the request's
+	// context); timer is armed by an input-required answer, stopped by
+	// the retry.
+	expire context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+// errNoAnswer ends a session request whose client did not answer in time.
+var errNoAnswer = errors.New("server: the client did not answer in time")
+
+// limit gives a 2025-era session's request a context that ends
+// ConsentTimeout after it asks its client, if the answer has not come.
+func (in *round) limit(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !in.stateful || in.native {
+		return ctx, func() {}
+	}
+	ctx, in.expire = context.WithCancelCause(ctx)
+	return ctx, func() { in.expire(nil) }
+}
+
+// unanswered records, after the request, a session client that was asked
+// and never answered: the go-sdk's error (or the timeout) reached the client.
+func (in *round) unanswered(ctx context.Context, rq *request) {
+	if rq.outcome != OutcomeInputRequired {
+		return
+	}
+	timeout := errors.Is(context.Cause(ctx), errNoAnswer)
+	rq.outcome = OutcomeError
+	if timeout {
+		rq.outcome = OutcomeTimeout
+	}
+	if rq.consent == ConsentRequested {
+		rq.consent = ConsentUnsupported
+		if timeout {
+			rq.consent = ConsentTimeout
+		}
+	}
 }
 
 // newRound derives the round of a request the pipeline serves.
@@ -205,6 +243,9 @@ func (in *round) retry(responses mcp.InputResponseMap, state string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.responses, in.state, in.opened, in.st, in.err = responses, state, false, nil, nil
+	if in.timer != nil {
+		in.timer.Stop()
+	}
 }
 
 // can reports whether the client can answer an input request of this type.
@@ -451,6 +492,11 @@ func (s *Server) mrtrAnswer(rq *request, err error) (ir *inputRequired, wire err
 	switch {
 	case errors.As(err, &ir):
 		rq.outcome = OutcomeInputRequired
+		if in := rq.in; in.expire != nil {
+			in.mu.Lock()
+			in.timer = time.AfterFunc(s.opts.ConsentTimeout, func() { in.expire(errNoAnswer) })
+			in.mu.Unlock()
+		}
 		return ir, nil, true
 	case errors.As(err, &se):
 		rq.outcome, rq.state = OutcomeInvalid, se.reason
