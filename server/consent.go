@@ -23,7 +23,7 @@ const (
 	ConsentDeclined    = "declined"
 	ConsentCancelled   = "cancelled"
 	ConsentUnsupported = "unsupported" // the client cannot be asked (no elicitation capability, a pre-2026 client without a session)
-	ConsentTimeout     = "timeout"     // kept for compatibility: an expired consent state is refused as any invalid state
+	ConsentTimeout     = "timeout"     // a session client did not answer in time (an expired requestState is refused as any invalid one)
 )
 
 // consentSchema is the form the user answers: one explicit yes/no.
