@@ -19,6 +19,7 @@ const DefaultConsentTimeout = 2 * time.Minute
 
 // Consent outcomes, in the audit record's "consent" field.
 const (
+	ConsentRequested   = "requested" // asked: the call was answered with an input-required result
 	ConsentAccepted    = "accepted"
 	ConsentDeclined    = "declined"
 	ConsentCancelled   = "cancelled"

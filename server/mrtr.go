@@ -62,9 +62,6 @@ var (
 // result (the client is to retry it with the answers).
 const OutcomeInputRequired = "input_required"
 
-// Consent outcome of a sink call answered with an input-required result.
-const ConsentRequested = "requested"
-
 // minKeyBytes is the least length of an InputOptions key.
 const minKeyBytes = 32
 
