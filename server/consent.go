@@ -19,11 +19,12 @@ const DefaultConsentTimeout = 2 * time.Minute
 
 // Consent outcomes, in the audit record's "consent" field.
 const (
+	ConsentRequested   = "requested" // asked: the call was answered with an input-required result
 	ConsentAccepted    = "accepted"
 	ConsentDeclined    = "declined"
 	ConsentCancelled   = "cancelled"
 	ConsentUnsupported = "unsupported" // the client cannot be asked (no elicitation capability, a pre-2026 client without a session)
-	ConsentTimeout     = "timeout"     // kept for compatibility: an expired consent state is refused as any invalid state
+	ConsentTimeout     = "timeout"     // a session client did not answer in time (an expired requestState is refused as any invalid one)
 )
 
 // consentSchema is the form the user answers: one explicit yes/no.

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling and roots are deprecated by 2026-07-28 (SEP-2577) but remain input requests clients answer during the deprecation window
+
 package server
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/scope"
 )
 
 // InputOptions configure multi round-trip requests (MCP SEP-2322): the
@@ -58,9 +61,6 @@ var (
 // OutcomeInputRequired: the request was answered with an input-required
 // result (the client is to retry it with the answers).
 const OutcomeInputRequired = "input_required"
-
-// Consent outcome of a sink call answered with an input-required result.
-const ConsentRequested = "requested"
 
 // minKeyBytes is the least length of an InputOptions key.
 const minKeyBytes = 32
@@ -126,12 +126,19 @@ type binding struct {
 
 // round is the multi round-trip part of one request: who and what it
 // binds, what the client can answer, and the retry's responses and state.
+// Its hashes are computed only when a state is issued or verified, so a
+// request that asks nothing pays for none of it.
 type round struct {
 	s        *Server
-	bind     binding
 	caps     *mcp.ClientCapabilities
 	native   bool // the client speaks 2026-07-28: it retries by itself
 	stateful bool // a session the go-sdk can send requests on (2025-era clients)
+
+	mu      sync.Mutex // a handler may call Input from several goroutines
+	bound   bool
+	bind    binding
+	rawArgs json.RawMessage
+	sc      scope.Scope
 
 	responses mcp.InputResponseMap
 	state     string
@@ -141,26 +148,63 @@ type round struct {
 	// consented: the declassification the person accepted in this
 	// request (carried into an Input state of the same call).
 	consentRule, consentWit string
+	// expire ends a 2025-era session's request when its client has not
+	// answered within ConsentTimeout (the go-sdk asks it on the request's
+	// context); timer is armed by an input-required answer, stopped by
+	// the retry.
+	expire context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+// errNoAnswer ends a session request whose client did not answer in time.
+var errNoAnswer = errors.New("server: the client did not answer in time")
+
+// limit gives a 2025-era session's request a context that ends
+// ConsentTimeout after it asks its client, if the answer has not come.
+func (in *round) limit(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !in.stateful || in.native {
+		return ctx, func() {}
+	}
+	ctx, in.expire = context.WithCancelCause(ctx)
+	return ctx, func() { in.expire(nil) }
+}
+
+// unanswered records, after the request, a session client that was asked
+// and never answered: the go-sdk's error (or the timeout) reached the client.
+func (in *round) unanswered(ctx context.Context, rq *request) {
+	if rq.outcome != OutcomeInputRequired {
+		return
+	}
+	timeout := errors.Is(context.Cause(ctx), errNoAnswer)
+	rq.outcome = OutcomeError
+	if timeout {
+		rq.outcome = OutcomeTimeout
+	}
+	if rq.consent == ConsentRequested {
+		rq.consent = ConsentUnsupported
+		if timeout {
+			rq.consent = ConsentTimeout
+		}
+	}
 }
 
 // newRound derives the round of a request the pipeline serves.
 func (s *Server) newRound(req mcp.Request, rq *request) *round {
-	in := &round{s: s}
-	var version, args string
+	in := &round{s: s, sc: rq.caller.scope}
+	var version string
 	switch r := req.(type) {
 	case *mcp.CallToolRequest:
 		version, in.caps = r.ProtocolVersion(), r.ClientCapabilities()
-		in.bind.name, args = r.Params.Name, canonicalHash(r.Params.Arguments)
+		in.bind.name, in.rawArgs = r.Params.Name, r.Params.Arguments
 	case *mcp.GetPromptRequest:
 		version, in.caps = r.ProtocolVersion(), r.ClientCapabilities()
-		a, _ := json.Marshal(r.Params.Arguments)
-		in.bind.name, args = r.Params.Name, canonicalHash(a)
+		in.bind.name, in.rawArgs = r.Params.Name, mustMarshal(r.Params.Arguments)
 	case *mcp.ReadResourceRequest:
 		version, in.caps = r.ProtocolVersion(), r.ClientCapabilities()
-		in.bind.name, args = r.Params.URI, canonicalHash(nil)
+		in.bind.name = r.Params.URI
 	}
 	in.native = version >= "2026-07-28"
-	in.bind.method, in.bind.args = rq.method, args
+	in.bind.method = rq.method
 	in.bind.resource = "stdio:" + s.opts.Name
 	stateless := false
 	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
@@ -172,16 +216,33 @@ func (s *Server) newRound(req mcp.Request, rq *request) *round {
 		}
 	}
 	in.stateful = rq.session != nil && !stateless
-	sc := rq.caller.scope
-	g := sha256.Sum256(sc.GrantJSON())
-	in.bind.subject, in.bind.grants = sc.Subject(), hex.EncodeToString(g[:])
 	return in
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// binding completes the round's binding (the hashes) once. Call with mu held.
+func (in *round) binding() binding {
+	if !in.bound {
+		g := sha256.Sum256(in.sc.GrantJSON())
+		in.bind.subject, in.bind.grants = in.sc.Subject(), hex.EncodeToString(g[:])
+		in.bind.args, in.bound = canonicalHash(in.rawArgs), true
+	}
+	return in.bind
 }
 
 // retry takes the inputResponses and requestState of the request the
 // handler runs for (a 2025-era session's go-sdk retry reuses the round).
 func (in *round) retry(responses mcp.InputResponseMap, state string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	in.responses, in.state, in.opened, in.st, in.err = responses, state, false, nil, nil
+	if in.timer != nil {
+		in.timer.Stop()
+	}
 }
 
 // can reports whether the client can answer an input request of this type.
@@ -214,11 +275,13 @@ func (in *round) can(r mcp.InputRequest) error {
 // every binding, expiry, then spends its nonce. Any failure is one
 // *stateError.
 func (in *round) open(ctx context.Context) (*requestState, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	if in.opened {
 		return in.st, in.err
 	}
 	in.opened = true
-	in.st, in.err = in.s.verifyState(ctx, in.bind, in.state)
+	in.st, in.err = in.s.verifyState(ctx, in.binding(), in.state)
 	return in.st, in.err
 }
 
@@ -229,8 +292,11 @@ func (in *round) issue(kind, rule, wit string, asked []string, answers mcp.Input
 		return "", fmt.Errorf("request state nonce: %w", err)
 	}
 	sort.Strings(asked)
-	st := requestState{Kind: kind, Resource: in.bind.resource, Issuer: in.bind.issuer, Subject: in.bind.subject,
-		Grants: in.bind.grants, Method: in.bind.method, Name: in.bind.name, Args: in.bind.args, Rule: rule, Witness: wit,
+	in.mu.Lock()
+	b := in.binding()
+	in.mu.Unlock()
+	st := requestState{Kind: kind, Resource: b.resource, Issuer: b.issuer, Subject: b.subject,
+		Grants: b.grants, Method: b.method, Name: b.name, Args: b.args, Rule: rule, Witness: wit,
 		Expiry: in.s.opts.Now().Add(in.s.opts.ConsentTimeout).UnixMilli(), Nonce: base64.RawURLEncoding.EncodeToString(n[:]),
 		Asked: asked, Answers: answers}
 	body, err := json.Marshal(st)
@@ -326,8 +392,12 @@ func canonicalHash(raw json.RawMessage) string {
 //
 // A 2025-era client in a session is asked by the server on the same
 // session (the go-sdk fulfils the requests and runs the handler once
-// more), so one handler serves both. The answers are the client's word:
-// validate them as any other input.
+// more, so such a client gets one round), and one handler serves both.
+// Answers sent with no requestState, unasked, count for the first round
+// only (conformance expects it; the same client would give them when
+// asked): a handler must not take an answer as proof that the person saw
+// anything. The answers are the client's word: validate them as any other
+// input.
 func Input(ctx context.Context, reqs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
 	rq := requestOf(ctx)
 	if rq == nil || rq.in == nil {
@@ -419,6 +489,11 @@ func (s *Server) mrtrAnswer(rq *request, err error) (ir *inputRequired, wire err
 	switch {
 	case errors.As(err, &ir):
 		rq.outcome = OutcomeInputRequired
+		if in := rq.in; in.expire != nil {
+			in.mu.Lock()
+			in.timer = time.AfterFunc(s.opts.ConsentTimeout, func() { in.expire(errNoAnswer) })
+			in.mu.Unlock()
+		}
 		return ir, nil, true
 	case errors.As(err, &se):
 		rq.outcome, rq.state = OutcomeInvalid, se.reason

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 Input must keep serving sampling and roots during their deprecation window
+
 package server_test
 
 import (
@@ -64,7 +66,7 @@ type replicas struct {
 	unsup  atomic.Int32 // handlers that saw ErrInputUnsupported
 }
 
-func newReplicas(t *testing.T, store server.ReplayStore, stateless bool) *replicas {
+func newReplicas(t *testing.T, store server.ReplayStore, stateless bool, mutate ...func(*server.Options)) *replicas {
 	t.Helper()
 	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: "https://notes.test/mcp", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -93,10 +95,14 @@ func newReplicas(t *testing.T, store server.ReplayStore, stateless bool) *replic
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := server.New(server.Options{Name: "notes", Verifier: v, DB: db, Levels: []string{"org"}, Flow: fc,
+		opts := server.Options{Name: "notes", Verifier: v, DB: db, Levels: []string{"org"}, Flow: fc,
 			AuditLogger: slog.New(slog.NewJSONHandler(r.audit, nil)), Logger: slog.New(slog.DiscardHandler),
 			Now:            func() time.Time { return time.Now().Add(time.Duration(r.skew.Load())) },
-			ConsentTimeout: time.Minute, Input: server.InputOptions{Keys: [][]byte{key}, Replays: store}})
+			ConsentTimeout: time.Minute, Input: server.InputOptions{Keys: [][]byte{key}, Replays: store}}
+		for _, m := range mutate {
+			m(&opts)
+		}
+		srv, err := server.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,30 +478,50 @@ func TestConsentWithoutMRTR(t *testing.T) {
 
 // TestConsentInSession: a 2025-era client in a stateful session is still
 // asked through elicitation on its session (the go-sdk turns the
-// input-required result into an elicitation request and retries).
+// input-required result into an elicitation request and retries); one
+// that does not answer within ConsentTimeout is denied, audited
+// "consent":"timeout".
 func TestConsentInSession(t *testing.T) {
-	r := newReplicas(t, nil, false)
-	ann := r.token(t, "ann", "north")
-	asked := 0
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			asked++
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}, nil
-		}}).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.urls[0], HTTPClient: &http.Client{Transport: bearer{ann}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	r := newReplicas(t, nil, false, func(o *server.Options) { o.ConsentTimeout = 300 * time.Millisecond })
 	ctx := context.Background()
-	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "card", Arguments: map[string]any{}}); err != nil {
-		t.Fatal(err)
+	connect := func(sub string, answer func(context.Context) (*mcp.ElicitResult, error)) *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return answer(ctx) }}).
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.urls[0], HTTPClient: &http.Client{Transport: bearer{r.token(t, sub, "north")}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "card", Arguments: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+		return cs
 	}
+	asked := 0
+	cs := connect("ann", func(context.Context) (*mcp.ElicitResult, error) {
+		asked++
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}, nil
+	})
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mail", Arguments: mailArgs})
 	if err != nil || res.IsError || asked != 1 || r.sentCount() != 1 {
 		t.Fatalf("session consent: %v %+v, asked %d, sent %d", err, res, asked, r.sentCount())
 	}
 	if !strings.Contains(r.audit.String(), `"consent":"accepted"`) {
 		t.Error("audit lacks the accepted consent")
+	}
+	slow := connect("bob", func(ctx context.Context) (*mcp.ElicitResult, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"allow": true}}, nil
+	})
+	start := time.Now()
+	if res, err := slow.CallTool(ctx, &mcp.CallToolParams{Name: "mail", Arguments: mailArgs}); err == nil && !res.IsError {
+		t.Fatalf("unanswered consent ran the call: %+v", res)
+	}
+	if time.Since(start) > 1500*time.Millisecond || r.sentCount() != 1 || !strings.Contains(r.audit.String(), `"consent":"timeout"`) {
+		t.Fatalf("unanswered consent: %s, %d sent, audit %s", time.Since(start), r.sentCount(), r.audit.String())
 	}
 }
 

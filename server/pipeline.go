@@ -94,7 +94,12 @@ func (s *Server) pipeline(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		rq.meta = req.GetParams().GetMeta()
 		rq.in = s.newRound(req, rq)
+		ctx, unbound := rq.in.limit(ctx)
 		res, err := s.serve(ctx, rq, kind, key, req, next)
+		unbound()
+		if err != nil {
+			rq.in.unanswered(ctx, rq)
+		}
 		s.audit(ctx, rq)
 		if tracer != nil {
 			tracer.TraceCallEnd(ctx, TraceCallEndData{Tool: name, CallID: rq.callID, Outcome: rq.outcome,

@@ -98,10 +98,10 @@ type Options struct {
 	// (Tool.Flow.Sink) is judged before its handler runs and denied with
 	// a witness (a DenyError whose Rule is one of flow's Rule* names).
 	Flow *flow.Checker
-	// ConsentTimeout bounds how long a sink call waits for the user's
-	// answer to a declassification request (MCP elicitation); zero means
-	// DefaultConsentTimeout, negative is refused. No answer in time is a
-	// denial.
+	// ConsentTimeout bounds how long the user may take to answer a
+	// declassification request or an Input: the requestState expires this
+	// long after it is issued, and a later answer is refused. Zero means
+	// DefaultConsentTimeout, negative is refused.
 	ConsentTimeout time.Duration
 	// Input configures multi round-trip requests (consent and Input): the
 	// keys that sign requestState and the store that spends each once.

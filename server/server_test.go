@@ -119,6 +119,8 @@ func TestNewRefusesNegative(t *testing.T) {
 		"MaxTokenLifetime":  func(o *server.Options) { o.MaxTokenLifetime = -time.Hour },
 		"ConsentTimeout":    func(o *server.Options) { o.ConsentTimeout = -time.Second },
 		"LogLimit.Interval": func(o *server.Options) { o.LogLimit.Interval = -time.Second },
+		// Not negative, equally without an "off" meaning: a short HMAC key.
+		"Input.Keys[1]": func(o *server.Options) { o.Input.Keys = [][]byte{make([]byte, 32), make([]byte, 31)} },
 	} {
 		o := base
 		set(&o)

@@ -80,7 +80,11 @@ func (r *Replays) setup(ctx context.Context) error {
 	defer r.mu.Unlock()
 	if !r.created {
 		if _, err := r.db.ExecContext(ctx, CreateSQL); err != nil {
-			return fmt.Errorf("%w: creating %s: %v", ErrStore, Table, err)
+			// Two replicas creating it at once: one fails, and the table is there.
+			var there bool
+			if r.db.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, Table).Scan(&there) != nil || !there {
+				return fmt.Errorf("%w: creating %s: %v", ErrStore, Table, err)
+			}
 		}
 		r.created = true
 	}

@@ -103,6 +103,14 @@ func TestUnreachable(t *testing.T) {
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("took %s", time.Since(start))
 	}
+	// A replay store that cannot answer is an error, never "not spent".
+	r, err := redisstore.NewReplays(c, redisstore.Options{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Spend(context.Background(), "n", time.Now().Add(time.Minute)); !errors.Is(err, redisstore.ErrStore) {
+		t.Fatalf("Spend err = %v, want ErrStore", err)
+	}
 }
 
 func newStore(t *testing.T, c redis.Scripter, o redisstore.Options) *redisstore.Rates {
@@ -133,6 +141,12 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 	if _, err := redisstore.NewRates(c, redisstore.Options{}); err != nil {
 		t.Errorf("zero Options: %v", err)
+	}
+	if r, err := redisstore.NewReplays(nil, redisstore.Options{}); !errors.Is(err, redisstore.ErrConfig) || r != nil {
+		t.Errorf("NewReplays(nil) = %v, %v", r, err)
+	}
+	if r, err := redisstore.NewReplays(c, redisstore.Options{Timeout: -1}); !errors.Is(err, redisstore.ErrConfig) || r != nil {
+		t.Errorf("NewReplays negative timeout = %v, %v", r, err)
 	}
 }
 
