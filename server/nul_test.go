@@ -41,9 +41,15 @@ func TestMalformedIdentifiers(t *testing.T) {
 		name string
 		do   func() error
 	}{
-		{"resource uri NUL", func() error { _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://a\x00b"}); return err }},
+		{"resource uri NUL", func() error {
+			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://a\x00b"})
+			return err
+		}},
 		{"resource uri BEL", func() error { _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://a\ab"}); return err }},
-		{"resource uri tag char", func() error { _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://a\U000E0001"}); return err }},
+		{"resource uri tag char", func() error {
+			_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://a\U000E0001"})
+			return err
+		}},
 		{"subscribe uri NUL", func() error { return cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "notes://\x00"}) }},
 		{"tool name NUL", func() error {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pi\x00ng", Arguments: map[string]any{}})
