@@ -98,7 +98,9 @@ func TestSharedCacheNeverCrossesCallers(t *testing.T) {
 	for _, err := range []error{
 		server.AddTool(f.srv, server.Tool{Name: "report", Require: manager}, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }),
 		server.AddTool(f.srv, server.Tool{Name: "ping"}, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }),
-		server.AddPrompt(f.srv, server.Prompt{Name: "brief", Require: manager}, func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) { return "x", empty{}, nil }),
+		server.AddPrompt(f.srv, server.Prompt{Name: "brief", Require: manager}, func(context.Context, *guardedsql.DB, map[string]string) (string, empty, error) {
+			return "x", empty{}, nil
+		}),
 		server.AddResource(f.srv, server.Resource{URI: "notes://me", Name: "me", TTL: time.Minute}, me),
 		server.AddResource(f.srv, server.Resource{URI: "notes://board", Name: "board", Require: manager}, me),
 		server.AddResourceTemplate(f.srv, server.ResourceTemplate{URITemplate: "notes://team/{id}", Name: "team", Require: manager, TTL: time.Minute}, me),
