@@ -98,14 +98,23 @@
 // destination, under which rule). Only an explicit accept (allow=true)
 // declassifies, for that call only, and the audit record keeps the
 // witness and "consent":"accepted"; decline, cancel, a client without the
-// elicitation capability (and stateless HTTP, where the server cannot ask)
+// elicitation capability (and a request outside a stateful session, where
+// the server cannot ask)
 // and [Options.ConsentTimeout] deny as before. A declassification reason in
 // the call's _meta is written by the model's host and counts only if the
 // policy opts in (see package flow).
 //
-// Transports: Handler serves streamable HTTP (stateful or stateless) behind
-// the go-sdk's bearer-token middleware fed by package claims, with RFC 9728
-// protected-resource metadata and the WWW-Authenticate challenge on 401;
+// Transports: Handler serves streamable HTTP behind the go-sdk's
+// bearer-token middleware fed by package claims, with RFC 9728
+// protected-resource metadata and the WWW-Authenticate challenge on 401.
+// It speaks MCP 2026-07-28 statelessly (per-request _meta,
+// server/discover) and negotiates 2025-era versions per request; state
+// that spans requests lives in shared stores, the flow taint keyed by the
+// conversation handle (flow.MetaConversation or flow.HeaderConversation).
+// [HTTPOptions.Sessions] adds 2025-era stateful sessions (Mcp-Session-Id)
+// for what needs one: consent by elicitation, subscriptions, per-session
+// taint.
+//
 // ListenAndServe runs it with graceful shutdown. RunStdio serves one client
 // over stdin/stdout with a token from configuration ([TokenFromEnv],
 // [TokenFromFile]), verified at start and again whenever it expires.
