@@ -199,8 +199,11 @@ func TestAuthorizationAnswers(t *testing.T) {
 	if strings.Contains(string(meta), "offline_access") || !strings.Contains(string(meta), `"notes:audit"`) {
 		t.Errorf("metadata: %s", meta)
 	}
-	if _, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", RequiredScopes: []string{"offline_access"}}); !errors.Is(err, server.ErrConfig) {
-		t.Errorf("RequiredScopes offline_access: %v", err)
+	for _, o := range []server.HTTPOptions{{RequiredScopes: []string{"offline_access"}}, {RoleScopes: map[string]string{"auditor": "offline_access"}}} {
+		o.ResourceURL = "https://notes.test/mcp"
+		if _, err := f.srv.Handler(o); !errors.Is(err, server.ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", o, err)
+		}
 	}
 }
 
