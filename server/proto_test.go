@@ -237,6 +237,9 @@ func TestErrorDataOnTheWire(t *testing.T) {
 		!strings.Contains(string(w.msg.Error.Data), `"2026-07-28"`) || !strings.Contains(string(w.msg.Error.Data), `"2025-11-25"`) {
 		t.Errorf("-32022: %d %s", w.status, w.raw)
 	}
+	if w = version("v999.0.0"); data(w)["requested"] != "v999.0.0" { // as the conformance suite sends it
+		t.Errorf("-32022 for v999.0.0: %s", w.raw)
+	}
 	if w = version("2099-<img src=x>"); data(w)["requested"] != "(redacted)" || strings.Contains(w.raw, "img") {
 		t.Errorf("-32022 with a crafted version: %s", w.raw)
 	}
