@@ -168,14 +168,16 @@ func rpcErrorBody(b []byte, uri string) ([]byte, bool) {
 // redacted replaces a data value that may echo the client.
 const redacted = "(redacted)"
 
-var versionPattern = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+// versionToken is the shape of a requested version echoed back: a short
+// token such as 2026-07-28 or v999.0.0 (clients compare it with theirs).
+var versionToken = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$`)
 
 // scrubData scrubs values, not structure: every field of an error's data
 // stays (clients act on them: -32022 supported and requested, -32021
 // requiredCapabilities, a resource-not-found's uri). Invariant: a value
 // passes only if the server produced it (supported, requiredCapabilities)
-// or it is the client's own input in a safe shape (requested as a
-// date-shaped version, uri exactly as this client sent it); every other
+// or it is the client's own input in a safe shape (requested as a short
+// version token, uri exactly as this client sent it); every other
 // value is replaced by "(redacted)", never dropped.
 func scrubData(code int64, raw json.RawMessage, uri string) any {
 	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
@@ -193,7 +195,7 @@ func scrubData(code int64, raw json.RawMessage, uri string) any {
 		case code == mcp.CodeUnsupportedProtocolVersion && k == "supported",
 			code == mcp.CodeMissingRequiredClientCapabilities && k == "requiredCapabilities":
 			out[k] = v
-		case code == mcp.CodeUnsupportedProtocolVersion && k == "requested" && isStr && versionPattern.MatchString(str),
+		case code == mcp.CodeUnsupportedProtocolVersion && k == "requested" && isStr && versionToken.MatchString(str),
 			k == "uri" && isStr && uri != "" && str == uri:
 			out[k] = str
 		default:

@@ -133,9 +133,16 @@
 // (server/pgstore, server/redisstore), and the flow taints (package flow's
 // Store) for the witness to match.
 //
-// Transports: Handler serves streamable HTTP (stateful or stateless) behind
-// the go-sdk's bearer-token middleware fed by package claims, with RFC 9728
-// protected-resource metadata and the WWW-Authenticate challenge on 401;
+// Transports: Handler serves streamable HTTP behind the go-sdk's
+// bearer-token middleware fed by package claims, with RFC 9728
+// protected-resource metadata and the WWW-Authenticate challenge on 401.
+// It speaks MCP 2026-07-28 statelessly (per-request _meta,
+// server/discover) and negotiates 2025-era versions per request; state
+// that spans requests lives in shared stores, the flow taint keyed by the
+// conversation handle (flow.MetaConversation or flow.HeaderConversation).
+// [HTTPOptions.Sessions] adds 2025-era stateful sessions (Mcp-Session-Id)
+// for what needs one: subscriptions and per-session taint.
+//
 // ListenAndServe runs it with graceful shutdown. RunStdio serves one client
 // over stdin/stdout with a token from configuration ([TokenFromEnv],
 // [TokenFromFile]), verified at start and again whenever it expires.

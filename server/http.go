@@ -109,6 +109,11 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return nil, fmt.Errorf("%w: ResourceURL %q must be an absolute URL", ErrConfig, o.ResourceURL)
 	}
+	for role, sc := range o.RoleScopes {
+		if role == "" || sc == "" || sc == offlineAccess {
+			return nil, fmt.Errorf("%w: RoleScopes maps %q to %q: want a role and a scope other than %s", ErrConfig, role, sc, offlineAccess)
+		}
+	}
 	if slices.Contains(o.RequiredScopes, offlineAccess) {
 		return nil, fmt.Errorf("%w: RequiredScopes must not name %s (a challenge never asks for it)", ErrConfig, offlineAccess)
 	}

@@ -150,15 +150,17 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 		if stateful != nil && (sid != "" || initialize) {
 			next, x.stateless = stateful, false
 		}
+		// The operation's scopes: the required ones the token lacks and its
+		// items', or those of the first item a token could be allowed.
 		need := missing(o.RequiredScopes, x.caller.oauth)
-		if len(need) == 0 && x.caller.deny == nil {
-			// No scope: the pipeline denies each call with its witness.
-			need = s.challenge(x.caller, msgs, o.RoleScopes)
-		} else if len(need) > 0 {
+		switch {
+		case len(need) > 0:
 			for _, m := range msgs {
 				kind, name := s.itemKey(m.Method, m.Params.Name, m.Params.URI)
 				need = append(need, s.requireOf(kind, name).Scopes...)
 			}
+		case x.caller.deny == nil: // (no scope: the pipeline denies each call with its witness)
+			need = s.challenge(x.caller, msgs, o.RoleScopes)
 		}
 		if need = slices.DeleteFunc(need, func(sc string) bool { return sc == offlineAccess }); len(need) > 0 {
 			writeChallenge(w, metaURL, need)

@@ -65,6 +65,9 @@ func (s *Server) newRequest(method, name string, c caller) *request {
 // may see; every other method passes untouched.
 func (s *Server) pipeline(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if err := s.malformed(ctx, method, req); err != nil {
+			return nil, err
+		}
 		name, kind, key, ok := s.itemOf(req)
 		if !ok {
 			ctx, done, err := s.admitOnly(ctx, method, name, req)

@@ -199,8 +199,11 @@ func TestAuthorizationAnswers(t *testing.T) {
 	if strings.Contains(string(meta), "offline_access") || !strings.Contains(string(meta), `"notes:audit"`) {
 		t.Errorf("metadata: %s", meta)
 	}
-	if _, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/mcp", RequiredScopes: []string{"offline_access"}}); !errors.Is(err, server.ErrConfig) {
-		t.Errorf("RequiredScopes offline_access: %v", err)
+	for _, o := range []server.HTTPOptions{{RequiredScopes: []string{"offline_access"}}, {RoleScopes: map[string]string{"auditor": "offline_access"}}} {
+		o.ResourceURL = "https://notes.test/mcp"
+		if _, err := f.srv.Handler(o); !errors.Is(err, server.ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", o, err)
+		}
 	}
 }
 
@@ -233,6 +236,9 @@ func TestErrorDataOnTheWire(t *testing.T) {
 	if w.status != http.StatusBadRequest || w.msg.Error.Code != mcp.CodeUnsupportedProtocolVersion || d["requested"] != "2099-01-01" ||
 		!strings.Contains(string(w.msg.Error.Data), `"2026-07-28"`) || !strings.Contains(string(w.msg.Error.Data), `"2025-11-25"`) {
 		t.Errorf("-32022: %d %s", w.status, w.raw)
+	}
+	if w = version("v999.0.0"); data(w)["requested"] != "v999.0.0" { // as the conformance suite sends it
+		t.Errorf("-32022 for v999.0.0: %s", w.raw)
 	}
 	if w = version("2099-<img src=x>"); data(w)["requested"] != "(redacted)" || strings.Contains(w.raw, "img") {
 		t.Errorf("-32022 with a crafted version: %s", w.raw)

@@ -218,10 +218,10 @@ func (s *Server) filterList(ctx context.Context, req mcp.Request, res mcp.Result
 // challenge is the front's Require check of the messages of one HTTP
 // request. For the first that c does not meet where a token could: the
 // OAuth scopes its operation needs (the item's, plus the scope roleScopes
-// maps one of its roles to when c holds none of them). A
-// missing role no scope grants (or whose scope c holds already) is left to
-// the pipeline: a JSON-RPC error that keeps the session, since no new
-// token would change the answer.
+// maps one of its roles to when c holds none of them). A missing role no
+// scope grants (or whose scope c holds already) is left to the pipeline:
+// a JSON-RPC error that keeps the session, since no new token would
+// change the answer.
 func (s *Server) challenge(c caller, msgs []rpcMessage, roleScopes map[string]string) []string {
 	for _, m := range msgs {
 		kind, name := s.itemKey(m.Method, m.Params.Name, m.Params.URI)

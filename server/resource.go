@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +30,9 @@ type Resource struct {
 	// Flow declares the information-flow label of what it returns (see
 	// package flow); a resource cannot be a sink.
 	Flow flow.Decl
+	// TTL is the cache hint (ttlMs) of its reads. A read runs under the
+	// caller's scope, so it is always cacheScope "private".
+	TTL time.Duration
 }
 
 // ResourceTemplate describes a family of resources to AddResourceTemplate,
@@ -43,6 +47,8 @@ type ResourceTemplate struct {
 	// Complete offers completions (completion/complete) for the named
 	// template variables.
 	Complete map[string]Completion
+	// TTL is the cache hint (ttlMs) of its reads, as Resource.TTL.
+	TTL time.Duration
 }
 
 // ResourceHandler reads a resource. vars holds the URI template's
@@ -63,6 +69,7 @@ type resourceEntry struct {
 	read  readFunc
 	ft    *flow.Tool
 	compl map[string]Completion
+	ttl   time.Duration
 }
 
 // surfaceState is what the server keeps of resources, prompts,
@@ -85,10 +92,10 @@ const MIMEJSON = "application/json"
 // Require check, the guarded DB, the result through package redact, its
 // flow label recorded, one audit record per read.
 func AddResource[Out any](s *Server, r Resource, h ResourceHandler[Out]) error {
-	if r.URI == "" || r.Name == "" || h == nil {
-		return fmt.Errorf("%w: a resource needs a URI, a name and a handler", ErrConfig)
+	if r.URI == "" || r.Name == "" || h == nil || r.TTL < 0 {
+		return fmt.Errorf("%w: a resource needs a URI, a name and a handler (and a TTL not negative)", ErrConfig)
 	}
-	e := &resourceEntry{key: r.URI, name: r.Name, read: typedRead(h)}
+	e := &resourceEntry{key: r.URI, name: r.Name, read: typedRead(h), ttl: r.TTL}
 	return s.addResource(e, reflect.TypeFor[Out](), r.Flow, r.Require, func() {
 		s.mcp.AddResource(&mcp.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: MIMEJSON}, s.readHandler(e))
 	})
@@ -101,8 +108,8 @@ func AddResource[Out any](s *Server, r Resource, h ResourceHandler[Out]) error {
 // token. A URI of another tenant's row reads exactly like a URI that
 // matches nothing (mcp.ResourceNotFoundError).
 func AddResourceTemplate[Out any](s *Server, t ResourceTemplate, h ResourceHandler[Out]) error {
-	if t.URITemplate == "" || t.Name == "" || h == nil {
-		return fmt.Errorf("%w: a resource template needs a URI template, a name and a handler", ErrConfig)
+	if t.URITemplate == "" || t.Name == "" || h == nil || t.TTL < 0 {
+		return fmt.Errorf("%w: a resource template needs a URI template, a name and a handler (and a TTL not negative)", ErrConfig)
 	}
 	tmpl, err := uritemplate.New(t.URITemplate)
 	if err != nil {
@@ -118,7 +125,7 @@ func AddResourceTemplate[Out any](s *Server, t ResourceTemplate, h ResourceHandl
 			return fmt.Errorf("%w: resource template %q completes %q, which is not one of its variables", ErrConfig, t.URITemplate, v)
 		}
 	}
-	e := &resourceEntry{key: t.URITemplate, name: t.Name, tmpl: tmpl, read: typedRead(h), compl: t.Complete}
+	e := &resourceEntry{key: t.URITemplate, name: t.Name, tmpl: tmpl, read: typedRead(h), compl: t.Complete, ttl: t.TTL}
 	return s.addResource(e, reflect.TypeFor[Out](), t.Flow, t.Require, func() {
 		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: MIMEJSON}, s.readHandler(e))
 	})
@@ -199,6 +206,46 @@ func (s *Server) resourceKey(uri string) string {
 		return e.key
 	}
 	return uri
+}
+
+// listMethods are the methods whose results ListTTL sets the ttlMs of.
+var listMethods = []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+
+func checkListTTL(ttl map[string]time.Duration) error {
+	for m, d := range ttl {
+		if !slices.Contains(listMethods, m) || d < 0 {
+			return fmt.Errorf("%w: ListTTL names %q: want one of %v, with a duration not negative", ErrConfig, m, listMethods)
+		}
+	}
+	return nil
+}
+
+// cacheable sets the cache hints of a result. Invariant: every result
+// that depends on the caller is cacheScope "private" (the lists, filtered
+// by Require; every resource read, run under the caller's scope); only
+// server/discover, the same for everyone, is "public" (the go-sdk's
+// default for an unset scope). ttlMs: Options.ListTTL or the resource's
+// TTL, else 0.
+func (s *Server) cacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+	c.CacheScope, c.TTLMs = "private", 0
+	var ttl time.Duration
+	switch r := req.(type) {
+	case *mcp.ServerRequest[*mcp.DiscoverParams]:
+		c.CacheScope = "public"
+	case *mcp.ReadResourceRequest:
+		if e, _ := s.lookupResource(r.Params.URI); e != nil {
+			ttl = e.ttl
+		}
+	case *mcp.ListToolsRequest:
+		ttl = s.opts.ListTTL[listMethods[0]]
+	case *mcp.ListPromptsRequest:
+		ttl = s.opts.ListTTL[listMethods[1]]
+	case *mcp.ListResourcesRequest:
+		ttl = s.opts.ListTTL[listMethods[2]]
+	case *mcp.ListResourceTemplatesRequest:
+		ttl = s.opts.ListTTL[listMethods[3]]
+	}
+	c.TTLMs = int(ttl.Milliseconds())
 }
 
 // readHandler is a resource's part of the pipeline: its handler under

@@ -68,6 +68,12 @@ type Options struct {
 	// MaxRequestBytes bounds an HTTP request body; zero means
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int64
+	// ListTTL is the cache hint (ttlMs) of list results, by method
+	// ("tools/list", "prompts/list", "resources/list",
+	// "resources/templates/list"); zero for a method not named. A list is
+	// filtered by the caller's Require, so it is always cacheScope
+	// "private": no shared cache may serve it to another caller.
+	ListTTL map[string]time.Duration
 
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
@@ -163,6 +169,9 @@ func New(opts Options) (*Server, error) {
 	if opts.CallTimeout < 0 || opts.MaxRequestBytes < 0 || opts.MaxTokenLifetime < 0 || opts.ConsentTimeout < 0 || opts.LogLimit.Interval < 0 {
 		return nil, fmt.Errorf("%w: CallTimeout, MaxRequestBytes, MaxTokenLifetime, ConsentTimeout and LogLimit.Interval must not be negative", ErrConfig)
 	}
+	if err := checkListTTL(opts.ListTTL); err != nil {
+		return nil, err
+	}
 	if opts.CallTimeout == 0 {
 		opts.CallTimeout = DefaultCallTimeout
 	}
@@ -223,11 +232,7 @@ func New(opts Options) (*Server, error) {
 		CompletionHandler:  s.complete,
 		SubscribeHandler:   s.subscribe,
 		UnsubscribeHandler: s.unsubscribe,
-		// Every list and read answers one caller's scope and roles: no
-		// shared cache may keep it (the protocol's default is "public").
-		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
-			c.CacheScope, c.TTLMs = "private", 0
-		},
+		SetCacheable:       s.cacheable,
 	})
 	s.mcp.AddReceivingMiddleware(s.pipeline)
 	s.mcp.AddSendingMiddleware(s.filterNotifications)
