@@ -144,7 +144,10 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 			x.uri = msgs[0].Params.URI
 		}
 		sid := r.Header.Get("Mcp-Session-Id")
-		initialize := single && len(msgs[0].ID) > 0 && msgs[0].Method == "initialize" && sid == ""
+		// A 2026-07-28 request names its version in the header; its
+		// "initialize" is a removed method the stateless handler answers.
+		initialize := single && len(msgs[0].ID) > 0 && msgs[0].Method == "initialize" && sid == "" &&
+			r.Header.Get("Mcp-Protocol-Version") < protocol2026
 		next := stateless
 		x.stateless, x.resource = true, o.ResourceURL
 		if stateful != nil && (sid != "" || initialize) {
@@ -435,3 +438,7 @@ func orDefault(d, def time.Duration) time.Duration {
 func (lm *limiter) active() bool {
 	return lm.l.PerTenant != (Limit{}) || lm.l.PerSubject != (Limit{})
 }
+
+// protocol2026 is the first MCP revision without sessions (2026-07-28):
+// requests at or after it carry their version and capabilities in _meta.
+const protocol2026 = "2026-07-28"

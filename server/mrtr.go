@@ -203,7 +203,7 @@ func (s *Server) newRound(req mcp.Request, rq *request) *round {
 		version, in.caps = r.ProtocolVersion(), r.ClientCapabilities()
 		in.bind.name = r.Params.URI
 	}
-	in.native = version >= "2026-07-28"
+	in.native = version >= protocol2026
 	in.bind.method = rq.method
 	in.bind.resource = "stdio:" + s.opts.Name
 	stateless := false
@@ -247,29 +247,34 @@ func (in *round) retry(responses mcp.InputResponseMap, state string) {
 
 // can reports whether the client can answer an input request of this type.
 func (in *round) can(r mcp.InputRequest) error {
-	if !in.native && !in.stateful {
-		return fmt.Errorf("%w: a client before 2026-07-28 without a session", ErrInputUnsupported)
-	}
 	c := in.caps
+	var name string
+	var declared bool
 	switch r.(type) {
 	case *mcp.ElicitParams:
-		if c != nil && c.Elicitation != nil {
-			return nil
-		}
-		return fmt.Errorf("%w: no elicitation capability", ErrInputUnsupported)
+		name, declared = "elicitation", c != nil && c.Elicitation != nil
 	case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
-		if c != nil && c.Sampling != nil {
-			return nil
-		}
-		return fmt.Errorf("%w: no sampling capability", ErrInputUnsupported)
+		name, declared = "sampling", c != nil && c.Sampling != nil
 	case *mcp.ListRootsParams:
-		if c != nil && c.RootsV2 != nil {
-			return nil
-		}
-		return fmt.Errorf("%w: no roots capability", ErrInputUnsupported)
+		name, declared = "roots", c != nil && c.RootsV2 != nil
+	default:
+		return fmt.Errorf("%w: unknown input request %T", ErrInputUnsupported, r)
 	}
-	return fmt.Errorf("%w: unknown input request %T", ErrInputUnsupported, r)
+	switch {
+	case !in.native && !in.stateful:
+		return &capabilityError{name: name, why: "a client before 2026-07-28 without a session"}
+	case !declared:
+		return &capabilityError{name: name, why: "no " + name + " capability"}
+	}
+	return nil
 }
+
+// capabilityError is ErrInputUnsupported naming the client capability the
+// input request needs: the -32021 error's data.requiredCapabilities.
+type capabilityError struct{ name, why string }
+
+func (e *capabilityError) Error() string { return ErrInputUnsupported.Error() + ": " + e.why }
+func (e *capabilityError) Unwrap() error { return ErrInputUnsupported }
 
 // open verifies the round's requestState, once: signature, version,
 // every binding, expiry, then spends its nonce. Any failure is one
@@ -500,7 +505,11 @@ func (s *Server) mrtrAnswer(rq *request, err error) (ir *inputRequired, wire err
 		return nil, badState, true
 	case errors.Is(err, ErrInputUnsupported):
 		rq.outcome = OutcomeInvalid
-		return nil, &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "the client cannot be asked for the input this request needs"}, true
+		wire := &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "the client cannot be asked for the input this request needs"}
+		if ce := (*capabilityError)(nil); errors.As(err, &ce) {
+			wire.Data, _ = json.Marshal(map[string]any{"requiredCapabilities": map[string]any{ce.name: struct{}{}}})
+		}
+		return nil, wire, true
 	}
 	return nil, nil, false
 }

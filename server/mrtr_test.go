@@ -487,7 +487,7 @@ func TestConsentInSession(t *testing.T) {
 	connect := func(sub string, answer func(context.Context) (*mcp.ElicitResult, error)) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
 			ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return answer(ctx) }}).
-			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.urls[0], HTTPClient: &http.Client{Transport: bearer{r.token(t, sub, "north")}}}, nil)
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.urls[0], HTTPClient: &http.Client{Transport: bearer{r.token(t, sub, "north")}}}, legacy)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,12 +26,24 @@ func (s sessionIDHandler) Enabled(ctx context.Context, lvl slog.Level) bool {
 	return s.h.Enabled(ctx, lvl)
 }
 
+// perRequest are the go-sdk's session life-cycle messages: stateless HTTP
+// opens and closes a session without an id for every request, which is
+// noise, not an event (a stateful session's records keep their id).
+var perRequest = map[string]bool{"server connecting": true, "server session connected": true, "server session disconnected": true}
+
 func (s sessionIDHandler) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	sid := ""
 	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == sessionIDKey {
+			sid = a.Value.String()
+		}
 		out.AddAttrs(hideSessionAttr(a))
 		return true
 	})
+	if sid == "" && r.Level <= slog.LevelInfo && perRequest[r.Message] {
+		return nil
+	}
 	return s.h.Handle(ctx, out)
 }
 

@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -87,7 +89,7 @@ func flags(fs *flag.FlagSet, cfg *hotel.Options, o *options) {
 	g.IntVar(&lim.PerSubject.Concurrent, "subject-concurrency", 0, "tool calls in flight per token subject; 0: no bound")
 	g.Float64Var(&lim.PerSubject.Rate, "subject-rate", 0, "tool calls per second per token subject; 0: no bound")
 	g.IntVar(&lim.PerSubject.Burst, "subject-burst", 0, "token-bucket size per subject (default: the rate, at least 1)")
-	g.StringVar(&o.redis, "redis", os.Getenv("HOTEL_REDIS"), "share the rate limits' token buckets between replicas through Redis at this address (default: in process)")
+	g.StringVar(&o.redis, "redis", os.Getenv("HOTEL_REDIS"), "share the rate limits' token buckets and spent consent states between replicas through Redis at this address (default: in process; replicas also share $HOTEL_INPUT_KEYS, base64 keys of 32+ bytes, comma-separated)")
 	g = newGroup(fs, "http", "HTTP sessions, timeouts and origins")
 	g.DurationVar(&lim.SessionTimeout, "session-timeout", server.DefaultSessionTimeout, "close stateful sessions idle this long (negative: never)")
 	g.IntVar(&lim.MaxSessionsPerSubject, "max-sessions", server.DefaultSessionsPerSubject, "open stateful sessions per token subject (negative: no cap)")
@@ -124,6 +126,19 @@ func run(args []string, stderr io.Writer) error {
 			return err
 		}
 		lim.Rates = rates
+		if cfg.Input.Replays, err = redisstore.NewReplays(rc, redisstore.Options{}); err != nil {
+			return err
+		}
+	}
+	// Replicas verify each other's consent states only with shared keys.
+	if keys := os.Getenv("HOTEL_INPUT_KEYS"); keys != "" {
+		for _, k := range strings.Split(keys, ",") {
+			b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
+			if err != nil {
+				return errors.New("HOTEL_INPUT_KEYS: each key must be standard base64 (the value is not shown)")
+			}
+			cfg.Input.Keys = append(cfg.Input.Keys, b)
+		}
 	}
 
 	cfg.Logger = o.dev.Logger(stderr)

@@ -68,6 +68,9 @@ type Options struct {
 	NoListen bool
 	// Limits are the deployment's limits and timeouts (hotel flags).
 	Limits Limits
+	// Input signs and spends the states of consent questions (multi
+	// round-trip requests); replicas share it. Zero: this process only.
+	Input server.InputOptions
 }
 
 // Limits are the limits and timeouts a deployment sets, each a hotel flag
@@ -204,6 +207,7 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 		Limits: server.Limits{PerTenant: cfg.Limits.PerTenant, PerSubject: cfg.Limits.PerSubject, QueueWait: cfg.Limits.QueueWait,
 			TimeoutPenalty: cfg.Limits.TimeoutPenalty, Rates: cfg.Limits.Rates},
 		MaxTokenLifetime: cfg.Limits.MaxTokenLifetime,
+		Input:            cfg.Input,
 	})
 	if err != nil {
 		return nil, err
