@@ -113,7 +113,18 @@
 // client in a session the go-sdk asks on the session and runs the call
 // once more, so both take one path. Tool, prompt and resource handlers
 // ask the person the same way with [Input] (elicitation, sampling, roots,
-// over one or several rounds).
+// over one or several rounds); [CanInput] says, asking nothing, whether
+// the client could answer a kind of request.
+//
+// # Progress and log notifications
+//
+// A handler reports progress with [Progress] (sent only when the request
+// carried a progressToken) and sends log messages with [Log] (only at or
+// above the level the client asked for: a 2026-07-28 request's _meta
+// logLevel, a session's logging/setLevel). Both go only to the request
+// that made them, on its own session and response stream; their text and
+// data pass the caller's redactor, and under flow control join the
+// caller's taint before the client sees them, as a result does.
 //
 // requestState is attacker-controlled, so the server signs it (HMAC-SHA256,
 // [InputOptions.Keys]) and binds it to: the endpoint (HTTPOptions.ResourceURL,

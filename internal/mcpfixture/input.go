@@ -197,9 +197,7 @@ func registerInput(s *server.Server) error {
 				"greeting":     sample("Generate a short greeting", 50),
 				"client_roots": &mcp.ListRootsParams{},
 			} {
-				// Input refuses, before asking anything, a kind of request
-				// the client declared no capability for.
-				if _, err := ask(ctx, id, r); !errors.Is(err, server.ErrInputUnsupported) {
+				if server.CanInput(ctx, r) {
 					want[id] = r
 				}
 			}
@@ -217,13 +215,12 @@ func registerInput(s *server.Server) error {
 		}),
 		// SEP-2575 diagnostics: a response stream must carry no request of
 		// the server's own (tenantmcp never sends one), and no log message
-		// reaches a client that set no log level (a tenantmcp handler has no
-		// way to send one at all).
+		// reaches a client that set no log level (server.Log drops it).
 		textTool(s, "test_streaming_elicitation", "Answers with a plain result: no request on the response stream.", func(context.Context) (string, error) {
 			return "stream observed: result frames only, no top-level requests", nil
 		}),
-		textTool(s, "test_logging_tool", "Sends no log message: the client set no log level.", func(context.Context) (string, error) {
-			return "no log message sent", nil
+		textTool(s, "test_logging_tool", "Logs at info: only a client that set a log level receives it.", func(ctx context.Context) (string, error) {
+			return "logged", server.Log(ctx, "info", "test_logging_tool", "Logging tool called")
 		}),
 		// SEP-2575 list_changed on a subscription stream: registering a tool
 		// or prompt on the running server is the change.
