@@ -71,9 +71,7 @@ func TestConformanceSuite(t *testing.T) {
 		// One endpoint with sessions serves both eras; the default
 		// (stateless) endpoint serves 2026-07-28 as is.
 		{"2025-11-25", true, nil},
-		// With sessions, a 2026-07-28 `initialize` goes to the stateful
-		// handler, which answers -32022 (HTTP 400), not 404 -32601.
-		{"2026-07-28", true, []string{"server-stateless:sep-2575-http-server-method-not-found-404-initialize"}},
+		{"2026-07-28", true, nil},
 		{"2026-07-28", false, nil},
 	} {
 		rev := c.rev
