@@ -198,5 +198,5 @@ func register(s *server.Server) error {
 				return fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", args["arg1"], args["arg2"]), nil, nil
 			}),
 	}
-	return errors.Join(append(errs, registerInput(s))...)
+	return errors.Join(append(errs, registerInput(s), registerContent(s))...)
 }
