@@ -82,7 +82,8 @@ func typedCall[In, Out any](h ToolHandler[In, Out]) callFunc {
 // toolHandler is a tool's part of the pipeline: the arguments validated
 // against the input schema, the call narrowed to one grant, the flow check
 // of a sink, the handler, and its result redacted (once, into both the
-// structured content and its text) and labelled.
+// structured content and its text; a Content result block by block) and
+// labelled.
 func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.Tool, call callFunc) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		rq := requestOf(ctx)
@@ -111,6 +112,16 @@ func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.
 		out, err := safely(func() (any, error) { return call(ctx, s.opts.DB, args) })
 		if err != nil {
 			return s.handlerError(ctx, rq, err)
+		}
+		if c, ok := out.(Content); ok {
+			blocks, err := c.wire(rq.red)
+			if err == nil {
+				err = s.record(ctx, rq, fc, out)
+			}
+			if err != nil {
+				return s.internal(rq, err), nil
+			}
+			return &mcp.CallToolResult{Content: blocks}, nil
 		}
 		js, err := rq.red.JSON(out)
 		if err == nil {

@@ -79,6 +79,15 @@
 // notification ([Server.ResourceUpdated], after a write) reaches a
 // subscriber only if the scope it subscribed with can read the URI then.
 //
+// Results other than JSON: a tool whose Out is [Content] answers with its
+// blocks ([TextBlock], [ImageBlock], [AudioBlock], [ResourceBlock],
+// [LinkBlock]) instead of structured content, a prompt whose data is
+// Content sends one user message per block, and a resource handler that
+// returns a [Blob] is read as that blob with its MIME type. Every string
+// of a block passes the redactor; binary data is the handler's own bytes,
+// sent as is and never scanned. The flow label and the audit record are
+// those of any result.
+//
 // Per-item authorization: [Tool.Require], [Prompt.Require] and
 // [Resource.Require] name roles (any of) and OAuth scopes (all of, from the
 // token's scope or scp claim). tools/list, prompts/list, resources/list

@@ -39,8 +39,10 @@ type PromptArg struct {
 // the data the prompt carries; the server sends one user message made of
 // the text (through the redactor's detectors) followed by the redacted
 // JSON of data, so pii tags on data's fields apply as they do to a tool's
-// result. Return guardedsql.ErrNotFound when an argument names nothing
-// the caller can see, or an InvalidInput error.
+// result. If Data is Content, the text (if not empty) is the first user
+// message and each block is one more (redacted as a tool's Content is).
+// Return guardedsql.ErrNotFound when an argument names nothing the caller
+// can see, or an InvalidInput error.
 type PromptHandler[Data any] func(ctx context.Context, db *guardedsql.DB, args map[string]string) (text string, data Data, err error)
 
 type promptEntry struct {
@@ -131,6 +133,9 @@ func (s *Server) promptHandler(e *promptEntry) mcp.PromptHandler {
 				return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "not found"}
 			})
 		}
+		if c, ok := data.(Content); ok {
+			return s.promptMessages(ctx, rq, fc, e, text, c)
+		}
 		body := rq.red.String(text)
 		if data != nil && !reflect.ValueOf(data).IsZero() {
 			var js []byte
@@ -147,4 +152,24 @@ func (s *Server) promptHandler(e *promptEntry) mcp.PromptHandler {
 			Messages:    []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: body}}},
 		}, nil
 	}
+}
+
+// promptMessages answers a prompt whose data is Content: the text, then
+// one user message per block, every string redacted, the result labelled.
+func (s *Server) promptMessages(ctx context.Context, rq *request, fc *flow.Call, e *promptEntry, text string, c Content) (*mcp.GetPromptResult, error) {
+	if text != "" {
+		c = append(Content{TextBlock{text}}, c...)
+	}
+	blocks, err := c.wire(rq.red)
+	if err == nil {
+		err = s.record(ctx, rq, fc, c)
+	}
+	if err != nil {
+		return nil, s.rpcError(ctx, rq, err, nil)
+	}
+	msgs := make([]*mcp.PromptMessage, len(blocks))
+	for i, b := range blocks {
+		msgs[i] = &mcp.PromptMessage{Role: "user", Content: b}
+	}
+	return &mcp.GetPromptResult{Description: e.p.Description, Messages: msgs}, nil
 }

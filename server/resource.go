@@ -83,8 +83,8 @@ type surfaceState struct {
 	stdio     *stdioToken
 }
 
-// MIMEJSON is the MIME type of every resource's contents: the redacted
-// JSON of the handler's result.
+// MIMEJSON is the MIME type of a resource's contents, the redacted JSON of
+// the handler's result, unless the handler returns a Blob.
 const MIMEJSON = "application/json"
 
 // AddResource registers a resource with a fixed URI. It reads through the
@@ -97,7 +97,7 @@ func AddResource[Out any](s *Server, r Resource, h ResourceHandler[Out]) error {
 	}
 	e := &resourceEntry{key: r.URI, name: r.Name, read: typedRead(h), ttl: r.TTL}
 	return s.addResource(e, reflect.TypeFor[Out](), r.Flow, r.Require, func() {
-		s.mcp.AddResource(&mcp.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: MIMEJSON}, s.readHandler(e))
+		s.mcp.AddResource(&mcp.Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: resourceMIME(reflect.TypeFor[Out]())}, s.readHandler(e))
 	})
 }
 
@@ -127,7 +127,7 @@ func AddResourceTemplate[Out any](s *Server, t ResourceTemplate, h ResourceHandl
 	}
 	e := &resourceEntry{key: t.URITemplate, name: t.Name, tmpl: tmpl, read: typedRead(h), compl: t.Complete, ttl: t.TTL}
 	return s.addResource(e, reflect.TypeFor[Out](), t.Flow, t.Require, func() {
-		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: MIMEJSON}, s.readHandler(e))
+		s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MIMEType: resourceMIME(reflect.TypeFor[Out]())}, s.readHandler(e))
 	})
 }
 
@@ -249,7 +249,8 @@ func (s *Server) cacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable)
 }
 
 // readHandler is a resource's part of the pipeline: its handler under
-// the caller's scope, the result redacted and labelled.
+// the caller's scope, the result redacted (a Blob's bytes are sent as is)
+// and labelled.
 func (s *Server) readHandler(e *resourceEntry) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		rq, uri := requestOf(ctx), req.Params.URI
@@ -269,14 +270,14 @@ func (s *Server) readHandler(e *resourceEntry) mcp.ResourceHandler {
 		if err != nil {
 			return nil, s.rpcError(ctx, rq, err, func() error { return mcp.ResourceNotFoundError(uri) })
 		}
-		js, err := rq.red.JSON(out)
+		cs, err := contents(rq.red, uri, out)
 		if err == nil {
 			err = s.record(ctx, rq, fc, out)
 		}
 		if err != nil {
 			return nil, s.rpcError(ctx, rq, err, nil)
 		}
-		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: MIMEJSON, Text: string(js)}}}, nil
+		return &mcp.ReadResourceResult{Contents: cs}, nil
 	}
 }
 

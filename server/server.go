@@ -267,7 +267,9 @@ type Tool struct {
 
 // ToolHandler is a tool's code. ctx carries the caller's scope (see
 // scope.FromContext) and the call's deadline; db adds the tenant predicates
-// to every statement. Return the result, or an error: guardedsql.ErrNotFound
+// to every statement. The result is sent as redacted structured content
+// and its text, or, if Out is Content, as its blocks (redacted, with no
+// output schema). Return the result, or an error: guardedsql.ErrNotFound
 // for "no such row (for you)", an error from InvalidInput for a message the
 // caller should see, anything else for an internal failure.
 type ToolHandler[In, Out any] func(ctx context.Context, db *guardedsql.DB, in In) (Out, error)
@@ -302,7 +304,10 @@ func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 	if err != nil {
 		return fmt.Errorf("%w: tool %q: input schema: %v", ErrConfig, t.Name, err)
 	}
-	out, err := outputSchema[Out]()
+	var out any // none for Content: its blocks are not structured content
+	if reflect.TypeFor[Out]() != reflect.TypeFor[Content]() {
+		out, err = outputSchema[Out]()
+	}
 	if err != nil {
 		return fmt.Errorf("%w: tool %q: output schema: %v", ErrConfig, t.Name, err)
 	}

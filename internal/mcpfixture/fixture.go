@@ -7,10 +7,8 @@
 // suite measures the library as a tool author uses it, auth and guard in
 // front, not a raw go-sdk server.
 //
-// What the library cannot express is left out on purpose (see
-// interop/conformance-baseline-REVISION.yml for the scenarios that need it): a
-// fixture reaching around server.AddTool to the go-sdk would measure the
-// go-sdk, not tenantmcp.
+// Nothing reaches around server.AddTool to the go-sdk: such a fixture
+// would measure the go-sdk, not tenantmcp.
 package mcpfixture
 
 import (
@@ -198,5 +196,5 @@ func register(s *server.Server) error {
 				return fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", args["arg1"], args["arg2"]), nil, nil
 			}),
 	}
-	return errors.Join(append(errs, registerInput(s), registerNotify(s))...)
+	return errors.Join(append(errs, registerInput(s), registerNotify(s), registerContent(s))...)
 }

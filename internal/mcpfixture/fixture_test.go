@@ -2,9 +2,11 @@ package mcpfixture_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,9 +56,8 @@ func start(t *testing.T, o mcpfixture.Options) (*mcpfixture.Fixture, string) {
 // TestConformanceSuite runs every server scenario the official suite
 // requires of a protocol revision against the fixture server, through a
 // loopback proxy that adds a valid bearer token (the suite sends none).
-// The suite fails on any failure not listed in the revision's baseline
-// (interop/conformance-baseline-REVISION.yml, each entry with its reason)
-// and on any listed scenario that passes.
+// Nothing is baselined: any failure of a scenario the revision requires
+// fails the test.
 func TestConformanceSuite(t *testing.T) {
 	dir := interopDir(t)
 	node, err := mcpfixture.Node(dir, mcpfixture.NodeMajor)
@@ -66,13 +67,13 @@ func TestConformanceSuite(t *testing.T) {
 	for _, c := range []struct {
 		rev      string
 		sessions bool
-		also     []string // expected failures of this mode only, beside the revision's baseline
+		required int // the revision's server scenarios (`list --server`), all of which must pass
 	}{
 		// One endpoint with sessions serves both eras; the default
 		// (stateless) endpoint serves 2026-07-28 as is.
-		{"2025-11-25", true, nil},
-		{"2026-07-28", true, nil},
-		{"2026-07-28", false, nil},
+		{"2025-11-25", true, 30},
+		{"2026-07-28", true, 37},
+		{"2026-07-28", false, 37},
 	} {
 		rev := c.rev
 		name := rev + map[bool]string{true: "/sessions", false: "/stateless"}[c.sessions]
@@ -91,18 +92,6 @@ func TestConformanceSuite(t *testing.T) {
 			}
 			args := []string{filepath.Join(dir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
 				"server", "--url", front + "/mcp", "--requirements", rev, "-o", outDir}
-			if b, err := os.ReadFile(filepath.Join(dir, "conformance-baseline-"+rev+".yml")); err == nil {
-				for _, e := range c.also {
-					b = append(b, "  - "+e+"\n"...)
-				}
-				p := filepath.Join(t.TempDir(), "baseline.yml")
-				if err := os.WriteFile(p, b, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				args = append(args, "--expected-failures", p)
-			} else if !os.IsNotExist(err) {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			out, err := exec.CommandContext(ctx, node, args...).CombinedOutput()
@@ -110,8 +99,37 @@ func TestConformanceSuite(t *testing.T) {
 			if err != nil {
 				t.Fatalf("conformance suite %s: %v", rev, err)
 			}
+			// An exit status of 0 is not enough: the scenarios must have run
+			// and passed (extension and pending ones are not required).
+			if n := passedScenarios(t, outDir); n < c.required {
+				t.Fatalf("conformance suite %s: %d scenarios passed every check, want at least %d", rev, n, c.required)
+			}
 		})
 	}
+}
+
+// passedScenarios counts the scenario results under dir whose checks all
+// succeeded (SKIPPED, INFO and WARNING are not failures).
+func passedScenarios(t *testing.T, dir string) int {
+	files, err := filepath.Glob(filepath.Join(dir, "*", "checks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var checks []struct{ Status string }
+		if err := json.Unmarshal(b, &checks); err != nil || len(checks) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(checks, func(c struct{ Status string }) bool { return c.Status == "FAILURE" }) {
+			n++
+		}
+	}
+	return n
 }
 
 func tail(s string, n int) string {
