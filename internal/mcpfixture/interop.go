@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -99,7 +100,24 @@ func TokenProxy(target, token string) (string, func(), error) {
 		},
 		FlushInterval: -1,
 	}
-	ps := &http.Server{Handler: proxy, ReadHeaderTimeout: 5 * time.Second}
+	// The body is read before the request is forwarded: the transport
+	// reads a streamed body once more for its end, and that read of the
+	// client's body can fail while the server is already streaming its
+	// answer, which closes the connection to the server and cuts the
+	// answer short (seen as a tools/call stream with progress and no
+	// result, about 1 call in 100).
+	buffered := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "proxy: request body unreadable", http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	ps := &http.Server{Handler: buffered, ReadHeaderTimeout: 5 * time.Second}
 	go ps.Serve(ln)
 	return front, func() { ps.Close() }, nil
 }
