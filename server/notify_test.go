@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 logging is deprecated by 2026-07-28 (SEP-2577) but clients still receive it during the deprecation window
+
 package server_test
 
 import (

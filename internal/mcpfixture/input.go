@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the suite still exercises roots, deprecated by 2026-07-28 (SEP-2577)
+
 package mcpfixture
 
 import (

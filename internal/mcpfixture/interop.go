@@ -52,10 +52,10 @@ func Node(interopDir string, min int) (string, error) {
 	p := filepath.Join(interopDir, "node_modules", pkg, "bin", exe)
 	if _, err := os.Stat(p); err != nil {
 		why = append(why, fmt.Sprintf("no %s in %s (interop/package.json ships Node %d for linux-x64, linux-arm64, darwin-x64 and win-x64; run `npm ci --prefix interop`)", pkg, filepath.Join(interopDir, "node_modules"), min))
-		return "", fmt.Errorf("Node.js >= %d not found: %s", min, strings.Join(why, "; "))
+		return "", fmt.Errorf("no Node.js >= %d: %s", min, strings.Join(why, "; "))
 	}
 	if v, err := nodeMajor(p); err != nil || v < min {
-		return "", fmt.Errorf("Node.js >= %d not found: %s is v%d (%v)", min, p, v, err)
+		return "", fmt.Errorf("no Node.js >= %d: %s is v%d (%v)", min, p, v, err)
 	}
 	return p, nil
 }
