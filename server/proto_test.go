@@ -246,7 +246,7 @@ func TestErrorDataOnTheWire(t *testing.T) {
 
 	uri := "notes://nothing/here"
 	w = post(t, url, tok, req2026("resources/read", `"uri":"`+uri+`"`), "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "resources/read", "Mcp-Name", uri)
-	if d = data(w); w.status != http.StatusBadRequest || w.msg.Error.Code != -32002 || d["uri"] != uri {
+	if d = data(w); w.status != http.StatusBadRequest || w.msg.Error.Code != jsonrpc.CodeInvalidParams || d["uri"] != uri {
 		t.Errorf("resource not found: %d %s", w.status, w.raw)
 	}
 
