@@ -4,6 +4,7 @@
 #
 #   TENANTMCP_TEST_POSTGRES_DSN  postgres://postgres@127.0.0.1:5432/<db>?sslmode=disable
 #   TENANTMCP_TEST_MYSQL_DSN     mysql://root@tcp(127.0.0.1:3306)/<db>
+#   TENANTMCP_TEST_REDIS_ADDR    127.0.0.1:6379
 #
 # A DSN already set in the environment is kept (and only waited for).
 # Otherwise the local servers are waited for and, if they do not answer,
@@ -108,7 +109,35 @@ _tm_setup_mysql() {
 	echo "databases.sh: MariaDB ready ($TENANTMCP_TEST_MYSQL_DSN)"
 }
 
+# Redis backs the optional shared stores (server/redisstore: rates and
+# spent consent states); the library never needs it.
+_tm_redis_ping() { redis-cli -h 127.0.0.1 -p 6379 ping | grep -q PONG; }
+
+_tm_setup_redis() {
+	if [ -n "${TENANTMCP_TEST_REDIS_ADDR:-}" ]; then
+		echo "databases.sh: Redis address given by the environment"
+		return 0
+	fi
+	if ! command -v redis-cli >/dev/null 2>&1; then
+		_tm_db_fail "Redis client tools not installed"
+		return
+	fi
+	if ! _tm_db_wait Redis 3 _tm_redis_ping; then
+		if command -v redis-server >/dev/null 2>&1; then
+			echo "databases.sh: starting redis-server"
+			redis-server --bind 127.0.0.1 --port 6379 --save '' --appendonly no --daemonize yes >/dev/null || true
+		fi
+		if ! _tm_db_wait Redis 30 _tm_redis_ping; then
+			_tm_db_fail "Redis is not reachable on 127.0.0.1:6379"
+			return
+		fi
+	fi
+	export TENANTMCP_TEST_REDIS_ADDR=127.0.0.1:6379
+	echo "databases.sh: Redis ready ($TENANTMCP_TEST_REDIS_ADDR)"
+}
+
 echo "== databases"
 _tm_setup_postgres
 _tm_setup_mysql
-unset -f _tm_db_wait _tm_db_fail _tm_pg_ready _tm_mysql_ping _tm_setup_postgres _tm_setup_mysql
+_tm_setup_redis
+unset -f _tm_db_wait _tm_db_fail _tm_pg_ready _tm_mysql_ping _tm_setup_postgres _tm_setup_mysql _tm_redis_ping _tm_setup_redis
