@@ -183,10 +183,14 @@ func (t *Telemetry) PoolWaitObserver() func(ctx context.Context, waited time.Dur
 	}
 }
 
-// TraceLimit counts a refusal by its tool and rule (never by tenant); it
-// implements [server.Tracer].
+// TraceLimit counts a refusal by its tool (for a tools/call; its method
+// otherwise) and rule, never by tenant; it implements [server.Tracer].
 func (t *Telemetry) TraceLimit(ctx context.Context, e *server.LimitError) {
-	t.RateLimited(ctx, e.Tool, e.Rule)
+	name := e.Tool
+	if name == "" {
+		name = e.Method
+	}
+	t.RateLimited(ctx, name, e.Rule)
 }
 
 // spanKey carries the call's span from TraceCallStart to TraceCallEnd.
