@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -361,7 +362,10 @@ func (s *Server) verifyState(ctx context.Context, b binding, raw string) (*reque
 	if err := s.replays.Spend(ctx, st.Nonce, exp); errors.Is(err, ErrReplayed) {
 		return nil, &stateError{"replayed"}
 	} else if err != nil {
-		return nil, &stateError{"replay store: " + err.Error()}
+		// The store's error goes to the operational log, redacted; the
+		// audit record gets a fixed reason (a driver's text is no audit value).
+		s.opts.Logger.Error("request state: replay store failed", slog.String("error", s.logRedactor().Error(err)))
+		return nil, &stateError{"replay store unavailable"}
 	}
 	return &st, nil
 }

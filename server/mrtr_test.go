@@ -612,3 +612,26 @@ func TestInput(t *testing.T) {
 		}
 	}
 }
+
+// failingReplays is a replay store that cannot be reached.
+type failingReplays struct{}
+
+func (failingReplays) Spend(context.Context, string, time.Time) error {
+	return errors.New("dial tcp 10.0.0.9:6379: secret-host-name unreachable")
+}
+
+// TestConsentReplayStoreDown: a state that cannot be spent is refused
+// (fail closed) with the generic error; the audit record names a fixed
+// reason, never the store's own text.
+func TestConsentReplayStoreDown(t *testing.T) {
+	r := newReplicas(t, failingReplays{}, true)
+	ann := r.token(t, "ann", "north")
+	p := r.offer(t, ann)
+	refused(t, "store down", r.retry(t, 1, ann, "mail", mailArgs, allow, p.state()))
+	if r.sentCount() != 0 {
+		t.Fatal("the call ran without its nonce spent")
+	}
+	if a := r.audit.String(); !strings.Contains(a, `"request_state":"replay store unavailable"`) || strings.Contains(a, "secret-host-name") {
+		t.Errorf("audit: %s", a)
+	}
+}
