@@ -32,6 +32,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/server"
+	"github.com/tenantmcp/tenantmcp/server/internal/replaytest"
 	"github.com/tenantmcp/tenantmcp/server/pgstore"
 	"github.com/tenantmcp/tenantmcp/server/redisstore"
 )
@@ -634,4 +635,11 @@ func TestConsentReplayStoreDown(t *testing.T) {
 	if a := r.audit.String(); !strings.Contains(a, `"request_state":"replay store unavailable"`) || strings.Contains(a, "secret-host-name") {
 		t.Errorf("audit: %s", a)
 	}
+}
+
+// TestMemoryReplaysSpendOnce: the in-process store, shared by two Servers
+// of one process, spends a nonce once.
+func TestMemoryReplaysSpendOnce(t *testing.T) {
+	st := server.NewMemoryReplays()
+	replaytest.SpendOnce(t, st, st, "n1")
 }

@@ -5,16 +5,13 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/tenantmcp/tenantmcp/server"
+	"github.com/tenantmcp/tenantmcp/server/internal/replaytest"
 	"github.com/tenantmcp/tenantmcp/server/pgstore"
 )
 
@@ -45,30 +42,7 @@ func TestSpendOnce(t *testing.T) {
 	var n [8]byte
 	_, _ = rand.Read(n[:])
 	nonce := "test-" + hex.EncodeToString(n[:])
-	var ok, replayed atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st := a
-			if i%2 == 1 {
-				st = b
-			}
-			switch err := st.Spend(ctx, nonce, time.Now().Add(time.Minute)); {
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, server.ErrReplayed):
-				replayed.Add(1)
-			default:
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if ok.Load() != 1 || replayed.Load() != 15 {
-		t.Fatalf("%d spent, %d replayed", ok.Load(), replayed.Load())
-	}
+	replaytest.SpendOnce(t, a, b, nonce)
 	// An expired row goes at the next prune (a fresh store prunes first).
 	old := nonce + "-old"
 	if err := a.Spend(ctx, old, time.Now().Add(-time.Second)); err != nil {
