@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -84,6 +86,28 @@ func (c *sharedCache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // default when unset), while server/discover, the same for all, is, and
 // the configured ttlMs reach the wire.
 func TestSharedCacheNeverCrossesCallers(t *testing.T) {
+	for _, leak := range sharedCacheLeaks(t) {
+		t.Error(leak)
+	}
+}
+
+// TestSharedCacheCatchesPublicResults is the mutation check of the test
+// above: with the private cache scope switched off, it must see leaks.
+func TestSharedCacheCatchesPublicResults(t *testing.T) {
+	if !guardfault.Enabled {
+		t.Skip(guardfault.NotBuilt)
+	}
+	defer guardfault.Disable(guardfault.PrivateCache)()
+	if leaks := sharedCacheLeaks(t); len(leaks) == 0 {
+		t.Fatal("results marked public, and the shared cache handed no caller another's answer")
+	}
+}
+
+// sharedCacheLeaks serves two callers of different tenants and roles
+// through a cache that keeps every public result, and returns each answer
+// the cache gave ben that the server would not have.
+func sharedCacheLeaks(t *testing.T) (leaks []string) {
+	t.Helper()
 	f := newFixture(t, func(o *server.Options) {
 		o.ListTTL = map[string]time.Duration{"tools/list": time.Minute, "prompts/list": time.Minute, "resources/list": time.Minute, "resources/templates/list": time.Minute}
 	})
@@ -129,7 +153,7 @@ func TestSharedCacheNeverCrossesCallers(t *testing.T) {
 		second := post(t, cached.URL+"/mcp", ben, body, hdr...)
 		own := post(t, direct.URL+"/mcp", ben, body, hdr...)
 		if second.status != http.StatusOK || len(own.msg.Result) == 0 || string(second.msg.Result) != string(own.msg.Result) {
-			t.Errorf("%s: ben got through the cache\n%s\nbut from the server\n%s", c.method, second.raw, own.raw)
+			leaks = append(leaks, fmt.Sprintf("%s: ben got through the cache\n%s\nbut from the server\n%s", c.method, second.raw, own.raw))
 		}
 		if c.method != "server/discover" && string(first.msg.Result) == string(own.msg.Result) {
 			t.Errorf("%s: ann's and ben's answers are equal: the case proves nothing", c.method)
@@ -138,7 +162,8 @@ func TestSharedCacheNeverCrossesCallers(t *testing.T) {
 			t.Errorf("%s: no ttlMs 60000: %s", c.method, own.raw)
 		}
 	}
-	if cache.hits != 1 {
+	if !guardfault.Off(guardfault.PrivateCache) && cache.hits != 1 {
 		t.Errorf("%d cache hits, want 1 (server/discover)", cache.hits)
 	}
+	return leaks
 }

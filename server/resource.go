@@ -16,6 +16,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/mint"
 )
 
@@ -246,6 +247,9 @@ func (s *Server) cacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable)
 		ttl = s.opts.ListTTL[listMethods[3]]
 	}
 	c.TTLMs = int(ttl.Milliseconds())
+	if guardfault.Off(guardfault.PrivateCache) {
+		c.CacheScope = "public"
+	}
 }
 
 // readHandler is a resource's part of the pipeline: its handler under

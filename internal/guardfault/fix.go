@@ -34,4 +34,9 @@ const (
 	// check wait for the lock, and every call with it; property 51 must
 	// notice.
 	CheckLockBound Fix = "check_lock_bound"
+	// PrivateCache: package server marks every list and resource read
+	// cacheScope "private" (they depend on the caller). Switching it off
+	// marks them "public", which the server's shared-cache test must
+	// notice.
+	PrivateCache Fix = "private_cache"
 )
