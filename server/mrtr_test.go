@@ -29,6 +29,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/server"
@@ -642,4 +643,37 @@ func TestConsentReplayStoreDown(t *testing.T) {
 func TestMemoryReplaysSpendOnce(t *testing.T) {
 	st := server.NewMemoryReplays()
 	replaytest.SpendOnce(t, st, st, "n1")
+}
+
+// TestStateChecksAreLoadBearing is the mutation check of the consent
+// tests: with the nonce spend or the binding comparison switched off, the
+// replay and the altered-arguments retry they refuse go through.
+func TestStateChecksAreLoadBearing(t *testing.T) {
+	if !guardfault.Enabled {
+		t.Skip(guardfault.NotBuilt)
+	}
+	t.Run("replay", func(t *testing.T) {
+		defer guardfault.Disable(guardfault.StateReplay)()
+		r := newReplicas(t, server.NewMemoryReplays(), true)
+		ann := r.token(t, "ann", "north")
+		p := r.offer(t, ann)
+		for i := range 2 {
+			if ok := r.retry(t, i, ann, "mail", mailArgs, allow, p.state()); ok.Error != nil || ok.Result["isError"] == true {
+				t.Fatalf("retry %d: %+v", i, ok)
+			}
+		}
+		if r.sentCount() != 2 {
+			t.Fatalf("without the spend, the replay should have sent again: %d sent", r.sentCount())
+		}
+	})
+	t.Run("bindings", func(t *testing.T) {
+		defer guardfault.Disable(guardfault.StateBindings)()
+		r := newReplicas(t, server.NewMemoryReplays(), true)
+		ann := r.token(t, "ann", "north")
+		p := r.offer(t, ann)
+		other := map[string]any{"to": "ap@partner.example", "body": "all the cards"}
+		if ok := r.retry(t, 1, ann, "mail", other, allow, p.state()); ok.Error != nil || r.sentCount() != 1 {
+			t.Fatalf("without the binding check, altered arguments should pass it: %+v", ok)
+		}
+	})
 }

@@ -39,4 +39,12 @@ const (
 	// marks them "public", which the server's shared-cache test must
 	// notice.
 	PrivateCache Fix = "private_cache"
+	// StateBindings: package server refuses a requestState bound to
+	// another request or caller. Switching it off skips the comparison,
+	// which the server's consent binding checks must notice.
+	StateBindings Fix = "state_bindings"
+	// StateReplay: package server spends a requestState's nonce once.
+	// Switching it off skips the spend, which the server's replay checks
+	// must notice.
+	StateReplay Fix = "state_replay"
 )
