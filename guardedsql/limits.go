@@ -54,6 +54,9 @@ func applyLimits(pool engine.Pool, d engine.Dialect, c *config) (engine.Pool, er
 	if wb, ok := pool.(engine.WaitBounder); ok && (c.PoolWait > 0 || c.PoolWaitObserver != nil) {
 		wb.BoundWait(c.wait())
 	}
+	if cc, ok := pool.(engine.ConnCounter); ok && !c.PoolFIFO && cc.MaxConns() > 0 {
+		pool = &fairPool{Pool: pool, g: newFairGate(cc.MaxConns(), c.wait())} // fair.go
+	}
 	if c.StatementTimeout <= 0 && c.LockTimeout <= 0 {
 		return pool, nil
 	}

@@ -56,6 +56,21 @@ type Options struct {
 	// Nil: no observer.
 	PoolWaitObserver func(ctx context.Context, waited time.Duration, busy bool)
 
+	// PoolFIFO turns the tenant-fair connection queue off: waiters for a
+	// connection are then served in arrival order, as the driver's pool
+	// does. By default (false) a pool that knows its size (PostgreSQL)
+	// gets a queue in front of it that charges each root tenant of a
+	// call's scope the connection time it holds (forgotten with a
+	// half-life of two seconds) and, while more statements want a
+	// connection than the pool has, hands the next free connection to the
+	// waiter whose tenant holds and has held the least. A tenant running
+	// heavy reports back to back then gets its share of the pool, not a
+	// connection per call in flight, while the others' statements wait;
+	// alone, it runs as fast as before (the queue is work-conserving).
+	// The wait in the queue counts against PoolWait (ErrBusy) and is
+	// reported to PoolWaitObserver. Statements without a scope bypass it.
+	PoolFIFO bool
+
 	// StatementTimeout bounds each statement in the database itself, set
 	// in the same transaction as the scope so that it cannot leak to
 	// another call on a pooled connection:

@@ -448,6 +448,14 @@ type WaitBounder interface {
 	BoundWait(w Wait)
 }
 
+// ConnCounter is implemented by pools that know the most connections they
+// will open (PostgreSQL's pgxpool). guardedsql puts its tenant-fair wait
+// queue in front of such a pool (see guardedsql.Options.PoolFIFO); a pool
+// without it, or reporting zero, is used as it is.
+type ConnCounter interface {
+	MaxConns() int
+}
+
 // Acquire runs get under a context bounded by w.Timeout and maps the
 // bound's expiry (with ctx itself still live) to ErrBusy, so that a caller
 // can tell "the pool is saturated, retry" from its own deadline.

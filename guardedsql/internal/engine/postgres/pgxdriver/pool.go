@@ -34,6 +34,7 @@ func NewPool(p *pgxpool.Pool, owned bool) engine.Pool {
 var (
 	_ engine.SingleBeginner = (*pool)(nil)
 	_ engine.WaitBounder    = (*pool)(nil)
+	_ engine.ConnCounter    = (*pool)(nil)
 )
 
 type pool struct {
@@ -52,6 +53,9 @@ type pool struct {
 // most w.Timeout for a connection (pgxpool's Acquire uses its context
 // only for the wait, so the bound ends with it).
 func (p *pool) BoundWait(w engine.Wait) { p.wait = w }
+
+// MaxConns implements engine.ConnCounter: the pool's size.
+func (p *pool) MaxConns() int { return int(p.p.Config().MaxConns) }
 
 func (p *pool) acquireWait(ctx context.Context) (*pgxpool.Conn, error) {
 	return engine.Acquire(ctx, p.wait, p.p.Acquire)

@@ -1,0 +1,320 @@
+package guardedsql
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// The tenant-fair connection queue (issue 29 §1). A pool serves its
+// waiters in arrival order, so a tenant running heavy statements back to
+// back takes a connection as often as everybody else and holds it far
+// longer: a quarter of a four-connection pool for one tenant with one call
+// in flight. The fair queue charges each root tenant the time it holds
+// connections (its cost, not its number of calls), forgets it with a
+// half-life of fairHalfLife, and, whenever more statements want a
+// connection than the pool has, hands the next free one to the waiter
+// whose tenant holds and has held the least. It is work-conserving: a free
+// connection never waits for a "cheaper" tenant, and a tenant alone
+// (nobody waiting) runs as fast as before; the charge bites only while
+// others wait.
+//
+// A tenant is the set of root grants of the call's scope (a grant's
+// outermost ancestor, Grant.Within[0], or the grant itself), so a chain's
+// hotels share one account. Statements without a scope (health checks,
+// start-up checks) bypass the queue.
+
+// fairHalfLife is how fast a tenant's connection time is forgiven: long
+// enough to remember a stream of reports across the gaps between them,
+// short enough that a tenant that stopped is served first again within
+// seconds.
+const fairHalfLife = 2 * time.Second
+
+// fairSweepEvery: how many releases between sweeps of idle accounts.
+const fairSweepEvery = 256
+
+// fairGate is the tenant-fair queue in front of a pool of n connections.
+type fairGate struct {
+	wait engine.Wait // Options.PoolWait and its observer
+	now  func() time.Time
+
+	mu       sync.Mutex
+	free     int
+	seq      uint64
+	queue    []*fairWaiter
+	accounts map[string]*fairAccount
+	releases int
+}
+
+// fairAccount is one tenant's connection time.
+type fairAccount struct {
+	used float64   // connection-seconds, decayed to at
+	at   time.Time // when used was last brought up to date
+	// held connections, and the sum of their start times (Unix seconds):
+	// what they cost so far is held*now - started.
+	held    int
+	started float64
+	refs    int // holders and waiters
+}
+
+// cost is the account's decayed connection time at now, with the time of
+// the connections it holds so far.
+func (a *fairAccount) cost(now time.Time) float64 {
+	return a.decayed(now) + float64(a.held)*unixSeconds(now) - a.started
+}
+
+// decayed is the connection time of the holds that ended, forgotten with
+// fairHalfLife.
+func (a *fairAccount) decayed(now time.Time) float64 {
+	return a.used * math.Exp2(-now.Sub(a.at).Seconds()/fairHalfLife.Seconds())
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+type fairWaiter struct {
+	a       *fairAccount
+	seq     uint64
+	ch      chan struct{} // closed when granted
+	granted bool          // under fairGate.mu
+	start   float64       // when the hold began, once granted
+}
+
+func newFairGate(n int, w engine.Wait) *fairGate {
+	return &fairGate{wait: w, now: time.Now, free: n, accounts: map[string]*fairAccount{}}
+}
+
+// fairKey is the account of ctx's scope: its root grants, sorted, each
+// once; false without a scope. The key holds tenant ids: it never leaves
+// the gate.
+func fairKey(ctx context.Context) (string, bool) {
+	sc, ok := scope.FromContext(ctx)
+	if !ok {
+		return "", false
+	}
+	var roots []string
+	for _, g := range sc.Grants() {
+		if len(g.Within) > 0 {
+			g = g.Within[0]
+		}
+		roots = append(roots, g.Level+"\x00"+g.ID)
+	}
+	slices.Sort(roots)
+	return strings.Join(slices.Compact(roots), "\x01"), true
+}
+
+// acquire takes a place for one connection, waiting (at most the pool
+// wait bound) behind the waiters of tenants that cost less, and returns
+// its release, which charges the tenant the time held. It never fails
+// without a scope in ctx (no place is then taken).
+func (g *fairGate) acquire(ctx context.Context) (func(), error) {
+	key, ok := fairKey(ctx)
+	if !ok {
+		return func() {}, nil
+	}
+	g.mu.Lock()
+	a := g.accounts[key]
+	if a == nil {
+		a = &fairAccount{at: g.now()}
+		g.accounts[key] = a
+	}
+	a.refs++
+	if g.free > 0 && len(g.queue) == 0 {
+		g.free--
+		start := g.hold(a)
+		g.mu.Unlock()
+		return g.releaser(a, start), nil
+	}
+	g.seq++
+	w := &fairWaiter{a: a, seq: g.seq, ch: make(chan struct{})}
+	g.queue = append(g.queue, w)
+	g.mu.Unlock()
+
+	begin := time.Now()
+	var timeout <-chan time.Time
+	if g.wait.Timeout > 0 {
+		t := time.NewTimer(g.wait.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var err error
+	select {
+	case <-w.ch:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-timeout:
+		err = fmt.Errorf("%w (waited %s)", ErrBusy, g.wait.Timeout)
+	}
+	g.mu.Lock()
+	if w.granted {
+		err = nil // granted while giving up: take it
+	} else {
+		g.queue = slices.DeleteFunc(g.queue, func(x *fairWaiter) bool { return x == w })
+		a.refs--
+	}
+	start := w.start
+	g.mu.Unlock()
+	if g.wait.Observe != nil {
+		if waited := time.Since(begin); err != nil || waited > time.Millisecond {
+			g.wait.Observe(ctx, waited, err != nil && ctx.Err() == nil)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return g.releaser(a, start), nil
+}
+
+// hold counts a connection held by a from now (under g.mu) and returns its
+// start.
+func (g *fairGate) hold(a *fairAccount) float64 {
+	s := unixSeconds(g.now())
+	a.held++
+	a.started += s
+	return s
+}
+
+// releaser returns the release of one place of a taken at start: it
+// charges a the time held and hands the place to the waiter of the tenant
+// that costs least (the earliest among equals), or frees it. More calls
+// are harmless.
+func (g *fairGate) releaser(a *fairAccount, start float64) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			now := g.now()
+			a.used = a.decayed(now) + max(unixSeconds(now)-start, 0)
+			a.at = now
+			a.held--
+			a.started -= start
+			a.refs--
+			g.handOff(now)
+			if g.releases++; g.releases%fairSweepEvery == 0 {
+				g.sweep(now)
+			}
+		})
+	}
+}
+
+// handOff gives a freed place to the cheapest waiter (under g.mu).
+func (g *fairGate) handOff(now time.Time) {
+	if len(g.queue) == 0 {
+		g.free++
+		return
+	}
+	best := 0
+	bestCost := g.queue[0].a.cost(now)
+	for i, w := range g.queue[1:] {
+		if c := w.a.cost(now); c < bestCost {
+			best, bestCost = i+1, c
+		}
+	}
+	w := g.queue[best]
+	g.queue = slices.Delete(g.queue, best, best+1)
+	w.granted = true
+	// The hold starts now; acquire reads its start under the same lock.
+	w.start = unixSeconds(now)
+	w.a.held++
+	w.a.started += w.start
+	close(w.ch)
+}
+
+// sweep forgets accounts nobody uses whose cost has decayed to nothing.
+func (g *fairGate) sweep(now time.Time) {
+	for k, a := range g.accounts {
+		if a.refs == 0 && a.cost(now) < 1e-3 {
+			delete(g.accounts, k)
+		}
+	}
+}
+
+// fairPool puts a fairGate in front of a pool's transactions and
+// statements.
+type fairPool struct {
+	engine.Pool
+	g *fairGate
+}
+
+func (p *fairPool) Begin(ctx context.Context) (engine.Tx, error) {
+	return p.begin(ctx, p.Pool.Begin)
+}
+
+// BeginSingle keeps the pool's one-round-trip transactions.
+func (p *fairPool) BeginSingle(ctx context.Context) (engine.Tx, error) {
+	if sb, ok := p.Pool.(engine.SingleBeginner); ok {
+		return p.begin(ctx, sb.BeginSingle)
+	}
+	return p.Begin(ctx)
+}
+
+func (p *fairPool) begin(ctx context.Context, begin func(context.Context) (engine.Tx, error)) (engine.Tx, error) {
+	release, err := p.g.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := begin(ctx)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &fairTx{Tx: tx, release: release}, nil
+}
+
+func (p *fairPool) Query(ctx context.Context, q string, args ...any) (engine.Rows, error) {
+	release, err := p.g.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.Pool.Query(ctx, q, args...)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &fairRows{Rows: r, release: release}, nil
+}
+
+func (p *fairPool) Exec(ctx context.Context, q string, args ...any) (engine.Result, error) {
+	release, err := p.g.acquire(ctx)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	defer release()
+	return p.Pool.Exec(ctx, q, args...)
+}
+
+// fairTx gives its place back when the transaction ends.
+type fairTx struct {
+	engine.Tx
+	release func()
+}
+
+func (t *fairTx) Commit(ctx context.Context) error {
+	defer t.release()
+	return t.Tx.Commit(ctx)
+}
+
+func (t *fairTx) Rollback(ctx context.Context) error {
+	defer t.release()
+	return t.Tx.Rollback(ctx)
+}
+
+// UnwrapTx lets a dialect reach the driver's transaction (see errorTx).
+func (t *fairTx) UnwrapTx() engine.Tx { return t.Tx }
+
+type fairRows struct {
+	engine.Rows
+	release func()
+}
+
+func (r *fairRows) Close() error {
+	defer r.release()
+	return r.Rows.Close()
+}

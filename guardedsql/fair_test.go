@@ -1,0 +1,159 @@
+package guardedsql
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/scope"
+	"github.com/tenantmcp/tenantmcp/scope/scopetest"
+)
+
+// fakeClock is the gate's clock in these tests: costs are exact.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func tenantCtx(chain, hotel string) context.Context {
+	root := scope.Grant{Level: "chain", ID: chain}
+	g := root
+	if hotel != "" {
+		g = scope.Grant{Level: "hotel", ID: hotel, Within: []scope.Grant{root}}
+	}
+	return scopetest.NewContext(context.Background(), scopetest.New("u-"+chain+hotel, []scope.Grant{g}))
+}
+
+// waitQueued waits until the gate has n waiters.
+func waitQueued(t *testing.T, g *fairGate, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		g.mu.Lock()
+		q := len(g.queue)
+		g.mu.Unlock()
+		if q == n {
+			return
+		}
+	}
+	t.Fatalf("the gate never had %d waiters", n)
+}
+
+// TestFairGateQueuesTheCostlyTenantBehind is the mechanism of issue 29 §1:
+// a tenant that has held the pool's connection (a heavy report) and asks
+// again is served AFTER a tenant that held nothing, although it asked
+// first; a pool serves its waiters in arrival order, which is what let one
+// tenant take a connection per call however long it held it.
+func TestFairGateQueuesTheCostlyTenantBehind(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
+	g := newFairGate(1, engine.Wait{})
+	g.now = clk.now
+	heavy, quiet := tenantCtx("c1", ""), tenantCtx("c2", "h2")
+
+	// The heavy tenant alone: served at once, every time (work-conserving).
+	for range 3 {
+		rel, err := g.acquire(heavy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.add(300 * time.Millisecond) // a whole-range report
+		rel()
+	}
+	held, err := g.acquire(heavy) // its next report holds the connection
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { // the heavy tenant's next report asks first...
+		rel, err := g.acquire(heavy)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		order <- "heavy"
+		rel()
+	})
+	waitQueued(t, g, 1)
+	wg.Go(func() { // ...then a quiet tenant's statement
+		rel, err := g.acquire(quiet)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		order <- "quiet"
+		clk.add(5 * time.Millisecond)
+		rel()
+	})
+	waitQueued(t, g, 2)
+	clk.add(300 * time.Millisecond)
+	held()
+	wg.Wait()
+	close(order)
+	var got []string
+	for o := range order {
+		got = append(got, o)
+	}
+	if len(got) != 2 || got[0] != "quiet" {
+		t.Fatalf("served %v: the tenant that held the connection for 1.2 s was served before the one that held nothing", got)
+	}
+
+	// Its cost is forgotten: after a few half-lives it is first again.
+	g.mu.Lock()
+	a := g.accounts["chain\x00c1"]
+	g.mu.Unlock()
+	if a == nil || a.cost(clk.now()) < 1.0 {
+		t.Fatalf("the heavy tenant's account: %+v", a)
+	}
+	clk.add(20 * fairHalfLife)
+	if c := a.cost(clk.now()); c > 0.01 {
+		t.Fatalf("cost %.3f s after 20 half-lives", c)
+	}
+}
+
+// TestFairGateBoundsAndBypass: a statement without a scope bypasses the
+// queue; a wait is bounded by the pool wait (ErrBusy) and a cancelled wait
+// takes no place.
+func TestFairGateBoundsAndBypass(t *testing.T) {
+	g := newFairGate(1, engine.Wait{Timeout: 50 * time.Millisecond})
+	a, b := tenantCtx("a", ""), tenantCtx("b", "")
+	held, err := g.acquire(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No scope: not queued, nothing taken.
+	rel, err := g.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel()
+	// Busy after the bound, nothing taken.
+	start := time.Now()
+	if _, err := g.acquire(b); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a wait past the bound: %v, want ErrBusy", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatal("the bound did not stop the wait")
+	}
+	ctx, cancel := context.WithCancel(b)
+	cancel()
+	if _, err := g.acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled wait: %v", err)
+	}
+	held()
+	g.mu.Lock()
+	free, q := g.free, len(g.queue)
+	g.mu.Unlock()
+	if free != 1 || q != 0 {
+		t.Fatalf("after the refused waits: %d free, %d queued; want 1, 0", free, q)
+	}
+}
