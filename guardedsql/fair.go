@@ -44,6 +44,9 @@ const fairSweepEvery = 256
 type fairGate struct {
 	wait engine.Wait // Options.PoolWait and its observer
 	now  func() time.Time
+	size int // the pool's connections: the budget shared by active tenants
+	// sleep waits d or until ctx ends (a test replaces it).
+	sleep func(ctx context.Context, d time.Duration)
 
 	mu       sync.Mutex
 	free     int
@@ -61,8 +64,13 @@ type fairAccount struct {
 	// what they cost so far is held*now - started.
 	held    int
 	started float64
-	refs    int // holders and waiters
+	refs    int       // holders and waiters
+	last    time.Time // when it last took or gave back a connection
 }
+
+// fairActive is how recently a tenant must have used a connection to
+// count as active for the budget (see budgetWait).
+const fairActive = time.Second
 
 // cost is the account's decayed connection time at now, with the time of
 // the connections it holds so far.
@@ -87,7 +95,53 @@ type fairWaiter struct {
 }
 
 func newFairGate(n int, w engine.Wait) *fairGate {
-	return &fairGate{wait: w, now: time.Now, free: n, accounts: map[string]*fairAccount{}}
+	return &fairGate{wait: w, now: time.Now, size: n, free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// rate is a's connection time per second, estimated from its decayed
+// cost: a steady use of u connections costs u*fairHalfLife/ln 2.
+func (a *fairAccount) rate(now time.Time) float64 {
+	return a.cost(now) * math.Ln2 / fairHalfLife.Seconds()
+}
+
+// budgetWait is how long a must wait before its next connection (under
+// g.mu): the budget. Every tenant active in the last fairActive gets an
+// equal share of the pool's connection time per second (the pool's size
+// divided by their number); a tenant over its share waits until its
+// decayed rate is back within it. The budget bites only while another
+// tenant is active: a tenant alone gets the whole pool. It bounds what a
+// tenant costs the others even when the pool is not saturated and the
+// scarce resource is the database's CPU, which a pool queue cannot see.
+func (g *fairGate) budgetWait(a *fairAccount, now time.Time) time.Duration {
+	r := a.rate(now)
+	// Cheap test first: within the share of every known tenant active, it
+	// is within its share of the active ones.
+	if r <= float64(g.size)/float64(max(len(g.accounts), 1)) {
+		return 0
+	}
+	active := 0
+	for _, x := range g.accounts {
+		if x == a || x.refs > 0 || now.Sub(x.last) < fairActive {
+			active++
+		}
+	}
+	if active <= 1 {
+		return 0
+	}
+	share := float64(g.size) / float64(active)
+	if r <= share {
+		return 0
+	}
+	return time.Duration(fairHalfLife.Seconds()*math.Log2(r/share)*float64(time.Second)) + time.Millisecond
 }
 
 // fairKey is the account of ctx's scope: its root grants, sorted, each
@@ -125,6 +179,30 @@ func (g *fairGate) acquire(ctx context.Context) (func(), error) {
 		g.accounts[key] = a
 	}
 	a.refs++
+	begin := time.Now()
+	if d := g.budgetWait(a, g.now()); d > 0 {
+		// Over its budget: wait (bounded by the pool wait, like a wait
+		// for a connection) until its cost has decayed within it.
+		deadline := begin.Add(g.wait.Timeout)
+		for d > 0 {
+			if g.wait.Timeout > 0 && time.Now().Add(d).After(deadline) {
+				a.refs--
+				g.mu.Unlock()
+				err := fmt.Errorf("%w (waited %s)", ErrBusy, g.wait.Timeout)
+				g.observe(ctx, begin, err)
+				return nil, err
+			}
+			g.mu.Unlock()
+			g.sleep(ctx, d)
+			g.mu.Lock()
+			if err := ctx.Err(); err != nil {
+				a.refs--
+				g.mu.Unlock()
+				return nil, err
+			}
+			d = g.budgetWait(a, g.now())
+		}
+	}
 	if g.free > 0 && len(g.queue) == 0 {
 		g.free--
 		start := g.hold(a)
@@ -136,10 +214,9 @@ func (g *fairGate) acquire(ctx context.Context) (func(), error) {
 	g.queue = append(g.queue, w)
 	g.mu.Unlock()
 
-	begin := time.Now()
 	var timeout <-chan time.Time
 	if g.wait.Timeout > 0 {
-		t := time.NewTimer(g.wait.Timeout)
+		t := time.NewTimer(max(g.wait.Timeout-time.Since(begin), 0))
 		defer t.Stop()
 		timeout = t.C
 	}
@@ -160,21 +237,29 @@ func (g *fairGate) acquire(ctx context.Context) (func(), error) {
 	}
 	start := w.start
 	g.mu.Unlock()
-	if g.wait.Observe != nil {
-		if waited := time.Since(begin); err != nil || waited > time.Millisecond {
-			g.wait.Observe(ctx, waited, err != nil && ctx.Err() == nil)
-		}
-	}
+	g.observe(ctx, begin, err)
 	if err != nil {
 		return nil, err
 	}
 	return g.releaser(a, start), nil
 }
 
+// observe reports a wait that blocked or failed to the pool-wait
+// observer.
+func (g *fairGate) observe(ctx context.Context, begin time.Time, err error) {
+	if g.wait.Observe != nil {
+		if waited := time.Since(begin); err != nil || waited > time.Millisecond {
+			g.wait.Observe(ctx, waited, err != nil && ctx.Err() == nil)
+		}
+	}
+}
+
 // hold counts a connection held by a from now (under g.mu) and returns its
 // start.
 func (g *fairGate) hold(a *fairAccount) float64 {
-	s := unixSeconds(g.now())
+	now := g.now()
+	s := unixSeconds(now)
+	a.last = now
 	a.held++
 	a.started += s
 	return s
@@ -192,7 +277,7 @@ func (g *fairGate) releaser(a *fairAccount, start float64) func() {
 			defer g.mu.Unlock()
 			now := g.now()
 			a.used = a.decayed(now) + max(unixSeconds(now)-start, 0)
-			a.at = now
+			a.at, a.last = now, now
 			a.held--
 			a.started -= start
 			a.refs--
@@ -222,6 +307,7 @@ func (g *fairGate) handOff(now time.Time) {
 	w.granted = true
 	// The hold starts now; acquire reads its start under the same lock.
 	w.start = unixSeconds(now)
+	w.a.last = now
 	w.a.held++
 	w.a.started += w.start
 	close(w.ch)
