@@ -103,6 +103,11 @@ type cdeclass struct {
 	cats  catSet
 }
 
+// Store returns the taint store the checker reads and writes (the
+// memory store when Options.Store was nil): for readiness probes, which
+// ping it when it can be pinged.
+func (c *Checker) Store() Store { return c.store }
+
 // New returns a Checker for p.
 func New(p *Policy, o Options) (*Checker, error) {
 	if p == nil {

@@ -68,12 +68,25 @@ type ReadinessCheck struct {
 	Check func(ctx context.Context) error
 }
 
+// Pinger is implemented by the shared stores a server depends on (taint,
+// consent replay and rate stores of packages server/redisstore,
+// server/pgstore and flow/pgtaint): Ping reports whether the store answers
+// now. Readiness pings every store that implements it.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // Readiness is the outcome of a round of readiness checks.
 type Readiness struct {
 	Ready bool `json:"ready"`
-	// Checks maps each check (jwks, database, rls, egress and the
-	// application's) to "ok" or a fixed word saying what is wrong.
+	// Checks maps each check (jwks, database, rls, egress, taints,
+	// replays, rates and the application's) to "ok" or a fixed word saying
+	// what is wrong.
 	Checks map[string]string `json:"checks"`
+	// Degraded names the checks that failed without making the server
+	// unready: "rates" while the shared rate store does not answer (calls
+	// are then limited per replica, see Limits.Rates).
+	Degraded []string `json:"degraded,omitempty"`
 }
 
 // Check states in Readiness.Checks.
@@ -84,6 +97,7 @@ const (
 	checkUnknown      = "unknown"
 	checkNoKeys       = "no signing keys"
 	checkNotInstalled = "not installed"
+	checkDegraded     = "degraded"
 )
 
 // Ready runs one round of readiness checks now (uncached). The HTTP probe
@@ -131,6 +145,50 @@ func (s *Server) Ready(ctx context.Context, o HealthOptions) Readiness {
 			set("egress", checkOK, nil)
 		} else {
 			set("egress", checkNotInstalled, nil)
+		}
+	}
+	// Shared stores. Taint and consent replay stores fail closed: a call
+	// that needs them is refused while they are down, so the replica is
+	// not ready. The rate store falls back to per-replica limits: the
+	// replica stays ready and says it is degraded.
+	if s.opts.Flow != nil {
+		if p, ok := s.opts.Flow.Store().(Pinger); ok {
+			if err := p.Ping(ctx); err != nil {
+				set("taints", checkUnavailable, err)
+			} else {
+				set("taints", checkOK, nil)
+			}
+		}
+	}
+	if p, ok := s.replays.(Pinger); ok {
+		if err := p.Ping(ctx); err != nil {
+			set("replays", checkUnavailable, err)
+		} else {
+			set("replays", checkOK, nil)
+		}
+	}
+	if rates := s.limiter.l.Rates; rates != nil {
+		var err error
+		p, pinger := rates.(Pinger)
+		if pinger {
+			err = p.Ping(ctx)
+		}
+		switch {
+		case err == nil && !s.limiter.isDegraded():
+			if pinger {
+				r.Checks["rates"] = checkOK
+			}
+		case s.limiter.l.FailClosed:
+			// Refusing every rated call: not ready.
+			set("rates", checkUnavailable, err)
+		default:
+			r.Checks["rates"] = checkDegraded
+			r.Degraded = append(r.Degraded, "rates")
+			attrs := []any{slog.String("check", "rates"), slog.String("state", checkDegraded)}
+			if err != nil {
+				attrs = append(attrs, slog.String("error", s.logRedactor().Error(err)))
+			}
+			s.opts.Logger.Warn("server degraded: rate limits are per replica", attrs...)
 		}
 	}
 	for _, c := range o.Checks {

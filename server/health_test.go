@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/cutproxy"
@@ -347,5 +349,68 @@ func TestProbePathsMustBeFree(t *testing.T) {
 	}
 	if _, err := f.srv.Handler(server.HTTPOptions{ResourceURL: "https://notes.test/healthz", Health: server.HealthOptions{Disable: true}}); err != nil {
 		t.Errorf("MCP at /healthz with the probes disabled: %v", err)
+	}
+}
+
+// downable is the up/down switch of a shared store in these tests.
+type downable struct{ down atomic.Bool }
+
+func (d *downable) Ping(context.Context) error {
+	if d.down.Load() {
+		return errors.New("dial tcp 10.0.0.9:6379: connection refused")
+	}
+	return nil
+}
+
+// pingTaints is a taint store that can be pinged (as the Redis and
+// PostgreSQL ones are).
+type pingTaints struct {
+	flow.Store
+	*downable
+}
+
+// pingReplays is a consent replay store that can be pinged.
+type pingReplays struct {
+	server.ReplayStore
+	*downable
+}
+
+// TestReadinessPingsSharedStores (issue 29 §4): readiness pings the flow
+// taint store and the consent replay store when they implement Pinger;
+// either down makes the replica not ready (503), naming the check, because
+// both fail closed (every call that needs them is refused). Up again, it
+// is ready. On main readiness never asked them: 200 while every flow
+// checked call failed.
+func TestReadinessPingsSharedStores(t *testing.T) {
+	taints, replays := &downable{}, &downable{}
+	pol, err := flow.ParsePolicy("policy.json", []byte(`{"version": 1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := flow.New(pol, flow.Options{Store: pingTaints{flow.NewMemoryStore(), taints}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(o *server.Options) {
+		o.Flow = fc
+		o.Input.Replays = pingReplays{server.NewMemoryReplays(), replays}
+	})
+	base := serveHTTP(t, f.srv, server.HTTPOptions{Health: server.HealthOptions{CacheFor: -1}})
+	if code, r := probe(t, base+server.ReadyPath); code != 200 || !r.Ready || r.Checks["taints"] != "ok" || r.Checks["replays"] != "ok" {
+		t.Fatalf("stores up: %d %+v", code, r)
+	}
+	for _, c := range []struct {
+		name string
+		d    *downable
+	}{{"taints", taints}, {"replays", replays}} {
+		c.d.down.Store(true)
+		code, r := probe(t, base+server.ReadyPath)
+		if code != http.StatusServiceUnavailable || r.Ready || r.Checks[c.name] != "unavailable" || len(r.Degraded) != 0 {
+			t.Errorf("%s store down: %d %+v, want 503 with %s unavailable", c.name, code, r, c.name)
+		}
+		c.d.down.Store(false)
+		if code, r := probe(t, base+server.ReadyPath); code != 200 || !r.Ready {
+			t.Errorf("%s store back: %d %+v", c.name, code, r)
+		}
 	}
 }

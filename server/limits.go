@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -35,8 +36,10 @@ const (
 	// RuleDBBusy: the database pool had no connection free within
 	// guardedsql.Options.PoolWait.
 	RuleDBBusy = "db.busy"
-	// RuleLimitUnavailable: the shared rate store could not be asked; the
-	// call is refused (limits fail closed).
+	// RuleLimitUnavailable: the shared rate store could not be asked and
+	// Limits.FailClosed is set: the call is refused. Without FailClosed
+	// (the default) the call is admitted against a bucket of this replica
+	// instead (see Limits.Rates).
 	RuleLimitUnavailable = "limit.unavailable"
 )
 
@@ -116,9 +119,30 @@ type Limits struct {
 	PerSubject Limit
 	// Rates holds the token buckets. Nil means NewLocalRates(): in this
 	// process, no server needed. Replicas that must share one budget use a
-	// shared store (package server/redisstore). Concurrency is always
-	// counted per process.
+	// shared store (package server/redisstore, server/pgstore).
+	// Concurrency is always counted per process.
+	//
+	// Rate limits are an availability control, so a shared store that
+	// cannot answer (Take returns an error) does not refuse every call:
+	// admission falls back to an in-process bucket of the same key, rate
+	// and burst (per replica: n replicas then admit up to n times the
+	// rate), logs one warning per outage to Options.Logger (no key, no
+	// tenant), calls OnDegraded, and readiness reports "rates" in
+	// Readiness.Degraded while ready stays true. The first answer of the
+	// store ends the outage (one info line, OnDegraded(false)). Set
+	// FailClosed to refuse instead.
 	Rates RateStore
+	// FailClosed refuses every call that needs a rate token while Rates
+	// cannot answer (RuleLimitUnavailable, retryable), instead of falling
+	// back to per-replica buckets: for deployments where the shared budget
+	// matters more than availability.
+	FailClosed bool
+	// OnDegraded, if set, is called on each transition of the rate store:
+	// true when Take first fails (the per-replica fallback is in use),
+	// false when it answers again. Wire a gauge to it (for example
+	// otelserver's Telemetry.LimitDegraded). It must be fast and safe for
+	// concurrent use; it is called outside any lock of the limiter.
+	OnDegraded func(ctx context.Context, degraded bool)
 	// QueueWait is how long a call may wait for a concurrency slot of its
 	// tenant or subject before it is refused; zero refuses at once. A short
 	// wait smooths a tenant's own bursts; a waiting call holds no database
@@ -142,7 +166,10 @@ type Limits struct {
 // bucket key (filled at r tokens per second up to burst, full when new)
 // and returns 0, or, if the bucket is empty, how long until a token is
 // there (taking nothing). An error means the store could not decide; the
-// call is then refused (fail closed, RuleLimitUnavailable).
+// call is then admitted against a per-replica bucket, or refused with
+// RuleLimitUnavailable under Limits.FailClosed. A store that can be
+// probed implements Pinger; readiness then reports it degraded while
+// Ping fails.
 type RateStore interface {
 	Take(ctx context.Context, key string, r float64, burst int) (retryAfter time.Duration, err error)
 }
@@ -212,6 +239,15 @@ type limiter struct {
 
 	mu   sync.Mutex
 	sems map[string]*slots
+
+	// log receives the fallback's warning (Options.Logger; set by New).
+	log *slog.Logger
+	// fallback holds the per-replica buckets used while Rates fails.
+	fallback RateStore
+	// degraded: Rates failed on its last Take (under dmu, which also
+	// orders the transitions; OnDegraded is called outside it).
+	dmu      sync.Mutex
+	degraded bool
 }
 
 // slots is the concurrency semaphore of one key. users counts holders and
@@ -236,7 +272,7 @@ func newLimiter(l Limits, levels []string) (*limiter, error) {
 	if l.Rates == nil && (l.PerTenant.Rate > 0 || l.PerSubject.Rate > 0) {
 		l.Rates = NewLocalRates()
 	}
-	return &limiter{l: l, levels: levels, sems: map[string]*slots{}}, nil
+	return &limiter{l: l, levels: levels, sems: map[string]*slots{}, fallback: NewLocalRates(), log: slog.Default()}, nil
 }
 
 // keys are the limit keys of sc: its root tenants (see Limits), sorted and
@@ -363,7 +399,7 @@ func (lm *limiter) admit(ctx context.Context, sc scope.Scope, method, name strin
 		if h.lim.Rate <= 0 {
 			continue
 		}
-		wait, err := lm.l.Rates.Take(ctx, h.key, h.lim.Rate, h.lim.burst())
+		wait, err := lm.take(ctx, h.key, h.lim.Rate, h.lim.burst())
 		if err != nil {
 			release()
 			return nil, refused(RuleLimitUnavailable, lm.l.RetryAfter)
@@ -375,6 +411,58 @@ func (lm *limiter) admit(ctx context.Context, sc scope.Scope, method, name strin
 	}
 	var once sync.Once
 	return func() { once.Do(release) }, nil
+}
+
+// take takes a token from Rates or, while Rates fails (and FailClosed is
+// not set), from the per-replica bucket of the same key: an error only
+// under FailClosed. Invariant: a failing store never admits a call
+// unmetered; the fallback applies the same rate and burst per replica.
+func (lm *limiter) take(ctx context.Context, key string, r float64, burst int) (time.Duration, error) {
+	wait, err := lm.l.Rates.Take(ctx, key, r, burst)
+	if err == nil {
+		lm.setDegraded(ctx, false, nil)
+		return wait, nil
+	}
+	if ctx.Err() != nil {
+		return 0, err // the caller gave up: not an outage of the store
+	}
+	lm.setDegraded(ctx, true, err)
+	if lm.l.FailClosed {
+		return 0, err
+	}
+	return lm.fallback.Take(ctx, key, r, burst)
+}
+
+// setDegraded records the rate store's state; on a transition it logs
+// once and calls OnDegraded. The error is logged by kind only: a store's
+// error may quote its address, never a key (keys hold tenant ids and are
+// not in its errors).
+func (lm *limiter) setDegraded(ctx context.Context, d bool, err error) {
+	lm.dmu.Lock()
+	if lm.degraded == d {
+		lm.dmu.Unlock()
+		return
+	}
+	lm.degraded = d
+	lm.dmu.Unlock()
+	switch {
+	case d && lm.l.FailClosed:
+		lm.log.Warn("rate-limit store unavailable: refusing calls that need a rate token until it answers (Limits.FailClosed)", "error_type", fmt.Sprintf("%T", err))
+	case d:
+		lm.log.Warn("rate-limit store unavailable: falling back to per-replica rate limits until it answers", "error_type", fmt.Sprintf("%T", err))
+	default:
+		lm.log.Info("rate-limit store answering again: shared rate limits restored")
+	}
+	if lm.l.OnDegraded != nil {
+		lm.l.OnDegraded(context.WithoutCancel(ctx), d)
+	}
+}
+
+// isDegraded reports whether the rate store failed on its last Take.
+func (lm *limiter) isDegraded() bool {
+	lm.dmu.Lock()
+	defer lm.dmu.Unlock()
+	return lm.degraded
 }
 
 // finish releases a call's slots, after the TimeoutPenalty if it timed

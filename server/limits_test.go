@@ -5,10 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/logbuf"
 	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/server"
 )
@@ -253,11 +258,12 @@ func (brokenRates) Take(context.Context, string, float64, int) (time.Duration, e
 	return 0, errors.New("store down")
 }
 
-// TestRateStoreFailureFailsClosed: when the shared rate store cannot
-// answer, calls are refused (RuleLimitUnavailable), not let through.
+// TestRateStoreFailureFailsClosed: under Limits.FailClosed, when the
+// shared rate store cannot answer, calls are refused
+// (RuleLimitUnavailable), not let through.
 func TestRateStoreFailureFailsClosed(t *testing.T) {
 	f := newFixture(t, func(o *server.Options) {
-		o.Limits = server.Limits{PerTenant: server.Limit{Rate: 100}, Rates: brokenRates{}}
+		o.Limits = server.Limits{PerTenant: server.Limit{Rate: 100}, Rates: brokenRates{}, FailClosed: true}
 	})
 	h := addHold(t, f.srv)
 	close(h.release)
@@ -307,5 +313,132 @@ func TestQueueWaitAndTimeoutPenalty(t *testing.T) {
 	t.Logf("queued call admitted after %s (call timeout 300ms + penalty 1s)", waited.Round(10*time.Millisecond))
 	if waited < time.Second {
 		t.Fatalf("the queued call ran after %s, before the timed-out call's penalty ended", waited)
+	}
+}
+
+// switchRates is a shared rate store that can be taken down: while down,
+// Take and Ping fail (as Redis or PostgreSQL unreachable would); up, it
+// admits everything and counts what it was asked.
+type switchRates struct {
+	down  atomic.Bool
+	takes atomic.Int64
+}
+
+func (s *switchRates) Take(context.Context, string, float64, int) (time.Duration, error) {
+	if s.down.Load() {
+		return 0, errors.New("dial tcp 10.0.0.9:6379: connection refused")
+	}
+	s.takes.Add(1)
+	return 0, nil
+}
+
+func (s *switchRates) Ping(context.Context) error {
+	if s.down.Load() {
+		return errors.New("dial tcp 10.0.0.9:6379: connection refused")
+	}
+	return nil
+}
+
+// TestRateStoreOutageFallsBackPerReplica (issue 29 §4): while the shared
+// rate store is down, calls are still admitted, against a per-replica
+// bucket with the same rate and burst (the call past the burst is refused
+// with the tenant's rate rule, not let through unmetered); the outage is
+// logged once (no tenant, no subject), OnDegraded hears true then false,
+// /readyz stays 200 and lists "rates" as degraded; when the store answers
+// again the shared buckets are used again, and a second outage warns
+// again. On main every call was refused (limit.unavailable), silently.
+func TestRateStoreOutageFallsBackPerReplica(t *testing.T) {
+	rates := &switchRates{}
+	logs := &logbuf.Buffer{}
+	var mu sync.Mutex
+	var transitions []bool
+	f := newFixture(t, func(o *server.Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		o.Limits = server.Limits{PerTenant: server.Limit{Rate: 0.01, Burst: 2}, Rates: rates,
+			OnDegraded: func(_ context.Context, d bool) { mu.Lock(); transitions = append(transitions, d); mu.Unlock() }}
+	})
+	h := addHold(t, f.srv)
+	close(h.release)
+	ts := httpServer(t, f, server.HTTPOptions{Health: server.HealthOptions{CacheFor: -1}})
+	tok := f.token(t, "ann", "north", time.Hour)
+	call := func(tag string) rpctest.Reply {
+		t.Helper()
+		r, err := callHTTP(context.Background(), ts.URL, tok, "hold", tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	ready := func() (int, server.Readiness) {
+		t.Helper()
+		return probe(t, ts.URL+server.ReadyPath)
+	}
+	if r := call("up"); !r.OK() {
+		t.Fatalf("store up: %+v", r)
+	}
+	if code, r := ready(); code != 200 || r.Checks["rates"] != "ok" || len(r.Degraded) != 0 {
+		t.Fatalf("ready with the store up: %d %+v", code, r)
+	}
+
+	rates.down.Store(true)
+	for i := range 2 {
+		if r := call(fmt.Sprint("down-", i)); !r.OK() {
+			t.Fatalf("store down, call %d within the burst: %+v (want admitted per replica)", i, r)
+		}
+	}
+	r := call("down-past-burst")
+	if r.Status != http.StatusTooManyRequests || r.Err == nil || limitData(t, r.Err)["rule"] != server.RuleTenantRate {
+		t.Fatalf("store down, past the per-replica burst: %+v, want 429 %s", r, server.RuleTenantRate)
+	}
+	if n := strings.Count(logs.String(), "rate-limit store unavailable"); n != 1 {
+		t.Fatalf("%d outage warnings for one outage, want 1:\n%s", n, logs)
+	}
+	for _, secret := range []string{"north", "ann", "10.0.0.9"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Fatalf("the log names %q:\n%s", secret, logs)
+		}
+	}
+	code, rd := ready()
+	if code != 200 || !rd.Ready || rd.Checks["rates"] != "degraded" || !slices.Equal(rd.Degraded, []string{"rates"}) {
+		t.Fatalf("ready with the rate store down: %d %+v, want 200, ready, degraded [rates]", code, rd)
+	}
+
+	rates.down.Store(false)
+	before := rates.takes.Load()
+	if r := call("back"); !r.OK() {
+		t.Fatalf("store back: %+v", r)
+	}
+	if rates.takes.Load() == before {
+		t.Fatal("the store answered again but the call was not taken from it")
+	}
+	if !strings.Contains(logs.String(), "rate-limit store answering again") {
+		t.Fatalf("no recovery line:\n%s", logs)
+	}
+	if code, r := ready(); code != 200 || len(r.Degraded) != 0 || r.Checks["rates"] != "ok" {
+		t.Fatalf("ready after the outage: %d %+v", code, r)
+	}
+	rates.down.Store(true)
+	call("second outage")
+	if n := strings.Count(logs.String(), "rate-limit store unavailable"); n != 2 {
+		t.Fatalf("%d outage warnings after two outages, want 2", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(transitions, []bool{true, false, true}) {
+		t.Fatalf("OnDegraded transitions %v, want [true false true]", transitions)
+	}
+}
+
+// TestRateStoreFailClosedNotReady: under FailClosed a rate store that is
+// down refuses every rated call, so the replica says it is not ready.
+func TestRateStoreFailClosedNotReady(t *testing.T) {
+	rates := &switchRates{}
+	rates.down.Store(true)
+	f := newFixture(t, func(o *server.Options) {
+		o.Limits = server.Limits{PerTenant: server.Limit{Rate: 100}, Rates: rates, FailClosed: true}
+	})
+	ts := httpServer(t, f, server.HTTPOptions{})
+	if code, r := probe(t, ts.URL+server.ReadyPath); code != http.StatusServiceUnavailable || r.Ready || r.Checks["rates"] != "unavailable" {
+		t.Fatalf("fail-closed rate store down: %d %+v, want 503 rates unavailable", code, r)
 	}
 }

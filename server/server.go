@@ -205,6 +205,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	lim.log = opts.Logger // the rate store's outage warning (limits.go)
 	s := &Server{
 		opts:      opts,
 		forbidden: forbiddenKeys(opts.ScopeKeys, opts.Levels),
