@@ -18,18 +18,22 @@ import (
 // back takes a connection as often as everybody else and holds it far
 // longer: a quarter of a four-connection pool for one tenant with one call
 // in flight. The fair queue charges each root tenant the time it holds
-// connections (its cost, not its number of calls), forgets it with a
-// half-life of fairHalfLife, and, whenever more statements want a
-// connection than the pool has, hands the next free one to the waiter
-// whose tenant holds and has held the least. It is work-conserving: a free
-// connection never waits for a "cheaper" tenant, and a tenant alone
-// (nobody waiting) runs as fast as before; the charge bites only while
-// others wait.
+// connections (its cost, not its number of calls), forgotten with a
+// half-life of fairHalfLife, and uses that cost twice:
 //
-// A tenant is the set of root grants of the call's scope (a grant's
-// outermost ancestor, Grant.Within[0], or the grant itself), so a chain's
-// hotels share one account. Statements without a scope (health checks,
-// start-up checks) bypass the queue.
+//   - order: whenever more statements want a connection than the pool has,
+//     the next free one goes to the waiter whose tenant holds and has held
+//     the least (work-conserving: a free connection never waits for a
+//     cheaper tenant);
+//   - budget: while other tenants are active and within their share, a
+//     tenant over its equal share of the pool's connection time waits
+//     before taking one (budgetWait), bounded by the pool wait.
+//
+// A tenant alone runs as fast as before. A tenant is the set of root
+// grants of the call's scope (a grant's outermost ancestor,
+// Grant.Within[0], or the grant itself), so a chain's hotels share one
+// account. Statements without a scope (health checks, start-up checks)
+// bypass the queue and are not charged.
 
 // fairHalfLife is how fast a tenant's connection time is forgiven: long
 // enough to remember a stream of reports across the gaps between them,
@@ -42,9 +46,10 @@ const fairSweepEvery = 256
 
 // fairGate is the tenant-fair queue in front of a pool of n connections.
 type fairGate struct {
-	wait engine.Wait // Options.PoolWait and its observer
-	now  func() time.Time
-	size int // the pool's connections: the budget shared by active tenants
+	wait  engine.Wait // Options.PoolWait and its observer
+	now   func() time.Time
+	size  int     // the pool's connections
+	share float64 // the connection time per second active tenants share (Options.PoolShare)
 	// sleep waits d or until ctx ends (a test replaces it).
 	sleep func(ctx context.Context, d time.Duration)
 
@@ -95,7 +100,7 @@ type fairWaiter struct {
 }
 
 func newFairGate(n int, w engine.Wait) *fairGate {
-	return &fairGate{wait: w, now: time.Now, size: n, free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
+	return &fairGate{wait: w, now: time.Now, size: n, share: float64(n), free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -115,17 +120,20 @@ func (a *fairAccount) rate(now time.Time) float64 {
 
 // budgetWait is how long a must wait before its next connection (under
 // g.mu): the budget. Every tenant active in the last fairActive gets an
-// equal share of the pool's connection time per second (the pool's size
-// divided by their number); a tenant over its share waits until its
-// decayed rate is back within it. The budget bites only while another
-// tenant is active: a tenant alone gets the whole pool. It bounds what a
-// tenant costs the others even when the pool is not saturated and the
-// scarce resource is the database's CPU, which a pool queue cannot see.
+// equal share of share connection-seconds per second (Options.PoolShare,
+// by default the pool's size, divided by their number); a tenant over its
+// share waits until its decayed rate is back within it. The budget bites
+// only while another active tenant is within its share, so a tenant alone
+// gets the whole pool, and when every tenant is over its share (the pool
+// saturated evenly) nobody is held back and the queue's order does the
+// sharing. It bounds what a tenant costs the others even when the pool is
+// not saturated and the scarce resource is the database's CPU, which a
+// pool queue cannot see.
 func (g *fairGate) budgetWait(a *fairAccount, now time.Time) time.Duration {
 	r := a.rate(now)
-	// Cheap test first: within the share of every known tenant active, it
-	// is within its share of the active ones.
-	if r <= float64(g.size)/float64(max(len(g.accounts), 1)) {
+	// Cheap test first: within the share of every known tenant, it is
+	// within its share of the active ones.
+	if r <= g.share/float64(max(len(g.accounts), 1)) {
 		return 0
 	}
 	active := 0
@@ -137,8 +145,21 @@ func (g *fairGate) budgetWait(a *fairAccount, now time.Time) time.Duration {
 	if active <= 1 {
 		return 0
 	}
-	share := float64(g.size) / float64(active)
+	share := g.share / float64(active)
 	if r <= share {
+		return 0
+	}
+	// Only while another active tenant is within its share: when every
+	// tenant is over it, the queue's order is the fair share, and
+	// holding back would leave connections idle.
+	under := false
+	for _, x := range g.accounts {
+		if x != a && (x.refs > 0 || now.Sub(x.last) < fairActive) && x.rate(now) < share {
+			under = true
+			break
+		}
+	}
+	if !under {
 		return 0
 	}
 	return time.Duration(fairHalfLife.Seconds()*math.Log2(r/share)*float64(time.Second)) + time.Millisecond

@@ -157,3 +157,51 @@ func TestFairGateBoundsAndBypass(t *testing.T) {
 		t.Fatalf("after the refused waits: %d free, %d queued; want 1, 0", free, q)
 	}
 }
+
+// TestFairGateBudget: a tenant that used more than its equal share of the
+// pool's connection time waits before its next connection while another
+// active tenant is within its share (the wait advances the clock until
+// its cost has decayed within the share); alone, it does not wait.
+func TestFairGateBudget(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(2_000_000, 0)}
+	g := newFairGate(2, engine.Wait{Timeout: time.Hour})
+	g.now = clk.now
+	var slept []time.Duration
+	g.sleep = func(_ context.Context, d time.Duration) { slept = append(slept, d); clk.add(d) }
+	heavy, quiet := tenantCtx("h", ""), tenantCtx("q", "")
+	use := func(ctx context.Context, d time.Duration) {
+		t.Helper()
+		rel, err := g.acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.add(d)
+		rel()
+	}
+	// Alone: a connection held all the time (rate ~1, over a share of 1
+	// of 2 once another tenant shows up), never held back.
+	for range 20 {
+		use(heavy, 500*time.Millisecond)
+	}
+	if len(slept) != 0 {
+		t.Fatalf("a tenant alone waited %v", slept)
+	}
+	// A quiet tenant becomes active, well within its share.
+	use(quiet, 5*time.Millisecond)
+	g.mu.Lock()
+	r := g.accounts["chain\x00h"].rate(clk.now())
+	g.mu.Unlock()
+	if r <= 1 {
+		t.Fatalf("heavy rate %.2f, want over its share of 1", r)
+	}
+	use(heavy, 10*time.Millisecond)
+	if len(slept) == 0 {
+		t.Fatalf("a tenant at %.2f connections waited nothing while another was active within its share of 1", r)
+	}
+	g.mu.Lock()
+	after := g.accounts["chain\x00h"].rate(clk.now())
+	g.mu.Unlock()
+	if after > 1.05 {
+		t.Fatalf("after its wait the heavy tenant is at %.2f connections, over its share of 1", after)
+	}
+}

@@ -55,7 +55,11 @@ func applyLimits(pool engine.Pool, d engine.Dialect, c *config) (engine.Pool, er
 		wb.BoundWait(c.wait())
 	}
 	if cc, ok := pool.(engine.ConnCounter); ok && !c.PoolFIFO && cc.MaxConns() > 0 {
-		pool = &fairPool{Pool: pool, g: newFairGate(cc.MaxConns(), c.wait())} // fair.go
+		g := newFairGate(cc.MaxConns(), c.wait()) // fair.go
+		if c.PoolShare > 0 {
+			g.share = c.PoolShare
+		}
+		pool = &fairPool{Pool: pool, g: g}
 	}
 	if c.StatementTimeout <= 0 && c.LockTimeout <= 0 {
 		return pool, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
@@ -66,10 +67,23 @@ type Options struct {
 	// waiter whose tenant holds and has held the least. A tenant running
 	// heavy reports back to back then gets its share of the pool, not a
 	// connection per call in flight, while the others' statements wait;
-	// alone, it runs as fast as before (the queue is work-conserving).
-	// The wait in the queue counts against PoolWait (ErrBusy) and is
-	// reported to PoolWaitObserver. Statements without a scope bypass it.
+	// and while other tenants are active and within their share, a tenant
+	// over its equal share of the pool's connection time (PoolShare)
+	// waits before its next statement. Alone, a tenant runs as fast as
+	// before. The wait in the queue counts against PoolWait (ErrBusy) and
+	// is reported to PoolWaitObserver. Statements without a scope bypass
+	// it.
 	PoolFIFO bool
+
+	// PoolShare is the connection time per second (in connections) that
+	// the tenant-fair queue shares equally between the tenants active in
+	// the last second: a tenant over its share waits, while another is
+	// active, until its decayed use is back within it (bounded by
+	// PoolWait). Zero (the default) means the pool's size, the most the
+	// pool can give; set it lower, for example to the database's CPUs,
+	// when those, not the connections, are what runs out first. Ignored
+	// with PoolFIFO.
+	PoolShare float64
 
 	// StatementTimeout bounds each statement in the database itself, set
 	// in the same transaction as the scope so that it cannot leak to
@@ -137,6 +151,7 @@ func newConfig(opts Options) (config, error) {
 		{"StatementTimeout", opts.StatementTimeout < 0},
 		{"LockTimeout", opts.LockTimeout < 0},
 		{"MaxConns", opts.MaxConns < 0},
+		{"PoolShare", opts.PoolShare < 0 || math.IsNaN(opts.PoolShare) || math.IsInf(opts.PoolShare, 0)},
 	} {
 		if f.bad {
 			return config{}, fmt.Errorf("%w: Options.%s must not be negative (zero is its default)", ErrInvalid, f.name)
