@@ -207,7 +207,13 @@
 // transaction as the scope so that they never outlive it (PostgreSQL
 // transaction-local settings, MariaDB SET STATEMENT, a context deadline on
 // SQLite); [IsTimeout] recognises the error they raise. Options.MaxConns sizes
-// the pool [Open] creates.
+// the pool [Open] creates. On PostgreSQL a tenant-fair queue sits in front
+// of the pool (Options.PoolFIFO turns it off): each root tenant of a
+// statement's scope is charged the connection time it holds; the next free
+// connection goes to the waiter whose tenant costs least, and a tenant over
+// its equal share of the pool's time (Options.PoolShare) waits while other
+// tenants within theirs are active, so a tenant running heavy reports back
+// to back gets its share of the pool, not a connection per call.
 //
 // The engine seam is documented in internal/engine.
 //

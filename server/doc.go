@@ -179,7 +179,9 @@
 // Operations: [Server.Handler] serves liveness at [HealthPath] and readiness at
 // [ReadyPath] (signing keys loaded, database reachable, PostgreSQL row-level
 // security still in force, egress guard active when required; see
-// [HealthOptions]). [Options.Tracer] observes every call and limit refusal
+// [HealthOptions]; shared taint and consent replay stores that implement
+// [Pinger] must answer, and a shared rate store that does not answer is
+// listed in [Readiness].Degraded). [Options.Tracer] observes every call and limit refusal
 // ([Tracer], the seam for metrics and traces); package server/otelserver
 // implements it with OpenTelemetry metrics and one span per call, labelled
 // by tool, outcome, rule and category but never by subject or tenant unless
@@ -210,7 +212,14 @@
 // the retry delay, never a tenant.
 // [guardedsql.ErrBusy] (the pool-wait bound) becomes the same error with
 // [RuleDBBusy]. Token buckets live in the process ([NewLocalRates]) or, shared
-// between replicas, in a [RateStore] such as package server/redisstore.
+// between replicas, in a [RateStore] such as package server/redisstore. A
+// shared store that fails does not refuse every call: admission falls back
+// to per-replica buckets of the same rate, warns once per outage and calls
+// [Limits.OnDegraded]; [Limits.FailClosed] refuses instead. What a call
+// costs is charged at the pool: guardedsql's tenant-fair queue
+// ([guardedsql.Options].PoolFIFO, PoolShare) gives the next free connection
+// to the tenant that holds and has held the least connection time, and
+// holds back a tenant over its share while others are active.
 // [Limits.OnReject] and [guardedsql.Options].PoolWaitObserver are the hooks for
 // rejection and pool-wait metrics.
 //
