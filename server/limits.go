@@ -139,9 +139,10 @@ type Limits struct {
 	FailClosed bool
 	// OnDegraded, if set, is called on each transition of the rate store:
 	// true when Take first fails (the per-replica fallback is in use),
-	// false when it answers again. Wire a gauge to it (for example
-	// otelserver's Telemetry.LimitDegraded). It must be fast and safe for
-	// concurrent use; it is called outside any lock of the limiter.
+	// false when it answers again, in the order of the transitions. Wire a
+	// gauge to it (for example otelserver's Telemetry.LimitDegraded). It
+	// must be fast; calls are serialised, and a call that needs no
+	// transition never waits for it.
 	OnDegraded func(ctx context.Context, degraded bool)
 	// QueueWait is how long a call may wait for a concurrency slot of its
 	// tenant or subject before it is refused; zero refuses at once. A short
@@ -248,6 +249,7 @@ type limiter struct {
 	// orders the transitions; OnDegraded is called outside it).
 	dmu      sync.Mutex
 	degraded bool
+	tmu      sync.Mutex // orders transitions and their hook calls
 }
 
 // slots is the concurrency semaphore of one key. users counts holders and
@@ -438,6 +440,14 @@ func (lm *limiter) take(ctx context.Context, key string, r float64, burst int) (
 // error may quote its address, never a key (keys hold tenant ids and are
 // not in its errors).
 func (lm *limiter) setDegraded(ctx context.Context, d bool, err error) {
+	if lm.isDegraded() == d {
+		return // the hot path: no transition
+	}
+	// Transitions are serialised, hook included, so that OnDegraded hears
+	// them in the order they happened (a gauge never sticks at the wrong
+	// value).
+	lm.tmu.Lock()
+	defer lm.tmu.Unlock()
 	lm.dmu.Lock()
 	if lm.degraded == d {
 		lm.dmu.Unlock()
