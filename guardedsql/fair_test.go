@@ -205,3 +205,38 @@ func TestFairGateBudget(t *testing.T) {
 		t.Fatalf("after its wait the heavy tenant is at %.2f connections, over its share of 1", after)
 	}
 }
+
+// sizedPool is a pool that knows its size (as pgxpool does).
+type sizedPool struct{ engine.Pool }
+
+func (sizedPool) MaxConns() int { return 4 }
+
+// TestFairQueueOnByDefault: the zero Options put the fair queue in front
+// of a pool that knows its size, with the pool's size as the shared
+// budget; PoolFIFO leaves the pool as it is; PoolShare sets the budget and
+// a negative one is refused.
+func TestFairQueueOnByDefault(t *testing.T) {
+	c, err := newConfig(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := applyLimits(sizedPool{}, nil, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, ok := p.(*fairPool)
+	if !ok || fp.g.share != 4 || fp.g.free != 4 {
+		t.Fatalf("zero Options: %T %+v, want the fair queue over 4 connections", p, p)
+	}
+	c, _ = newConfig(Options{PoolShare: 1.5})
+	if p, _ := applyLimits(sizedPool{}, nil, &c); p.(*fairPool).g.share != 1.5 {
+		t.Fatal("PoolShare not applied")
+	}
+	c, _ = newConfig(Options{PoolFIFO: true})
+	if p, _ := applyLimits(sizedPool{}, nil, &c); func() bool { _, ok := p.(*fairPool); return ok }() {
+		t.Fatal("PoolFIFO: the fair queue is still there")
+	}
+	if _, err := newConfig(Options{PoolShare: -1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("negative PoolShare: %v", err)
+	}
+}
