@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -245,11 +246,10 @@ type limiter struct {
 	log *slog.Logger
 	// fallback holds the per-replica buckets used while Rates fails.
 	fallback RateStore
-	// degraded: Rates failed on its last Take (under dmu, which also
-	// orders the transitions; OnDegraded is called outside it).
-	dmu      sync.Mutex
-	degraded bool
-	tmu      sync.Mutex // orders transitions and their hook calls
+	// degraded: Rates failed on its last Take. Transitions (and their
+	// log line and hook call) happen under tmu, in order.
+	degraded atomic.Bool
+	tmu      sync.Mutex
 }
 
 // slots is the concurrency semaphore of one key. users counts holders and
@@ -440,7 +440,7 @@ func (lm *limiter) take(ctx context.Context, key string, r float64, burst int) (
 // error may quote its address, never a key (keys hold tenant ids and are
 // not in its errors).
 func (lm *limiter) setDegraded(ctx context.Context, d bool, err error) {
-	if lm.isDegraded() == d {
+	if lm.degraded.Load() == d {
 		return // the hot path: no transition
 	}
 	// Transitions are serialised, hook included, so that OnDegraded hears
@@ -448,13 +448,10 @@ func (lm *limiter) setDegraded(ctx context.Context, d bool, err error) {
 	// value).
 	lm.tmu.Lock()
 	defer lm.tmu.Unlock()
-	lm.dmu.Lock()
-	if lm.degraded == d {
-		lm.dmu.Unlock()
+	if lm.degraded.Load() == d {
 		return
 	}
-	lm.degraded = d
-	lm.dmu.Unlock()
+	lm.degraded.Store(d)
 	switch {
 	case d && lm.l.FailClosed:
 		lm.log.Warn("rate-limit store unavailable: refusing calls that need a rate token until it answers (Limits.FailClosed)", "error_type", fmt.Sprintf("%T", err))
@@ -469,11 +466,7 @@ func (lm *limiter) setDegraded(ctx context.Context, d bool, err error) {
 }
 
 // isDegraded reports whether the rate store failed on its last Take.
-func (lm *limiter) isDegraded() bool {
-	lm.dmu.Lock()
-	defer lm.dmu.Unlock()
-	return lm.degraded
-}
+func (lm *limiter) isDegraded() bool { return lm.degraded.Load() }
 
 // finish releases a call's slots, after the TimeoutPenalty if it timed
 // out.
