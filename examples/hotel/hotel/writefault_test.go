@@ -289,4 +289,3 @@ func dayAfter(day string) string {
 	d, _ := time.Parse(time.DateOnly, day)
 	return d.AddDate(0, 0, 1).Format(time.DateOnly)
 }
-
