@@ -162,7 +162,12 @@ func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.
 			return s.replay(ctx, rq, fc, call, key, rec)
 		}
 		if err != nil {
-			return s.handlerError(ctx, rq, err)
+			res, werr := s.handlerError(ctx, rq, err)
+			if rq.outcome == OutcomeError && writes.Committed() > 0 {
+				// Logged by internal; the write stands: say so.
+				return nil, s.unconfirmed(rq, key != nil && writes.Claimed(), nil)
+			}
+			return res, werr
 		}
 		if key != nil && writes.Claimed() {
 			if _, isContent := out.(Content); !isContent {

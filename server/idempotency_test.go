@@ -105,6 +105,14 @@ func newWriteFixture(t *testing.T, enable bool) *writeFixture {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := server.AddTool(w.f.srv, server.Tool{Name: "add_then_fail"}, func(ctx context.Context, db *guardedsql.DB, in noteIn) (noteOut, error) {
+		if _, err := db.Exec(ctx, builder.Must(builder.InsertInto(notes).Columns("org_id", "body").Values("north", in.Body).Build())); err != nil {
+			return noteOut{}, err
+		}
+		return noteOut{}, errors.New("the step after the write failed")
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if err := server.AddTool(w.f.srv, server.Tool{Name: "list_notes"}, func(ctx context.Context, db *guardedsql.DB, _ empty) (struct{ Bodies []string }, error) {
 		bs, err := bodies(ctx, db)
 		return struct{ Bodies []string }{bs}, err
@@ -215,6 +223,15 @@ func TestWriteUnconfirmedWhenTaintFails(t *testing.T) {
 	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_notes", Arguments: map[string]any{}})
 	if err != nil || !res.IsError {
 		t.Fatalf("list_notes with the taint store down: %+v %v, want a withheld result (internal error)", res, err)
+	}
+	// A handler that committed its write and then failed: the same rule.
+	w.store.fail.Store(false)
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "add_then_fail", Arguments: map[string]any{"body": "then fail"}})
+	if unconfirmed(t, "add_then_fail", res, err) {
+		t.Error("retry_safe without an idempotency key")
+	}
+	if n := w.count(t, "then fail"); n != 1 {
+		t.Fatalf("%d notes after add_then_fail, want 1", n)
 	}
 	// The server without EnableIdempotencyKeys refuses a key rather than
 	// let the client believe its retry safe.
