@@ -163,8 +163,9 @@ func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.
 		}
 		if err != nil {
 			res, werr := s.handlerError(ctx, rq, err)
-			if rq.outcome == OutcomeError && writes.Committed() > 0 {
-				// Logged by internal; the write stands: say so.
+			if (rq.outcome == OutcomeError || rq.outcome == OutcomeTimeout) && writes.Committed() > 0 {
+				// Logged by internal (a timeout is not); the write
+				// stands: say so.
 				return nil, s.unconfirmed(rq, key != nil && writes.Claimed(), nil)
 			}
 			return res, werr
@@ -186,7 +187,7 @@ func (s *Server) recorded(ctx context.Context, rq *request, key *idemKey) (*guar
 		if guardedsql.IsUnavailable(err) {
 			return nil, s.unavailable(rq, err)
 		}
-		rq.outcome = OutcomeError
+		rq.outcome = OutcomeUnavailable
 		s.opts.Logger.Error("idempotency: key lookup failed", slog.String("tool", rq.name),
 			slog.String("call_id", rq.callID), slog.String("error", s.logRedactor().Error(err)))
 		return nil, &jsonrpc.Error{Code: CodeUnavailable, Message: "unavailable: the idempotency key could not be read, retry later"}

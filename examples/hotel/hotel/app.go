@@ -252,7 +252,10 @@ func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemet
 	}
 	db, dsn, err := app.OpenDB(ctx, "hotel", cfg.DB, Schema, cfg.RLSKey, opts, func(ctx context.Context, raw *sql.DB) error {
 		app.Data = Generate(cfg.Seed, cfg.Size)
-		return Create(ctx, raw, SQLite, app.Data)
+		if err := Create(ctx, raw, SQLite, app.Data); err != nil {
+			return err
+		}
+		return installIdempotency(ctx, raw, SQLite) // idempotency.go
 	})
 	if err != nil {
 		return err

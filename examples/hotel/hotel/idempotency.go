@@ -16,10 +16,13 @@ import (
 // client may retry create_booking, book_free_room or cancel_booking with
 // the same key (_meta "io.tenantmcp/idempotency-key" or the
 // Idempotency-Key header) and never book twice. The migration creates the
-// table next to the hotel's; New enables the keys when it is there.
+// table next to the hotel's; New enables the keys when it is there (and
+// logs that they are disabled when it is not).
 
-// installIdempotency creates the idempotency table as the schema owner
-// (Create runs it on every engine).
+// installIdempotency creates the idempotency table as the schema owner:
+// the migration (Demo) and the embedded SQLite database run it after
+// Create, which stays the hotel's own tables (tables_gen.go is generated
+// from them).
 func installIdempotency(ctx context.Context, db *sql.DB, engine Engine) error {
 	ddl, err := guardedsql.IdempotencyDDL(string(engine), "")
 	if err != nil {

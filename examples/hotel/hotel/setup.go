@@ -29,8 +29,13 @@ func Demo(d *Data) devserver.Demo {
 	return withIdempotency(devserver.Demo{ // idempotency.go
 		Schema: Schema,
 		// The idempotency keys go with the data they answered for.
-		Drop:   []string{"payments", "bookings", "guests", "rooms", "hotels", "chains", "countries", guardedsql.IdempotencyTable},
-		Create: func(ctx context.Context, db *sql.DB, engine string) error { return Create(ctx, db, Engine(engine), d) },
+		Drop: []string{"payments", "bookings", "guests", "rooms", "hotels", "chains", "countries", guardedsql.IdempotencyTable},
+		Create: func(ctx context.Context, db *sql.DB, engine string) error {
+			if err := Create(ctx, db, Engine(engine), d); err != nil {
+				return err
+			}
+			return installIdempotency(ctx, db, Engine(engine)) // idempotency.go
+		},
 		// The flow taints of every replica (kept across demo resets: a
 		// reset must not launder what a subject has read).
 		Postgres: func(ctx context.Context, pool *pgxpool.Pool, appRole string) error {
