@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/tenantmcp/tenantmcp/claims/devtoken"
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
@@ -39,11 +41,14 @@ const envWriteFaultSeconds = "TENANTMCP_WRITEFAULT_SECONDS"
 type writeFaultFigures struct {
 	ops, acked, unconfirmed, internal, unavailable, other, attempts, replays int
 	duplicates, lost, mismatched                                             int
+	// opsUnconfirmed: bookings answered write.unconfirmed at least once
+	// before their result.
+	opsUnconfirmed int
 }
 
 func (f writeFaultFigures) String() string {
-	return fmt.Sprintf("%d bookings asked in %d calls: %d acknowledged, %d answers write.unconfirmed, %d internal error, %d unavailable, %d other errors; %d replays of acknowledged bookings; %d duplicates after retries, %d acknowledged bookings lost, %d replays with another answer",
-		f.ops, f.attempts, f.acked, f.unconfirmed, f.internal, f.unavailable, f.other, f.replays, f.duplicates, f.lost, f.mismatched)
+	return fmt.Sprintf("%d bookings asked in %d calls: %d acknowledged, %d answers write.unconfirmed (%d bookings), %d internal error, %d unavailable, %d other errors; %d replays of acknowledged bookings; %d duplicates after retries, %d acknowledged bookings lost, %d replays with another answer",
+		f.ops, f.attempts, f.acked, f.unconfirmed, f.opsUnconfirmed, f.internal, f.unavailable, f.other, f.replays, f.duplicates, f.lost, f.mismatched)
 }
 
 func writeFaultSeconds(t *testing.T) time.Duration {
@@ -211,8 +216,15 @@ func runWriteFault(t *testing.T, h *harness, d *hotel.Data, db *sql.DB, p1, p2 s
 		params := map[string]any{"name": "book_free_room", "arguments": map[string]any{"guest_id": o.guest, "check_in": o.checkIn,
 			"check_out": dayAfter(o.checkIn)}, "_meta": map[string]any{server.MetaIdempotencyKey: key}}
 		deadline := time.Now().Add(30 * time.Second)
+		seen := false
 		for time.Now().Before(deadline) {
 			r, err := rpctest.Post(context.Background(), endpoint, c.tok, "tools/call", params)
+			if r.Err != nil && r.Err.Code == server.CodeWriteUnconfirmed && !seen {
+				seen = true
+				mu.Lock()
+				f.opsUnconfirmed++
+				mu.Unlock()
+			}
 			if answer(r, err) {
 				var out hotel.BookedOut
 				if json.Unmarshal(r.Structured, &out) != nil || out.BookingID == 0 {
@@ -283,6 +295,56 @@ func runWriteFault(t *testing.T, h *harness, d *hotel.Data, db *sql.DB, p1, p2 s
 		t.Errorf("%d calls answered \"internal error\": a write applied without its answer must say so (write.unconfirmed)", f.internal)
 	}
 	return f
+}
+
+// TestIdempotentBookingSQLite: the hotel on its embedded SQLite database
+// (the default test run) accepts idempotency keys: the same key books
+// once and answers the same booking, the header works as _meta does,
+// other arguments with the key are invalid params, and without a key the
+// same request books another room.
+func TestIdempotentBookingSQLite(t *testing.T) {
+	h := startWith(t, hotel.Options{}, nil)
+	d := h.app.Data
+	var guest int64
+	for _, g := range d.Guests {
+		if d.ChainOfHotel(g.HotelID) == "acme" {
+			guest = g.ID
+			break
+		}
+	}
+	tok := h.tokenFor(t, "alice")
+	endpoint := h.app.HTTP.ResourceURL
+	book := func(checkIn string, meta map[string]any) rpctest.Reply {
+		params := map[string]any{"name": "book_free_room", "arguments": map[string]any{"guest_id": guest, "check_in": checkIn, "check_out": dayAfter(checkIn)}}
+		if meta != nil {
+			params["_meta"] = meta
+		}
+		r, err := rpctest.Post(context.Background(), endpoint, tok, "tools/call", params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	id := func(what string, r rpctest.Reply) int64 {
+		t.Helper()
+		var out hotel.BookedOut
+		if !r.OK() || json.Unmarshal(r.Structured, &out) != nil || out.BookingID == 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return out.BookingID
+	}
+	key := map[string]any{server.MetaIdempotencyKey: "sqlite-booking-" + randName("")}
+	first := id("first keyed booking", book("2041-05-01", key))
+	if again := id("retry with the key", book("2041-05-01", key)); again != first {
+		t.Fatalf("retry with the key booked %d, want the first booking %d", again, first)
+	}
+	if r := book("2041-05-02", key); r.Err == nil || r.Err.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("the key with other dates: %+v, want invalid params", r)
+	}
+	a, b := id("unkeyed", book("2041-06-01", nil)), id("unkeyed again", book("2041-06-01", nil))
+	if a == b {
+		t.Fatalf("two unkeyed bookings answered the same booking %d", a)
+	}
 }
 
 func dayAfter(day string) string {
