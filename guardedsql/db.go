@@ -235,11 +235,17 @@ func (db *DB) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 	if p.Run != nil {
 		return db.execWrites(ctx, p, sc, ds) // returning.go
 	}
-	if !p.Atomic && !db.d.NeedsTx() && !writesInTx(db.d) {
-		return runSteps(ctx, db.pool, p)
+	// A call's idempotency claim is recorded in the write's own
+	// transaction (writehook.go): then the write needs an explicit one.
+	w := callWritesOf(ctx)
+	claiming := w.claiming()
+	if !claiming && !p.Atomic && !db.d.NeedsTx() && !writesInTx(db.d) {
+		res, err := runSteps(ctx, db.pool, p)
+		w.afterCommit(false, err)
+		return res, err
 	}
 	begin := db.pool.Begin
-	if !p.Atomic && len(p.Steps) == 1 {
+	if !claiming && !p.Atomic && len(p.Steps) == 1 {
 		begin = db.beginStatement
 	}
 	tx, err := begin(ctx)
@@ -255,7 +261,7 @@ func (db *DB) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 	if err != nil {
 		return Result{}, errors.Join(err, tx.Rollback(ctx))
 	}
-	return res, tx.Commit(ctx)
+	return res, db.commitWrite(ctx, tx)
 }
 
 // beginStatement begins the transaction of a single statement: one round
@@ -349,6 +355,9 @@ type Tx struct {
 	sc   scope.Scope
 	done bool
 	sp   int
+	// wrote: a write ran in the transaction (its commit is counted for
+	// the call: writehook.go).
+	wrote bool
 }
 
 var errTxDone = errors.New("guardedsql: transaction already finished")
@@ -404,6 +413,7 @@ func (tx *Tx) Exec(ctx context.Context, m builder.Mutation) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	tx.wrote = true
 	if p.Run != nil {
 		out, err := tx.savepoint(ctx, p) // returning.go
 		return Result{RowsAffected: out.RowsAffected, LastInsertID: out.LastInsertID}, err

@@ -321,6 +321,21 @@
 // server's retryable "unavailable" answer) instead of waiting behind it,
 // and nothing is served on the unverified verdict until a check passes.
 //
+// # Writes of a call, and idempotency keys
+//
+// [WithCallWrites] puts a [CallWrites] in a context: every write
+// transaction committed under it (a single Exec or ExecReturning, a Tx
+// that wrote) is counted, so the caller (package server, once per tool
+// call) knows a write stands when it cannot deliver the result. With an
+// [IdempotencyClaim] the first such transaction also inserts the claim's
+// row into [IdempotencyTable] just before its COMMIT: the key is recorded
+// if and only if the write is, and a call whose key is already recorded
+// has its write rolled back with [ErrIdempotencyKeyTaken]. A claiming
+// single write runs in an explicit transaction. [IdempotencyDDL] creates
+// the table (SQLite, PostgreSQL, MariaDB/MySQL); [DB.LookupIdempotency],
+// [DB.StoreIdempotencyResult] and [DB.PruneIdempotency] are the only
+// statements on it, fixed SQL with no tenant column.
+//
 // # What is checked, and what is trusted
 //
 // The guard's predicates are only as right as its picture of the schema

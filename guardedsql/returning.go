@@ -49,6 +49,7 @@ func (tx *Tx) ExecReturning(ctx context.Context, m builder.Mutation) (*Rows, err
 	if err != nil {
 		return nil, err
 	}
+	tx.wrote = true
 	out, err := tx.savepoint(ctx, p)
 	if err != nil {
 		return nil, err
@@ -174,5 +175,5 @@ func (db *DB) runInTx(ctx context.Context, p guard.Plan, sc scope.Scope, ds engi
 	if err != nil {
 		return guard.Output{}, errors.Join(err, tx.Rollback(ctx))
 	}
-	return out, tx.Commit(ctx)
+	return out, db.commitWrite(ctx, tx)
 }

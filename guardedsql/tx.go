@@ -198,5 +198,10 @@ func (db *DB) txOnce(ctx context.Context, iso IsolationLevel, fn func(tx *Tx) er
 		return errors.Join(err, dtx.Rollback(ctx))
 	}
 	tx.done = true
+	if tx.wrote {
+		// Counted for the call, with its idempotency claim recorded in
+		// this same transaction (writehook.go).
+		return db.commitWrite(ctx, dtx)
+	}
 	return dtx.Commit(ctx)
 }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tenantmcp/tenantmcp/flow"
@@ -61,21 +62,36 @@ type retryableData struct {
 	CallID    string `json:"call_id"`
 }
 
-// callFunc decodes the validated arguments into the handler's In type and
-// runs it.
-type callFunc func(ctx context.Context, db *guardedsql.DB, args json.RawMessage) (any, error)
+// toolCall is a tool's handler as the pipeline runs it: run decodes the
+// validated arguments into the handler's In type and runs it; decode
+// turns a stored result (idempotency.go) back into the handler's Out type,
+// so that it is labelled and redacted exactly as the first answer was.
+type toolCall struct {
+	run    func(ctx context.Context, db *guardedsql.DB, args json.RawMessage) (any, error)
+	decode func(stored []byte) (any, error)
+}
 
-func typedCall[In, Out any](h ToolHandler[In, Out]) callFunc {
-	return func(ctx context.Context, db *guardedsql.DB, args json.RawMessage) (any, error) {
-		var in In
-		if err := json.Unmarshal(args, &in); err != nil {
-			return nil, InvalidInput("invalid arguments: %s", decodeMessage(err))
-		}
-		out, err := h(ctx, db, in)
-		if err != nil {
-			return nil, err
-		}
-		return out, nil
+func typedCall[In, Out any](h ToolHandler[In, Out]) toolCall {
+	return toolCall{
+		run: func(ctx context.Context, db *guardedsql.DB, args json.RawMessage) (any, error) {
+			var in In
+			if err := json.Unmarshal(args, &in); err != nil {
+				return nil, InvalidInput("invalid arguments: %s", decodeMessage(err))
+			}
+			out, err := h(ctx, db, in)
+			if err != nil {
+				return nil, err
+			}
+			return out, nil
+		},
+		decode: func(stored []byte) (any, error) {
+			var out Out
+			if _, ok := any(out).(Content); ok {
+				return nil, errors.New("a Content result is not stored")
+			}
+			err := json.Unmarshal(stored, &out)
+			return out, err
+		},
 	}
 }
 
@@ -84,7 +100,7 @@ func typedCall[In, Out any](h ToolHandler[In, Out]) callFunc {
 // of a sink, the handler, and its result redacted (once, into both the
 // structured content and its text; a Content result block by block) and
 // labelled.
-func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.Tool, call callFunc) mcp.ToolHandler {
+func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.Tool, call toolCall) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		rq := requestOf(ctx)
 		rq.narrowable = narrowable
@@ -101,6 +117,14 @@ func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.
 				return refused, nil
 			}
 		}
+		key, err := s.idempotencyKey(rq, sc, args)
+		if err != nil {
+			var bad errBadKey
+			if errors.As(err, &bad) {
+				return nil, badKey(rq, string(bad))
+			}
+			return s.internal(rq, err), nil
+		}
 		ctx, fc, cancel, err := s.enter(ctx, rq, sc, ft, args)
 		if err != nil {
 			if res, werr, ok := s.toolInput(rq, err); ok {
@@ -109,37 +133,129 @@ func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.
 			return nil, err
 		}
 		defer cancel()
-		out, err := safely(func() (any, error) { return call(ctx, s.opts.DB, args) })
-		if err != nil {
-			return s.handlerError(ctx, rq, err)
-		}
-		if c, ok := out.(Content); ok {
-			blocks, err := c.wire(rq.red)
-			if err == nil {
-				err = s.record(ctx, rq, fc, out)
-			}
+		if key != nil {
+			// A recorded key: the write was made; it is never made again.
+			rec, err := s.recorded(ctx, rq, key)
 			if err != nil {
-				return s.internal(rq, err), nil
+				return nil, err
 			}
-			return &mcp.CallToolResult{Content: blocks}, nil
+			if rec != nil {
+				return s.replay(ctx, rq, fc, call, key, rec)
+			}
 		}
-		js, err := rq.red.JSON(out)
+		var claim *guardedsql.IdempotencyClaim
+		if key != nil {
+			claim = &key.claim
+		}
+		ctx, writes := guardedsql.WithCallWrites(ctx, claim)
+		out, err := safely(func() (any, error) { return call.run(ctx, s.opts.DB, args) })
+		if key != nil && writes.KeyTaken() {
+			// A concurrent call with the same key committed its write
+			// first: this call's write was rolled back; answer as a retry.
+			rec, lerr := s.recorded(ctx, rq, key)
+			if lerr != nil {
+				return nil, lerr
+			}
+			if rec == nil { // pruned meanwhile
+				return nil, s.unconfirmed(rq, true, err)
+			}
+			return s.replay(ctx, rq, fc, call, key, rec)
+		}
+		if err != nil {
+			res, werr := s.handlerError(ctx, rq, err)
+			if (rq.outcome == OutcomeError || rq.outcome == OutcomeTimeout) && writes.Committed() > 0 {
+				// Logged by internal (a timeout is not); the write
+				// stands: say so.
+				return nil, s.unconfirmed(rq, key != nil && writes.Claimed(), nil)
+			}
+			return res, werr
+		}
+		if key != nil && writes.Claimed() {
+			if _, isContent := out.(Content); !isContent {
+				s.storeResult(ctx, rq, key, out)
+			}
+		}
+		return s.release(ctx, rq, fc, out, writes.Committed() > 0, key != nil && writes.Claimed())
+	}
+}
+
+// recorded looks the key up: nil if no write recorded it; invalid params
+// if it was recorded with other arguments.
+func (s *Server) recorded(ctx context.Context, rq *request, key *idemKey) (*guardedsql.IdempotencyRecord, error) {
+	rec, found, err := s.opts.DB.LookupIdempotency(ctx, key.claim.ID)
+	if err != nil {
+		if guardedsql.IsUnavailable(err) {
+			return nil, s.unavailable(rq, err)
+		}
+		rq.outcome = OutcomeUnavailable
+		s.opts.Logger.Error("idempotency: key lookup failed", slog.String("tool", rq.name),
+			slog.String("call_id", rq.callID), slog.String("error", s.logRedactor().Error(err)))
+		return nil, &jsonrpc.Error{Code: CodeUnavailable, Message: "unavailable: the idempotency key could not be read, retry later"}
+	}
+	if !found {
+		return nil, nil
+	}
+	if rec.Args != key.claim.Args {
+		return nil, badKey(rq, "the idempotency key was used with other arguments")
+	}
+	return &rec, nil
+}
+
+// replay answers a retry whose key a committed write recorded, without
+// running the handler: the stored result, labelled into the caller's
+// taint again before release, or write.unconfirmed if none was stored.
+func (s *Server) replay(ctx context.Context, rq *request, fc *flow.Call, call toolCall, key *idemKey, rec *guardedsql.IdempotencyRecord) (*mcp.CallToolResult, error) {
+	if rec.Result == "" {
+		return nil, s.unconfirmed(rq, true, nil)
+	}
+	plain, err := key.open(rec.Result)
+	var out any
+	if err == nil {
+		out, err = call.decode(plain)
+	}
+	if err != nil {
+		return nil, s.unconfirmed(rq, true, fmt.Errorf("idempotency: stored result: %w", err))
+	}
+	return s.release(ctx, rq, fc, out, true, true)
+}
+
+// release redacts a result, records its flow label and returns it. A
+// result that cannot be released after the call committed a write is
+// answered write.unconfirmed (retrySafe: the write's key was recorded),
+// never "internal error": the client must know the write stands.
+func (s *Server) release(ctx context.Context, rq *request, fc *flow.Call, out any, wrote, retrySafe bool) (*mcp.CallToolResult, error) {
+	fail := func(err error) (*mcp.CallToolResult, error) {
+		if wrote {
+			return nil, s.unconfirmed(rq, retrySafe, err)
+		}
+		return s.internal(rq, err), nil
+	}
+	if c, ok := out.(Content); ok {
+		blocks, err := c.wire(rq.red)
 		if err == nil {
 			err = s.record(ctx, rq, fc, out)
 		}
 		if err != nil {
-			return s.internal(rq, err), nil
+			return fail(err)
 		}
-		return &mcp.CallToolResult{
-			StructuredContent: json.RawMessage(js),
-			// The text rendering is the same redacted bytes, so each redaction
-			// is counted once and the two can never disagree. It shares them
-			// rather than copying a page per call: js is this call's own slice
-			// (Scoped.JSON returns a fresh one) and nothing writes to it after
-			// this point.
-			Content: []mcp.Content{&mcp.TextContent{Text: unsafe.String(unsafe.SliceData(js), len(js))}},
-		}, nil
+		return &mcp.CallToolResult{Content: blocks}, nil
 	}
+	js, err := rq.red.JSON(out)
+	if err == nil {
+		err = s.record(ctx, rq, fc, out)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(js),
+		// The text rendering is the same redacted bytes, so each redaction
+		// is counted once and the two can never disagree. It shares them
+		// rather than copying a page per call: js is this call's own slice
+		// (Scoped.JSON returns a fresh one) and nothing writes to it after
+		// this point.
+		Content: []mcp.Content{&mcp.TextContent{Text: unsafe.String(unsafe.SliceData(js), len(js))}},
+	}, nil
 }
 
 func (s *Server) handlerError(ctx context.Context, a *request, err error) (*mcp.CallToolResult, error) {

@@ -173,8 +173,13 @@
 // a sink ([Tool.Flow]) is checked against the flow policy before its handler
 // runs; a forbidden flow is a [DenyError] carrying the witness. The label of
 // a result is recorded in the checker's taint store before the client can
-// see it; if the store fails, the result is withheld (an internal error),
-// and a sink call whose taint cannot be read is denied ([flow.RuleTaintStore]).
+// see it; if the store fails, the result is withheld (an internal error, or,
+// when the call committed a write, the JSON-RPC error [CodeWriteUnconfirmed]
+// that says the write stands), and a sink call whose taint cannot be read is
+// denied ([flow.RuleTaintStore]). With [Server.EnableIdempotencyKeys] a
+// call may carry an idempotency key ([MetaIdempotencyKey] or the
+// [HeaderIdempotencyKey] header), recorded in the tool's own write
+// transaction: a retry with it never writes twice (docs/server.md).
 //
 // Operations: [Server.Handler] serves liveness at [HealthPath] and readiness at
 // [ReadyPath] (signing keys loaded, database reachable, PostgreSQL row-level

@@ -309,7 +309,7 @@ func (s *Server) audit(ctx context.Context, rq *request) {
 		attrs = append(attrs, slog.String("method", rq.method))
 	}
 	level := slog.LevelInfo
-	if rq.outcome == OutcomeError || rq.outcome == OutcomeDenied || rq.outcome == OutcomeUnavailable {
+	if rq.outcome == OutcomeError || rq.outcome == OutcomeDenied || rq.outcome == OutcomeUnavailable || rq.outcome == OutcomeUnconfirmed {
 		level = slog.LevelWarn
 	}
 	s.opts.AuditLogger.LogAttrs(context.WithoutCancel(ctx), level, msg, attrs...)

@@ -139,6 +139,9 @@ type Server struct {
 	// keys and replays sign and spend requestState (mrtr.go).
 	keys    [][]byte
 	replays ReplayStore
+
+	// idem: tools/call accepts idempotency keys (idempotency.go).
+	idem atomic.Bool
 }
 
 // New validates opts and returns a Server with no tools.

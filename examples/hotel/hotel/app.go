@@ -71,6 +71,10 @@ type Options struct {
 	// Input signs and spends the states of consent questions (multi
 	// round-trip requests); replicas share it. Zero: this process only.
 	Input server.InputOptions
+	// TaintDSN, if set, is where the PostgreSQL flow taint store connects
+	// instead of DB (the same database through another route: tests cut
+	// it to fail the taint store alone).
+	TaintDSN string
 }
 
 // Limits are the limits and timeouts a deployment sets, each a hotel flag
@@ -212,6 +216,11 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := srv.EnableIdempotencyKeys(ctx); err != nil {
+		// A database migrated before the idempotency table: calls with
+		// a key are refused (invalid params), never run unprotected.
+		cfg.Logger.Warn("hotel: idempotency keys disabled: the migration's table is missing (-setup-demo creates it)")
+	}
 	if err := Register(srv); err != nil {
 		return nil, err
 	}
@@ -243,7 +252,10 @@ func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemet
 	}
 	db, dsn, err := app.OpenDB(ctx, "hotel", cfg.DB, Schema, cfg.RLSKey, opts, func(ctx context.Context, raw *sql.DB) error {
 		app.Data = Generate(cfg.Seed, cfg.Size)
-		return Create(ctx, raw, SQLite, app.Data)
+		if err := Create(ctx, raw, SQLite, app.Data); err != nil {
+			return err
+		}
+		return installIdempotency(ctx, raw, SQLite) // idempotency.go
 	})
 	if err != nil {
 		return err
@@ -252,9 +264,13 @@ func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemet
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		// On PostgreSQL the flow taints live in the same database, so
 		// replicas share them and a restart keeps them.
-		pool, err := pgxpool.New(ctx, dsn)
+		tdsn := dsn
+		if cfg.TaintDSN != "" {
+			tdsn = cfg.TaintDSN
+		}
+		pool, err := pgxpool.New(ctx, tdsn)
 		if err != nil {
-			return guardedsql.RedactDSNError(fmt.Errorf("hotel: taint store on %s: %w", guardedsql.RedactDSN(dsn), err), dsn)
+			return guardedsql.RedactDSNError(fmt.Errorf("hotel: taint store on %s: %w", guardedsql.RedactDSN(tdsn), err), tdsn)
 		}
 		app.OnClose(func() error { pool.Close(); return nil })
 		if app.taints, err = pgtaint.New(ctx, pool, pgtaint.Options{}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/devserver"
 )
@@ -25,10 +26,16 @@ func SetupDemo(ctx context.Context, adminDSN, appRole string, key postgres.Key, 
 // Demo describes the migration of SetupDemo loading d, for the database
 // and role the caller fills in.
 func Demo(d *Data) devserver.Demo {
-	return devserver.Demo{
+	return withIdempotency(devserver.Demo{ // idempotency.go
 		Schema: Schema,
-		Drop:   []string{"payments", "bookings", "guests", "rooms", "hotels", "chains", "countries"},
-		Create: func(ctx context.Context, db *sql.DB, engine string) error { return Create(ctx, db, Engine(engine), d) },
+		// The idempotency keys go with the data they answered for.
+		Drop: []string{"payments", "bookings", "guests", "rooms", "hotels", "chains", "countries", guardedsql.IdempotencyTable},
+		Create: func(ctx context.Context, db *sql.DB, engine string) error {
+			if err := Create(ctx, db, Engine(engine), d); err != nil {
+				return err
+			}
+			return installIdempotency(ctx, db, Engine(engine)) // idempotency.go
+		},
 		// The flow taints of every replica (kept across demo resets: a
 		// reset must not launder what a subject has read).
 		Postgres: func(ctx context.Context, pool *pgxpool.Pool, appRole string) error {
@@ -37,5 +44,5 @@ func Demo(d *Data) devserver.Demo {
 			}
 			return pgtaint.Grant(ctx, pool, pgtaint.Options{}, appRole)
 		},
-	}
+	})
 }
