@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/flow"
-	"github.com/tenantmcp/tenantmcp/flow/internal/storetest"
+	"github.com/tenantmcp/tenantmcp/internal/storetest"
 )
 
 // TestMemoryStoreContract runs the shared flow.Store contract on the

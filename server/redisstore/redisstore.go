@@ -158,3 +158,25 @@ func (s *Rates) Take(ctx context.Context, key string, r float64, burst int) (tim
 	}
 	return time.Duration(wait) * time.Microsecond, nil
 }
+
+// Ping implements the server's readiness check (server.Pinger): it runs a
+// trivial script, the path every Take takes. Its error wraps ErrStore.
+func (s *Rates) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	if err := s.c.Eval(ctx, "return 1", nil).Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return nil
+}
+
+// Ping implements the server's readiness check (server.Pinger). Its error
+// wraps ErrStore.
+func (r *Replays) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opt.Timeout)
+	defer cancel()
+	if err := r.c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return nil
+}
