@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/flow"
-	"github.com/tenantmcp/tenantmcp/internal/storetest"
 	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
+	"github.com/tenantmcp/tenantmcp/internal/storetest"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
