@@ -31,7 +31,10 @@ import (
 // Join is atomic per key: it reads the taint under WATCH, merges with
 // flow.Taint.Join and writes it back in MULTI/EXEC, retrying when another
 // replica wrote the key in between, so no join is lost and a taint only
-// grows. Load reads and marks used in one Lua script. A taint idle past
+// grows. The session count is read, not watched (as in pgtaint): joins of
+// new sessions racing at the bound may each start their own, so a
+// subject may hold a few more than flow.MaxKeysPerSubject (at most one
+// per concurrent join). Load reads and marks used in one Lua script. A taint idle past
 // retain (by its stored last use) reads as none and a join starts it
 // afresh; Redis drops the key a minute after that (PEXPIRE from each use).
 //
@@ -201,7 +204,7 @@ func (s *Taints) Join(ctx context.Context, k flow.Key, now time.Time, retain tim
 		return err
 	}
 	for range joinAttempts {
-		err := s.c.Watch(ctx, txf, ks.taint, ks.sessions)
+		err := s.c.Watch(ctx, txf, ks.taint)
 		if errors.Is(err, redis.TxFailedErr) {
 			continue // another replica wrote the key: read it again
 		}
