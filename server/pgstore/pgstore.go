@@ -37,8 +37,9 @@ const CreateSQL = `CREATE TABLE IF NOT EXISTS ` + Table + ` (nonce text PRIMARY 
 // pruneEvery is how often a Spend deletes the expired rows.
 const pruneEvery = time.Minute
 
-// ErrStore wraps every error Spend returns but server.ErrReplayed.
-var ErrStore = errors.New("pgstore: replay store unavailable")
+// ErrStore wraps every error Spend returns but server.ErrReplayed, and
+// every error of Rates.Take and of Ping.
+var ErrStore = errors.New("pgstore: store unavailable")
 
 // Replays is a server.ReplayStore in a PostgreSQL database. It is safe
 // for concurrent use.
@@ -92,6 +93,19 @@ func (r *Replays) setup(ctx context.Context) error {
 		if _, err := r.db.ExecContext(ctx, `DELETE FROM `+Table+` WHERE until < now()`); err == nil {
 			r.pruned = now
 		}
+	}
+	return nil
+}
+
+// Ping implements the server's readiness check (server.Pinger): the
+// database answers and the table is there (created if it was not). Its
+// error wraps ErrStore.
+func (r *Replays) Ping(ctx context.Context) error {
+	if err := r.setup(ctx); err != nil {
+		return err
+	}
+	if err := r.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return nil
 }

@@ -21,8 +21,18 @@ import (
 func SharedBucket(t *testing.T, a, b server.RateStore, key string) {
 	t.Helper()
 	ctx := context.Background()
-	var ok atomic.Int64
+	// Warm up: the 20 takes below must land within a small fraction of
+	// the emission interval, not behind new connections.
 	var wg sync.WaitGroup
+	for i := range 20 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Go(func() { _, _ = st.Take(ctx, key+"-warm", 100, 100) })
+	}
+	wg.Wait()
+	var ok atomic.Int64
 	for i := range 20 {
 		st := a
 		if i%2 == 1 {
