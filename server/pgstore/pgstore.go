@@ -1,7 +1,11 @@
 // Package pgstore keeps on PostgreSQL what the replicas of a server share:
 // the spent requestState nonces of multi round-trip requests (NewReplays,
 // a server.ReplayStore), so a consent or an Input answer is honoured once
-// on any replica.
+// on any replica; and the token buckets of server.Limits (NewRates, a
+// server.RateStore, see Rates), so N replicas without a Redis enforce one
+// budget per tenant and subject, not N. Both have Ping, the server's
+// readiness check (server.Pinger). The flow taints of the replicas live
+// in package flow/pgtaint.
 //
 // # Table
 //
