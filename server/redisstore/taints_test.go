@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/internal/storetest"
+	"github.com/tenantmcp/tenantmcp/redact"
+	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/server/redisstore"
 )
 
@@ -127,5 +131,103 @@ func TestTaintsUnreachable(t *testing.T) {
 	}
 	if s, err := redisstore.NewTaints(nil, redisstore.Options{}); !errors.Is(err, redisstore.ErrConfig) || s != nil {
 		t.Errorf("NewTaints(nil) = %v, %v", s, err)
+	}
+}
+
+const flowPolicy = `{
+  "version": 1,
+  "taint": {"scope": "subject", "retain": "1h"},
+  "pii": {"email": "guest.pii", "name": "guest.pii"},
+  "categories": {"guest.pii": {"level": "confidential", "to": ["email:*@staff.example"]}},
+  "destinations": {"email:*@staff.example": "confidential"}
+}`
+
+type guest struct {
+	Name  string `json:"name" pii:"name"`
+	Email string `json:"email" pii:"email"`
+}
+
+type mailIn struct {
+	To string `json:"to"`
+}
+
+// replica is one server process's checker on a Taints of its own client.
+type replica struct {
+	read, mail *flow.Tool
+}
+
+func newReplica(t *testing.T, st flow.Store) replica {
+	t.Helper()
+	p, err := flow.ParsePolicy("policy.json", []byte(flowPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := flow.New(p, flow.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r replica
+	if r.read, err = c.Register("guests", reflect.TypeFor[struct{}](), reflect.TypeFor[[]guest](), flow.Decl{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.mail, err = c.Register("mail", reflect.TypeFor[mailIn](), nil, flow.Decl{Level: flow.Public, Sink: &flow.Sink{Kind: flow.Email, DestArg: "to"}}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r replica) send(subject, to string) error {
+	args, _ := json.Marshal(mailIn{To: to})
+	_, err := r.mail.Begin(context.Background(), flow.CallInfo{Subject: subject, CallID: "send", Args: args})
+	return err
+}
+
+// TestTaintsShareAcrossReplicas: a subject reads guest data through one
+// replica's checker and calls the sink through another's: denied (the
+// policy's category rule); another subject and an allowed destination
+// are not; with Redis gone, the sink call is denied (fail closed) and a
+// result's label cannot be recorded.
+func TestTaintsShareAcrossReplicas(t *testing.T) {
+	p := prefix(t)
+	a, b := newReplica(t, taints(t, client(t), p)), newReplica(t, taints(t, client(t), p))
+	ctx := context.Background()
+	call, err := a.read.Begin(ctx, flow.CallInfo{Subject: "ann-reader", CallID: "read-on-a", Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []guest{{Name: "Ann Lee", Email: "ann@guest.example"}}
+	red := redact.Default().ForScope(scope.Scope{})
+	if _, err := red.JSON(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := call.Record(ctx, out, red.Report()); err != nil {
+		t.Fatal(err)
+	}
+	var den *flow.Denial
+	if err := b.send("ann-reader", "x@evil.example"); !errors.As(err, &den) || den.Rule != flow.RuleCategory {
+		t.Fatalf("send on replica b after a read on a: %v, want %s", err, flow.RuleCategory)
+	}
+	if err := b.send("ann-reader", "desk@staff.example"); err != nil {
+		t.Fatalf("allowed destination: %v", err)
+	}
+	if err := b.send("someone-else", "x@evil.example"); err != nil {
+		t.Fatalf("another subject: %v", err)
+	}
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer down.Close()
+	st, err := redisstore.NewTaints(down, redisstore.Options{Prefix: p, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newReplica(t, st)
+	if err := c.send("someone-else", "desk@staff.example"); !errors.As(err, &den) || den.Rule != flow.RuleTaintStore {
+		t.Fatalf("send with Redis down: %v, want %s", err, flow.RuleTaintStore)
+	}
+	call, err = c.read.Begin(ctx, flow.CallInfo{Subject: "ann-reader", Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := call.Record(ctx, out, red.Report()); !errors.Is(err, flow.ErrTaintStore) {
+		t.Fatalf("Record with Redis down: %v, want ErrTaintStore", err)
 	}
 }
