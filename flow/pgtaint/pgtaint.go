@@ -317,11 +317,15 @@ func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	var (
 		exists, write, owns, schemaCreate, schemaOwns bool
 	)
+	// Privileges are checked for every role the connecting role is a
+	// member of, not only those it inherits: a NOINHERIT membership is
+	// one SET ROLE away.
 	err = pool.QueryRow(ctx, `SELECT c.oid IS NOT NULL,
-	COALESCE(has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER')
-		OR has_any_column_privilege(c.oid, 'INSERT, UPDATE'), false),
+	COALESCE(EXISTS (SELECT 1 FROM pg_roles r WHERE pg_has_role(r.oid, 'MEMBER')
+		AND (has_table_privilege(r.oid, c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER')
+			OR has_any_column_privilege(r.oid, c.oid, 'INSERT, UPDATE'))), false),
 	COALESCE(pg_has_role(c.relowner, 'MEMBER'), false),
-	has_schema_privilege(n.oid, 'CREATE'),
+	EXISTS (SELECT 1 FROM pg_roles r WHERE pg_has_role(r.oid, 'MEMBER') AND has_schema_privilege(r.oid, n.oid, 'CREATE')),
 	pg_has_role(n.nspowner, 'MEMBER')
 FROM pg_namespace n LEFT JOIN pg_class c ON c.oid = to_regclass($1)
 WHERE n.nspname = $2`, n.regclass, n.schemaRaw).Scan(&exists, &write, &owns, &schemaCreate, &schemaOwns)

@@ -111,6 +111,7 @@ func TestNewRefusesUnsafeRole(t *testing.T) {
 	if _, err := pgtaint.New(ctx, app, pgtaint.Options{}); err != nil {
 		t.Fatalf("New after Install and Grant: %v", err)
 	}
+	t.Cleanup(func() { _, _ = owner.Exec(context.Background(), `DROP ROLE IF EXISTS `+role+`_w`) })
 	for _, tc := range []struct {
 		name        string
 		break_, fix []string
@@ -127,6 +128,9 @@ func TestNewRefusesUnsafeRole(t *testing.T) {
 			fix: []string{`REVOKE ALL ON ` + tbl + ` FROM ` + role}, want: "write table"},
 		{name: "TRIGGER", break_: []string{`GRANT TRIGGER ON ` + tbl + ` TO ` + role},
 			fix: []string{`REVOKE ALL ON ` + tbl + ` FROM ` + role}, want: "write table"},
+		{name: "DELETE through a NOINHERIT membership", break_: []string{`CREATE ROLE ` + role + `_w NOLOGIN`, `GRANT DELETE ON ` + tbl + ` TO ` + role + `_w`,
+			`GRANT ` + role + `_w TO ` + role, `ALTER ROLE ` + role + ` NOINHERIT`},
+			fix: []string{`ALTER ROLE ` + role + ` INHERIT`, `REVOKE ALL ON ` + tbl + ` FROM ` + role + `_w`, `DROP ROLE ` + role + `_w`}, want: "write table"},
 		{name: "member of the owner", break_: []string{`GRANT postgres TO ` + role},
 			fix: []string{`REVOKE postgres FROM ` + role}, want: "owns table"},
 		{name: "CREATE on the schema", break_: []string{`GRANT CREATE ON SCHEMA public TO ` + role},
