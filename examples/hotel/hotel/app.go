@@ -71,6 +71,12 @@ type Options struct {
 	// Input signs and spends the states of consent questions (multi
 	// round-trip requests); replicas share it. Zero: this process only.
 	Input server.InputOptions
+	// Taints is the flow taint store on a database that is not
+	// PostgreSQL (MariaDB, SQLite), for replicas to share (e.g.
+	// redisstore.NewTaints; main.go's -fairness redis=ADDR sets it). Nil:
+	// in this process. On PostgreSQL it is ignored: the taints live in the
+	// database (flow/pgtaint), out of the application role's reach.
+	Taints flow.Store
 }
 
 // Limits are the limits and timeouts a deployment sets, each a hotel flag
@@ -187,6 +193,9 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	red, err := redact.New(Redaction)
 	if err != nil {
 		return nil, err
+	}
+	if app.taints == nil && cfg.Taints != nil {
+		app.taints = cfg.Taints
 	}
 	if app.Flow, err = newFlow(cfg.FlowPolicy, app.taints); err != nil {
 		return nil, err
