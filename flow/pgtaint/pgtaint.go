@@ -291,7 +291,10 @@ type Store struct {
 	lastSweep atomic.Int64
 }
 
-var _ flow.Store = (*Store)(nil)
+var (
+	_ flow.Store                               = (*Store)(nil)
+	_ interface{ Ping(context.Context) error } = (*Store)(nil) // server.Pinger
+)
 
 // New returns a Store on pool, connected as the application role. It
 // refuses to start (ErrConfig, naming the fix) unless:

@@ -57,6 +57,13 @@ type Rates struct {
 
 var _ server.RateStore = (*Rates)(nil)
 
+// pinger is server.Pinger, the readiness check every store here has.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+var _ = []pinger{(*Rates)(nil), (*Replays)(nil)}
+
 // NewRates returns a Rates on db (any database/sql driver for PostgreSQL,
 // such as pgx's stdlib; the caller owns and closes db). The table is
 // created on first use (the role needs CREATE on its schema then, or

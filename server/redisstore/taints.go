@@ -32,16 +32,17 @@ import (
 // flow.Taint.Join and writes it back in MULTI/EXEC, retrying when another
 // replica wrote the key in between, so no join is lost and a taint only
 // grows. The session count is read, not watched (as in pgtaint): joins of
-// new sessions racing at the bound may each start their own, so a
-// subject may hold a few more than flow.MaxKeysPerSubject (at most one
-// per concurrent join). Load reads and marks used in one Lua script. A taint idle past
-// retain (by its stored last use) reads as none and a join starts it
-// afresh; Redis drops the key a minute after that (PEXPIRE from each use).
+// new sessions racing at the bound may each start their own, so a subject
+// may hold a few more than flow.MaxKeysPerSubject (at most one per
+// concurrent join). Load reads and marks used in one Lua script. A taint
+// idle past retain (by its stored last use) reads as none and a join
+// starts it afresh; Redis drops the key a minute after that (PEXPIRE from
+// each use). It needs Redis 6.2 or later (ZADD GT).
 //
 // Redis has no roles that would keep the application from deleting a key:
 // anyone who can reach the Redis (with its password, if any) can erase a
-// taint. Reach it only from the servers, with its own ACL user
-// (taint keys under Options.Prefix) — or keep the taints in PostgreSQL
+// taint. Reach it only from the servers, with an ACL user of its own
+// (keys under Options.Prefix), or keep the taints in PostgreSQL
 // (flow/pgtaint), where the application role cannot erase them. A taint
 // that does not decode is an error (flow.ErrTaintStore), never an empty
 // taint.
@@ -51,6 +52,13 @@ type Taints struct {
 }
 
 var _ flow.Store = (*Taints)(nil)
+
+// pinger is server.Pinger, the readiness check every store here has.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+var _ = []pinger{(*Taints)(nil), (*Rates)(nil), (*Replays)(nil)}
 
 // joinAttempts bounds the optimistic retries of one Join under contention;
 // past it the Join fails (flow.ErrTaintStore, the result is withheld).
