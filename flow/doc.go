@@ -65,7 +65,10 @@
 // subject that reads guest data through one replica could send it from
 // another, and a restart forgets. Package flow/pgtaint keeps them in a
 // table of the application's PostgreSQL database, so N replicas behind a
-// load balancer share them and a restart keeps them. Every store joins
+// load balancer share them and a restart keeps them; the application role
+// reaches that table only through functions that make a taint grow, so its
+// own SQL cannot erase one. Without PostgreSQL, server/redisstore.NewTaints
+// keeps them on Redis. Every store joins
 // atomically per key and drops a taint only whole, after retain. The
 // checker fails closed on a store error ([ErrTaintStore]): a sink call whose
 // taint cannot be read is denied with [RuleTaintStore], and [Call.Record]

@@ -133,7 +133,8 @@ func (t *Taint) owner() (string, bool) {
 // Store keeps the taints of a Checker (Options.Store). The default,
 // NewMemoryStore, is private to one process; a store that several server
 // processes share (package flow/pgtaint keeps taints in the application's
-// PostgreSQL database) lets N replicas behind a load balancer judge a sink
+// PostgreSQL database, out of the application role's reach;
+// server/redisstore.NewTaints on Redis) lets N replicas behind a load balancer judge a sink
 // call on one with what the subject read on another, and keeps taints
 // across restarts.
 //
@@ -141,7 +142,11 @@ func (t *Taint) owner() (string, bool) {
 // is atomic per key (of two concurrent Joins of one key, neither is lost),
 // and a taint is dropped only whole, once it has not been used (loaded or
 // joined) for retain, the policy's taint.retain. An error must wrap
-// ErrTaintStore; the checker then fails closed.
+// ErrTaintStore; the checker then fails closed. A stored taint that does
+// not decode is such an error, never an empty taint. A shared store
+// should also have Ping(ctx) error, which the server's readiness check
+// calls. The package internal/storetest checks an implementation against
+// this contract.
 type Store interface {
 	// Load returns the taint under k, the zero Taint if there is none or
 	// it has been idle longer than retain, and marks it used at now.

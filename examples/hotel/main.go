@@ -129,6 +129,11 @@ func run(args []string, stderr io.Writer) error {
 		if cfg.Input.Replays, err = redisstore.NewReplays(rc, redisstore.Options{}); err != nil {
 			return err
 		}
+		// Off PostgreSQL (where the taints live in the database), replicas
+		// share their flow taints on the same Redis.
+		if cfg.Taints, err = redisstore.NewTaints(rc, redisstore.Options{}); err != nil {
+			return err
+		}
 	}
 	// Replicas verify each other's consent states only with shared keys.
 	if keys := os.Getenv("HOTEL_INPUT_KEYS"); keys != "" {

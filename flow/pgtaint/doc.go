@@ -10,14 +10,45 @@
 // its handler runs. A taint not used for the policy's taint.retain is
 // dropped whole, as by the in-memory store.
 //
-// # Table
+// # Table and functions
 //
-// One table (default "tenantmcp_taint"), created by its administrator with
-// Install (or with the DDL statements [InstallSQL] returns) and granted to
-// the application role with [Grant]:
+// One table (default "tenantmcp_taint", in schema "public" unless
+// qualified) and four functions named after it (_load, _lock, _put,
+// _sweep), created by a role other than the application's with Install
+// (or with the statements [InstallSQL] returns):
 //
 //	subject text, session text, taint jsonb, touched timestamptz,
-//	PRIMARY KEY (subject, session)
+//	retain interval, PRIMARY KEY (subject, session)
+//
+// The application role gets EXECUTE on the functions and nothing on the
+// table ([Grant], or [GrantSQL]). The functions are SECURITY DEFINER,
+// owned by the table's owner, with search_path pinned to pg_catalog,
+// pg_temp; they let the caller read a taint and make it grow, nothing
+// else: _put refuses a taint that is not a superset of the stored one
+// (level, categories, origins, owners), and the only ways a taint is
+// dropped — idle past retain, in _lock and _sweep — read the database's
+// clock (a caller's "now" counts only when earlier) and the longest retain
+// any join of the row asked for. So raw SQL run as the application role (a
+// tool's injection, a compromised replica) cannot DELETE, UPDATE or
+// TRUNCATE a subject's taint away and then send what it read to an
+// outsider: the same threat model that made the row-level security scope
+// context signed.
+//
+// [New] verifies this at start-up, as the role it connects as, and refuses
+// to start (ErrConfig, naming the fix) if the role could write the table
+// directly (INSERT, UPDATE, DELETE, TRUNCATE or TRIGGER on it or a column,
+// through PUBLIC or a role it belongs to), owns it or belongs to its owner,
+// owns its schema or may CREATE in it (and so could drop and replace the
+// table), or if a function is missing, altered (its body or search_path
+// differs from this version's), not SECURITY DEFINER, not owned by the
+// table's owner, or not executable. A stored taint that does not decode
+// (altered by someone with the owner's rights), and a table or function
+// gone at run time, are errors: the checker fails closed.
+//
+// What the design does not cover: the table's owner (and a superuser) can
+// still change anything — keep that role out of the application's
+// configuration; and a row deleted by the owner reads as "never tainted"
+// (there is no tamper-evident chain over the rows).
 //
 // It has no tenant column and no row-level security: it is keyed by the
 // verified subject, the server reads only the row of the call's own
@@ -25,14 +56,25 @@
 // schema's tables). On a distributed PostgreSQL (Citus) distribute it by
 // subject, which every statement here filters on.
 //
+// Upgrading from an earlier version (which granted the application role
+// SELECT, INSERT, UPDATE, DELETE on the table): run Install and Grant
+// again as the owner; Install adds the retain column and the functions,
+// Grant revokes the table privileges. Until then New refuses to start.
+//
 // # Consistency
 //
-// [Store.Join] locks the row (INSERT … ON CONFLICT DO UPDATE … RETURNING),
-// merges with [flow.Taint.Join] and writes it back in the same transaction,
-// so concurrent joins of one key from any number of replicas are never
-// lost. JoinTx does the same inside a transaction the caller owns, for an
+// [Store.Join] locks the row (the _lock function's INSERT … ON CONFLICT DO
+// UPDATE), merges with [flow.Taint.Join] and writes it back (_put) in the
+// same transaction, so concurrent joins of one key from any number of
+// replicas are never lost. JoinTx does the same inside a transaction the caller owns, for an
 // application that writes its own record of the call in that transaction.
 // Every error wraps [flow.ErrTaintStore], on which the checker fails closed:
 // a sink call is denied and a result is withheld. Errors carry no DSN,
-// subject or taint content.
+// subject or taint content. [Store.Ping] (the server's readiness check)
+// calls the load function, so a dropped function or a lost grant shows
+// there too.
+//
+// Without PostgreSQL (MariaDB, SQLite), replicas can share taints on Redis
+// with server/redisstore.NewTaints, with the same semantics but without
+// this protection against the application's own credentials.
 package pgtaint

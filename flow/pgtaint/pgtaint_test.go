@@ -18,6 +18,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/flow/pgtaint"
+	"github.com/tenantmcp/tenantmcp/internal/storetest"
 	"github.com/tenantmcp/tenantmcp/redact"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
@@ -70,9 +71,16 @@ func (c *clock) add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// live is a database with the taint table installed by its owner (the
+// test's superuser) and an application role granted the store's
+// functions: the DSNs of both.
+type live struct {
+	app, owner, role string
+}
+
 // liveDB creates a database with the taint table and an application role
-// that may use it, and returns the role's DSN.
-func liveDB(t *testing.T) string {
+// that may use it through the functions only.
+func liveDB(t *testing.T) live {
 	t.Helper()
 	admin := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
 	if admin == "" {
@@ -123,17 +131,24 @@ func liveDB(t *testing.T) string {
 	if err := pgtaint.Grant(ctx, owner, pgtaint.Options{}, role); err != nil {
 		t.Fatal(err)
 	}
-	return app.String()
+	return live{app: app.String(), owner: u.String(), role: role}
+}
+
+// pool opens a pool on dsn, closed at cleanup.
+func pool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }
 
 // openStore opens a pool on dsn (closed at cleanup) and a Store on it.
 func openStore(t *testing.T, dsn string) (*pgxpool.Pool, *pgtaint.Store) {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pool(t, dsn)
 	st, err := pgtaint.New(context.Background(), pool, pgtaint.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +211,7 @@ func (r *replica) send(subject, to string) *flow.Denial {
 // another: denied, with the witness naming the read on the first. Both
 // replicas restart: still denied. Past the policy's retain: allowed.
 func TestReplicasShareTaintAcrossRestart(t *testing.T) {
-	dsn := liveDB(t)
+	dsn := liveDB(t).app
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	a, b := newReplica(t, dsn, clk), newReplica(t, dsn, clk)
 	a.readGuests(t, "ann-reader", "read-on-a")
@@ -233,45 +248,22 @@ func TestReplicasShareTaintAcrossRestart(t *testing.T) {
 	}
 }
 
-// Concurrent joins of one key from two replicas lose nothing: the row is
-// locked for the read-merge-write.
-func TestConcurrentJoinsFromReplicas(t *testing.T) {
-	dsn := liveDB(t)
-	ctx := context.Background()
-	var stores []*pgtaint.Store
-	for range 2 {
-		_, st := openStore(t, dsn)
-		stores = append(stores, st)
-	}
-	k := flow.Key{Subject: "busy"}
-	now := time.Now()
-	var wg sync.WaitGroup
-	const n = 24
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cat := "cat" + string(rune('a'+i))
-			add := flow.Taint{Level: flow.Internal, Categories: []string{cat}, From: []flow.TaintOrigin{{Category: cat, Tool: "t", CallID: cat}}}
-			if err := stores[i%2].Join(ctx, k, now, time.Hour, add); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	got, err := stores[0].Load(ctx, k, now, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Categories) != n || len(got.From) != n || !slices.IsSorted(got.Categories) {
-		t.Fatalf("after %d concurrent joins: %d categories, %d origins", n, len(got.Categories), len(got.From))
-	}
+// TestStoreContract runs the shared flow.Store contract (the checks the
+// in-memory and Redis stores pass) on two replicas' stores, each with its
+// own pool, connected as the application role.
+func TestStoreContract(t *testing.T) {
+	db := liveDB(t)
+	storetest.Run(t, func(t *testing.T) (flow.Store, flow.Store) {
+		_, a := openStore(t, db.app)
+		_, b := openStore(t, db.app)
+		return a, b
+	})
 }
 
 // With the database gone, a sink call is denied and a result's label
 // cannot be recorded: fail closed, with no detail of the database.
 func TestOutageFailsClosed(t *testing.T) {
-	dsn := liveDB(t)
+	dsn := liveDB(t).app
 	r := newReplica(t, dsn, &clock{now: time.Now()})
 	r.pool.Close()
 	den := r.send("ann-reader", "desk@staff.example")
@@ -284,45 +276,11 @@ func TestOutageFailsClosed(t *testing.T) {
 	}
 }
 
-// Past flow.MaxKeysPerSubject live session taints, a subject's further
-// sessions join and read its subject-wide taint (more taint, never less),
-// and an idle session row no longer counts.
-func TestSessionBound(t *testing.T) {
-	dsn := liveDB(t)
-	ctx := context.Background()
-	pool, st := openStore(t, dsn)
-	now := time.Now()
-	if _, err := pool.Exec(ctx, `INSERT INTO `+pgtaint.DefaultTable+` (subject, session, taint, touched)
-SELECT 'flood', 'conv:' || g, '{}', $1 FROM generate_series(1, $2) g`, now, flow.MaxKeysPerSubject); err != nil {
-		t.Fatal(err)
-	}
-	add := flow.Taint{Level: flow.Confidential, Categories: []string{"guest.pii"},
-		From: []flow.TaintOrigin{{Category: "guest.pii", Tool: "guests", CallID: "c1"}}}
-	if err := st.Join(ctx, flow.Key{Subject: "flood", Session: "conv:new-1"}, now, time.Hour, add); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []flow.Key{{Subject: "flood"}, {Subject: "flood", Session: "conv:new-2"}} {
-		got, err := st.Load(ctx, k, now, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Contains(got.Categories, "guest.pii") {
-			t.Fatalf("%+v past the bound: %+v, want the subject's taint", k, got)
-		}
-	}
-	// The bound counts live rows only: two hours on, the flood has expired
-	// and a new session starts its own (empty) taint.
-	later := now.Add(2 * time.Hour)
-	if got, err := st.Load(ctx, flow.Key{Subject: "flood", Session: "conv:new-3"}, later, time.Hour); err != nil || len(got.Categories) != 0 {
-		t.Fatalf("after expiry: %+v %v", got, err)
-	}
-}
-
 // A join that adds nothing to the live taint (a session calling the same
 // tool again) still marks it used, so it outlives the idle window, and a
 // later join that does add lands on top of it.
 func TestJoinThatAddsNothingKeepsTaintLive(t *testing.T) {
-	dsn := liveDB(t)
+	dsn := liveDB(t).app
 	ctx := context.Background()
 	_, st := openStore(t, dsn)
 	k := flow.Key{Subject: "repeat", Session: "mcp:s1"}

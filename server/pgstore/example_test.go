@@ -17,3 +17,16 @@ func ExampleNewReplays() {
 		Input: server.InputOptions{Keys: [][]byte{key}, Replays: pgstore.NewReplays(db)},
 	}
 }
+
+// Without a Redis, replicas share their rate limits in PostgreSQL.
+func ExampleNewRates() {
+	var db *sql.DB // sql.Open("pgx", dsn): the application's database
+	rates, err := pgstore.NewRates(db, pgstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	_ = server.Options{
+		// Verifier, DB, …
+		Limits: server.Limits{PerTenant: server.Limit{Rate: 50, Burst: 100}, Rates: rates},
+	}
+}

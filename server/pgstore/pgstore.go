@@ -1,7 +1,11 @@
 // Package pgstore keeps on PostgreSQL what the replicas of a server share:
 // the spent requestState nonces of multi round-trip requests (NewReplays,
 // a server.ReplayStore), so a consent or an Input answer is honoured once
-// on any replica.
+// on any replica; and the token buckets of server.Limits (NewRates, a
+// server.RateStore, see Rates), so N replicas without a Redis enforce one
+// budget per tenant and subject, not N. Both have Ping, the server's
+// readiness check (server.Pinger). The flow taints of the replicas live
+// in package flow/pgtaint.
 //
 // # Table
 //
@@ -37,8 +41,9 @@ const CreateSQL = `CREATE TABLE IF NOT EXISTS ` + Table + ` (nonce text PRIMARY 
 // pruneEvery is how often a Spend deletes the expired rows.
 const pruneEvery = time.Minute
 
-// ErrStore wraps every error Spend returns but server.ErrReplayed.
-var ErrStore = errors.New("pgstore: replay store unavailable")
+// ErrStore wraps every error Spend returns but server.ErrReplayed, and
+// every error of Rates.Take and of Ping.
+var ErrStore = errors.New("pgstore: store unavailable")
 
 // Replays is a server.ReplayStore in a PostgreSQL database. It is safe
 // for concurrent use.
@@ -92,6 +97,19 @@ func (r *Replays) setup(ctx context.Context) error {
 		if _, err := r.db.ExecContext(ctx, `DELETE FROM `+Table+` WHERE until < now()`); err == nil {
 			r.pruned = now
 		}
+	}
+	return nil
+}
+
+// Ping implements the server's readiness check (server.Pinger): the
+// database answers and the table is there (created if it was not). Its
+// error wraps ErrStore.
+func (r *Replays) Ping(ctx context.Context) error {
+	if err := r.setup(ctx); err != nil {
+		return err
+	}
+	if err := r.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenantmcp/tenantmcp/flow"
 	"github.com/tenantmcp/tenantmcp/server"
 	"github.com/tenantmcp/tenantmcp/server/redisstore"
 )
@@ -24,4 +25,16 @@ func ExampleNewReplays() {
 		Limits: server.Limits{Rates: rates},
 		Input:  server.InputOptions{Keys: [][]byte{key}, Replays: replays},
 	}
+}
+
+// On MariaDB or SQLite, replicas share the flow taints on Redis.
+func ExampleNewTaints() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	taints, err := redisstore.NewTaints(rdb, redisstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	var policy *flow.Policy // flow.ParsePolicy(…)
+	checker, err := flow.New(policy, flow.Options{Store: taints})
+	_, _ = checker, err
 }

@@ -1,9 +1,13 @@
 // Package redisstore keeps on Redis what the replicas of a server share:
 // the token buckets of server.Limits (NewRates, a server.RateStore), so
 // N replicas behind a load balancer enforce one budget per tenant and
-// subject, not N; and the spent requestState nonces of multi round-trip
+// subject, not N; the spent requestState nonces of multi round-trip
 // requests (NewReplays, a server.ReplayStore), so a consent is honoured
-// once on any replica.
+// once on any replica; and the information-flow taints of a flow.Checker
+// (NewTaints, a flow.Store, see Taints), so a subject that reads guest data
+// on one replica cannot send it from another, on a deployment without
+// PostgreSQL (MariaDB, SQLite) — with PostgreSQL prefer flow/pgtaint,
+// which the application's own credentials cannot erase.
 //
 // Each bucket is one Redis string holding its theoretical arrival time
 // (the generic cell rate algorithm, equivalent to a token bucket of the
@@ -13,10 +17,13 @@
 // so idle tenants cost nothing. Bucket keys are SHA-256 digests of the
 // limit keys: no tenant id or subject is stored in Redis.
 //
-// Errors (Redis unreachable, a timeout) reach server.Limits as errors,
-// and the server refuses the call (limits fail closed; a replay store
-// that cannot answer refuses the retry too); keep the store's Timeout
-// well under the call timeout.
+// Errors (Redis unreachable, a timeout) reach server.Limits as errors
+// (see server.Limits for what admission does then), a replay store that
+// cannot answer refuses the retry, and a taint store that cannot answer
+// makes the checker fail closed (flow.ErrTaintStore: sink calls denied,
+// results withheld); keep the store's Timeout well under the call
+// timeout. Every store has Ping, the server's readiness check
+// (server.Pinger).
 package redisstore
 
 import (
@@ -157,4 +164,26 @@ func (s *Rates) Take(ctx context.Context, key string, r float64, burst int) (tim
 		return 0, fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return time.Duration(wait) * time.Microsecond, nil
+}
+
+// Ping implements the server's readiness check (server.Pinger): it runs a
+// trivial script, the path every Take takes. Its error wraps ErrStore.
+func (s *Rates) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	if err := s.c.Eval(ctx, "return 1", nil).Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return nil
+}
+
+// Ping implements the server's readiness check (server.Pinger). Its error
+// wraps ErrStore.
+func (r *Replays) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opt.Timeout)
+	defer cancel()
+	if err := r.c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	return nil
 }

@@ -6,13 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenantmcp/tenantmcp/server/internal/ratetest"
 	"github.com/tenantmcp/tenantmcp/server/internal/replaytest"
 	"github.com/tenantmcp/tenantmcp/server/redisstore"
 )
@@ -37,56 +36,27 @@ func prefix(t *testing.T) string {
 }
 
 // TestSharedBucket: two stores (two replicas) on one Redis take from the
-// same bucket: together they get the burst, then a refusal with a wait
-// close to the emission interval; another key is independent; no key
-// names the tenant.
+// same bucket (ratetest.SharedBucket, the checks pgstore's rates pass
+// too); no key names the tenant.
 func TestSharedBucket(t *testing.T) {
 	c := client(t)
 	p := prefix(t)
 	a, b := newStore(t, c, redisstore.Options{Prefix: p}), newStore(t, c, redisstore.Options{Prefix: p})
 	ctx := context.Background()
-	var ok atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 20 {
-		st := a
-		if i%2 == 1 {
-			st = b
+	t.Cleanup(func() {
+		if keys, err := c.Keys(context.Background(), p+"*").Result(); err == nil && len(keys) > 0 {
+			c.Del(context.Background(), keys...)
 		}
-		wg.Go(func() {
-			wait, err := st.Take(ctx, "t\x00chain:acme", 2, 5)
-			if err != nil {
-				t.Error(err)
-			}
-			if wait == 0 {
-				ok.Add(1)
-			} else if wait > time.Second {
-				t.Errorf("wait %s beyond the emission interval", wait)
-			}
-		})
-	}
-	wg.Wait()
-	if ok.Load() != 5 {
-		t.Fatalf("%d of 20 calls admitted across two replicas, want the burst of 5", ok.Load())
-	}
-	if wait, err := a.Take(ctx, "t\x00chain:globex", 2, 5); err != nil || wait != 0 {
-		t.Fatalf("another tenant's bucket: wait %s, err %v", wait, err)
-	}
+	})
+	ratetest.SharedBucket(t, a, b, "t\x00chain:acme")
 	keys, err := c.Keys(ctx, p+"*").Result()
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys %v, %v; want the buckets", keys, err)
 	}
 	for _, k := range keys {
 		if len(k) != len(p)+64 {
 			t.Errorf("key %q is not a digest", k)
 		}
-		t.Cleanup(func() { c.Del(context.Background(), k) })
-	}
-	time.Sleep(600 * time.Millisecond) // a token is back after 1/rate
-	if wait, err := b.Take(ctx, "t\x00chain:acme", 2, 5); err != nil || wait != 0 {
-		t.Fatalf("after the refill: wait %s, err %v", wait, err)
-	}
-	if wait, err := a.Take(ctx, "t\x00chain:acme", 2, 5); err != nil || wait == 0 {
-		t.Fatalf("right after the refilled token was taken: wait %s, err %v", wait, err)
 	}
 }
 

@@ -75,6 +75,12 @@ type Options struct {
 	// instead of DB (the same database through another route: tests cut
 	// it to fail the taint store alone).
 	TaintDSN string
+	// Taints is the flow taint store on a database that is not
+	// PostgreSQL (MariaDB, SQLite), for replicas to share (e.g.
+	// redisstore.NewTaints; main.go's -fairness redis=ADDR sets it). Nil:
+	// in this process. On PostgreSQL it is ignored: the taints live in the
+	// database (flow/pgtaint), out of the application role's reach.
+	Taints flow.Store
 }
 
 // Limits are the limits and timeouts a deployment sets, each a hotel flag
@@ -191,6 +197,9 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	red, err := redact.New(Redaction)
 	if err != nil {
 		return nil, err
+	}
+	if app.taints == nil && cfg.Taints != nil {
+		app.taints = cfg.Taints
 	}
 	if app.Flow, err = newFlow(cfg.FlowPolicy, app.taints); err != nil {
 		return nil, err
