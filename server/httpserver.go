@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -379,8 +380,11 @@ func (s *Server) tokenVerifier() auth.TokenVerifier {
 }
 
 // ErrTokenLifetime: a token's expiry lies further in the future than
-// Options.MaxTokenLifetime. It matches auth.ErrInvalidToken (HTTP 401).
-var ErrTokenLifetime = fmt.Errorf("%w: token lifetime exceeds the server's maximum", auth.ErrInvalidToken)
+// Options.MaxTokenLifetime, or the Verifier's own bound
+// (claims.Options.MaxTokenLifetime, 24 hours by default) refused it. It is
+// claims.ErrLifetime, so either refusal matches it, and it matches
+// auth.ErrInvalidToken (HTTP 401).
+var ErrTokenLifetime = claims.ErrLifetime
 
 func (s *Server) checkLifetime(exp time.Time) error {
 	if limit := s.opts.MaxTokenLifetime; limit > 0 && exp.Sub(s.opts.Now()) > limit+s.opts.Verifier.Leeway() {
