@@ -278,3 +278,28 @@ func claimsWithTTL(d time.Duration) map[string]any {
 	c["exp"] = time.Now().Add(d).Unix()
 	return c
 }
+
+// The token cache keeps the lifetime bound exactly: a token verified and
+// cached, then presented at a clock that went back so far that exp-now
+// exceeds MaxTokenLifetime, is refused with ErrLifetime as a fresh
+// verification would, not served from the cache.
+func TestCachedTokenLifetimeRechecked(t *testing.T) {
+	k := testKeys(t)
+	v := staticVerifier(t, nil)
+	now := time.Now()
+	var shift atomic.Int64
+	claims.SetClock(v, func() time.Time { return now.Add(time.Duration(shift.Load())) })
+	c := validClaims()
+	delete(c, "iat")
+	c["exp"] = now.Add(20 * time.Hour).Unix()
+	tok := sign(t, k.rsa, c)
+	verifyOK(t, v, tok, "20h token")
+	verifyOK(t, v, tok, "20h token, cached")
+	if claims.CacheHits(v) == 0 {
+		t.Fatal("the second verification was not a cache hit")
+	}
+	shift.Store(int64(-10 * time.Hour))
+	if _, _, err := v.Verify(context.Background(), tok); !errors.Is(err, claims.ErrLifetime) {
+		t.Fatalf("clock 10h back (exp-now 30h): %v, want ErrLifetime", err)
+	}
+}

@@ -209,7 +209,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (scope.Scope, *Clai
 	}
 	sc, c, err := v.verify(ctx, token)
 	if err == nil {
-		v.cache.put(key, gen, sc, c, v.leeway)
+		v.cache.put(key, gen, sc, c, v.leeway, v.maxLifetime)
 	}
 	return sc, c, err
 }

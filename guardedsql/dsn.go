@@ -73,10 +73,13 @@ func redactParsed(dsn string) (string, bool) {
 	return "", false
 }
 
-// dsnScheme is the scheme of dsn (the text before its first ':') when it
-// is a well-formed scheme name, for error messages; otherwise "". A DSN
-// without ':' has no scheme: the whole string could be a secret.
-func dsnScheme(dsn string) string {
+// DSNScheme is the scheme of dsn (the text before its first ':') when it
+// is a well-formed scheme name of at most 32 characters, for error
+// messages; otherwise "". A DSN without ':' has no scheme: the whole string
+// could be a secret, so it is never returned. (For go-sql-driver's
+// schemeless user:pw@tcp(...)/db the "scheme" is the user name, which
+// RedactDSN shows too.)
+func DSNScheme(dsn string) string {
 	if scheme, _, ok := strings.Cut(dsn, ":"); ok && validScheme(scheme) && len(scheme) <= 32 {
 		return scheme
 	}

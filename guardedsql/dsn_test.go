@@ -174,3 +174,19 @@ func TestUnknownScheme(t *testing.T) {
 		t.Fatalf("Open(oracle://...) = %v, want ErrNoEngine naming the scheme", err)
 	}
 }
+
+// TestDSNScheme: the scheme of a DSN for error messages, never a string
+// that could be the secret itself.
+func TestDSNScheme(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"oracle://u:S3cretPW@h/db":  "oracle",
+		"postgres://h/db":           "postgres",
+		"S3cretPW":                  "",
+		"p@ss:word@tcp(h)/db":       "",
+		"root:S3cretPW@tcp(h:1)/db": "root",
+	} {
+		if got := guardedsql.DSNScheme(dsn); got != want {
+			t.Errorf("DSNScheme(%q) = %q, want %q", dsn, got, want)
+		}
+	}
+}
