@@ -20,7 +20,7 @@ func TestTokenCacheStaleGenerationNeverHits(t *testing.T) {
 	now := time.Now()
 	c := &Claims{Subject: "alice", Expiry: now.Add(time.Hour), IssuedAt: now}
 	key := tokenKey("header.payload.signature")
-	tc.purge()               // the key set changed to generation 2 ...
+	tc.purge()                  // the key set changed to generation 2 ...
 	tc.put(key, 1, sc, c, 0, 0) // ... while a verification begun under 1 ran
 	if _, _, ok := tc.get(key, 2, now); ok {
 		t.Fatal("an entry verified under key-set generation 1 was a hit under generation 2")
