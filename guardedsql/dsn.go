@@ -4,9 +4,8 @@ import (
 	"errors"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // redactedSecret replaces every secret RedactDSN finds.
@@ -27,7 +26,8 @@ const UnparseableDSN = "<unparseable DSN>"
 //     read with libpq's grammar;
 //   - go-sql-driver's own DSN, after mysql:// or without any scheme
 //     (user:pw@tcp(host:3306)/db, the driver's documented form), read with
-//     that driver's own parser (mysql.ParseDSN);
+//     that driver's grammar and, when guardedsql/mysql is linked, checked
+//     against the driver's own parser (mysql.ParseDSN);
 //   - SQLite DSNs (sqlite:path, file:path?...), which carry no password
 //     but whose query is still scrubbed of password parameters.
 //
@@ -168,24 +168,67 @@ func isPasswordKey(k string) bool {
 }
 
 // redactMySQL redacts go-sql-driver's DSN form
-// [user[:password]@][net[(addr)]]/dbname[?params] if mysql.ParseDSN
-// accepts it. The password is located exactly as that parser locates it:
-// between the first ':' and the last '@' before the last '/'.
+// [user[:password]@][net[(addr)]]/dbname[?params] (without mysql://) if
+// that driver's grammar accepts it (see splitMySQLDSN).
 func redactMySQL(dsn string) (string, bool) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
+	start, end, hasPw, ok := splitMySQLDSN(dsn)
+	if !ok {
 		return "", false
 	}
-	if cfg.Passwd == "" {
+	if !hasPw || start == end {
 		return dsn, true
 	}
-	slash := strings.LastIndexByte(dsn, '/')
-	at := strings.LastIndexByte(dsn[:max(slash, 0)], '@')
-	colon := strings.IndexByte(dsn[:max(at, 0)], ':')
-	if slash < 0 || at < 0 || colon < 0 || dsn[colon+1:at] != cfg.Passwd {
-		return "", false // not where the parser found it: refuse rather than guess
+	return dsn[:start] + redactedSecret + dsn[end:], true
+}
+
+// splitMySQLDSN reads dsn with go-sql-driver's grammar, as its ParseDSN
+// does: the last '/' starts the database name, the last '@' before it ends
+// the userinfo, whose first ':' starts the password; between '@' and '/'
+// an optional net(addr). It returns the byte span of the password. This
+// package does not link the driver (a SQLite or PostgreSQL program must not
+// carry it: see examples/minimal's TestMinimalLinksOneEngine), so the
+// grammar is repeated here; when guardedsql/mysql is linked, the driver's
+// own mysql.ParseDSN must agree (through the engine's DSNSecrets), or the
+// DSN counts as unparseable.
+func splitMySQLDSN(dsn string) (pwStart, pwEnd int, hasPw, ok bool) {
+	i := strings.LastIndexByte(dsn, '/')
+	if i < 0 {
+		return 0, 0, false, false
 	}
-	return dsn[:colon+1] + redactedSecret + dsn[at:], true
+	if i > 0 {
+		j := strings.LastIndexByte(dsn[:i], '@')
+		if j >= 0 {
+			if k := strings.IndexByte(dsn[:j], ':'); k >= 0 {
+				pwStart, pwEnd, hasPw = k+1, j, true
+			}
+		}
+		netw, addr := dsn[j+1:i], ""
+		if p := strings.IndexByte(netw, '('); p >= 0 {
+			if dsn[i-1] != ')' || p == len(netw)-1 {
+				return 0, 0, false, false
+			}
+			netw, addr = netw[:p], netw[p+1:len(netw)-1]
+		}
+		if netw == "" {
+			netw = "tcp"
+		}
+		if addr == "" && netw != "tcp" && netw != "unix" {
+			return 0, 0, false, false // the driver knows no default address for it
+		}
+	}
+	db, _, _ := strings.Cut(dsn[i+1:], "?")
+	if _, err := url.PathUnescape(db); err != nil {
+		return 0, 0, false, false
+	}
+	if hasPw && pwEnd > pwStart {
+		enginesMu.RLock()
+		e := engines["mysql"]
+		enginesMu.RUnlock()
+		if e != nil && !slices.Contains(e.DSNSecrets("mysql://"+dsn), dsn[pwStart:pwEnd]) {
+			return 0, 0, false, false // the driver itself disagrees
+		}
+	}
+	return pwStart, pwEnd, hasPw, true
 }
 
 // kvPair is one keyword=value of a keyword/value connection string, with
@@ -325,8 +368,8 @@ func dsnSecrets(dsn string) []string {
 	}
 	// go-sql-driver's own DSN, after mysql:// or without a scheme.
 	for _, d := range []string{dsn, strings.TrimPrefix(dsn, "mysql://")} {
-		if cfg, err := mysql.ParseDSN(d); err == nil {
-			add(cfg.Passwd)
+		if start, end, hasPw, ok := splitMySQLDSN(d); ok && hasPw {
+			add(d[start:end])
 		}
 	}
 	// A driver's own DSN, parsed by the registered engine's driver;
