@@ -91,9 +91,20 @@ func (tc *tokenCache) get(key [sha256.Size]byte, gen uint64, now time.Time) (sco
 // put remembers a successful verification made under generation gen,
 // evicting the least recently used entry when full. c is copied, so the
 // caller may hand its own c out.
-func (tc *tokenCache) put(key [sha256.Size]byte, gen uint64, sc scope.Scope, c *Claims, leeway time.Duration) {
+//
+// maxLifetime (0: none) is Options.MaxTokenLifetime: its exp-now check
+// passes from exp-maxLifetime-leeway on, so that instant also bounds
+// validFrom, and a clock that goes back never makes a hit of a token a
+// fresh verification would refuse with ErrLifetime. (Its exp-iat check
+// does not depend on the time.)
+func (tc *tokenCache) put(key [sha256.Size]byte, gen uint64, sc scope.Scope, c *Claims, leeway, maxLifetime time.Duration) {
 	e := &cacheEntry{key: key, gen: gen, sc: sc, c: c.clone(), expires: c.Expiry.Add(leeway)}
-	for _, t := range []time.Time{c.NotBefore, c.IssuedAt} {
+	bounds := []time.Time{c.NotBefore, c.IssuedAt}
+	if maxLifetime > 0 {
+		// t-leeway below is the instant exp-now = maxLifetime+leeway.
+		bounds = append(bounds, c.Expiry.Add(-maxLifetime))
+	}
+	for _, t := range bounds {
 		if !t.IsZero() && t.Add(-leeway).After(e.validFrom) {
 			e.validFrom = t.Add(-leeway)
 		}

@@ -15,13 +15,25 @@ import (
 
 // Defaults applied by New to zero Options fields.
 const (
-	DefaultLeeway             = 30 * time.Second
-	DefaultMaxTokenBytes      = 16 << 10
-	DefaultGroupsClaim        = "groups"
-	DefaultRolesClaim         = "roles"
-	DefaultRefreshInterval    = 5 * time.Minute
-	DefaultUnknownKIDInterval = time.Minute
-	DefaultHTTPTimeout        = 10 * time.Second
+	DefaultLeeway        = 30 * time.Second
+	DefaultMaxTokenBytes = 16 << 10
+	DefaultGroupsClaim   = "groups"
+	DefaultRolesClaim    = "roles"
+	DefaultHTTPTimeout   = 10 * time.Second
+
+	// DefaultRefreshInterval bounds how long a key the identity provider
+	// retired keeps verifying (see Options.RefreshInterval).
+	DefaultRefreshInterval = time.Minute
+	// DefaultMinRefreshInterval is the shortest wait between two regular
+	// JWKS fetches, whatever Cache-Control max-age the endpoint sends.
+	DefaultMinRefreshInterval = 5 * time.Second
+	// DefaultUnknownKIDInterval is the least time between two fetches
+	// caused by tokens naming an unknown kid: the longest a token signed
+	// with a newly published key waits (see Options.UnknownKIDInterval).
+	DefaultUnknownKIDInterval = 2 * time.Second
+	// DefaultMaxTokenLifetime bounds a token's lifetime (exp-iat, and
+	// exp-now) when Options.MaxTokenLifetime is zero.
+	DefaultMaxTokenLifetime = 24 * time.Hour
 )
 
 // MaxLeeway is the largest clock-skew leeway New accepts.
@@ -105,22 +117,45 @@ type Options struct {
 	// for development: whoever can alter the response can mint any scope.
 	AllowInsecureHTTP bool
 	// RefreshInterval is the longest time between two JWKS fetches; default
-	// DefaultRefreshInterval. It bounds how long a key keeps verifying after
-	// the identity provider removed it from the JWKS: at most
-	// RefreshInterval plus HTTPTimeout, while the endpoint answers. (During
-	// an outage the keys already loaded are kept.) A failed fetch is
-	// retried sooner, with jittered exponential backoff from one second.
+	// DefaultRefreshInterval (one minute). It bounds how long a key keeps
+	// verifying after the identity provider removed it from the JWKS: at
+	// most RefreshInterval plus HTTPTimeout, while the endpoint answers.
+	// (During an outage the keys already loaded are kept.) Within that
+	// bound the JWKS response's Cache-Control max-age (less its Age) is
+	// honoured: the next fetch comes after max-age, but never sooner than
+	// MinRefreshInterval nor later than RefreshInterval; no-cache and
+	// no-store count as max-age=0. A failed fetch is retried sooner, with
+	// jittered exponential backoff from one second.
 	RefreshInterval time.Duration
+	// MinRefreshInterval is the shortest wait between two regular fetches
+	// that a small Cache-Control max-age can ask for; default
+	// DefaultMinRefreshInterval, and never more than RefreshInterval.
+	MinRefreshInterval time.Duration
 	// UnknownKIDInterval is the least time between two fetches triggered by
-	// tokens naming an unknown kid, so a flood of random kids costs one
-	// fetch per interval; default DefaultUnknownKIDInterval. A kid that a
-	// successful fetch lacked is not fetched for again for ten intervals
-	// (the background refresh still picks it up). A failed fetch remembers
+	// tokens naming an unknown kid; default DefaultUnknownKIDInterval (two
+	// seconds). A token naming an unknown kid waits for the next such fetch
+	// that starts after it arrived (all tokens waiting at one time share
+	// it), so a flood of random kids costs one fetch per interval and a key
+	// published in the middle of the flood is picked up within one interval
+	// plus the fetch. A token is refused at once, without waiting, when that
+	// fetch is more than five seconds off (a longer interval, or a backoff
+	// after failed fetches) or after its context's deadline. A kid that a
+	// successful fetch lacked is refused at once for ten intervals (the
+	// background refresh still picks it up). A failed fetch remembers
 	// nothing about the kid, and the next one may start after a jittered
 	// backoff shorter than the interval.
 	UnknownKIDInterval time.Duration
 	// HTTPTimeout bounds one JWKS fetch; default DefaultHTTPTimeout.
 	HTTPTimeout time.Duration
+
+	// MaxTokenLifetime bounds how long a token may live: a token whose exp
+	// lies more than MaxTokenLifetime after its iat, or (with or without
+	// iat) more than MaxTokenLifetime plus Leeway after now, is refused with
+	// ErrLifetime. Zero means DefaultMaxTokenLifetime (24 hours); negative
+	// means no bound. A stolen token is then useful for at most this long
+	// even when the identity provider mints long-lived ones. Tokens without
+	// exp are always refused (ErrMissingExpiry).
+	MaxTokenLifetime time.Duration
 
 	// TokenCacheSize bounds the cache of verified tokens: how many distinct
 	// tokens Verify remembers, least recently used evicted first. Zero means
@@ -202,6 +237,12 @@ func (cfg Options) validate() (Options, error) {
 	case cfg.MaxTokenBytes < 0:
 		return cfg, configErr("MaxTokenBytes is negative")
 	}
+	switch {
+	case cfg.MaxTokenLifetime == 0:
+		cfg.MaxTokenLifetime = DefaultMaxTokenLifetime
+	case cfg.MaxTokenLifetime < 0:
+		cfg.MaxTokenLifetime = 0 // no bound
+	}
 	if cfg.TokenCacheSize == 0 {
 		cfg.TokenCacheSize = DefaultTokenCacheSize
 	}
@@ -228,9 +269,13 @@ func (cfg Options) validate() (Options, error) {
 		if cfg.HTTPTimeout == 0 {
 			cfg.HTTPTimeout = DefaultHTTPTimeout
 		}
-		if cfg.RefreshInterval < 0 || cfg.UnknownKIDInterval < 0 || cfg.HTTPTimeout < 0 {
-			return cfg, configErr("RefreshInterval, UnknownKIDInterval and HTTPTimeout must not be negative")
+		if cfg.MinRefreshInterval == 0 {
+			cfg.MinRefreshInterval = DefaultMinRefreshInterval
 		}
+		if cfg.RefreshInterval < 0 || cfg.MinRefreshInterval < 0 || cfg.UnknownKIDInterval < 0 || cfg.HTTPTimeout < 0 {
+			return cfg, configErr("RefreshInterval, MinRefreshInterval, UnknownKIDInterval and HTTPTimeout must not be negative")
+		}
+		cfg.MinRefreshInterval = min(cfg.MinRefreshInterval, cfg.RefreshInterval)
 		if cfg.HTTPClient == nil {
 			allowInsecure := cfg.AllowInsecureHTTP
 			cfg.HTTPClient = &http.Client{

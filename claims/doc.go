@@ -35,6 +35,10 @@
 //   - exp is present (ErrMissingExpiry) and not past, nbf and iat are not in
 //     the future, all with Options.Leeway, 30 s by default (ErrExpired,
 //     ErrNotYetValid);
+//   - the token lives at most Options.MaxTokenLifetime, 24 hours by default:
+//     exp-iat and exp-now (plus the leeway) are both within it (ErrLifetime),
+//     so a stolen token is useful for a day at most even when the identity
+//     provider mints long-lived ones; a negative MaxTokenLifetime lifts it;
 //   - iss equals Options.Issuer (ErrWrongIssuer) and aud names one of
 //     Options.Audience (ErrWrongAudience);
 //   - sub is a non-empty string (ErrNoSubject);
@@ -71,24 +75,34 @@
 // serving. Once loaded, keys are kept through outages: a failed refresh, or a
 // JWKS without a single usable key, leaves the cached keys in place. A
 // successful refresh replaces the set, so a key removed by the provider stops
-// verifying within [Options.RefreshInterval] (five minutes by default) of its
-// removal. Failed fetches are retried with jittered exponential backoff, so
-// replicas that lost the endpoint together do not return to it in step.
+// verifying within [Options.RefreshInterval] (one minute by default) of its
+// removal. Within that bound the response's Cache-Control max-age (less its
+// Age) sets the next fetch, but never sooner than
+// [Options.MinRefreshInterval] (5 s by default): a provider that says
+// max-age=10 has its retired keys refused within ten seconds, one that says
+// max-age=86400 still within a minute. Failed fetches are retried with
+// jittered exponential backoff, so replicas that lost the endpoint together
+// do not return to it in step.
 //
-// A kid that is not in the set causes one fetch of the JWKS, subject to two
-// limits: at most one such fetch per [Options.UnknownKIDInterval] (one minute by
-// default) across all callers, and none for a kid that a successful fetch in
-// the last ten intervals lacked (a negative cache of up to 10,000 kids).
-// Callers that arrive during a fetch wait for it rather than start another;
-// callers over the limit fail at once with [ErrUnknownKey] instead of
-// blocking. A client repeating a bogus kid therefore cannot spend the
-// refresh budget that a genuine key rotation needs, and a flood of random
-// kids costs one fetch per interval, delaying a genuine rotation by one
-// interval at most. A fetch that fails (a JWKS blip) is no evidence about the
-// kid and is never remembered: the next unknown-kid fetch may start after a
-// short jittered backoff, and the background refresh retries at once, so a
-// rotation that coincides with an outage is picked up as soon as the
-// endpoint answers again.
+// A kid that is not in the set makes the token wait for the next fetch of
+// the JWKS that starts after it arrived (a fetch already under way may
+// predate the key's publication). Such fetches start at most once per
+// [Options.UnknownKIDInterval] (two seconds by default) across all callers,
+// and every token waiting at one time shares one: a flood of random kids
+// costs one fetch per interval, and a key published in the middle of the
+// flood is picked up within one interval plus the fetch, because junk kids
+// only share its fetch, they never use it up. A token is refused at once
+// with [ErrUnknownKey], without waiting, when the next fetch is more than
+// five seconds off or beyond its context's deadline, and when a successful
+// fetch in the last ten intervals lacked its kid (a negative cache of up to
+// 10,000 kids, so a client repeating a bogus kid is refused without delay).
+// A fetch that fails (a JWKS blip) is no evidence about the kid and is never
+// remembered: the next unknown-kid fetch may start after a short jittered
+// backoff, and the background refresh retries at once, so a rotation that
+// coincides with an outage is picked up as soon as the endpoint answers
+// again. On the HTTP endpoint, package server also limits failed-token
+// attempts per client address, which bounds how many such waits one client
+// can cause.
 //
 // # Cached verifications
 //

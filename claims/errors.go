@@ -45,6 +45,10 @@ var (
 	// ErrMissingExpiry: the token has no exp claim. Tokens that never expire
 	// are refused.
 	ErrMissingExpiry error = &tokenError{"claims: token has no expiry"}
+	// ErrLifetime: the token lives longer than Options.MaxTokenLifetime
+	// allows (24 hours by default): exp-iat exceeds it, or exp lies further
+	// than it (plus the leeway) in the future.
+	ErrLifetime error = &tokenError{"claims: token lifetime exceeds the maximum"}
 	// ErrWrongIssuer: iss is missing or not Options.Issuer.
 	ErrWrongIssuer error = &tokenError{"claims: wrong issuer"}
 	// ErrWrongAudience: aud is missing or names none of Options.Audience.

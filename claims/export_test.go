@@ -28,4 +28,7 @@ func CacheLen(v *Verifier) int {
 
 // RefreshNow fetches v's JWKS once, synchronously, as the background
 // refresh would.
-func RefreshNow(ctx context.Context, v *Verifier) error { return v.keys.fetch(ctx) }
+func RefreshNow(ctx context.Context, v *Verifier) error {
+	_, err := v.keys.fetch(ctx)
+	return err
+}

@@ -188,8 +188,11 @@ func TestKIDFloodIsRateLimited(t *testing.T) {
 		if refreshes > allowed {
 			t.Errorf("round %d: %d fetches in %s, at most %d allowed (one per %s)", round, refreshes, took, allowed, interval)
 		}
-		if round == 0 && refreshes != 1 {
-			t.Errorf("round 0: %d fetches, want exactly 1 (the first unknown kid refreshes)", refreshes)
+		// The first unknown kid's fetch, and the one after it that the kids
+		// arriving while it ran share (a fetch already under way may predate
+		// their key's publication).
+		if round == 0 && (refreshes < 1 || refreshes > 2) {
+			t.Errorf("round 0: %d fetches, want 1 or 2", refreshes)
 		}
 		time.Sleep(interval)
 	}

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,10 +69,12 @@ type keySource struct {
 
 	fetchMu sync.Mutex // one fetch at a time, so an old response never overwrites a newer one
 
+	minRefresh time.Duration // lower bound on a Cache-Control max-age
+
 	mu           sync.Mutex
 	nextUnknown  time.Time  // earliest start of the next unknown-kid fetch
 	unknownFails int        // consecutive failed unknown-kid fetches
-	inflight     *fetchCall // the running unknown-kid fetch, if any
+	pending      *fetchCall // the next unknown-kid fetch, scheduled but not started
 	negative     map[string]time.Time
 
 	// The token cache's view of the key set (see keygen.go).
@@ -83,8 +87,9 @@ type keySource struct {
 
 // fetchCall is one unknown-kid fetch that several callers may wait on.
 type fetchCall struct {
-	done chan struct{} // closed when the fetch ends
-	err  error         // its outcome; read only after done is closed
+	start time.Time     // when it is scheduled to start
+	done  chan struct{} // closed when the fetch ends
+	err   error         // its outcome; read only after done is closed
 }
 
 func newKeySource(log *slog.Logger) (*keySource, error) {
@@ -109,12 +114,14 @@ func (k *keySource) loadStatic(doc []byte) error {
 // start begins fetching in the background. The first fetch happens at once;
 // a failed fetch (the first or any later one) is retried with jittered
 // exponential backoff (1 s doubling, at most refreshInterval), and after a
-// success the set is fetched again within refreshInterval. A failed refresh
-// keeps the keys already loaded.
+// success the set is fetched again after the response's Cache-Control
+// max-age, bounded to [minRefresh, refreshInterval] (refreshInterval when the
+// response names none). A failed refresh keeps the keys already loaded.
 //
 // Invariant: while the JWKS endpoint answers, a key removed from it stops
 // verifying at most refreshInterval (plus one HTTP timeout) after its
-// removal, because no wait between two fetches is longer than that.
+// removal, because no wait between two fetches is longer than that, whatever
+// max-age the endpoint sends.
 func (k *keySource) start() {
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	k.done = make(chan struct{})
@@ -125,7 +132,7 @@ func (k *keySource) start() {
 		failures := 0
 		for {
 			var wait time.Duration
-			if err := k.fetch(k.ctx); err != nil {
+			if maxAge, err := k.fetch(k.ctx); err != nil {
 				if k.ctx.Err() != nil {
 					return
 				}
@@ -135,9 +142,10 @@ func (k *keySource) start() {
 					"url", k.url, "error", err, "ready", k.ready.Load(), "retry_in", wait)
 			} else {
 				failures = 0
+				wait = k.refreshAfter(maxAge)
 				// Jitter only shortens the wait, so that replicas spread out
 				// without weakening the bound on a retired key.
-				wait = k.refreshInterval - randDuration(k.refreshInterval/10)
+				wait -= randDuration(wait / 10)
 			}
 			t := time.NewTimer(wait)
 		waiting:
@@ -159,6 +167,44 @@ func (k *keySource) start() {
 			}
 		}
 	}()
+}
+
+// refreshAfter is the wait before the next regular fetch after a response
+// whose freshness lifetime is maxAge (negative: the response named none):
+// maxAge bounded to [minRefresh, refreshInterval], or refreshInterval.
+func (k *keySource) refreshAfter(maxAge time.Duration) time.Duration {
+	if maxAge < 0 {
+		return k.refreshInterval
+	}
+	return min(max(maxAge, min(k.minRefresh, k.refreshInterval)), k.refreshInterval)
+}
+
+// freshness reads a JWKS response's remaining freshness lifetime from its
+// Cache-Control (RFC 9111: max-age, less Age; no-cache and no-store count as
+// zero). It is negative when the response names none or the header does not
+// parse, and the caller then uses its own interval.
+func freshness(h http.Header) time.Duration {
+	age := time.Duration(0)
+	if a, err := strconv.ParseInt(strings.TrimSpace(h.Get("Age")), 10, 64); err == nil && a > 0 {
+		age = time.Duration(min(a, 1<<31)) * time.Second
+	}
+	out := time.Duration(-1)
+	for _, v := range h.Values("Cache-Control") {
+		for _, d := range strings.Split(v, ",") {
+			name, val, _ := strings.Cut(strings.TrimSpace(d), "=")
+			switch strings.ToLower(name) {
+			case "no-cache", "no-store":
+				return 0
+			case "max-age":
+				n, err := strconv.ParseInt(strings.Trim(val, `"`), 10, 64)
+				if err != nil || n < 0 {
+					return -1
+				}
+				out = max(time.Duration(min(n, 1<<31))*time.Second-age, 0)
+			}
+		}
+	}
+	return out
 }
 
 // backoff is the jittered wait before retry number n (1, 2, ...): base
@@ -188,41 +234,42 @@ func (k *keySource) close() {
 	}
 }
 
-// fetch downloads the JWKS and replaces the stored keys with it. A response
-// without a single usable key is an error and leaves the stored keys alone:
-// an empty set is far likelier to be an outage than a deliberate revocation
-// of every key.
-func (k *keySource) fetch(ctx context.Context) error {
+// fetch downloads the JWKS and replaces the stored keys with it, and returns
+// the response's freshness lifetime (see freshness). A response without a
+// single usable key is an error and leaves the stored keys alone: an empty
+// set is far likelier to be an outage than a deliberate revocation of every
+// key.
+func (k *keySource) fetch(ctx context.Context) (time.Duration, error) {
 	k.fetchMu.Lock()
 	defer k.fetchMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, k.httpTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
 	resp, err := k.client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("JWKS endpoint answered %s", resp.Status)
+		return 0, fmt.Errorf("JWKS endpoint answered %s", resp.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, k.maxJWKSBytes+1))
 	if err != nil {
-		return fmt.Errorf("reading JWKS: %w", err)
+		return 0, fmt.Errorf("reading JWKS: %w", err)
 	}
 	if int64(len(body)) > k.maxJWKSBytes {
-		return fmt.Errorf("JWKS larger than %d bytes", k.maxJWKSBytes)
+		return 0, fmt.Errorf("JWKS larger than %d bytes", k.maxJWKSBytes)
 	}
 	keys, err := k.parseJWKS(body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	k.install(keys)
-	return nil
+	return freshness(resp.Header), nil
 }
 
 func (k *keySource) install(keys []jwkset.JWK) {
@@ -301,21 +348,30 @@ func (k *keySource) has(kid string) bool {
 	return err == nil
 }
 
+// maxUnknownKIDWait bounds how long a token naming an unknown kid waits for
+// the next unknown-kid fetch; when that fetch is scheduled later (a long
+// UnknownKIDInterval, or a backoff after failures), the token is refused at
+// once instead.
+const maxUnknownKIDWait = 5 * time.Second
+
 // refreshForUnknownKID is called when a token names a kid that is not in the
-// stored set. Callers that arrive while such a fetch is running wait for it
-// instead of starting another, and after a successful fetch the next one
-// starts no sooner than unknownInterval later, so a flood of random kids
-// costs one fetch per interval. It reports whether the kid is known
-// afterwards.
+// stored set. It waits for an unknown-kid fetch that starts after the call
+// began (a fetch already running may have been sent before the key was
+// published), and reports whether the kid is known afterwards. All callers
+// waiting at one time share one fetch, and fetches start at least
+// unknownInterval apart, so a flood of random kids costs one fetch per
+// interval, never more, while a genuine new kid arriving in the middle of
+// the flood waits at most one interval (plus the fetch) and is then served:
+// junk kids cannot hold a real rotation out, they only share its fetch.
 //
-// Invariant: a kid is remembered as unknown (and then not fetched for again
-// within negativeTTL) only when a fetch that succeeded lacked it. A failed
-// fetch proves nothing about the kid, so it is never remembered; instead
-// the next unknown-kid fetch may start after a jittered backoff (at most
-// unknownInterval) and the background loop retries soon, so a key rotation
-// that coincides with a JWKS outage is picked up once the endpoint answers.
-// The negative cache keeps a client that repeats one bogus kid from using
-// up the fetch budget a genuine rotation needs.
+// Invariant: a kid is remembered as unknown (and then refused at once, with
+// no wait, for negativeTTL) only when a fetch that started after it was
+// asked for succeeded and lacked it. A failed fetch proves nothing about the
+// kid, so it is never remembered; instead the next unknown-kid fetch may
+// start after a jittered backoff (at most unknownInterval) and the
+// background loop retries soon, so a key rotation that coincides with a
+// JWKS outage is picked up once the endpoint answers. The negative cache
+// keeps a client that repeats one bogus kid from waiting on every fetch.
 func (k *keySource) refreshForUnknownKID(ctx context.Context, kid string) bool {
 	if k.url == "" || len(kid) > maxKIDLength {
 		return false
@@ -326,16 +382,23 @@ func (k *keySource) refreshForUnknownKID(ctx context.Context, kid string) bool {
 		k.mu.Unlock()
 		return false
 	}
-	call := k.inflight
+	call := k.pending
 	if call == nil {
-		if now.Before(k.nextUnknown) {
-			k.mu.Unlock()
-			return false
+		start := now
+		if k.nextUnknown.After(start) {
+			start = k.nextUnknown
 		}
-		call = &fetchCall{done: make(chan struct{})}
-		k.inflight = call
-		// Until this fetch ends, nobody starts another: callers join it.
-		go k.fetchUnknown(call, now)
+		call = &fetchCall{start: start, done: make(chan struct{})}
+	}
+	wait := call.start.Sub(now)
+	if dl, ok := ctx.Deadline(); wait > maxUnknownKIDWait || ok && now.Add(wait).After(dl) {
+		k.mu.Unlock()
+		return false // the next fetch is too far off to wait for
+	}
+	if k.pending == nil {
+		k.pending = call
+		// Until this fetch starts, every caller joins it.
+		go k.fetchUnknown(call)
 	}
 	k.mu.Unlock()
 	select {
@@ -354,19 +417,35 @@ func (k *keySource) refreshForUnknownKID(ctx context.Context, kid string) bool {
 	return false
 }
 
-// fetchUnknown runs one unknown-kid fetch that started at start and sets
+// fetchUnknown runs one unknown-kid fetch at its scheduled start and sets
 // when the next may start.
-func (k *keySource) fetchUnknown(call *fetchCall, start time.Time) {
-	err := k.fetch(k.ctx)
+func (k *keySource) fetchUnknown(call *fetchCall) {
+	if d := time.Until(call.start); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-k.ctx.Done():
+			t.Stop()
+		}
+	}
+	k.mu.Lock()
+	// From now on a new caller schedules the next fetch: this one may have
+	// been sent before its key was published.
+	k.pending = nil
+	start := time.Now()
+	k.nextUnknown = start.Add(k.unknownInterval)
+	k.mu.Unlock()
+	var err error
+	if err = k.ctx.Err(); err == nil {
+		_, err = k.fetch(k.ctx)
+	}
 	k.mu.Lock()
 	if err == nil {
 		k.unknownFails = 0
-		k.nextUnknown = start.Add(k.unknownInterval)
 	} else {
 		k.unknownFails++
 		k.nextUnknown = time.Now().Add(backoff(min(time.Second, k.unknownInterval), k.unknownInterval, k.unknownFails))
 	}
-	k.inflight = nil
 	call.err = err
 	k.mu.Unlock()
 	close(call.done)

@@ -35,6 +35,7 @@ type Verifier struct {
 	groupRoles    claimPath // nil: no per-group roles claim
 	maxTokenBytes int
 	leeway        time.Duration
+	maxLifetime   time.Duration    // 0: no bound
 	cache         *tokenCache      // nil when Options.TokenCacheSize is negative
 	now           func() time.Time // the clock of every exp/nbf/iat check; time.Now
 }
@@ -101,6 +102,7 @@ func New(opts Options) (*Verifier, error) {
 		groupRoles:    groupRoles,
 		maxTokenBytes: cfg.MaxTokenBytes,
 		leeway:        cfg.Leeway,
+		maxLifetime:   cfg.MaxTokenLifetime,
 		now:           time.Now,
 	}
 	if cfg.TokenCacheSize > 0 {
@@ -136,6 +138,7 @@ func New(opts Options) (*Verifier, error) {
 	k.url = cfg.JWKSURL
 	k.client = cfg.HTTPClient
 	k.refreshInterval = cfg.RefreshInterval
+	k.minRefresh = cfg.MinRefreshInterval
 	k.unknownInterval = cfg.UnknownKIDInterval
 	k.negativeTTL = 10 * cfg.UnknownKIDInterval
 	k.httpTimeout = cfg.HTTPTimeout
@@ -206,7 +209,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (scope.Scope, *Clai
 	}
 	sc, c, err := v.verify(ctx, token)
 	if err == nil {
-		v.cache.put(key, gen, sc, c, v.leeway)
+		v.cache.put(key, gen, sc, c, v.leeway, v.maxLifetime)
 	}
 	return sc, c, err
 }
@@ -252,6 +255,9 @@ func (v *Verifier) verify(ctx context.Context, token string) (scope.Scope, *Clai
 	if iat, _ := mc.GetIssuedAt(); iat != nil {
 		c.IssuedAt = iat.Time
 	}
+	if err := v.checkLifetime(c); err != nil {
+		return scope.Scope{}, nil, err
+	}
 	c.ID, _ = mc["jti"].(string)
 	c.OAuthScopes = oauthScopes(mc)
 
@@ -281,6 +287,23 @@ func (v *Verifier) verify(ctx context.Context, token string) (scope.Scope, *Clai
 		return scope.Scope{}, nil, fmt.Errorf("%w: %w", ErrNoScope, err)
 	}
 	return s, c, nil
+}
+
+// checkLifetime enforces Options.MaxTokenLifetime on a token whose
+// signature and exp/nbf/iat already passed. Both checks can only get
+// easier as time passes (exp-iat is fixed, exp-now shrinks), so a token the
+// cache holds still passes them at every hit: the cache's invariant holds.
+func (v *Verifier) checkLifetime(c *Claims) error {
+	if v.maxLifetime <= 0 {
+		return nil
+	}
+	if !c.IssuedAt.IsZero() && c.Expiry.Sub(c.IssuedAt) > v.maxLifetime {
+		return ErrLifetime
+	}
+	if c.Expiry.Sub(v.now()) > v.maxLifetime+v.leeway {
+		return ErrLifetime
+	}
+	return nil
 }
 
 type header struct {

@@ -60,8 +60,7 @@ func engineOf(dsn string) (Engine, error) {
 	case strings.HasPrefix(dsn, "mysql://"):
 		return MySQL, nil
 	}
-	scheme, _, _ := strings.Cut(dsn, ":")
-	return "", fmt.Errorf("conformance: DSN scheme %q not understood (want sqlite:, postgres:// or mysql://)", guardedsql.RedactDSN(scheme))
+	return "", fmt.Errorf("conformance: DSN scheme %q not understood (want sqlite:, postgres:// or mysql://)", guardedsql.DSNScheme(dsn))
 }
 
 func randomSuffix() string {

@@ -29,7 +29,12 @@ func TestRedactDSN(t *testing.T) {
 		{"mysql driver DSN with @ in password", "mysql://root:S3c@retPW@tcp(127.0.0.1:1)/x", "S3c@retPW", []string{"root", "tcp(127.0.0.1:1)"}},
 		{"mysql unix socket", "mysql://root:S3cretPW@unix(/run/mysqld/mysqld.sock)/hotel", "S3cretPW", []string{"unix(/run/mysqld/mysqld.sock)"}},
 		{"mysql URL form", "mysql://root:S3cretPW@127.0.0.1:3306/hotel", "S3cretPW", []string{"root", "127.0.0.1:3306"}},
-		{"unparseable URL", "postgres://app:S3cretPW@[::1/hotel", "S3cretPW", []string{"app"}},
+		{"mysql schemeless driver DSN", "root:S3cretPW@tcp(127.0.0.1:3306)/hotel?parseTime=true", "S3cretPW", []string{"root:", "@tcp(127.0.0.1:3306)/hotel?parseTime=true"}},
+		{"mysql schemeless, @ and / in password", "app:S3c@r/etPW@tcp(db:3306)/hotel", "S3c@r/etPW", []string{"app:", "@tcp(db:3306)/hotel"}},
+		{"mysql schemeless unix socket", "app:S3cretPW@unix(/run/mysqld/mysqld.sock)/hotel", "S3cretPW", []string{"unix(/run/mysqld/mysqld.sock)/hotel"}},
+		{"postgres multi-host URL", "postgres://app:S3cretPW@db1:5432,db2:5432/hotel?target_session_attrs=read-write", "S3cretPW", []string{"app:", "db1:5432,db2:5432/hotel", "target_session_attrs=read-write"}},
+		{"keyword/value escaped quote", `host=h password='S3cret\'s PW' dbname=hotel`, "S3cret", []string{"host=h", "dbname=hotel"}},
+		{"keyword/value sslpassword", "host=h sslpassword=S3cretPW sslmode=verify-full", "S3cretPW", []string{"host=h", "sslmode=verify-full"}},
 		{"no password", "postgres://app@h/hotel", "", []string{"postgres://app@h/hotel"}},
 		{"sqlite", "sqlite:/tmp/x.db?_pragma=foreign_keys(1)", "", []string{"sqlite:/tmp/x.db?_pragma=foreign_keys(1)"}},
 	} {
@@ -55,6 +60,52 @@ func TestRedactDSN(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRedactDSNNeverEchoesUnparseable: a DSN that no parser accepts is
+// replaced whole, so neither its password nor any fragment of it shows.
+func TestRedactDSNNeverEchoesUnparseable(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://app:S3cretPW@[::1/hotel",
+		"S3cretPW",
+		"root:S3cretPW@tcp(127.0.0.1:3306",
+		"host=h password='S3cretPW",
+		"app:S3cretPW@bogusnet/hotel",
+	} {
+		if got := guardedsql.RedactDSN(dsn); got != guardedsql.UnparseableDSN {
+			t.Errorf("RedactDSN(unparseable %q) = %q, want %q", dsn, got, guardedsql.UnparseableDSN)
+		}
+	}
+}
+
+// TestRedactDSNError: an error quoting a schemeless go-sql-driver DSN, or a
+// DSN that does not parse, carries neither the password nor the DSN.
+func TestRedactDSNErrorEveryForm(t *testing.T) {
+	for _, dsn := range []string{
+		"root:S3cretPW@tcp(127.0.0.1:3306)/hotel",
+		"host=h password='S3cretPW' dbname=x",
+		"postgres://app:S3cretPW@[::1/hotel",
+		"root:S3cretPW@tcp(127.0.0.1:3306",
+	} {
+		err := guardedsql.RedactDSNError(errors.New("opening "+dsn+": refused (password S3cretPW)"), dsn)
+		if strings.Contains(err.Error(), "S3cretPW") {
+			t.Errorf("RedactDSNError kept the password: %v", err)
+		}
+	}
+}
+
+// TestSchemelessMySQLOpenError: opening go-sql-driver's schemeless DSN (an
+// engine no scheme names) fails without echoing the password, in the
+// error and in the DSN the caller prints with RedactDSN.
+func TestSchemelessMySQLOpenError(t *testing.T) {
+	dsn := "root:S3cretPW@tcp(127.0.0.1:1)/hotel"
+	_, err := guardedsql.Open(context.Background(), dsn, builder.MustSchema(hotelDef), guardedsql.Options{})
+	if err == nil || strings.Contains(err.Error(), "S3cretPW") {
+		t.Fatalf("Open(schemeless mysql DSN) = %v", err)
+	}
+	if got := guardedsql.RedactDSN(dsn); strings.Contains(got, "S3cretPW") || got != "root:xxxxx@tcp(127.0.0.1:1)/hotel" {
+		t.Fatalf("RedactDSN(%q) = %q", dsn, got)
 	}
 }
 
@@ -121,5 +172,21 @@ func TestUnknownScheme(t *testing.T) {
 	_, err := guardedsql.Open(context.Background(), "oracle://u:secret@h/db", builder.MustSchema(hotelDef), guardedsql.Options{})
 	if !errors.Is(err, guardedsql.ErrNoEngine) || !errors.Is(err, guardedsql.ErrInvalid) || !strings.Contains(err.Error(), `"oracle"`) || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("Open(oracle://...) = %v, want ErrNoEngine naming the scheme", err)
+	}
+}
+
+// TestDSNScheme: the scheme of a DSN for error messages, never a string
+// that could be the secret itself.
+func TestDSNScheme(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"oracle://u:S3cretPW@h/db":  "oracle",
+		"postgres://h/db":           "postgres",
+		"S3cretPW":                  "",
+		"p@ss:word@tcp(h)/db":       "",
+		"root:S3cretPW@tcp(h:1)/db": "root",
+	} {
+		if got := guardedsql.DSNScheme(dsn); got != want {
+			t.Errorf("DSNScheme(%q) = %q, want %q", dsn, got, want)
+		}
 	}
 }

@@ -105,7 +105,7 @@ func engineFor(dsn string) (Engine, error) {
 	if pkg, ok := enginePackages[scheme]; ok {
 		return nil, fmt.Errorf("%w: a %s DSN needs the engine package: import _ \"github.com/tenantmcp/tenantmcp/guardedsql/%s\"", ErrNoEngine, scheme, pkg)
 	}
-	return nil, fmt.Errorf("%w: unsupported DSN scheme %q", ErrNoEngine, RedactDSN(scheme))
+	return nil, fmt.Errorf("%w: unsupported DSN scheme %q", ErrNoEngine, DSNScheme(dsn))
 }
 
 // checkEngine refuses options meant for another engine than name.

@@ -229,11 +229,17 @@
 // rejection and pool-wait metrics.
 //
 // A tools/call admitted on streamable HTTP is cancelled when its client
-// disconnects. [HTTPOptions] bound the rest: body read deadline, write
-// deadline of non-streaming responses, idle keep-alives, the session idle
-// timeout (on by default) and sessions per subject, the shutdown drain, and
-// the Origin allowlist; [Options.MaxTokenLifetime] refuses tokens that live
-// too long.
+// disconnects. [HTTPOptions] bound the rest: body read deadline (a body
+// that stalls is answered 408, one over [Options.MaxRequestBytes] 413),
+// write deadline of non-streaming responses, idle keep-alives, the session
+// idle timeout (on by default) and sessions per subject, the shutdown
+// drain, the Origin allowlist, and failed bearer tokens per client address
+// ([HTTPOptions.FailedTokens], on by default: after
+// [DefaultFailedTokenBurst] failures an address is answered 429 with
+// Retry-After, before its token is verified, until its bucket refills).
+// Token lifetime is bounded by the verifier (claims.Options.MaxTokenLifetime,
+// 24 hours by default, [ErrTokenLifetime]); [Options.MaxTokenLifetime]
+// tightens it per server.
 //
 // # The request pipeline
 //

@@ -76,9 +76,11 @@ type HTTPOptions struct {
 	// Zero means DefaultSessionsPerSubject, negative no cap.
 	MaxSessionsPerSubject int
 
-	// ReadTimeout bounds reading a request's body (a stalled upload is cut
-	// off and its connection closed); zero means DefaultReadTimeout,
-	// negative none. Headers are bounded separately (10 s).
+	// ReadTimeout bounds reading a request's body: a client that stops
+	// sending its body is answered 408 Request Timeout once it runs out and
+	// its connection is closed (a body over MaxRequestBytes is 413); zero
+	// means DefaultReadTimeout, negative none. Headers are bounded
+	// separately (10 s).
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing a non-streaming response (every request
 	// but the GET that holds a session's SSE stream); zero means the call
@@ -91,6 +93,13 @@ type HTTPOptions struct {
 	// calls in flight finish before it closes every session and its SSE
 	// stream; zero means DefaultDrainTimeout, negative closes them at once.
 	DrainTimeout time.Duration
+
+	// FailedTokens limits the bearer tokens that fail verification per
+	// client address (see FailedTokenLimit): after Burst failures
+	// (DefaultFailedTokenBurst, 10) an address is answered 429 with
+	// Retry-After until its bucket refills (DefaultFailedTokenRate, one
+	// attempt every 10 s). On by default; a negative Rate disables it.
+	FailedTokens FailedTokenLimit
 
 	// AllowedOrigins are the browser origins (scheme://host[:port]) besides
 	// ResourceURL's own whose requests are served; a request with any
@@ -139,10 +148,14 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, error) {
 	if o.Sessions {
 		stateful = handler(false)
 	}
-	protected := auth.RequireBearerToken(s.tokenVerifier(), &auth.RequireBearerTokenOptions{
+	ft, err := newFailedTokens(o.FailedTokens, s.opts.Now)
+	if err != nil {
+		return nil, err
+	}
+	protected := ft.guard(auth.RequireBearerToken(s.tokenVerifier(ft), &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: metaURL,
 		ClockSkew:           s.opts.Verifier.Leeway(),
-	})(s.front(o, metaURL, stateless, stateful))
+	})(s.front(o, metaURL, stateless, stateful)))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               o.ResourceURL,

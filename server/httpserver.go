@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tenantmcp/tenantmcp/claims"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -124,7 +127,7 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 		if r.Method == http.MethodPost && r.Body != nil {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {
-				http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+				writeBodyError(w, err)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -181,6 +184,24 @@ func (s *Server) front(o HTTPOptions, metaURL string, stateless, stateful http.H
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// writeBodyError answers a request whose body could not be read: 413 when
+// it is longer than MaxRequestBytes, 408 when the client stopped sending
+// it before ReadTimeout (the connection's read deadline) ran out, and 400
+// otherwise. The connection is closed: its unread rest cannot be skipped.
+func writeBodyError(w http.ResponseWriter, err error) {
+	w.Header().Set("Connection", "close")
+	var tooLarge *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		http.Error(w, "request body not received within the read timeout", http.StatusRequestTimeout)
+	default:
+		http.Error(w, "request body unreadable", http.StatusBadRequest)
+	}
 }
 
 // writeChallenge answers 403 with the RFC 6750 section 3.1 challenge
@@ -360,14 +381,18 @@ func (o HTTPOptions) checkOrigin(next http.Handler) (http.Handler, error) {
 
 // tokenVerifier is the Verifier's, with the MaxTokenLifetime check; it
 // derives the request's caller, once, into the request's exchange.
-func (s *Server) tokenVerifier() auth.TokenVerifier {
+//
+// A refusal that is the token's fault is charged to the client address's
+// failed-token bucket (ft, nil when HTTPOptions.FailedTokens is disabled).
+func (s *Server) tokenVerifier(ft *failedTokens) auth.TokenVerifier {
 	tv := s.opts.Verifier.TokenVerifier()
 	return func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
 		ti, err := tv(ctx, token, r)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = s.checkLifetime(ti.Expiration)
 		}
-		if err := s.checkLifetime(ti.Expiration); err != nil {
+		if err != nil {
+			ft.charge(r, err)
 			return nil, err
 		}
 		if ti.Extra == nil {
@@ -379,8 +404,11 @@ func (s *Server) tokenVerifier() auth.TokenVerifier {
 }
 
 // ErrTokenLifetime: a token's expiry lies further in the future than
-// Options.MaxTokenLifetime. It matches auth.ErrInvalidToken (HTTP 401).
-var ErrTokenLifetime = fmt.Errorf("%w: token lifetime exceeds the server's maximum", auth.ErrInvalidToken)
+// Options.MaxTokenLifetime, or the Verifier's own bound
+// (claims.Options.MaxTokenLifetime, 24 hours by default) refused it. It is
+// claims.ErrLifetime, so either refusal matches it, and it matches
+// auth.ErrInvalidToken (HTTP 401).
+var ErrTokenLifetime = claims.ErrLifetime
 
 func (s *Server) checkLifetime(exp time.Time) error {
 	if limit := s.opts.MaxTokenLifetime; limit > 0 && exp.Sub(s.opts.Now()) > limit+s.opts.Verifier.Leeway() {

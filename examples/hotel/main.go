@@ -54,6 +54,7 @@ type options struct {
 	tokenFile, as   string
 	sandbox, egress confine
 	redis           string
+	failedTokens    server.FailedTokenLimit
 }
 
 // flags defines the command's flags on fs into cfg and o: the common ones,
@@ -77,9 +78,9 @@ func flags(fs *flag.FlagSet, cfg *hotel.Options, o *options) {
 	g.DurationVar(&lim.StatementTimeout, "statement-timeout", 10*time.Second, "bound on one statement in the database, set with the call's scope")
 	g.DurationVar(&lim.LockTimeout, "lock-timeout", 500*time.Millisecond, "bound on one statement's wait for a row lock")
 	g.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", server.DefaultMaxRequestBytes, "largest HTTP request body")
-	g.DurationVar(&lim.MaxTokenLifetime, "max-token-lifetime", 0, "refuse tokens whose exp is further away than this (0: any)")
-	g.DurationVar(&lim.JWKSRefresh, "jwks-refresh", 0, "JWKS refresh interval (default: claims.DefaultRefreshInterval)")
-	g.DurationVar(&lim.JWKSUnknownKIDMin, "jwks-unknown-kid-interval", 0, "least time between JWKS refreshes caused by unknown key ids (default: the claims package's)")
+	g.DurationVar(&lim.MaxTokenLifetime, "max-token-lifetime", 0, "refuse tokens whose exp is further away than this (0: the verifier's own bound, claims.DefaultMaxTokenLifetime = 24h)")
+	g.DurationVar(&lim.JWKSRefresh, "jwks-refresh", 0, "longest time between JWKS refreshes, so a retired key verifies at most this long; the JWKS's Cache-Control max-age is honoured below it (default: claims.DefaultRefreshInterval = 1m)")
+	g.DurationVar(&lim.JWKSUnknownKIDMin, "jwks-unknown-kid-interval", 0, "least time between JWKS refreshes caused by unknown key ids; a token with a newly published key waits at most this long (default: claims.DefaultUnknownKIDInterval = 2s)")
 	g = newGroup(fs, "fairness", "per-tenant and per-subject fairness")
 	g.IntVar(&lim.PerTenant.Concurrent, "tenant-concurrency", 1, "tool calls in flight per tenant (top-level grant); 0: no bound. Keep tenants x this well under pool-size's share a noisy tenant may take")
 	g.DurationVar(&lim.QueueWait, "queue-wait", time.Second, "how long a call may wait for its tenant's (or subject's) concurrency slot before a 429")
@@ -97,6 +98,13 @@ func flags(fs *flag.FlagSet, cfg *hotel.Options, o *options) {
 	g.DurationVar(&lim.WriteTimeout, "write-timeout", 0, "bound on writing a non-streaming response (default: call timeout + 10s)")
 	g.DurationVar(&lim.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close keep-alive connections idle this long")
 	g.DurationVar(&lim.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "at shutdown, how long calls in flight may finish before sessions are closed")
+	g.IntVar(&o.failedTokens.Burst, "failed-token-burst", server.DefaultFailedTokenBurst, "failed bearer tokens one client address may present in a row before it is answered 429")
+	g.Float64Var(&o.failedTokens.Rate, "failed-token-rate", server.DefaultFailedTokenRate, "failed-token attempts per second a client address regains; negative: no limit")
+	g.StringVar(&o.failedTokens.ClientIPHeader, "client-ip-header", "", "header naming the client address (X-Forwarded-For, X-Real-IP), believed only from -http trusted-proxy addresses")
+	g.Func("trusted-proxy", "address or CIDR prefix of a reverse proxy whose client-ip-header is believed; repeatable", func(v string) error {
+		o.failedTokens.TrustedProxies = append(o.failedTokens.TrustedProxies, v)
+		return nil
+	})
 	g.Func("allow-origin", "a browser origin (scheme://host[:port]) allowed besides the endpoint's own; repeatable", func(v string) error {
 		lim.AllowedOrigins = append(lim.AllowedOrigins, v)
 		return nil
@@ -198,6 +206,7 @@ func run(args []string, stderr io.Writer) error {
 	defer app.Close()
 	// Readiness (/readyz) requires the guard when it was asked for and
 	// not allowed to be skipped.
+	app.HTTP.FailedTokens = o.failedTokens
 	app.HTTP.Health.RequireEgress = o.egress.on && !o.egress.bestEffort
 	app.HTTP.Health.Egress = guard
 	if guard != nil {

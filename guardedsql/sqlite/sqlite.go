@@ -178,8 +178,7 @@ func sqliteName(dsn string, busy time.Duration) (name string, memory bool, err e
 	case strings.HasPrefix(dsn, "file:"):
 		name = dsn
 	default:
-		scheme, _, _ := strings.Cut(dsn, ":")
-		return "", false, fmt.Errorf("%w: unsupported DSN scheme %q", guardedsql.ErrNoEngine, guardedsql.RedactDSN(scheme))
+		return "", false, fmt.Errorf("%w: unsupported DSN scheme %q", guardedsql.ErrNoEngine, guardedsql.DSNScheme(dsn))
 	}
 	if name == "" {
 		return "", false, fmt.Errorf("guardedsql: empty SQLite path in DSN")
