@@ -8,6 +8,7 @@ import (
 	"time"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -50,6 +51,14 @@ type Options struct {
 	// series. Return a coarse, non-identifying value (a plan tier, a shard)
 	// or a pseudonym, not a raw tenant id.
 	TenantLabel func(scope.Scope) string
+	// NoRuntimeMetrics leaves the Go runtime and process metrics
+	// (go_goroutines, go_memstats_*, process_resident_memory_bytes,
+	// process_open_fds, ...) off the private Prometheus registry. They are
+	// on by default there, because a leak of goroutines, memory or file
+	// descriptors is what an operator must see before the replica dies; a
+	// program that serves its own registry already has them. Ignored with
+	// a MeterProvider of the application's own.
+	NoRuntimeMetrics bool
 }
 
 // Telemetry records a Server's tool calls as OpenTelemetry metrics and
@@ -84,6 +93,16 @@ func New(o Options) (*Telemetry, error) {
 	mp := o.MeterProvider
 	if mp == nil {
 		reg := promclient.NewRegistry()
+		if !o.NoRuntimeMetrics {
+			// On the private registry only, so two Telemetry in one process
+			// (tests, several servers) never register them twice.
+			if err := reg.Register(collectors.NewGoCollector()); err != nil {
+				return nil, fmt.Errorf("%w: Go runtime collector: %v", server.ErrConfig, err)
+			}
+			if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+				return nil, fmt.Errorf("%w: process collector: %v", server.ErrConfig, err)
+			}
+		}
 		exp, err := promexporter.New(promexporter.WithRegisterer(reg), promexporter.WithoutScopeInfo())
 		if err != nil {
 			return nil, fmt.Errorf("%w: Prometheus exporter: %v", server.ErrConfig, err)
