@@ -10,6 +10,7 @@
 //	go run ./bench -repeat 3 -png docs/perf.png  # three runs, each row's range, a plot
 //	go run ./bench -figures P2 -p2-sizes 10k,100k,1M  # P2 on three dataset sizes
 //	go run ./bench -replot a.json,b.json -png p.png  # summarise earlier runs' JSON
+//	go run ./bench -soak 30m -out /tmp/soak.md  # the hotel server over time (see soak.go)
 //
 // Every figure alternates baseline and candidate in rounds (the order
 // rotates each round) and compares medians, so both see the same machine
