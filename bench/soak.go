@@ -186,6 +186,7 @@ type soakSample struct {
 	At                  time.Duration
 	RSSKiB              int64
 	FDs                 int
+	Sockets             int // of FDs, sockets (TCP: HTTP clients, database, Redis, listeners)
 	Goroutines          int // -1: not read
 	DBConns             int // -1: not read
 	CPU                 float64
@@ -285,7 +286,7 @@ func soakMain(ctx context.Context, cfg config, sc soakConfig) int {
 		fmt.Sprintf("- Load: %d tenants, one client each, %.3g calls/s per tenant (%.3g calls/s in all), each cycle of 10 calls: 6 list_bookings, 1 get_booking, 1 revenue_report, 1 create_booking, 1 cancel_booking (of the booking it created)",
 			sc.tenants, sc.rate, sc.rate*float64(sc.tenants)),
 		fmt.Sprintf("- Server: examples/hotel (hotel.New) as a child process, metrics on, the hotel command's default limits (per tenant 1 call in flight, 50 calls/s, burst 100; pool wait 2 s; statement timeout 10 s); rate buckets %s; database %s (%d bookings) as role %s, application_name %s", redisNote, soakDB, len(data.Bookings), soakRole, soakAppName),
-		fmt.Sprintf("- Every %s: RSS (VmRSS), open fds (/proc/PID/fd), goroutines (go_goroutines at /metrics), DB conns (pg_stat_activity rows of the role in %s), child CPU %% of one core, calls in the interval (ok, limited = 429 or busy, failed), latency of the ok calls", sc.interval, soakDB),
+		fmt.Sprintf("- Every %s: RSS (VmRSS), open fds (/proc/PID/fd) and how many of them are sockets, goroutines (go_goroutines at /metrics), DB conns (pg_stat_activity rows of the role in %s), child CPU %% of one core, calls in the interval (ok, limited = 429 or busy, failed), latency of the ok calls", sc.interval, soakDB),
 		fmt.Sprintf("- Machine: %s", machineLine(ctx, cfg)),
 		"",
 	}
@@ -322,7 +323,13 @@ func soakMain(ctx context.Context, cfg config, sc soakConfig) int {
 			tick := time.NewTicker(period)
 			defer tick.Stop()
 			for i := 0; ; i++ {
-				soakCall(lctx, t, i, stats)
+				// The call runs to its answer even if the soak's time is up
+				// meanwhile (only Ctrl-C cancels it): a write cut off by the
+				// client would show as a server error that the load caused.
+				soakCall(ctx, t, i, stats)
+				if lctx.Err() != nil {
+					return
+				}
 				select {
 				case <-lctx.Done():
 					return
@@ -472,7 +479,7 @@ func soakCall(ctx context.Context, t *soakTenant, i int, stats *soakStats) {
 		"params": map[string]any{"name": tool, "arguments": args}})
 	took := time.Since(start)
 	if ctx.Err() != nil {
-		return // the soak ended mid-call: not counted
+		return // interrupted mid-call: not counted
 	}
 	var he *httpStatusError
 	switch {
@@ -552,8 +559,14 @@ func (s *soakSampler) sample(ctx context.Context, at time.Duration, stats *soakS
 		return out, fmt.Errorf("the server child (pid %d) is gone: %w", s.pid, err)
 	}
 	out.RSSKiB = rss
-	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid)); err == nil {
+	dir := fmt.Sprintf("/proc/%d/fd", s.pid)
+	if ents, err := os.ReadDir(dir); err == nil {
 		out.FDs = len(ents)
+		for _, e := range ents {
+			if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+				out.Sockets++
+			}
+		}
 	}
 	if g, err := s.goroutines(ctx); err == nil {
 		out.Goroutines = g
@@ -654,13 +667,13 @@ func procCPU(pid int) (float64, error) {
 }
 
 const (
-	soakTableHeader = "| t | RSS MiB | fds | goroutines | DB conns | CPU % | calls ok | limited | failed | calls/s | p50 ms | p99 ms |"
-	soakTableRule   = "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	soakTableHeader = "| t | RSS MiB | fds | sockets | goroutines | DB conns | CPU % | calls ok | limited | failed | calls/s | p50 ms | p99 ms |"
+	soakTableRule   = "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 )
 
 func (s soakSample) row() string {
-	return fmt.Sprintf("| %s | %.1f | %d | %s | %s | %.0f | %d | %d | %d | %.1f | %.1f | %.1f |",
-		s.At, float64(s.RSSKiB)/1024, s.FDs, orDash(s.Goroutines), orDash(s.DBConns), s.CPU, s.OK, s.Limited, s.Failed, s.Rate, s.P50, s.P99)
+	return fmt.Sprintf("| %s | %.1f | %d | %d | %s | %s | %.0f | %d | %d | %d | %.1f | %.1f | %.1f |",
+		s.At, float64(s.RSSKiB)/1024, s.FDs, s.Sockets, orDash(s.Goroutines), orDash(s.DBConns), s.CPU, s.OK, s.Limited, s.Failed, s.Rate, s.P50, s.P99)
 }
 
 func orDash(n int) string {
@@ -685,6 +698,7 @@ func soakSummary(samples []soakSample, ok, lim, failed int, errs map[string]int,
 	}{
 		{"RSS MiB", func(s soakSample) float64 { return float64(s.RSSKiB) / 1024 }, false, 1},
 		{"open fds", func(s soakSample) float64 { return float64(s.FDs) }, false, 0},
+		{"sockets", func(s soakSample) float64 { return float64(s.Sockets) }, false, 0},
 		{"goroutines", func(s soakSample) float64 { return float64(s.Goroutines) }, false, 0},
 		{"DB conns", func(s soakSample) float64 { return float64(s.DBConns) }, false, 0},
 		{"CPU % (one core)", func(s soakSample) float64 { return s.CPU }, true, 0},
@@ -726,9 +740,9 @@ func soakSummary(samples []soakSample, ok, lim, failed int, errs map[string]int,
 // soakCSV is the samples as CSV.
 func soakCSV(samples []soakSample) []byte {
 	var b bytes.Buffer
-	b.WriteString("t_seconds,rss_kib,fds,goroutines,db_conns,cpu_percent,calls_ok,calls_limited,calls_failed,calls_per_s,p50_ms,p99_ms\n")
+	b.WriteString("t_seconds,rss_kib,fds,sockets,goroutines,db_conns,cpu_percent,calls_ok,calls_limited,calls_failed,calls_per_s,p50_ms,p99_ms\n")
 	for _, s := range samples {
-		fmt.Fprintf(&b, "%.0f,%d,%d,%d,%d,%.1f,%d,%d,%d,%.2f,%.2f,%.2f\n", s.At.Seconds(), s.RSSKiB, s.FDs, s.Goroutines, s.DBConns,
+		fmt.Fprintf(&b, "%.0f,%d,%d,%d,%d,%d,%.1f,%d,%d,%d,%.2f,%.2f,%.2f\n", s.At.Seconds(), s.RSSKiB, s.FDs, s.Sockets, s.Goroutines, s.DBConns,
 			s.CPU, s.OK, s.Limited, s.Failed, s.Rate, s.P50, s.P99)
 	}
 	return b.Bytes()
