@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strconv"
@@ -12,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenantmcp/tenantmcp/claims"
+	"github.com/tenantmcp/tenantmcp/claims/devtoken"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/scope"
 	"github.com/tenantmcp/tenantmcp/scope/scopetest"
 	"github.com/tenantmcp/tenantmcp/server"
@@ -225,4 +231,93 @@ func TestLimitDegradedGauge(t *testing.T) {
 	}
 	var none *otelserver.Telemetry
 	none.LimitDegraded(ctx, true) // a nil Telemetry records nothing
+}
+
+// Who is limited: over streamable HTTP, a tenant over its rate is refused
+// with 429 at the HTTP front, and the refusal is counted under that
+// tenant's bounded label (its pseudonym), never its id; another tenant's
+// calls are counted under its own.
+func TestTenantTopNLabelsLimitedTenant(t *testing.T) {
+	tel, err := otelserver.New(otelserver.Options{TenantTopN: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	const aud = "https://notes.test/mcp"
+	is, err := devtoken.Start(devtoken.Options{Addr: "127.0.0.1:0", Audience: aud, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { is.Close() })
+	v, err := claims.New(claims.Options{Issuer: is.URL, Audience: []string{aud}, JWKS: is.JWKS(),
+		Mapping: claims.Mapping{Patterns: []string{"org:{org}"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := guardedsql.Open(context.Background(), "sqlite::memory:", testSchema, guardedsql.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	// A burst of 25 per tenant and (nearly) no refill: the 26th call of a
+	// tenant is refused.
+	srv, err := server.New(server.Options{Name: "notes", Verifier: v, DB: db, Levels: []string{"org"}, Tracer: tel,
+		Limits:      server.Limits{PerTenant: server.Limit{Rate: 0.001, Burst: 25}},
+		AuditLogger: slog.New(slog.DiscardHandler), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.AddTool(srv, server.Tool{Name: "ping"}, func(context.Context, *guardedsql.DB, empty) (empty, error) { return empty{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	h, err := srv.Handler(server.HTTPOptions{ResourceURL: aud})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	endpoint := hs.URL + "/mcp"
+	call := func(sub, org string, n int) (ok, limited int) {
+		tok, err := is.Mint(devtoken.Token{Subject: sub, Groups: []string{"org:" + org}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			r, err := rpctest.Call(context.Background(), endpoint, tok, "ping", map[string]any{})
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case r.Status == http.StatusTooManyRequests:
+				limited++
+			case r.OK():
+				ok++
+			default:
+				t.Fatalf("unexpected reply %+v", r)
+			}
+		}
+		return ok, limited
+	}
+	if ok, lim := call("subject-noisy-1", "tenant-noisy-77", 30); ok != 25 || lim != 5 {
+		t.Fatalf("noisy tenant: %d ok, %d limited; want 25, 5", ok, lim)
+	}
+	if ok, lim := call("subject-quiet-1", "tenant-quiet-42", 21); ok != 21 || lim != 0 {
+		t.Fatalf("quiet tenant: %d ok, %d limited; want 21, 0", ok, lim)
+	}
+	noisy := otelserver.Pseudonym(scopetest.New("x", []scope.Grant{{Level: "org", ID: "tenant-noisy-77"}}), nil)
+	quiet := otelserver.Pseudonym(scopetest.New("x", []scope.Grant{{Level: "org", ID: "tenant-quiet-42"}}), nil)
+	ms := httptest.NewServer(tel.Handler())
+	t.Cleanup(ms.Close)
+	body := scrape(t, ms.URL)
+	rej := tenantValues(body, "tenantmcp_rate_limit_rejections_total")
+	if rej[noisy] != 5 || len(rej) != 1 {
+		t.Errorf("rate-limit rejections by tenant = %v, want 5 under the noisy tenant's label %s only", rej, noisy)
+	}
+	calls := tenantValues(body, "tenantmcp_tool_calls_total")
+	if calls[quiet] < 1 || calls[noisy] < 1 {
+		t.Errorf("calls by tenant = %v, want both tenants' labels (%s, %s)", calls, noisy, quiet)
+	}
+	if strings.Contains(body, "tenant-noisy") || strings.Contains(body, "subject-") {
+		t.Error("/metrics names a tenant or subject id")
+	}
+	t.Logf("rejections %v, calls %v", rej, calls)
 }
