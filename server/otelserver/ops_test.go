@@ -168,6 +168,25 @@ func TestTenantTopNBoundsCardinality(t *testing.T) {
 		t.Error("/metrics names a tenant or subject id")
 	}
 	t.Logf("tenant values: %v", vals)
+
+	// Every tenant busy: 10,000 tenants of 25 calls each still make at
+	// most N+1 values, the bound does not depend on who calls how much.
+	busy, err := otelserver.New(otelserver.Options{TenantTopN: n, NoRuntimeMetrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Shutdown(context.Background()) })
+	for i := range 10000 {
+		sc := scopeOf(fmt.Sprintf("busy-tenant-%05d", i))
+		for range 25 {
+			busy.TraceCallEnd(ctx, server.TraceCallEndData{Tool: "ping", Outcome: server.OutcomeOK, Scope: sc})
+		}
+	}
+	bs := httptest.NewServer(busy.Handler())
+	t.Cleanup(bs.Close)
+	if got := tenantValues(scrape(t, bs.URL), "tenantmcp_tool_calls_total"); len(got) != n+1 {
+		t.Errorf("10,000 busy tenants: %d tenant values, want %d (N named + other): %v", len(got), n+1, got)
+	}
 }
 
 // The default label is a pseudonym of the root tenants: the same for
