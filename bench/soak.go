@@ -186,9 +186,10 @@ type soakSample struct {
 	At                  time.Duration
 	RSSKiB              int64
 	FDs                 int
-	Sockets             int // of FDs, sockets (TCP: HTTP clients, database, Redis, listeners)
-	Goroutines          int // -1: not read
-	DBConns             int // -1: not read
+	Sockets             int     // of FDs, sockets (TCP: HTTP clients, database, Redis, listeners)
+	Goroutines          int     // -1: not read
+	HeapMiB             float64 // go_memstats_heap_inuse_bytes; -1: not read
+	DBConns             int     // -1: not read
 	CPU                 float64
 	OK, Limited, Failed int
 	Rate                float64 // calls answered per second (ok+limited+failed)
@@ -286,7 +287,7 @@ func soakMain(ctx context.Context, cfg config, sc soakConfig) int {
 		fmt.Sprintf("- Load: %d tenants, one client each, %.3g calls/s per tenant (%.3g calls/s in all), each cycle of 10 calls: 6 list_bookings, 1 get_booking, 1 revenue_report, 1 create_booking, 1 cancel_booking (of the booking it created)",
 			sc.tenants, sc.rate, sc.rate*float64(sc.tenants)),
 		fmt.Sprintf("- Server: examples/hotel (hotel.New) as a child process, metrics on, the hotel command's default limits (per tenant 1 call in flight, 50 calls/s, burst 100; pool wait 2 s; statement timeout 10 s); rate buckets %s; database %s (%d bookings) as role %s, application_name %s", redisNote, soakDB, len(data.Bookings), soakRole, soakAppName),
-		fmt.Sprintf("- Every %s: RSS (VmRSS), open fds (/proc/PID/fd) and how many of them are sockets, goroutines (go_goroutines at /metrics), DB conns (pg_stat_activity rows of the role in %s), child CPU %% of one core, calls in the interval (ok, limited = 429 or busy, failed), latency of the ok calls", sc.interval, soakDB),
+		fmt.Sprintf("- Every %s: RSS (VmRSS), Go heap in use (go_memstats_heap_inuse_bytes at /metrics), open fds (/proc/PID/fd) and how many of them are sockets, goroutines (go_goroutines at /metrics), DB conns (pg_stat_activity rows of the role in %s), child CPU %% of one core, calls in the interval (ok, limited = 429 or busy, failed), latency of the ok calls", sc.interval, soakDB),
 		fmt.Sprintf("- Machine: %s", machineLine(ctx, cfg)),
 		"",
 	}
@@ -553,7 +554,7 @@ type soakSampler struct {
 }
 
 func (s *soakSampler) sample(ctx context.Context, at time.Duration, stats *soakStats) (soakSample, error) {
-	out := soakSample{At: at.Round(time.Second), Goroutines: -1, DBConns: -1}
+	out := soakSample{At: at.Round(time.Second), Goroutines: -1, HeapMiB: -1, DBConns: -1}
 	rss, err := procRSS(s.pid)
 	if err != nil {
 		return out, fmt.Errorf("the server child (pid %d) is gone: %w", s.pid, err)
@@ -568,8 +569,8 @@ func (s *soakSampler) sample(ctx context.Context, at time.Duration, stats *soakS
 			}
 		}
 	}
-	if g, err := s.goroutines(ctx); err == nil {
-		out.Goroutines = g
+	if g, heap, err := s.runtime(ctx); err == nil {
+		out.Goroutines, out.HeapMiB = g, heap
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	var n int
@@ -600,29 +601,38 @@ func (s *soakSampler) sample(ctx context.Context, at time.Duration, stats *soakS
 	return out, nil
 }
 
-// goroutines reads go_goroutines from the child's /metrics.
-func (s *soakSampler) goroutines(ctx context.Context) (int, error) {
+// runtime reads go_goroutines and go_memstats_heap_inuse_bytes (in MiB)
+// from the child's /metrics.
+func (s *soakSampler) runtime(ctx context.Context) (goroutines int, heapMiB float64, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics, nil)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics: %d", resp.StatusCode)
+		return 0, 0, fmt.Errorf("GET /metrics: %d", resp.StatusCode)
 	}
+	g, heap := -1.0, -1.0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err
+			g, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				heap = f / (1 << 20)
+			}
 		}
 	}
-	return 0, errors.New("no go_goroutines at /metrics (a server built before otelserver served runtime metrics)")
+	if g < 0 {
+		return 0, 0, errors.New("no go_goroutines at /metrics (a server built before otelserver served runtime metrics)")
+	}
+	return int(g), heap, nil
 }
 
 // procRSS is VmRSS of pid in KiB.
@@ -667,13 +677,17 @@ func procCPU(pid int) (float64, error) {
 }
 
 const (
-	soakTableHeader = "| t | RSS MiB | fds | sockets | goroutines | DB conns | CPU % | calls ok | limited | failed | calls/s | p50 ms | p99 ms |"
-	soakTableRule   = "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	soakTableHeader = "| t | RSS MiB | heap MiB | fds | sockets | goroutines | DB conns | CPU % | calls ok | limited | failed | calls/s | p50 ms | p99 ms |"
+	soakTableRule   = "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 )
 
 func (s soakSample) row() string {
-	return fmt.Sprintf("| %s | %.1f | %d | %d | %s | %s | %.0f | %d | %d | %d | %.1f | %.1f | %.1f |",
-		s.At, float64(s.RSSKiB)/1024, s.FDs, s.Sockets, orDash(s.Goroutines), orDash(s.DBConns), s.CPU, s.OK, s.Limited, s.Failed, s.Rate, s.P50, s.P99)
+	heap := "–"
+	if s.HeapMiB >= 0 {
+		heap = fmt.Sprintf("%.1f", s.HeapMiB)
+	}
+	return fmt.Sprintf("| %s | %.1f | %s | %d | %d | %s | %s | %.0f | %d | %d | %d | %.1f | %.1f | %.1f |",
+		s.At, float64(s.RSSKiB)/1024, heap, s.FDs, s.Sockets, orDash(s.Goroutines), orDash(s.DBConns), s.CPU, s.OK, s.Limited, s.Failed, s.Rate, s.P50, s.P99)
 }
 
 func orDash(n int) string {
@@ -697,6 +711,7 @@ func soakSummary(samples []soakSample, ok, lim, failed int, errs map[string]int,
 		prec   int
 	}{
 		{"RSS MiB", func(s soakSample) float64 { return float64(s.RSSKiB) / 1024 }, false, 1},
+		{"heap in use MiB", func(s soakSample) float64 { return s.HeapMiB }, false, 1},
 		{"open fds", func(s soakSample) float64 { return float64(s.FDs) }, false, 0},
 		{"sockets", func(s soakSample) float64 { return float64(s.Sockets) }, false, 0},
 		{"goroutines", func(s soakSample) float64 { return float64(s.Goroutines) }, false, 0},
@@ -740,9 +755,9 @@ func soakSummary(samples []soakSample, ok, lim, failed int, errs map[string]int,
 // soakCSV is the samples as CSV.
 func soakCSV(samples []soakSample) []byte {
 	var b bytes.Buffer
-	b.WriteString("t_seconds,rss_kib,fds,sockets,goroutines,db_conns,cpu_percent,calls_ok,calls_limited,calls_failed,calls_per_s,p50_ms,p99_ms\n")
+	b.WriteString("t_seconds,rss_kib,heap_inuse_mib,fds,sockets,goroutines,db_conns,cpu_percent,calls_ok,calls_limited,calls_failed,calls_per_s,p50_ms,p99_ms\n")
 	for _, s := range samples {
-		fmt.Fprintf(&b, "%.0f,%d,%d,%d,%d,%d,%.1f,%d,%d,%d,%.2f,%.2f,%.2f\n", s.At.Seconds(), s.RSSKiB, s.FDs, s.Sockets, s.Goroutines, s.DBConns,
+		fmt.Fprintf(&b, "%.0f,%d,%.1f,%d,%d,%d,%d,%.1f,%d,%d,%d,%.2f,%.2f,%.2f\n", s.At.Seconds(), s.RSSKiB, s.HeapMiB, s.FDs, s.Sockets, s.Goroutines, s.DBConns,
 			s.CPU, s.OK, s.Limited, s.Failed, s.Rate, s.P50, s.P99)
 	}
 	return b.Bytes()

@@ -35,14 +35,15 @@ func TestSoakProcReaders(t *testing.T) {
 // sample.
 func TestSoakSummary(t *testing.T) {
 	samples := []soakSample{
-		{At: 0, RSSKiB: 1024, FDs: 10, Sockets: 2, Goroutines: 5, DBConns: 1},
-		{At: 30 * time.Second, RSSKiB: 4096, FDs: 30, Sockets: 20, Goroutines: 40, DBConns: 8, CPU: 20, OK: 100, Rate: 3.3, P99: 50},
-		{At: time.Minute, RSSKiB: 3072, FDs: 25, Sockets: 18, Goroutines: 30, DBConns: 8, CPU: 10, OK: 90, Failed: 1, Rate: 3.0, P99: 70},
+		{At: 0, RSSKiB: 1024, HeapMiB: 2, FDs: 10, Sockets: 2, Goroutines: 5, DBConns: 1},
+		{At: 30 * time.Second, RSSKiB: 4096, HeapMiB: 3, FDs: 30, Sockets: 20, Goroutines: 40, DBConns: 8, CPU: 20, OK: 100, Rate: 3.3, P99: 50},
+		{At: time.Minute, RSSKiB: 3072, HeapMiB: 2.5, FDs: 25, Sockets: 18, Goroutines: 30, DBConns: 8, CPU: 10, OK: 90, Failed: 1, Rate: 3.0, P99: 70},
 	}
 	sum := soakSummary(samples, 190, 0, 1, map[string]int{"create_booking: boom": 1}, "")
 	for _, want := range []string{
 		"| RSS MiB | 1.0 | 3.0 | 4.0 | +2.0 |",
 		"| goroutines | 5 | 30 | 40 | +25 |",
+		"| heap in use MiB | 2.0 | 2.5 | 3.0 | +0.5 |",
 		"| CPU % (one core) | 20 | 10 | 20 | -10 |",
 		"| p99 ms | 50.0 | 70.0 | 70.0 | +20.0 |",
 		"190 ok, 0 limited (429 or busy), 1 failed",
@@ -53,7 +54,7 @@ func TestSoakSummary(t *testing.T) {
 		}
 	}
 	csv := strings.Split(strings.TrimSpace(string(soakCSV(samples))), "\n")
-	if len(csv) != 4 || !strings.HasPrefix(csv[2], "30,4096,30,20,40,8,20.0,100,0,0,") {
+	if len(csv) != 4 || !strings.HasPrefix(csv[2], "30,4096,3.0,30,20,40,8,20.0,100,0,0,") {
 		t.Errorf("CSV:\n%s", strings.Join(csv, "\n"))
 	}
 	if row := samples[0].row(); strings.Count(row, "|") != strings.Count(soakTableHeader, "|") {
