@@ -64,6 +64,14 @@ type childSpec struct {
 	// CPUProfileDir, when set, makes the child write a CPU profile of its
 	// whole life to <dir>/<kind>-<engine>-<pid>.pprof (-child-cpuprofile).
 	CPUProfileDir string `json:"cpu_profile_dir,omitempty"`
+	// Soak, for the soak (-soak): the hotel with its metrics at /metrics,
+	// the hotel command's default limits (soakLimits), the rate buckets in
+	// Redis at SoakRedis when set, and a token per chain of SoakChains in
+	// the hello.
+	Soak       bool          `json:"soak,omitempty"`
+	SoakRedis  string        `json:"soak_redis,omitempty"`
+	SoakChains []string      `json:"soak_chains,omitempty"`
+	SoakTTL    time.Duration `json:"soak_ttl,omitempty"`
 }
 
 // childHello is the one line a child prints on stdout when it serves, or
@@ -72,7 +80,11 @@ type childHello struct {
 	URL    string `json:"url,omitempty"`
 	Token  string `json:"token,omitempty"`
 	Cgroup string `json:"cgroup,omitempty"`
-	Error  string `json:"error,omitempty"`
+	// Metrics is the child's /metrics URL and Tokens a token per chain
+	// (soak children only).
+	Metrics string            `json:"metrics,omitempty"`
+	Tokens  map[string]string `json:"tokens,omitempty"`
+	Error   string            `json:"error,omitempty"`
 }
 
 func isChild() bool { return len(os.Args) > 1 && os.Args[1] == childFlag }
@@ -128,7 +140,11 @@ func childMain() int {
 	var stop func()
 	switch spec.Kind {
 	case "hotel":
-		h, stop, serveErr = serveHotel(ctx, spec)
+		if spec.Soak {
+			h, stop, serveErr = serveSoakHotel(ctx, spec)
+		} else {
+			h, stop, serveErr = serveHotel(ctx, spec)
+		}
 	case "bare":
 		h, stop, serveErr = serveBare(ctx, spec)
 	default:

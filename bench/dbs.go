@@ -62,6 +62,13 @@ func pgOpen(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, *pgxpool.C
 // pgEnsureDatabase creates database name unless it exists, and (re)sets
 // the bench's application role with a fresh password, which it returns.
 func pgEnsureDatabase(ctx context.Context, adminDSN, name string, fresh bool) (appPassword string, err error) {
+	return pgEnsureDatabaseRole(ctx, adminDSN, name, appRole, fresh)
+}
+
+// pgEnsureDatabaseRole is pgEnsureDatabase for application role role (the
+// soak has its own, so that a bench run beside it does not change the
+// password its server connects with).
+func pgEnsureDatabaseRole(ctx context.Context, adminDSN, name, role string, fresh bool) (appPassword string, err error) {
 	root, _, err := pgConnect(ctx, adminDSN, "")
 	if err != nil {
 		return "", err
@@ -83,8 +90,8 @@ func pgEnsureDatabase(ctx context.Context, adminDSN, name string, fresh bool) (a
 	}
 	pw := randomHex(12)
 	for _, s := range []string{
-		`DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '` + appRole + `') THEN CREATE ROLE ` + appRole + ` LOGIN NOSUPERUSER NOBYPASSRLS; END IF; END $$`,
-		`ALTER ROLE ` + appRole + ` LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '` + pw + `'`,
+		`DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '` + role + `') THEN CREATE ROLE ` + role + ` LOGIN NOSUPERUSER NOBYPASSRLS; END IF; END $$`,
+		`ALTER ROLE ` + role + ` LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '` + pw + `'`,
 	} {
 		if _, err := root.Exec(ctx, s); err != nil {
 			return "", err
@@ -114,11 +121,16 @@ func pgWithDB(adminDSN, db string) (string, error) {
 
 // pgAppDSN is the admin DSN with the application role and database db.
 func pgAppDSN(adminDSN, db, password string) (string, error) {
+	return pgRoleDSN(adminDSN, appRole, db, password)
+}
+
+// pgRoleDSN is the admin DSN with role, its password and database db.
+func pgRoleDSN(adminDSN, role, db, password string) (string, error) {
 	u, err := url.Parse(adminDSN)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return "", fmt.Errorf("the PostgreSQL DSN must be a postgres:// URL")
 	}
-	u.User = url.UserPassword(appRole, password)
+	u.User = url.UserPassword(role, password)
 	u.Path = "/" + db
 	return u.String(), nil
 }

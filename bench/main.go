@@ -10,6 +10,7 @@
 //	go run ./bench -repeat 3 -png docs/perf.png  # three runs, each row's range, a plot
 //	go run ./bench -figures P2 -p2-sizes 10k,100k,1M  # P2 on three dataset sizes
 //	go run ./bench -replot a.json,b.json -png p.png  # summarise earlier runs' JSON
+//	go run ./bench -soak 30m -out /tmp/soak.md  # the hotel server over time (see soak.go)
 //
 // Every figure alternates baseline and candidate in rounds (the order
 // rotates each round) and compares medians, so both see the same machine
@@ -61,6 +62,7 @@ type config struct {
 	replot   []string // JSON files to summarise instead of measuring (-replot)
 	p2Sizes  []p2Size // P2 dataset sizes (-p2-sizes)
 	childCPU string   // directory for the server children's CPU profiles (-child-cpuprofile)
+	soak     soakConfig
 }
 
 // env is what the figures share: the configuration, the log and lazily
@@ -133,6 +135,12 @@ func run() int {
 	flag.StringVar(&cfg.pngPath, "png", "", "write a plot of the cost ratios (min–max over the runs, median, goal) to this PNG file")
 	replot := flag.String("replot", "", "comma-separated JSON files of earlier runs (-json): print their summary (and -png) without measuring")
 	p2Sizes := flag.String("p2-sizes", "1M", "P2 dataset sizes in bookings, among "+p2SizeNames()+" (chains grow with the size; each chain keeps 1,000 bookings)")
+	flag.DurationVar(&cfg.soak.duration, "soak", 0, "instead of the figures, soak the hotel server on PostgreSQL for this long (e.g. 30m): steady mixed load of -soak-tenants tenants, the server's RSS, fds, goroutines, DB connections and calls sampled every -soak-interval (see soak.go)")
+	flag.DurationVar(&cfg.soak.interval, "soak-interval", 30*time.Second, "soak: time between samples")
+	flag.Float64Var(&cfg.soak.rate, "soak-rate", 4, "soak: calls per second per tenant (one client per tenant)")
+	flag.IntVar(&cfg.soak.tenants, "soak-tenants", 12, "soak: tenants (chains of the demo data), 1 to 12")
+	flag.StringVar(&cfg.soak.redis, "soak-redis", envFirst("TENANTMCP_BENCH_REDIS_ADDR", "TENANTMCP_TEST_REDIS_ADDR"), "soak: keep the server's rate-limit buckets in Redis at this address ('': in the server process; default $TENANTMCP_BENCH_REDIS_ADDR, else $TENANTMCP_TEST_REDIS_ADDR)")
+	flag.StringVar(&cfg.soak.out, "out", "", "soak: write the report as Markdown to this file, and its samples as CSV beside it (same name, .csv)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
@@ -173,6 +181,16 @@ func run() int {
 	if cfg.p2Sizes, err = parseP2Sizes(*p2Sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
+	}
+	if cfg.soak.duration > 0 {
+		sc := cfg.soak
+		if sc.interval <= 0 || sc.rate <= 0 || sc.tenants < 1 || sc.tenants > 12 {
+			fmt.Fprintln(os.Stderr, "bench: -soak-interval and -soak-rate must be positive, -soak-tenants 1 to 12")
+			return 2
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return soakMain(ctx, cfg, sc)
 	}
 	if *replot != "" {
 		cfg.replot = strings.Split(*replot, ",")

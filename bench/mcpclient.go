@@ -83,7 +83,7 @@ func (c *mcpClient) post(ctx context.Context, body any) ([]byte, http.Header, er
 	case resp.StatusCode == http.StatusAccepted:
 		return nil, resp.Header, nil
 	case resp.StatusCode != http.StatusOK:
-		return nil, nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(data[:min(len(data), 300)])))
+		return nil, nil, &httpStatusError{code: resp.StatusCode, body: strings.TrimSpace(string(data[:min(len(data), 300)]))}
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		data = sseData(data)
@@ -93,6 +93,15 @@ func (c *mcpClient) post(ctx context.Context, body any) ([]byte, http.Header, er
 	}
 	return data, resp.Header, nil
 }
+
+// httpStatusError is an answer other than 200 or 202; the soak tells a
+// 429 (a limit) from other failures by its code.
+type httpStatusError struct {
+	code int
+	body string
+}
+
+func (e *httpStatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.body) }
 
 // sseData returns the data of the last event in an event stream that
 // carries a JSON-RPC response (an "id" and a "result" or "error").

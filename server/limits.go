@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"golang.org/x/time/rate"
 
+	"github.com/tenantmcp/tenantmcp/internal/mint"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -358,7 +359,10 @@ func (lm *limiter) admit(ctx context.Context, sc scope.Scope, method, name strin
 		if method == methodCallTool {
 			e.Tool = name // only a tool's name: a resource URI may hold a tenant id, and OnReject may label metrics with it
 		}
-		return lm.reject(ctx, e)
+		// The scope rides in OnReject's context so that a metrics hook can
+		// label the refused tenant (otelserver.Options.TenantTopN); the
+		// LimitError itself names none.
+		return lm.reject(mint.NewContext(ctx, sc), e)
 	}
 	tenants, subject := lm.keys(sc)
 	type limited struct {

@@ -17,10 +17,19 @@
 //	tenantmcp_redactions_total{tool,category}           values redacted by category
 //	tenantmcp_pool_wait_seconds{tool,outcome}           waits for a database connection (PoolWait)
 //	tenantmcp_rate_limit_rejections_total{tool,limit}   calls refused by a rate or concurrency limit (RateLimited)
+//	tenantmcp_limit_degraded                            1 while the shared rate store fails and limits are per replica (LimitDegraded)
+//	go_goroutines, go_memstats_*, process_*             Go runtime and process metrics (Options.NoRuntimeMetrics)
+//
+// With [Options.TenantTopN] the call, latency, denial and rate-limit
+// metrics also carry a "tenant" label of at most TenantTopN values plus
+// [OtherTenant]: the busiest tenants keep their own label, a [Pseudonym]
+// of the root tenants by default (keyed by Options.TenantLabelKey), never
+// a tenant id. The bound holds whatever the number of tenants, because a
+// label slot, once given, is never given again (see topN).
 //
 // Each tool call is one server span named "tools/call <tool>" with the
 // attributes of the OpenTelemetry conventions for MCP, the outcome, the
 // rule and the call id. Metrics and spans never carry the subject or a
-// tenant id: [Options.TenantLabel] opts in to a tenant label of the
-// application's choosing.
+// tenant id: [Options.TenantTopN] and [Options.TenantLabel] opt in to a
+// tenant label (bounded, and a pseudonym by default).
 package otelserver

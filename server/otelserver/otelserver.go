@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -43,13 +45,39 @@ type Options struct {
 	// application installs a provider.
 	TracerProvider trace.TracerProvider
 	// TenantLabel, if set, adds a "tenant" attribute with its result to
-	// the call, latency and denial metrics and to the call's span. Nil (the
-	// default) adds none: metrics are labelled by tool, outcome, rule and
-	// category only, never by subject or tenant, because label values are
-	// visible to whoever can scrape and each distinct value is a new time
-	// series. Return a coarse, non-identifying value (a plan tier, a shard)
-	// or a pseudonym, not a raw tenant id.
+	// the call, latency, denial and rate-limit metrics and to the call's
+	// span. Nil (the default, without TenantTopN) adds none: metrics are
+	// labelled by tool, outcome, rule and category only, never by subject
+	// or tenant, because label values are visible to whoever can scrape and
+	// each distinct value is a new time series. Return a coarse,
+	// non-identifying value (a plan tier, a shard) or a pseudonym, not a
+	// raw tenant id. Without TenantTopN the number of values is the
+	// application's to bound.
 	TenantLabel func(scope.Scope) string
+	// TenantTopN, when above zero, adds the "tenant" label bounded to at
+	// most TenantTopN values plus "other" ([OtherTenant]), so an operator
+	// sees which tenants call, fail and are limited without one series per
+	// tenant: the busiest tenants (the first TenantTopN whose calls a
+	// bounded counter proves to pass a small threshold; see topN) keep
+	// their label for the life of the process, every other tenant is
+	// "other". The value is TenantLabel's, or by default [Pseudonym] of the
+	// root tenants (never a raw tenant id). Each instrument then has at most
+	// TenantTopN+1 tenant values (times its tool, outcome, rule or limit
+	// values), whatever the number of tenants. Negative is refused.
+	TenantTopN int
+	// TenantLabelKey keys the default pseudonym (HMAC-SHA-256): give every
+	// replica the same key so their labels agree, and keep it from whoever
+	// scrapes, so that a label cannot be matched to a tenant by hashing
+	// candidate ids. Empty: an unkeyed hash (a pseudonym, not a secret).
+	TenantLabelKey []byte
+	// NoRuntimeMetrics leaves the Go runtime and process metrics
+	// (go_goroutines, go_memstats_*, process_resident_memory_bytes,
+	// process_open_fds, ...) off the private Prometheus registry. They are
+	// on by default there, because a leak of goroutines, memory or file
+	// descriptors is what an operator must see before the replica dies; a
+	// program that serves its own registry already has them. Ignored with
+	// a MeterProvider of the application's own.
+	NoRuntimeMetrics bool
 }
 
 // Telemetry records a Server's tool calls as OpenTelemetry metrics and
@@ -57,6 +85,7 @@ type Options struct {
 // so its methods can be called unconditionally.
 type Telemetry struct {
 	tenant   func(scope.Scope) string
+	top      *topN // bounds tenant's values (TenantTopN); nil: unbounded
 	tracer   trace.Tracer
 	handler  http.Handler
 	shutdown func(context.Context) error
@@ -67,6 +96,7 @@ type Telemetry struct {
 	redactions metric.Int64Counter
 	poolWait   metric.Float64Histogram
 	rateLimit  metric.Int64Counter
+	degraded   metric.Int64Gauge
 }
 
 var _ server.Tracer = (*Telemetry)(nil)
@@ -81,9 +111,29 @@ func New(o Options) (*Telemetry, error) {
 		handler:  http.NotFoundHandler(),
 		shutdown: func(context.Context) error { return nil },
 	}
+	switch {
+	case o.TenantTopN < 0:
+		return nil, fmt.Errorf("%w: TenantTopN %d is negative", server.ErrConfig, o.TenantTopN)
+	case o.TenantTopN > 0:
+		t.top = newTopN(o.TenantTopN)
+		if t.tenant == nil {
+			key := slices.Clone(o.TenantLabelKey)
+			t.tenant = func(sc scope.Scope) string { return Pseudonym(sc, key) }
+		}
+	}
 	mp := o.MeterProvider
 	if mp == nil {
 		reg := promclient.NewRegistry()
+		if !o.NoRuntimeMetrics {
+			// On the private registry only, so two Telemetry in one process
+			// (tests, several servers) never register them twice.
+			if err := reg.Register(collectors.NewGoCollector()); err != nil {
+				return nil, fmt.Errorf("%w: Go runtime collector: %v", server.ErrConfig, err)
+			}
+			if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+				return nil, fmt.Errorf("%w: process collector: %v", server.ErrConfig, err)
+			}
+		}
 		exp, err := promexporter.New(promexporter.WithRegisterer(reg), promexporter.WithoutScopeInfo())
 		if err != nil {
 			return nil, fmt.Errorf("%w: Prometheus exporter: %v", server.ErrConfig, err)
@@ -121,9 +171,15 @@ func New(o Options) (*Telemetry, error) {
 	t.rateLimit, err = m.Int64Counter("tenantmcp.rate_limit.rejections", metric.WithUnit("{call}"),
 		metric.WithDescription("Tool calls refused by a rate or concurrency limit, by tool and limit."))
 	add(err)
+	t.degraded, err = m.Int64Gauge("tenantmcp.limit.degraded",
+		metric.WithDescription("1 while the shared rate-limit store fails and admission uses per-replica limits (LimitDegraded), else 0."))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: creating instruments: %v", server.ErrConfig, err)
 	}
+	// The gauge exists from the start, at 0: an alert on "== 1" needs no
+	// rule for an absent series.
+	t.degraded.Record(context.Background(), 0)
 	return t, nil
 }
 
@@ -153,7 +209,41 @@ func (t *Telemetry) RateLimited(ctx context.Context, tool, limit string) {
 	if t == nil {
 		return
 	}
-	t.rateLimit.Add(ctx, 1, metric.WithAttributes(attribute.String("tool", tool), attribute.String("limit", limit)))
+	t.rateLimited(ctx, tool, limit, scope.Scope{})
+}
+
+func (t *Telemetry) rateLimited(ctx context.Context, tool, limit string, sc scope.Scope) {
+	t.rateLimit.Add(ctx, 1, metric.WithAttributes(append([]attribute.KeyValue{attribute.String("tool", tool), attribute.String("limit", limit)},
+		t.tenantAttr(sc)...)...))
+}
+
+// LimitDegraded sets the gauge tenantmcp.limit.degraded: 1 while the
+// shared rate-limit store is failing and admission falls back to
+// per-replica buckets, 0 when it answers again. Wire it as
+// server.Limits{OnDegraded: tel.LimitDegraded}; it names no tenant.
+func (t *Telemetry) LimitDegraded(ctx context.Context, degraded bool) {
+	if t == nil {
+		return
+	}
+	var v int64
+	if degraded {
+		v = 1
+	}
+	t.degraded.Record(context.WithoutCancel(ctx), v)
+}
+
+// tenantAttr is the call's tenant label (TenantLabel, bounded by
+// TenantTopN), or none when no tenant label is configured or there is no
+// scope.
+func (t *Telemetry) tenantAttr(sc scope.Scope) []attribute.KeyValue {
+	if t.tenant == nil || sc.IsZero() {
+		return nil
+	}
+	v := t.tenant(sc)
+	if t.top != nil {
+		v = t.top.label(v)
+	}
+	return []attribute.KeyValue{attribute.String("tenant", v)}
 }
 
 // PoolWait records how long a call waited for a database connection and
@@ -186,11 +276,18 @@ func (t *Telemetry) PoolWaitObserver() func(ctx context.Context, waited time.Dur
 // TraceLimit counts a refusal by its tool (for a tools/call; its method
 // otherwise) and rule, never by tenant; it implements [server.Tracer].
 func (t *Telemetry) TraceLimit(ctx context.Context, e *server.LimitError) {
+	if t == nil {
+		return
+	}
 	name := e.Tool
 	if name == "" {
 		name = e.Method
 	}
-	t.RateLimited(ctx, name, e.Rule)
+	// The tenant label, when configured, comes from the scope the server
+	// put in the context; a refusal made before it (the HTTP front's
+	// admission) counts without one.
+	sc, _ := scope.FromContext(ctx)
+	t.rateLimited(ctx, name, e.Rule, sc)
 }
 
 // spanKey carries the call's span from TraceCallStart to TraceCallEnd.
@@ -218,10 +315,7 @@ func (t *Telemetry) TraceCallEnd(ctx context.Context, d server.TraceCallEndData)
 	}
 	ctx = context.WithoutCancel(ctx) // a cancelled call is still counted
 	attrs := []attribute.KeyValue{attribute.String("tool", d.Tool), attribute.String("outcome", d.Outcome)}
-	var tenant []attribute.KeyValue
-	if t.tenant != nil && !d.Scope.IsZero() {
-		tenant = []attribute.KeyValue{attribute.String("tenant", t.tenant(d.Scope))}
-	}
+	tenant := t.tenantAttr(d.Scope) // once per call: calls, latency and denials agree
 	set := metric.WithAttributes(append(attrs, tenant...)...)
 	t.calls.Add(ctx, 1, set)
 	t.duration.Record(ctx, d.Duration.Seconds(), set)
