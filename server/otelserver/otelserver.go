@@ -337,7 +337,7 @@ func (t *Telemetry) TraceCallEnd(ctx context.Context, d server.TraceCallEndData)
 	if d.Rule != "" {
 		span.SetAttributes(attribute.String("tenantmcp.rule", d.Rule))
 	}
-	if d.Outcome == server.OutcomeError || d.Outcome == server.OutcomeUnavailable {
+	if d.Outcome == server.OutcomeError || d.Outcome == server.OutcomeUnavailable || d.Outcome == server.OutcomeUnconfirmed {
 		span.SetStatus(codes.Error, d.Outcome)
 	}
 	span.End()

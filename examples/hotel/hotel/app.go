@@ -209,6 +209,11 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	if tel != nil {
 		tracer = tel
 	}
+	limits := server.Limits{PerTenant: cfg.Limits.PerTenant, PerSubject: cfg.Limits.PerSubject, QueueWait: cfg.Limits.QueueWait,
+		TimeoutPenalty: cfg.Limits.TimeoutPenalty, Rates: cfg.Limits.Rates}
+	if tel != nil {
+		limits.OnDegraded = tel.LimitDegraded // tenantmcp_limit_degraded: 1 while the shared rate store is down
+	}
 	srv, err := server.New(server.Options{
 		Name: "tenantmcp-hotel", Version: "0.1.0",
 		Instructions: "Hotel-chain tools. Every call sees only the chains and hotels of your token.",
@@ -217,8 +222,7 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 		Logger: cfg.Logger, AuditLogger: cfg.AuditLogger,
 		Flow: app.Flow, Tracer: tracer,
 		CallTimeout: cfg.Limits.CallTimeout, MaxRequestBytes: cfg.Limits.MaxBodyBytes,
-		Limits: server.Limits{PerTenant: cfg.Limits.PerTenant, PerSubject: cfg.Limits.PerSubject, QueueWait: cfg.Limits.QueueWait,
-			TimeoutPenalty: cfg.Limits.TimeoutPenalty, Rates: cfg.Limits.Rates},
+		Limits:           limits,
 		MaxTokenLifetime: cfg.Limits.MaxTokenLifetime,
 		Input:            cfg.Input,
 	})
