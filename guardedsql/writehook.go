@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
 // Write tracking and idempotency keys (issue 29 §2).
@@ -108,7 +109,7 @@ func (w *CallWrites) claiming() bool {
 // inserts the claim if none is recorded yet. It reports whether it did
 // (afterCommit's inserted).
 func (w *CallWrites) beforeCommit(ctx context.Context, d engine.Dialect, q engine.Querier) (bool, error) {
-	if !w.claiming() {
+	if !w.claiming() || guardfault.Off(guardfault.IdempotencyClaim) {
 		return false, nil
 	}
 	n, err := insertClaim(ctx, d, q, w.claim)

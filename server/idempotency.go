@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -214,6 +215,10 @@ func (s *Server) storeResult(ctx context.Context, rq *request, k *idemKey, out a
 // unconfirmed answers a call whose write was committed and whose result
 // is withheld (see CodeWriteUnconfirmed); err, if any, is logged.
 func (s *Server) unconfirmed(rq *request, retrySafe bool, err error) error {
+	if guardfault.Off(guardfault.WriteUnconfirmed) {
+		rq.outcome = OutcomeError
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+	}
 	rq.outcome, rq.rule = OutcomeUnconfirmed, RuleWriteUnconfirmed
 	if err != nil {
 		s.opts.Logger.Error("tool call: write applied, result withheld",

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/flow"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
 // DefaultTable is the table of the taints when Options.Table is empty.
@@ -234,6 +235,9 @@ func GrantSQL(o Options, role string) ([]string, error) {
 	for _, sig := range []string{n.loadSig, n.lockSig, n.putSig, n.sweepSig} {
 		stmts = append(stmts, `GRANT EXECUTE ON FUNCTION `+sig+` TO `+r)
 	}
+	if guardfault.Off(guardfault.TaintFunctionsOnly) {
+		stmts = append(stmts, `GRANT SELECT, INSERT, UPDATE, DELETE ON `+n.table+` TO `+r)
+	}
 	return stmts, nil
 }
 
@@ -339,7 +343,7 @@ WHERE n.nspname = $2`, n.regclass, n.schemaRaw).Scan(&exists, &write, &owns, &sc
 		return nil, fmt.Errorf("%w: table %s is unreadable (%w): create it with pgtaint.Install, then pgtaint.Grant", ErrConfig, n.regclass, err)
 	case owns:
 		return nil, fmt.Errorf("%w: the role owns table %s or is a member of its owner (or a superuser), so it could erase taints: connect as an application role that does not, and run pgtaint.Install as the owner", ErrConfig, n.regclass)
-	case write:
+	case write && !guardfault.Off(guardfault.TaintFunctionsOnly):
 		return nil, fmt.Errorf("%w: the role may write table %s directly (INSERT, UPDATE, DELETE, TRUNCATE or TRIGGER): revoke them (pgtaint.Grant does) and let it reach the table through the functions only", ErrConfig, n.regclass)
 	case schemaCreate || schemaOwns:
 		return nil, fmt.Errorf("%w: the role owns schema %s or may CREATE in it, so it could drop and replace table %s: revoke CREATE on the schema from it (or put the table in a schema it cannot change)", ErrConfig, n.schemaRaw, n.regclass)

@@ -47,4 +47,20 @@ const (
 	// Switching it off skips the spend, which the server's replay checks
 	// must notice.
 	StateReplay Fix = "state_replay"
+	// TaintFunctionsOnly: package flow/pgtaint gives the application role
+	// only EXECUTE on its functions, and New refuses a role that may write
+	// the taint table. Switching it off grants the role DML on the table
+	// (as before issue 29) and skips that check, which the erase test
+	// (TestAppRoleCannotEraseTaint's scenario) must notice.
+	TaintFunctionsOnly Fix = "taint_functions_only"
+	// IdempotencyClaim: package guardedsql records a call's idempotency
+	// key inside its write transaction. Switching it off commits the write
+	// without the key, which the server's retry test must notice (a retry
+	// writes twice).
+	IdempotencyClaim Fix = "idempotency_claim"
+	// WriteUnconfirmed: package server answers write.unconfirmed when a
+	// call that committed a write cannot release its result. Switching it
+	// off answers a plain internal error, which the server's taint-failure
+	// test must notice.
+	WriteUnconfirmed Fix = "write_unconfirmed"
 )
