@@ -53,7 +53,6 @@ type CallWrites struct {
 	mu        sync.Mutex
 	committed int
 	claimed   bool // the claim's row was committed
-	pending   int  // transactions that inserted the claim, not yet finished
 	taken     bool // another call had recorded the key
 }
 

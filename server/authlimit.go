@@ -208,9 +208,6 @@ func (ft *failedTokens) len() int {
 	return ft.lru.Len()
 }
 
-// failedTokenKey carries the client key from the guard to the verifier.
-type failedTokenKey struct{}
-
 // guard answers 429 to a request carrying a token from an address whose
 // failed-token bucket is empty, before verification; otherwise it passes
 // the address on for the verifier to charge if the token fails.

@@ -121,15 +121,3 @@ func (t *topN) label(v string) string {
 	}
 	return v
 }
-
-// names returns the named labels (tests).
-func (t *topN) names() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []string
-	for k := range t.named {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
