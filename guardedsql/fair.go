@@ -25,9 +25,12 @@ import (
 //     the next free one goes to the waiter whose tenant holds and has held
 //     the least (work-conserving: a free connection never waits for a
 //     cheaper tenant);
-//   - budget: while other tenants are active and within their share, a
-//     tenant over its equal share of the pool's connection time waits
-//     before taking one (budgetWait), bounded by the pool wait.
+//   - budget: while other tenants are active, a tenant whose connection
+//     time per second is over its equal share of the budget AND over 1.5
+//     times the others' median (an outlier) waits before taking one until
+//     it is back to the larger of the two (budgetWait), bounded by the
+//     pool wait; a tenant that uses what the others typically use is
+//     never held.
 //
 // A tenant alone runs as fast as before. A tenant is the set of root
 // grants of the call's scope (a grant's outermost ancestor,
@@ -49,7 +52,7 @@ type fairGate struct {
 	wait  engine.Wait // Options.PoolWait and its observer
 	now   func() time.Time
 	size  int     // the pool's connections
-	share float64 // the connection time per second active tenants share (Options.PoolShare)
+	share float64 // the connection time per second whose equal split is each active tenant's floor (Options.PoolShare)
 	// sleep waits d or until ctx ends (a test replaces it).
 	sleep func(ctx context.Context, d time.Duration)
 
@@ -100,7 +103,7 @@ type fairWaiter struct {
 }
 
 func newFairGate(n int, w engine.Wait) *fairGate {
-	return &fairGate{wait: w, now: time.Now, size: n, share: float64(n), free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
+	return &fairGate{wait: w, now: time.Now, size: n, share: float64(n) / 2, free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -118,51 +121,59 @@ func (a *fairAccount) rate(now time.Time) float64 {
 	return a.cost(now) * math.Ln2 / fairHalfLife.Seconds()
 }
 
+// fairOutlier is how far above the typical active tenant (the median of
+// the others' rates) a tenant's use must be before the budget holds it.
+const fairOutlier = 1.5
+
 // budgetWait is how long a must wait before its next connection (under
-// g.mu): the budget. Every tenant active in the last fairActive gets an
-// equal share of share connection-seconds per second (Options.PoolShare,
-// by default the pool's size, divided by their number); a tenant over its
-// share waits until its decayed rate is back within it. The budget bites
-// only while another active tenant is within its share, so a tenant alone
-// gets the whole pool, and when every tenant is over its share (the pool
-// saturated evenly) nobody is held back and the queue's order does the
-// sharing. It bounds what a tenant costs the others even when the pool is
-// not saturated and the scarce resource is the database's CPU, which a
-// pool queue cannot see.
+// g.mu): the budget, which holds back the outliers only. With the rates
+// of the tenants active in the last fairActive, a's floor is its equal
+// share of the shared budget (share, Options.PoolShare, by default half
+// the pool's size, divided by the active tenants) and typical is the
+// median of the other active tenants' rates. The invariant:
+//
+//	a waits only if another tenant is active and its rate is over both
+//	its floor and fairOutlier x typical; it then waits until its rate
+//	has decayed to max(floor, typical).
+//
+// So a tenant alone gets the whole pool, a tenant that uses no more than
+// its floor or than 1.5 times what the others typically use is never held
+// (the quiet tenants, whose hold times inflate when the database's CPU is
+// contended, are not throttled with the heavy one), and a tenant running
+// heavy statements back to back is held to about what a typical tenant
+// uses, the bound that matters when the scarce resource is the database's
+// CPU, which a pool queue cannot see. The rate a tenant is held to never
+// falls below its floor, so a heavy tenant among idle ones is not starved.
 func (g *fairGate) budgetWait(a *fairAccount, now time.Time) time.Duration {
 	r := a.rate(now)
-	// Cheap test first: within the share of every known tenant, it is
-	// within its share of the active ones.
+	// Cheap test first: within the floor it would have among every known
+	// tenant, it is within its floor among the active ones.
 	if r <= g.share/float64(max(len(g.accounts), 1)) {
 		return 0
 	}
-	active := 0
+	var others []float64
 	for _, x := range g.accounts {
-		if x == a || x.refs > 0 || now.Sub(x.last) < fairActive {
-			active++
+		if x != a && (x.refs > 0 || now.Sub(x.last) < fairActive) {
+			others = append(others, x.rate(now))
 		}
 	}
-	if active <= 1 {
+	if len(others) == 0 {
 		return 0
 	}
-	share := g.share / float64(active)
-	if r <= share {
+	floor := g.share / float64(len(others)+1)
+	if r <= floor {
 		return 0
 	}
-	// Only while another active tenant is within its share: when every
-	// tenant is over it, the queue's order is the fair share, and
-	// holding back would leave connections idle.
-	under := false
-	for _, x := range g.accounts {
-		if x != a && (x.refs > 0 || now.Sub(x.last) < fairActive) && x.rate(now) < share {
-			under = true
-			break
-		}
+	slices.Sort(others)
+	typical := others[len(others)/2]
+	if len(others)%2 == 0 {
+		typical = (typical + others[len(others)/2-1]) / 2
 	}
-	if !under {
+	if r <= fairOutlier*typical {
 		return 0
 	}
-	return time.Duration(fairHalfLife.Seconds()*math.Log2(r/share)*float64(time.Second)) + time.Millisecond
+	target := max(floor, typical)
+	return time.Duration(fairHalfLife.Seconds()*math.Log2(r/target)*float64(time.Second)) + time.Millisecond
 }
 
 // fairKey is the account of ctx's scope: its root grants, sorted, each
@@ -202,8 +213,9 @@ func (g *fairGate) acquire(ctx context.Context) (func(), error) {
 	a.refs++
 	begin := time.Now()
 	if d := g.budgetWait(a, g.now()); d > 0 {
-		// Over its budget: wait (bounded by the pool wait, like a wait
-		// for a connection) until its cost has decayed within it.
+		// An outlier: wait (bounded by the pool wait, like a wait for a
+		// connection) until its cost has decayed within its budget. The
+		// others' rates move meanwhile, so the budget is computed again.
 		deadline := begin.Add(g.wait.Timeout)
 		for d > 0 {
 			if g.wait.Timeout > 0 && time.Now().Add(d).After(deadline) {
