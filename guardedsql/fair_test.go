@@ -161,8 +161,8 @@ func TestFairGateBoundsAndBypass(t *testing.T) {
 
 // TestFairGateBudget: a tenant that used more than its equal share of the
 // pool's connection time waits before its next connection while another
-// active tenant is within its share (the wait advances the clock until
-// its cost has decayed within the share); alone, it does not wait.
+// active tenant uses far less, for at most fairMaxHold; alone, it does not
+// wait.
 func TestFairGateBudget(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(2_000_000, 0)}
 	g := newFairGate(2, engine.Wait{Timeout: time.Hour})
@@ -199,11 +199,14 @@ func TestFairGateBudget(t *testing.T) {
 	if len(slept) == 0 {
 		t.Fatalf("a tenant at %.2f connections waited nothing while another was active within its share of 1", r)
 	}
-	g.mu.Lock()
-	after := g.accounts["chain\x00h"].rate(clk.now())
-	g.mu.Unlock()
-	if after > 1.05 {
-		t.Fatalf("after its wait the heavy tenant is at %.2f connections, over its share of 1", after)
+	// The budget slows it down, never refuses it: at most fairMaxHold
+	// (half of the hour's pool wait is longer), then it queues.
+	var total time.Duration
+	for _, d := range slept {
+		total += d
+	}
+	if total > fairMaxHold {
+		t.Fatalf("the budget held a statement %s, over fairMaxHold", total)
 	}
 }
 

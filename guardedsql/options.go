@@ -71,9 +71,12 @@ type Options struct {
 	// connection time than the others (an outlier: over its share of
 	// PoolShare and over 1.5 times the median of the other active
 	// tenants) waits before its next statement until it is back to the
-	// larger of the two; a tenant using what the others typically use is
-	// never held. Alone, a tenant runs as fast as
-	// before. The wait in the queue counts against PoolWait (ErrBusy) and
+	// larger of the two, for at most a second (and half of PoolWait):
+	// the budget slows a tenant down, it never refuses a call. A hold of
+	// t is charged t + t²/250ms, so a long statement (a whole-range
+	// report) costs more than its time and a short one its time. A tenant
+	// using what the others typically use is never held. Alone, a tenant
+	// runs as fast as before. The wait in the queue counts against PoolWait (ErrBusy) and
 	// is reported to PoolWaitObserver. Statements without a scope bypass
 	// it.
 	PoolFIFO bool
@@ -85,7 +88,7 @@ type Options struct {
 	// within it. Above its floor a tenant waits only while it is an
 	// outlier (over 1.5 times the median of the other active tenants),
 	// until its decayed use is back to the larger of its floor and that
-	// median (bounded by PoolWait). Zero (the default) means half the
+	// median (at most a second). Zero (the default) means half the
 	// pool's size: when the database's CPU, not its connections, runs out
 	// first, a tenant running heavy statements back to back is held to
 	// what a typical tenant uses. Ignored with PoolFIFO.
