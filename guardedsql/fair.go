@@ -158,10 +158,10 @@ const fairOutlier = 1.5
 //	its floor and fairOutlier x typical; it then waits until its rate
 //	has decayed to max(floor, typical).
 //
-// Rates are of charged time (charge). So a tenant alone gets the whole
-// pool, a tenant that uses no more than
-// its floor or than 1.5 times what the others typically use is never held
-// (the quiet tenants, whose hold times inflate when the database's CPU is
+// Rates are of charged time (charge; a connection still held counts its
+// time so far). So a tenant alone gets the whole pool, a tenant that uses
+// no more than its floor or than 1.5 times what the others typically use
+// is never held (the quiet tenants, whose hold times inflate when the database's CPU is
 // contended, are not throttled with the heavy one), and a tenant running
 // heavy statements back to back is held to about what a typical tenant
 // uses, the bound that matters when the scarce resource is the database's
