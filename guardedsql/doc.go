@@ -212,7 +212,7 @@
 // statement's scope is charged the connection time it holds; the next free
 // connection goes to the waiter whose tenant costs least, and an outlier
 // (a tenant over its equal share of Options.PoolShare, by default half the
-// pool, and over 1.5 times the median of the other active tenants' use,
+// pool, and over twice the median of the other active tenants' use,
 // a hold of t charged t + t²/250ms) waits until it is back to the larger
 // of the two, at most a second (it is slowed down, never refused), so a tenant running
 // heavy reports back to back is held to about what a typical tenant uses,

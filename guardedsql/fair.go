@@ -26,8 +26,8 @@ import (
 //     the least (work-conserving: a free connection never waits for a
 //     cheaper tenant);
 //   - budget: while other tenants are active, a tenant whose connection
-//     time per second is over its equal share of the budget AND over 1.5
-//     times the others' median (an outlier) waits before taking one until
+//     time per second is over its equal share of the budget AND over
+//     twice the others' median (an outlier) waits before taking one until
 //     it is back to the larger of the two (budgetWait), for at most
 //     fairMaxHold (and half the pool wait): the budget slows a tenant
 //     down, it never refuses a call; a tenant that uses what the others
@@ -145,7 +145,7 @@ func (a *fairAccount) rate(now time.Time) float64 {
 
 // fairOutlier is how far above the typical active tenant (the median of
 // the others' rates) a tenant's use must be before the budget holds it.
-const fairOutlier = 1.5
+const fairOutlier = 2.0
 
 // budgetWait is how long a must wait before its next connection (under
 // g.mu): the budget, which holds back the outliers only. With the rates
@@ -160,7 +160,7 @@ const fairOutlier = 1.5
 //
 // Rates are of charged time (charge; a connection still held counts its
 // time so far). So a tenant alone gets the whole pool, a tenant that uses
-// no more than its floor or than 1.5 times what the others typically use
+// no more than its floor or than twice what the others typically use
 // is never held (the quiet tenants, whose hold times inflate when the database's CPU is
 // contended, are not throttled with the heavy one), and a tenant running
 // heavy statements back to back is held to about what a typical tenant

@@ -69,7 +69,7 @@ type Options struct {
 	// connection per call in flight, while the others' statements wait;
 	// and while other tenants are active, a tenant that uses far more
 	// connection time than the others (an outlier: over its share of
-	// PoolShare and over 1.5 times the median of the other active
+	// PoolShare and over twice the median of the other active
 	// tenants) waits before its next statement until it is back to the
 	// larger of the two, for at most a second (and half of PoolWait):
 	// the budget slows a tenant down, it never refuses a call. A hold of
@@ -86,7 +86,7 @@ type Options struct {
 	// tenant's floor in the tenant-fair queue's budget: the budget never
 	// holds a tenant to less than its floor, and never holds one that is
 	// within it. Above its floor a tenant waits only while it is an
-	// outlier (over 1.5 times the median of the other active tenants),
+	// outlier (over twice the median of the other active tenants),
 	// until its decayed use is back to the larger of its floor and that
 	// median (at most a second). Zero (the default) means half the
 	// pool's size: when the database's CPU, not its connections, runs out
