@@ -210,10 +210,14 @@
 // the pool [Open] creates. On PostgreSQL a tenant-fair queue sits in front
 // of the pool (Options.PoolFIFO turns it off): each root tenant of a
 // statement's scope is charged the connection time it holds; the next free
-// connection goes to the waiter whose tenant costs least, and a tenant over
-// its equal share of the pool's time (Options.PoolShare) waits while other
-// tenants within theirs are active, so a tenant running heavy reports back
-// to back gets its share of the pool, not a connection per call.
+// connection goes to the waiter whose tenant costs least, and an outlier
+// (a tenant over its equal share of Options.PoolShare, by default half the
+// pool, and over twice the median of the other active tenants' use,
+// a hold of t charged t + t²/250ms) waits until it is back to the larger
+// of the two, at most a second (it is slowed down, never refused), so a tenant running
+// heavy reports back to back is held to about what a typical tenant uses,
+// a tenant using what the others typically use is never held, and a
+// tenant alone runs free.
 //
 // The engine seam is documented in internal/engine.
 //

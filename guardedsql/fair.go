@@ -25,9 +25,16 @@ import (
 //     the next free one goes to the waiter whose tenant holds and has held
 //     the least (work-conserving: a free connection never waits for a
 //     cheaper tenant);
-//   - budget: while other tenants are active and within their share, a
-//     tenant over its equal share of the pool's connection time waits
-//     before taking one (budgetWait), bounded by the pool wait.
+//   - budget: while other tenants are active, a tenant whose connection
+//     time per second is over its equal share of the budget AND over
+//     twice the others' median (an outlier) waits before taking one until
+//     it is back to the larger of the two (budgetWait), for at most
+//     fairMaxHold (and half the pool wait): the budget slows a tenant
+//     down, it never refuses a call; a tenant that uses what the others
+//     typically use is never held.
+//
+// A hold of t seconds is charged t + t²/fairLongHold (charge): a long
+// statement costs more than its time, a short one its time.
 //
 // A tenant alone runs as fast as before. A tenant is the set of root
 // grants of the call's scope (a grant's outermost ancestor,
@@ -41,6 +48,24 @@ import (
 // seconds.
 const fairHalfLife = 2 * time.Second
 
+// fairMaxHold bounds the budget's wait before a statement (see acquire).
+const fairMaxHold = time.Second
+
+// fairLongHold is the hold time from which a hold is charged double
+// (see charge).
+const fairLongHold = 250 * time.Millisecond
+
+// charge is what a hold of t seconds costs its tenant: its time plus
+// t²/fairLongHold. A short statement (a few milliseconds, tens when the
+// database is busy) costs its time; a long one, which keeps a share of the
+// database's CPU busy across many of the others' statements, costs more
+// (a 250 ms report twice its time, 500 ms three times). Measured in
+// connection time alone, a tenant running reports back to back with one
+// call in flight uses no more than a busy quiet tenant whose short
+// statements' hold times grow with the CPU contention the reports cause,
+// and the budget (budgetWait) could not tell it from them.
+func charge(t float64) float64 { return t + t*t/fairLongHold.Seconds() }
+
 // fairSweepEvery: how many releases between sweeps of idle accounts.
 const fairSweepEvery = 256
 
@@ -49,7 +74,7 @@ type fairGate struct {
 	wait  engine.Wait // Options.PoolWait and its observer
 	now   func() time.Time
 	size  int     // the pool's connections
-	share float64 // the connection time per second active tenants share (Options.PoolShare)
+	share float64 // the connection time per second whose equal split is each active tenant's floor (Options.PoolShare)
 	// sleep waits d or until ctx ends (a test replaces it).
 	sleep func(ctx context.Context, d time.Duration)
 
@@ -100,7 +125,7 @@ type fairWaiter struct {
 }
 
 func newFairGate(n int, w engine.Wait) *fairGate {
-	return &fairGate{wait: w, now: time.Now, size: n, share: float64(n), free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
+	return &fairGate{wait: w, now: time.Now, size: n, share: float64(n) / 2, free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -118,51 +143,60 @@ func (a *fairAccount) rate(now time.Time) float64 {
 	return a.cost(now) * math.Ln2 / fairHalfLife.Seconds()
 }
 
+// fairOutlier is how far above the typical active tenant (the median of
+// the others' rates) a tenant's use must be before the budget holds it.
+const fairOutlier = 2.0
+
 // budgetWait is how long a must wait before its next connection (under
-// g.mu): the budget. Every tenant active in the last fairActive gets an
-// equal share of share connection-seconds per second (Options.PoolShare,
-// by default the pool's size, divided by their number); a tenant over its
-// share waits until its decayed rate is back within it. The budget bites
-// only while another active tenant is within its share, so a tenant alone
-// gets the whole pool, and when every tenant is over its share (the pool
-// saturated evenly) nobody is held back and the queue's order does the
-// sharing. It bounds what a tenant costs the others even when the pool is
-// not saturated and the scarce resource is the database's CPU, which a
-// pool queue cannot see.
+// g.mu): the budget, which holds back the outliers only. With the rates
+// of the tenants active in the last fairActive, a's floor is its equal
+// share of the shared budget (share, Options.PoolShare, by default half
+// the pool's size, divided by the active tenants) and typical is the
+// median of the other active tenants' rates. The invariant:
+//
+//	a waits only if another tenant is active and its rate is over both
+//	its floor and fairOutlier x typical; it then waits until its rate
+//	has decayed to max(floor, typical).
+//
+// Rates are of charged time (charge; a connection still held counts its
+// time so far). So a tenant alone gets the whole pool, a tenant that uses
+// no more than its floor or than twice what the others typically use
+// is never held (the quiet tenants, whose hold times inflate when the database's CPU is
+// contended, are not throttled with the heavy one), and a tenant running
+// heavy statements back to back is held to about what a typical tenant
+// uses, the bound that matters when the scarce resource is the database's
+// CPU, which a pool queue cannot see. The rate a tenant is held to never
+// falls below its floor, so a heavy tenant among idle ones is not starved.
 func (g *fairGate) budgetWait(a *fairAccount, now time.Time) time.Duration {
 	r := a.rate(now)
-	// Cheap test first: within the share of every known tenant, it is
-	// within its share of the active ones.
+	// Cheap test first: within the floor it would have among every known
+	// tenant, it is within its floor among the active ones.
 	if r <= g.share/float64(max(len(g.accounts), 1)) {
 		return 0
 	}
-	active := 0
+	var others []float64
 	for _, x := range g.accounts {
-		if x == a || x.refs > 0 || now.Sub(x.last) < fairActive {
-			active++
+		if x != a && (x.refs > 0 || now.Sub(x.last) < fairActive) {
+			others = append(others, x.rate(now))
 		}
 	}
-	if active <= 1 {
+	if len(others) == 0 {
 		return 0
 	}
-	share := g.share / float64(active)
-	if r <= share {
+	floor := g.share / float64(len(others)+1)
+	if r <= floor {
 		return 0
 	}
-	// Only while another active tenant is within its share: when every
-	// tenant is over it, the queue's order is the fair share, and
-	// holding back would leave connections idle.
-	under := false
-	for _, x := range g.accounts {
-		if x != a && (x.refs > 0 || now.Sub(x.last) < fairActive) && x.rate(now) < share {
-			under = true
-			break
-		}
+	slices.Sort(others)
+	typical := others[len(others)/2]
+	if len(others)%2 == 0 {
+		typical = (typical + others[len(others)/2-1]) / 2
 	}
-	if !under {
+	if r <= fairOutlier*typical {
 		return 0
 	}
-	return time.Duration(fairHalfLife.Seconds()*math.Log2(r/share)*float64(time.Second)) + time.Millisecond
+	target := max(floor, typical)
+	return time.Duration(fairHalfLife.Seconds()*math.Log2(r/target)*float64(time.Second)) + time.Millisecond
 }
 
 // fairKey is the account of ctx's scope: its root grants, sorted, each
@@ -202,19 +236,22 @@ func (g *fairGate) acquire(ctx context.Context) (func(), error) {
 	a.refs++
 	begin := time.Now()
 	if d := g.budgetWait(a, g.now()); d > 0 {
-		// Over its budget: wait (bounded by the pool wait, like a wait
-		// for a connection) until its cost has decayed within it.
-		deadline := begin.Add(g.wait.Timeout)
+		// An outlier: wait until its cost has decayed within its budget,
+		// at most fairMaxHold (and half the pool wait), then queue: the
+		// budget slows a tenant down, it never refuses a call. The
+		// others' rates move meanwhile, so the budget is computed again.
+		limit := fairMaxHold
+		if g.wait.Timeout > 0 {
+			limit = min(limit, g.wait.Timeout/2)
+		}
+		held := g.now()
 		for d > 0 {
-			if g.wait.Timeout > 0 && time.Now().Add(d).After(deadline) {
-				a.refs--
-				g.mu.Unlock()
-				err := fmt.Errorf("%w (waited %s)", ErrBusy, g.wait.Timeout)
-				g.observe(ctx, begin, err)
-				return nil, err
+			left := limit - g.now().Sub(held)
+			if left <= 0 {
+				break
 			}
 			g.mu.Unlock()
-			g.sleep(ctx, d)
+			g.sleep(ctx, min(d, left))
 			g.mu.Lock()
 			if err := ctx.Err(); err != nil {
 				a.refs--
@@ -297,7 +334,7 @@ func (g *fairGate) releaser(a *fairAccount, start float64) func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			now := g.now()
-			a.used = a.decayed(now) + max(unixSeconds(now)-start, 0)
+			a.used = a.decayed(now) + charge(max(unixSeconds(now)-start, 0))
 			a.at, a.last = now, now
 			a.held--
 			a.started -= start

@@ -67,22 +67,31 @@ type Options struct {
 	// waiter whose tenant holds and has held the least. A tenant running
 	// heavy reports back to back then gets its share of the pool, not a
 	// connection per call in flight, while the others' statements wait;
-	// and while other tenants are active and within their share, a tenant
-	// over its equal share of the pool's connection time (PoolShare)
-	// waits before its next statement. Alone, a tenant runs as fast as
-	// before. The wait in the queue counts against PoolWait (ErrBusy) and
+	// and while other tenants are active, a tenant that uses far more
+	// connection time than the others (an outlier: over its share of
+	// PoolShare and over twice the median of the other active
+	// tenants) waits before its next statement until it is back to the
+	// larger of the two, for at most a second (and half of PoolWait):
+	// the budget slows a tenant down, it never refuses a call. A hold of
+	// t is charged t + t²/250ms, so a long statement (a whole-range
+	// report) costs more than its time and a short one its time. A tenant
+	// using what the others typically use is never held. Alone, a tenant
+	// runs as fast as before. The wait in the queue counts against PoolWait (ErrBusy) and
 	// is reported to PoolWaitObserver. Statements without a scope bypass
 	// it.
 	PoolFIFO bool
 
-	// PoolShare is the connection time per second (in connections) that
-	// the tenant-fair queue shares equally between the tenants active in
-	// the last second: a tenant over its share waits, while another is
-	// active, until its decayed use is back within it (bounded by
-	// PoolWait). Zero (the default) means the pool's size, the most the
-	// pool can give; set it lower, for example to the database's CPUs,
-	// when those, not the connections, are what runs out first. Ignored
-	// with PoolFIFO.
+	// PoolShare is the connection time per second (in connections) whose
+	// equal split between the tenants active in the last second is each
+	// tenant's floor in the tenant-fair queue's budget: the budget never
+	// holds a tenant to less than its floor, and never holds one that is
+	// within it. Above its floor a tenant waits only while it is an
+	// outlier (over twice the median of the other active tenants),
+	// until its decayed use is back to the larger of its floor and that
+	// median (at most a second). Zero (the default) means half the
+	// pool's size: when the database's CPU, not its connections, runs out
+	// first, a tenant running heavy statements back to back is held to
+	// what a typical tenant uses. Ignored with PoolFIFO.
 	PoolShare float64
 
 	// StatementTimeout bounds each statement in the database itself, set
