@@ -211,13 +211,13 @@
 // of the pool (Options.PoolFIFO turns it off): each root tenant of a
 // statement's scope is charged the connection time it holds; the next free
 // connection goes to the waiter whose tenant costs least, and an outlier
-// (a tenant over its equal share of Options.PoolShare, by default half the
-// pool, and over twice the median of the other active tenants' use,
-// a hold of t charged t + t²/250ms) waits until it is back to the larger
-// of the two, at most a second (it is slowed down, never refused), so a tenant running
-// heavy reports back to back is held to about what a typical tenant uses,
-// a tenant using what the others typically use is never held, and a
-// tenant alone runs free.
+// over its equal share of Options.PoolShare (by default half the pool) —
+// a tenant whose time per hold is over four times the other active
+// tenants' median, or whose use (a hold of t charged t + t²/250ms) is over
+// twice theirs — waits before its next statement, at most five seconds
+// (it is slowed down, never refused), so a tenant running heavy reports
+// back to back is held to its share, a tenant using what the others
+// typically use is never held, and a tenant alone runs free.
 //
 // The engine seam is documented in internal/engine.
 //

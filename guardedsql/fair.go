@@ -26,12 +26,15 @@ import (
 //     the least (work-conserving: a free connection never waits for a
 //     cheaper tenant);
 //   - budget: while other tenants are active, a tenant whose connection
-//     time per second is over its equal share of the budget AND over
-//     twice the others' median (an outlier) waits before taking one until
-//     it is back to the larger of the two (budgetWait), for at most
-//     fairMaxHold (and half the pool wait): the budget slows a tenant
-//     down, it never refuses a call; a tenant that uses what the others
-//     typically use is never held.
+//     time per second is over its equal share of the budget (its floor)
+//     and that is an outlier waits before taking one (budgetWait): a
+//     tenant whose time per hold is over fairHeavy times the others'
+//     median (heavy statements) until it is back to its floor; one whose
+//     rate is over twice the others' median until it is back to the
+//     larger of the two. The wait lasts at most fairMaxHold (bounded by
+//     the call's context too) and does not count against the pool wait:
+//     the budget slows a tenant down, it never refuses a call; a tenant
+//     that uses what the others typically use is never held.
 //
 // A hold of t seconds is charged t + t²/fairLongHold (charge): a long
 // statement costs more than its time, a short one its time.
@@ -49,7 +52,7 @@ import (
 const fairHalfLife = 2 * time.Second
 
 // fairMaxHold bounds the budget's wait before a statement (see acquire).
-const fairMaxHold = time.Second
+const fairMaxHold = 5 * time.Second
 
 // fairLongHold is the hold time from which a hold is charged double
 // (see charge).
@@ -88,8 +91,9 @@ type fairGate struct {
 
 // fairAccount is one tenant's connection time.
 type fairAccount struct {
-	used float64   // connection-seconds, decayed to at
-	at   time.Time // when used was last brought up to date
+	used  float64   // connection-seconds, decayed to at
+	holds float64   // holds that ended, decayed to at like used
+	at    time.Time // when used was last brought up to date
 	// held connections, and the sum of their start times (Unix seconds):
 	// what they cost so far is held*now - started.
 	held    int
@@ -143,6 +147,22 @@ func (a *fairAccount) rate(now time.Time) float64 {
 	return a.cost(now) * math.Ln2 / fairHalfLife.Seconds()
 }
 
+// meanHold is a's charged time per hold, over the holds that ended
+// (decayed alike, so recent holds weigh most); 0 before the first.
+func (a *fairAccount) meanHold() float64 {
+	if a.holds < 1e-9 {
+		return 0
+	}
+	return a.used / a.holds
+}
+
+// fairHeavy is how many times the others' typical charged time per hold
+// a tenant's must be for it to count as running heavy statements: CPU
+// contention lengthens every tenant's statements alike, so the ratio of
+// what one hold costs tells a report from a busy quiet tenant where the
+// rates alone cannot.
+const fairHeavy = 4.0
+
 // fairOutlier is how far above the typical active tenant (the median of
 // the others' rates) a tenant's use must be before the budget holds it.
 const fairOutlier = 2.0
@@ -154,16 +174,20 @@ const fairOutlier = 2.0
 // the pool's size, divided by the active tenants) and typical is the
 // median of the other active tenants' rates. The invariant:
 //
-//	a waits only if another tenant is active and its rate is over both
-//	its floor and fairOutlier x typical; it then waits until its rate
-//	has decayed to max(floor, typical).
+//	a waits only if another tenant is active, its rate is over its
+//	floor, and either its time per hold is over fairHeavy x the others'
+//	median time per hold (it then waits until its rate has decayed to
+//	its floor) or its rate is over fairOutlier x typical (it then waits
+//	until its rate has decayed to max(floor, typical)).
 //
 // Rates are of charged time (charge; a connection still held counts its
 // time so far). So a tenant alone gets the whole pool, a tenant that uses
-// no more than its floor or than twice what the others typically use
-// is never held (the quiet tenants, whose hold times inflate when the database's CPU is
-// contended, are not throttled with the heavy one), and a tenant running
-// heavy statements back to back is held to about what a typical tenant
+// no more than its floor, or no more than twice what the others typically
+// use in holds like theirs, is never held (the quiet tenants, whose hold
+// times inflate when the database's CPU is contended, are not throttled
+// with the heavy one, and their time per hold grows with the heavy one's),
+// and a tenant running heavy statements back to back is held to about its
+// floor, or a tenant running many statements to about what a typical tenant
 // uses, the bound that matters when the scarce resource is the database's
 // CPU, which a pool queue cannot see. The rate a tenant is held to never
 // falls below its floor, so a heavy tenant among idle ones is not starved.
@@ -174,10 +198,13 @@ func (g *fairGate) budgetWait(a *fairAccount, now time.Time) time.Duration {
 	if r <= g.share/float64(max(len(g.accounts), 1)) {
 		return 0
 	}
-	var others []float64
+	var others, means []float64
 	for _, x := range g.accounts {
 		if x != a && (x.refs > 0 || now.Sub(x.last) < fairActive) {
 			others = append(others, x.rate(now))
+			if m := x.meanHold(); m > 0 {
+				means = append(means, m)
+			}
 		}
 	}
 	if len(others) == 0 {
@@ -187,16 +214,26 @@ func (g *fairGate) budgetWait(a *fairAccount, now time.Time) time.Duration {
 	if r <= floor {
 		return 0
 	}
-	slices.Sort(others)
-	typical := others[len(others)/2]
-	if len(others)%2 == 0 {
-		typical = (typical + others[len(others)/2-1]) / 2
-	}
-	if r <= fairOutlier*typical {
+	var target float64
+	switch typical := median(others); {
+	case len(means) > 0 && a.meanHold() > fairHeavy*median(means):
+		target = floor // heavy statements: held to its floor
+	case r > fairOutlier*typical:
+		target = max(floor, typical)
+	default:
 		return 0
 	}
-	target := max(floor, typical)
 	return time.Duration(fairHalfLife.Seconds()*math.Log2(r/target)*float64(time.Second)) + time.Millisecond
+}
+
+// median of xs (sorted in place); xs is not empty.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	m := xs[len(xs)/2]
+	if len(xs)%2 == 0 {
+		m = (m + xs[len(xs)/2-1]) / 2
+	}
+	return m
 }
 
 // fairKey is the account of ctx's scope: its root grants, sorted, each
@@ -237,13 +274,10 @@ func (g *fairGate) acquire(ctx context.Context) (func(), error) {
 	begin := time.Now()
 	if d := g.budgetWait(a, g.now()); d > 0 {
 		// An outlier: wait until its cost has decayed within its budget,
-		// at most fairMaxHold (and half the pool wait), then queue: the
+		// at most fairMaxHold, then queue: the
 		// budget slows a tenant down, it never refuses a call. The
 		// others' rates move meanwhile, so the budget is computed again.
 		limit := fairMaxHold
-		if g.wait.Timeout > 0 {
-			limit = min(limit, g.wait.Timeout/2)
-		}
 		held := g.now()
 		for d > 0 {
 			left := limit - g.now().Sub(held)
@@ -260,6 +294,7 @@ func (g *fairGate) acquire(ctx context.Context) (func(), error) {
 			}
 			d = g.budgetWait(a, g.now())
 		}
+		begin = time.Now() // the pool wait starts after the budget's
 	}
 	if g.free > 0 && len(g.queue) == 0 {
 		g.free--
@@ -334,7 +369,9 @@ func (g *fairGate) releaser(a *fairAccount, start float64) func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			now := g.now()
-			a.used = a.decayed(now) + charge(max(unixSeconds(now)-start, 0))
+			keep := math.Exp2(-now.Sub(a.at).Seconds() / fairHalfLife.Seconds())
+			a.used = a.used*keep + charge(max(unixSeconds(now)-start, 0))
+			a.holds = a.holds*keep + 1
 			a.at, a.last = now, now
 			a.held--
 			a.started -= start

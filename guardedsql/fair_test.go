@@ -3,6 +3,7 @@ package guardedsql
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -337,4 +338,53 @@ func TestFairGateBudgetHoldsOnlyOutliers(t *testing.T) {
 		t.Fatalf("heavy tenant at %.3f connections, light median %.3f (range %.3f-%.3f): not held to the typical use", hr, lr[5], lr[0], lr[10])
 	}
 	t.Logf("heavy tenant at %.3f connections (%d rounds held), light median %.3f (range %.3f-%.3f)", hr, heavyHeld, lr[5], lr[0], lr[10])
+}
+
+// TestFairGateBudgetHoldsHeavyStatements: when the database's CPU is
+// contended every tenant's hold times grow, so a tenant running reports
+// can sit within twice the others' rate, where the rate rule holds
+// nobody. What one of its holds costs still tells it apart: it is held
+// to its floor, and the light tenants, however busy, are never held.
+func TestFairGateBudgetHoldsHeavyStatements(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(4_000_000, 0)}
+	g := newFairGate(4, engine.Wait{Timeout: time.Hour})
+	g.now = clk.now
+	now := clk.now()
+	// acct is an account whose decayed rate and time per hold are the
+	// given ones.
+	acct := func(name string, rate, perHold float64) *fairAccount {
+		used := rate * fairHalfLife.Seconds() / math.Ln2
+		a := &fairAccount{used: used, holds: used / perHold, at: now, last: now}
+		k, _ := fairKey(tenantCtx(name, ""))
+		g.accounts[k] = a
+		return a
+	}
+	var light []*fairAccount
+	for i := range 11 {
+		light = append(light, acct(string(rune('a'+i)), 0.28+0.01*float64(i%3), 0.012))
+	}
+	heavy := acct("heavy", 0.45, 0.2)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	floor := g.share / 12
+	if r := heavy.rate(now); r <= floor || r >= fairOutlier*0.28 {
+		t.Fatalf("heavy rate %.3f: not between its floor %.3f and the rate rule's bound: the test proves nothing", r, floor)
+	}
+	for i, a := range light {
+		if d := g.budgetWait(a, now); d != 0 {
+			t.Fatalf("light tenant %d (rate %.3f, 12 ms a hold) held %s", i, a.rate(now), d)
+		}
+	}
+	d := g.budgetWait(heavy, now)
+	if d <= 0 {
+		t.Fatal("a tenant holding connections 200 ms at a time, the others 12 ms, was not held")
+	}
+	if r := heavy.rate(now.Add(d)); r > floor*1.01 {
+		t.Fatalf("held %s, after which its rate is %.3f: want its floor %.3f", d, r, floor)
+	}
+	// The same rate with the others' time per hold: not held.
+	heavy.holds = heavy.used / 0.012
+	if d := g.budgetWait(heavy, now); d != 0 {
+		t.Fatalf("a tenant within twice the others' rate, with their time per hold, was held %s", d)
+	}
 }

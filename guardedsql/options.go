@@ -67,16 +67,18 @@ type Options struct {
 	// waiter whose tenant holds and has held the least. A tenant running
 	// heavy reports back to back then gets its share of the pool, not a
 	// connection per call in flight, while the others' statements wait;
-	// and while other tenants are active, a tenant that uses far more
-	// connection time than the others (an outlier: over its share of
-	// PoolShare and over twice the median of the other active
-	// tenants) waits before its next statement until it is back to the
-	// larger of the two, for at most a second (and half of PoolWait):
-	// the budget slows a tenant down, it never refuses a call. A hold of
+	// and while other tenants are active, a tenant over its share of
+	// PoolShare that is an outlier waits before its next statement: one
+	// whose time per hold is over four times the median of the other
+	// active tenants' (heavy statements) until it is back to its share,
+	// one whose connection time per second is over twice theirs until it
+	// is back to the larger of the two; for at most five seconds, not
+	// counted against PoolWait: the budget slows a tenant down, it never
+	// refuses a call. A hold of
 	// t is charged t + t²/250ms, so a long statement (a whole-range
 	// report) costs more than its time and a short one its time. A tenant
 	// using what the others typically use is never held. Alone, a tenant
-	// runs as fast as before. The wait in the queue counts against PoolWait (ErrBusy) and
+	// runs as fast as before. The wait in the queue (after the budget's) counts against PoolWait (ErrBusy) and
 	// is reported to PoolWaitObserver. Statements without a scope bypass
 	// it.
 	PoolFIFO bool
