@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -344,3 +345,81 @@ func TestIdempotencyKeyConcurrentCalls(t *testing.T) {
 		t.Fatalf("%d notes after the final retry, want 1", n)
 	}
 }
+
+// TestIdempotencyKeyStateless2026: the same guarantees on the stateless
+// 2026-07-28 protocol, where no session carries anything between requests:
+// the key travels in the request's _meta (or the Idempotency-Key header),
+// a write whose taint could not be recorded is answered write.unconfirmed
+// with retry_safe, retries never run the handler again, and the retry
+// after the store is back gets the first call's note. Two subjects'
+// same key stay two writes.
+func TestIdempotencyKeyStateless2026(t *testing.T) {
+	w := newWriteFixture(t, true)
+	w.url = serveHTTP(t, w.f.srv, server.HTTPOptions{})
+	mint := func(sub string) string {
+		tok, err := w.f.issuer.Mint(devtoken.Token{Subject: sub, Groups: []string{"org:north"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	ann, bea := mint("ann"), mint("bea")
+	const key = "2026-stateless-key-0001"
+	call := func(tok, body string, meta bool, hdr ...string) wire {
+		t.Helper()
+		params := `"name":"add_note","arguments":{"body":` + jsonString(body) + `}`
+		req := req2026("tools/call", params)
+		if meta {
+			req = strings.Replace(req, `"_meta":{`, `"_meta":{"`+server.MetaIdempotencyKey+`":"`+key+`",`, 1)
+		}
+		return post(t, w.url+"/mcp", tok, req, append(hdr2026("tools/call", "add_note"), hdr...)...)
+	}
+	w.store.fail.Store(true)
+	for i := range 3 {
+		r := call(ann, "stateless", true)
+		if r.status != http.StatusOK || r.msg.Error == nil || r.msg.Error.Code != server.CodeWriteUnconfirmed {
+			t.Fatalf("call %d with the taint store down: %d %s, want write.unconfirmed", i, r.status, r.raw)
+		}
+		var d struct {
+			WriteApplied bool `json:"write_applied"`
+			RetrySafe    bool `json:"retry_safe"`
+		}
+		if err := json.Unmarshal(r.msg.Error.Data, &d); err != nil || !d.WriteApplied || !d.RetrySafe {
+			t.Fatalf("call %d: data %s (%v), want write_applied and retry_safe", i, r.msg.Error.Data, err)
+		}
+	}
+	w.store.fail.Store(false)
+	r := call(ann, "stateless", true)
+	var res struct {
+		IsError           bool    `json:"isError"`
+		StructuredContent noteOut `json:"structuredContent"`
+	}
+	if r.status != http.StatusOK || r.msg.Error != nil || json.Unmarshal(r.msg.Result, &res) != nil || res.IsError ||
+		res.StructuredContent.ID == 0 || res.StructuredContent.Body != "stateless" {
+		t.Fatalf("retry with the store back: %d %s", r.status, r.raw)
+	}
+	// The key in the header instead of _meta: the same stored answer.
+	r = call(ann, "stateless", false, server.HeaderIdempotencyKey, key)
+	var again struct {
+		StructuredContent noteOut `json:"structuredContent"`
+	}
+	if r.msg.Error != nil || json.Unmarshal(r.msg.Result, &again) != nil || again.StructuredContent != res.StructuredContent {
+		t.Fatalf("header retry: %s, want %+v", r.raw, res.StructuredContent)
+	}
+	if n, runs := w.count(t, "stateless"), w.runs.Load(); n != 1 || runs != 1 {
+		t.Fatalf("%d notes, handler ran %d times after 5 keyed calls: want 1 and 1", n, runs)
+	}
+	// Another subject's same key is its own write, not ann's answer.
+	r = call(bea, "stateless", true)
+	var beas struct {
+		StructuredContent noteOut `json:"structuredContent"`
+	}
+	if r.msg.Error != nil || json.Unmarshal(r.msg.Result, &beas) != nil || beas.StructuredContent.ID == 0 || beas.StructuredContent.ID == res.StructuredContent.ID {
+		t.Fatalf("bea with ann's key: %s", r.raw)
+	}
+	if n := w.count(t, "stateless"); n != 2 {
+		t.Fatalf("%d notes after bea's call, want 2", n)
+	}
+}
+
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
