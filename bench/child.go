@@ -51,6 +51,10 @@ type childSpec struct {
 	// DSN: for hotel a guardedsql.Open DSN; for bare a database/sql DSN of
 	// the engine's driver.
 	DSN string `json:"dsn"`
+	// TaintDSN, for hotel on postgres, is where its flow taint store
+	// connects instead of DSN (hotel.Options.TaintDSN): the round-trip
+	// count gives it its own relay.
+	TaintDSN string `json:"taint_dsn,omitempty"`
 	// RLSKey is the PostgreSQL scope-signing key in its text form
 	// (postgres.Key.Text), for hotel on postgres.
 	RLSKey string `json:"rls_key,omitempty"`
@@ -196,6 +200,7 @@ func serveHotel(ctx context.Context, spec childSpec) (childHello, func(), error)
 	app, err := hotel.New(ctx, hotel.Options{
 		Addr:        "127.0.0.1:0",
 		DB:          spec.DSN,
+		TaintDSN:    spec.TaintDSN,
 		RLSKey:      key,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		AuditLogger: slog.New(slog.NewJSONHandler(io.Discard, nil)),

@@ -154,6 +154,11 @@ func mysqlOpen(ctx context.Context, dsn, db string, create bool) (*sql.DB, error
 			return nil, err
 		}
 	}
+	return mysqlOpenConfig(ctx, cfg, db)
+}
+
+// mysqlOpenConfig opens cfg on database db and checks it answers.
+func mysqlOpenConfig(ctx context.Context, cfg *mysql.Config, db string) (*sql.DB, error) {
 	cfg = cfg.Clone()
 	cfg.DBName = db
 	conn, err := mysql.NewConnector(cfg)

@@ -62,7 +62,10 @@ type config struct {
 	replot   []string // JSON files to summarise instead of measuring (-replot)
 	p2Sizes  []p2Size // P2 dataset sizes (-p2-sizes)
 	childCPU string   // directory for the server children's CPU profiles (-child-cpuprofile)
-	soak     soakConfig
+	// wireRelay routes the timed P5 servers' PostgreSQL connections
+	// through a counting relay too (-wire-relay), to measure what it costs.
+	wireRelay bool
+	soak      soakConfig
 }
 
 // env is what the figures share: the configuration, the log and lazily
@@ -131,6 +134,7 @@ func run() int {
 	flag.StringVar(&cfg.bare, "bare", "raw", "P5 baseline tool: raw (a plain go-sdk ToolHandler) or typed (mcp.AddTool, whose output the go-sdk validates against the inferred schema)")
 	flag.BoolVar(&cfg.verbose, "v", false, "log progress to stderr")
 	flag.StringVar(&cfg.childCPU, "child-cpuprofile", "", "write a CPU profile of each P5/P4 server child to this directory (<kind>-<engine>-<pid>.pprof), for go tool pprof")
+	flag.BoolVar(&cfg.wireRelay, "wire-relay", false, "also route the timed P5 servers' PostgreSQL connections through the round-trip counting relay (round trips are always counted in a separate untimed pass; this measures what the relay's hop does to the ratios)")
 	flag.IntVar(&cfg.repeat, "repeat", 1, "run the selected figures this many times and end with a summary of each row's range")
 	flag.StringVar(&cfg.pngPath, "png", "", "write a plot of the cost ratios (min–max over the runs, median, goal) to this PNG file")
 	replot := flag.String("replot", "", "comma-separated JSON files of earlier runs (-json): print their summary (and -png) without measuring")

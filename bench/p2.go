@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,8 +101,53 @@ type p2Target struct {
 	sch     *builder.Schema
 	guarded *guardedsql.DB
 	in      string // the expert's tenant predicate
-	expert  func(ctx context.Context, q string, chain, from, to string) ([][]any, error)
+	expert  expertFunc
 	close   func()
+	// wire is the same two arms connected through counting relays, for
+	// the round trips (nil when they could not be set up: wireErr says
+	// why).
+	wire    *p2Wire
+	wireErr error
+}
+
+// expertFunc runs the expert's SQL q (with '?' placeholders).
+type expertFunc func(ctx context.Context, q string, chain, from, to string) ([][]any, error)
+
+// p2Wire is a P2 target's guarded DB and expert on their own connections,
+// each through its own relay (relay.go), used only to count round trips.
+type p2Wire struct {
+	guarded      *guardedsql.DB
+	expert       expertFunc
+	relG, relE   *wireRelay
+	closeClients func()
+}
+
+func (w *p2Wire) close() {
+	w.closeClients()
+	w.relG.close()
+	w.relE.close()
+}
+
+// newP2Wire starts the two relays to target and calls open with their
+// addresses; it closes them again when open fails.
+func newP2Wire(target string, open func(gAddr, eAddr string) (*p2Wire, error)) (*p2Wire, error) {
+	relG, err := startRelay(target)
+	if err != nil {
+		return nil, err
+	}
+	relE, err := startRelay(target)
+	if err != nil {
+		relG.close()
+		return nil, err
+	}
+	w, err := open(relG.addr(), relE.addr())
+	if err != nil {
+		relG.close()
+		relE.close()
+		return nil, err
+	}
+	w.relG, w.relE = relG, relE
+	return w, nil
 }
 
 func scopeCtx(ctx context.Context, chain string) (context.Context, error) {
@@ -192,6 +240,9 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	t := &p2Target{label: "PostgreSQL (RLS)", size: e.p2Size(), in: "= ANY (?::text[])"}
 	var app *pgxpool.Pool
 	t.close = func() {
+		if t.wire != nil {
+			t.wire.close()
+		}
 		if app != nil {
 			app.Close()
 		}
@@ -228,9 +279,54 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 	if t.guarded, err = postgres.New(ctx, app, t.sch, guardedsql.Options{Engine: postgres.Options{Key: key}}); err != nil {
 		return nil, err
 	}
-	// The expert runs as the admin (a superuser: no row-level security)
-	// with pgx directly, its predicate written by hand.
-	t.expert = func(ctx context.Context, q, chain, from, to string) ([][]any, error) {
+	t.expert = pgExpert(admin)
+	target := net.JoinHostPort(acfg.ConnConfig.Host, strconv.Itoa(int(acfg.ConnConfig.Port)))
+	if strings.HasPrefix(acfg.ConnConfig.Host, "/") {
+		t.wireErr = errNoTCP
+	} else {
+		t.wire, t.wireErr = newP2Wire(target, func(gAddr, eAddr string) (*p2Wire, error) {
+			app, err := pgOpenVia(ctx, ucfg, gAddr)
+			if err != nil {
+				return nil, err
+			}
+			adm, err := pgOpenVia(ctx, acfg, eAddr)
+			if err != nil {
+				app.Close()
+				return nil, err
+			}
+			w := &p2Wire{expert: pgExpert(adm), closeClients: func() { app.Close(); adm.Close() }}
+			if w.guarded, err = postgres.New(ctx, app, t.sch, guardedsql.Options{Engine: postgres.Options{Key: key}}); err != nil {
+				w.closeClients()
+				return nil, err
+			}
+			return w, nil
+		})
+	}
+	ok = true
+	return t, nil
+}
+
+// pgOpenVia opens a pool of cfg connecting to addr (a relay) instead.
+func pgOpenVia(ctx context.Context, cfg *pgxpool.Config, addr string) (*pgxpool.Pool, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, err
+	}
+	c := cfg.Copy()
+	// No fallbacks: they name the server itself, past the relay.
+	c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Fallbacks = host, uint16(p), nil
+	pool, _, err := pgOpen(ctx, c)
+	return pool, err
+}
+
+// pgExpert is the expert on PostgreSQL: pgx directly, as the admin (a
+// superuser: no row-level security), its predicate written by hand.
+func pgExpert(admin *pgxpool.Pool) expertFunc {
+	return func(ctx context.Context, q, chain, from, to string) ([][]any, error) {
 		rows, err := admin.Query(ctx, dollarize(q), []string{chain}, from, to)
 		if err != nil {
 			return nil, err
@@ -246,8 +342,6 @@ func postgresP2(ctx context.Context, e *env) (*p2Target, error) {
 		}
 		return out, rows.Err()
 	}
-	ok = true
-	return t, nil
 }
 
 func mysqlP2(ctx context.Context, e *env) (*p2Target, error) {
@@ -261,7 +355,13 @@ func mysqlP2(ctx context.Context, e *env) (*p2Target, error) {
 	if strings.Contains(strings.ToLower(version), "mariadb") {
 		label = "MariaDB (JSON_TABLE)"
 	}
-	t := &p2Target{label: label, size: e.p2Size(), in: "IN (?)", close: func() { db.Close() }}
+	t := &p2Target{label: label, size: e.p2Size(), in: "IN (?)"}
+	t.close = func() {
+		if t.wire != nil {
+			t.wire.close()
+		}
+		db.Close()
+	}
 	if err := e.ensureDataset(ctx, db, benchdata.MySQL, label); err != nil {
 		db.Close()
 		return nil, err
@@ -271,15 +371,52 @@ func mysqlP2(ctx context.Context, e *env) (*p2Target, error) {
 		db.Close()
 		return nil, err
 	}
-	// MySQL has no row-level security: guarded and expert share the pool.
-	t.expert = func(ctx context.Context, q, chain, from, to string) ([][]any, error) {
+	// MySQL has no row-level security: guarded and expert share the pool
+	// (for the round trips, each its own, through its own relay).
+	t.expert = mysqlExpert(db)
+	cfg, err := mysqlConfig(e.cfg.myDSN)
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	if cfg.Net != "tcp" {
+		t.wireErr = errors.New("round trips are counted on a TCP address")
+		return t, nil
+	}
+	t.wire, t.wireErr = newP2Wire(cfg.Addr, func(gAddr, eAddr string) (*p2Wire, error) {
+		via := func(addr string) (*sql.DB, error) {
+			c := cfg.Clone()
+			c.Addr = addr
+			return mysqlOpenConfig(ctx, c, e.p2DB())
+		}
+		gdb, err := via(gAddr)
+		if err != nil {
+			return nil, err
+		}
+		edb, err := via(eAddr)
+		if err != nil {
+			gdb.Close()
+			return nil, err
+		}
+		w := &p2Wire{expert: mysqlExpert(edb), closeClients: func() { gdb.Close(); edb.Close() }}
+		if w.guarded, err = mysql.New(ctx, gdb, t.sch, guardedsql.Options{}); err != nil {
+			w.closeClients()
+			return nil, err
+		}
+		return w, nil
+	})
+	return t, nil
+}
+
+// mysqlExpert is the expert on MySQL/MariaDB: database/sql on db.
+func mysqlExpert(db *sql.DB) expertFunc {
+	return func(ctx context.Context, q, chain, from, to string) ([][]any, error) {
 		rows, err := db.QueryContext(ctx, q, chain, from, to)
 		if err != nil {
 			return nil, err
 		}
 		return sqlCollectAny(rows)
 	}
-	return t, nil
 }
 
 func runP2(ctx context.Context, e *env) []Row {
@@ -329,24 +466,65 @@ func runP2Size(ctx context.Context, e *env) []Row {
 	return out
 }
 
-func measureP2(ctx context.Context, e *env, t *p2Target, sh p2Shape, r Row) Row {
+// p2Op is one operation of a P2 arm on input i.
+type p2Op func(ctx context.Context, i int) ([][]any, error)
+
+// p2Ops are shape sh's two arms on guarded DB g and expert ex.
+func p2Ops(t *p2Target, sh p2Shape, g *guardedsql.DB, ex expertFunc) (guarded, expert p2Op) {
 	expertSQL := sh.expert(t.in)
-	guarded := func(ctx context.Context, i int) ([][]any, error) {
+	guarded = func(ctx context.Context, i int) ([][]any, error) {
 		chain, from, to := p2Input(t.size, sh, i)
 		sctx, err := scopeCtx(ctx, chain)
 		if err != nil {
 			return nil, err
 		}
-		rows, err := t.guarded.Query(sctx, sh.guarded(t.sch, from, to))
+		rows, err := g.Query(sctx, sh.guarded(t.sch, from, to))
 		if err != nil {
 			return nil, err
 		}
 		return collectAny(rows)
 	}
-	expert := func(ctx context.Context, i int) ([][]any, error) {
+	expert = func(ctx context.Context, i int) ([][]any, error) {
 		chain, from, to := p2Input(t.size, sh, i)
-		return t.expert(ctx, expertSQL, chain, from, to)
+		return ex(ctx, expertSQL, chain, from, to)
 	}
+	return guarded, expert
+}
+
+// p2RoundTrips counts the round trips per operation of each arm of shape
+// sh at the wire (t.wire), after a few operations to warm the pools and
+// the statement caches, and records them on r.
+func p2RoundTrips(ctx context.Context, e *env, t *p2Target, sh p2Shape, r Row) Row {
+	if t.wire == nil {
+		e.note("P2 %s, %s: round trips not counted: %v.", t.label, sh.name, t.wireErr)
+		return r
+	}
+	guarded, expert := p2Ops(t, sh, t.wire.guarded, t.wire.expert)
+	n := e.roundTripOps()
+	count := func(rel *wireRelay, op p2Op) (float64, error) {
+		do := func(ctx context.Context, i int) error { _, err := op(ctx, i); return err }
+		for i := range 3 {
+			if err := do(ctx, i); err != nil {
+				return 0, err
+			}
+		}
+		return countRoundTrips(ctx, rel, n, do)
+	}
+	var err error
+	if r.BaselineRoundTrips, err = count(t.wire.relE, expert); err != nil {
+		r.Failed = "counting the expert's round trips at the wire: " + err.Error()
+		return r
+	}
+	if r.CandidateRoundTrips, err = count(t.wire.relG, guarded); err != nil {
+		r.Failed = "counting the guarded round trips at the wire: " + err.Error()
+		return r
+	}
+	r.RoundTripOps = n
+	return r
+}
+
+func measureP2(ctx context.Context, e *env, t *p2Target, sh p2Shape, r Row) Row {
+	guarded, expert := p2Ops(t, sh, t.guarded, t.expert)
 	// Correctness first: both return the same non-empty rows.
 	for i := range 5 {
 		got, err := guarded(ctx, i)
@@ -373,7 +551,7 @@ func measureP2(ctx context.Context, e *env, t *p2Target, sh p2Shape, r Row) Row 
 		r.Failed = err.Error()
 		return r
 	}
-	return r.measured(compare(s, 0, 1), 0)
+	return p2RoundTrips(ctx, e, t, sh, r.measured(compare(s, 0, 1), 0))
 }
 
 func groupThousands(n int) string {

@@ -235,15 +235,27 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		return skipAll(rows, noEgress)
 	}
 	var servers []*server
+	var relays []*wireRelay // -wire-relay: the timed servers' relays
 	defer func() {
 		for _, s := range servers {
 			s.close()
+		}
+		for _, r := range relays {
+			r.close()
 		}
 	}()
 	maxC := slices.Max(e.cfg.clients)
 	start := func(name string, spec childSpec) (*server, error) {
 		e.log.Printf("P5/P4 %s: starting %s", eng.label, name)
 		spec.CPUProfileDir = e.cfg.childCPU
+		if e.cfg.wireRelay && eng.engine == "postgres" && !spec.Egress {
+			dsn, rel, err := relayPG(spec.DSN)
+			if err != nil {
+				return nil, err
+			}
+			relays = append(relays, rel)
+			spec.DSN = dsn
+		}
 		ch, err := startChild(ctx, spec)
 		if err != nil {
 			return nil, err
@@ -322,7 +334,89 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 			i++
 		}
 	}
+	if wantP5 && eng.engine == "postgres" {
+		e.p5RoundTrips(ctx, eng, rows)
+	}
 	return rows
+}
+
+// p5RoundTrips counts the database round trips per tools/call of the bare
+// and the hotel server at the wire and records them on the measured P5
+// rows: each server a fresh child whose DSN points at its own relay, one
+// client, a few calls to warm up, then e.roundTripOps() calls counted.
+// They are separate from the timed children, so the relay's extra hop
+// does not weigh on the ratios (-wire-relay puts it under those too, to
+// check what it costs). A count of zero fails the rows.
+func (e *env) p5RoundTrips(ctx context.Context, eng p5Engine, rows []Row) {
+	n := e.roundTripOps()
+	// count returns the round trips per call in all and, for the hotel,
+	// those of its flow taint store (given its own relay) among them.
+	count := func(name string, spec childSpec) (all, taint float64, err error) {
+		dsn, rel, err := relayPG(spec.DSN)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer rel.close()
+		var trel *wireRelay
+		if spec.Kind == "hotel" {
+			var tdsn string
+			if tdsn, trel, err = relayPG(spec.DSN); err != nil {
+				return 0, 0, err
+			}
+			defer trel.close()
+			spec.TaintDSN = tdsn
+		}
+		spec.DSN = dsn
+		ch, err := startChild(ctx, spec)
+		if err != nil {
+			return 0, 0, err
+		}
+		s := &server{name: name, child: ch}
+		defer s.close() // before the relays close: the child closes its connections first
+		if err := s.connect(ctx, 1); err != nil {
+			return 0, 0, fmt.Errorf("%w; server stderr: %s", err, ch.stderr)
+		}
+		c := s.clients[0]
+		for i := range 5 { // the pool's connections and the plans, not counted
+			if err := c.listBookings(ctx, i, false); err != nil {
+				return 0, 0, err
+			}
+		}
+		var taint0 int64
+		if trel != nil {
+			taint0 = trel.roundTrips()
+		}
+		db, err := countRoundTrips(ctx, rel, n, func(ctx context.Context, i int) error { return c.listBookings(ctx, i, i == 0) })
+		if err != nil || trel == nil {
+			return db, 0, err
+		}
+		taint = float64(trel.roundTrips()-taint0) / float64(n)
+		return db + taint, taint, nil
+	}
+	e.log.Printf("P5 %s: counting round trips at the wire", eng.label)
+	bare, _, err := count("bare (relayed)", childSpec{Kind: "bare", Engine: eng.engine, DSN: eng.bareDSN, Bare: e.cfg.bare})
+	var hotel, taint float64
+	if err == nil {
+		hotel, taint, err = count("hotel (relayed)", childSpec{Kind: "hotel", Engine: eng.engine, DSN: eng.hotelDSN, RLSKey: eng.rlsKey})
+	}
+	if err == nil {
+		e.note("P5 %s: of the hotel server's %.2f round trips per call, %.2f went to its flow taint store (flow/pgtaint, its own pool on the same database) and %.2f to its guarded DB.", eng.label, hotel, taint, hotel-taint)
+	}
+	if errors.Is(err, errNoTCP) {
+		e.note("P5 %s: round trips not counted: %v.", eng.label, err)
+		return
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.Figure != "P5" || r.Failed != "" || r.Skipped != "" {
+			continue
+		}
+		if err != nil {
+			r.Failed = "counting round trips at the wire: " + err.Error()
+			continue
+		}
+		r.BaselineRoundTrips, r.CandidateRoundTrips, r.RoundTripOps = bare, hotel, n
+	}
 }
 
 var bareDesc = map[string]string{

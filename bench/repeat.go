@@ -27,6 +27,10 @@ type Series struct {
 	// Baselines and Candidates are the medians of each of those runs, in Unit.
 	Baselines  []float64 `json:"baselines"`
 	Candidates []float64 `json:"candidates"`
+	// BaselineRoundTrips and CandidateRoundTrips are the round trips per
+	// operation counted at the wire, one per run that counted them.
+	BaselineRoundTrips  []float64 `json:"baseline_round_trips,omitempty"`
+	CandidateRoundTrips []float64 `json:"candidate_round_trips,omitempty"`
 	// Missing counts the runs where the row was skipped or failed.
 	Missing int    `json:"missing,omitempty"`
 	Reason  string `json:"reason,omitempty"` // the last skip or failure
@@ -71,6 +75,10 @@ func summarize(runs []*Report) *Summary {
 				s.Costs = append(s.Costs, r.Cost)
 				s.Baselines = append(s.Baselines, r.BaselineValue)
 				s.Candidates = append(s.Candidates, r.CandidateValue)
+				if r.RoundTripOps > 0 {
+					s.BaselineRoundTrips = append(s.BaselineRoundTrips, r.BaselineRoundTrips)
+					s.CandidateRoundTrips = append(s.CandidateRoundTrips, r.CandidateRoundTrips)
+				}
 			}
 		}
 	}
@@ -137,6 +145,22 @@ func (sum *Summary) writeMarkdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | **%.2f–%.2f** | %.2f | %d |\n", s.Figure, s.Case,
 			span(s.Baselines, s.Unit), span(s.Candidates, s.Unit), s.Min(), s.Max(), s.Median(), len(s.Costs))
+	}
+	head := false
+	for _, s := range sum.Series {
+		if len(s.BaselineRoundTrips) == 0 {
+			continue
+		}
+		if !head {
+			head = true
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "Database round trips per operation counted at the wire, min–max over the runs:")
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "| Figure | Case | Baseline round trips/op | Candidate round trips/op | Runs |")
+			fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: |")
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d |\n", s.Figure, s.Case,
+			strings.TrimSpace(span(s.BaselineRoundTrips, "")), strings.TrimSpace(span(s.CandidateRoundTrips, "")), len(s.BaselineRoundTrips))
 	}
 	fmt.Fprintln(w)
 	if len(sum.Runs) > 0 {

@@ -186,3 +186,34 @@ func TestShortLabel(t *testing.T) {
 		t.Errorf("a long case gave a %d-rune label %q", n, long)
 	}
 }
+
+// Round trips counted at the wire show in a run's table and, as ranges,
+// in the summary; rows without them add no such table.
+func TestRoundTripsReported(t *testing.T) {
+	mk := func(base, cand float64) *Report {
+		return &Report{Rows: []Row{
+			{Figure: "P5", Case: "PostgreSQL, 1 client", Unit: unitCalls, BaselineValue: 400, CandidateValue: 200, Cost: 2,
+				BaselineRoundTrips: base, CandidateRoundTrips: cand, RoundTripOps: 200},
+			{Figure: "P1", Case: "guard path", Unit: unitMicros, BaselineValue: 500, CandidateValue: 600, Cost: 1.2},
+		}}
+	}
+	var b strings.Builder
+	mk(1, 3.5).writeMarkdown(&b)
+	if want := "| P5 | PostgreSQL, 1 client | 1.00 | 3.50 | 200 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("run table lacks %q:\n%s", want, b.String())
+	}
+	if strings.Contains(b.String(), "| P1 | guard path | 0.00") {
+		t.Errorf("a row without a count shows round trips:\n%s", b.String())
+	}
+	sum := summarize([]*Report{mk(1, 3.5), mk(1, 3), mk(1.01, 3.5)})
+	b.Reset()
+	sum.writeMarkdown(&b)
+	if want := "| P5 | PostgreSQL, 1 client | 1.00–1.01 | 3.00–3.50 | 3 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	(&Summary{Series: summarize(twoRuns()).Series}).writeMarkdown(&b)
+	if strings.Contains(b.String(), "round trips") {
+		t.Errorf("a summary without counts has a round-trip table:\n%s", b.String())
+	}
+}

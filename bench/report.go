@@ -38,6 +38,14 @@ type Row struct {
 	PairP25 float64 `json:"pair_ratio_p25"`
 	PairP75 float64 `json:"pair_ratio_p75"`
 	Rounds  int     `json:"rounds"`
+	// BaselineRoundTrips and CandidateRoundTrips are the database round
+	// trips per operation, counted at the wire by a relay (relay.go) over
+	// RoundTripOps operations of each arm in a separate, untimed pass; 0
+	// when not counted (no network database, or the count failed: see
+	// the notes).
+	BaselineRoundTrips  float64 `json:"baseline_round_trips,omitempty"`
+	CandidateRoundTrips float64 `json:"candidate_round_trips,omitempty"`
+	RoundTripOps        int     `json:"round_trip_ops,omitempty"`
 	// Skipped says why the row was not measured; Failed that it broke.
 	Skipped string `json:"skipped,omitempty"`
 	Failed  string `json:"failed,omitempty"`
@@ -104,6 +112,7 @@ func (rep *Report) writeMarkdown(w io.Writer) {
 				value(r.BaselineValue, r.Unit), value(r.CandidateValue, r.Unit), r.Cost, r.PairP25, r.PairP75, r.Rounds)
 		}
 	}
+	rep.writeRoundTrips(w)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Baselines and candidates:")
 	fmt.Fprintln(w)
@@ -140,6 +149,25 @@ func (rep *Report) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, ".\nLoad average (1/5/15 min): %s at start, %s at end. Whole run: %.0f s. Command: `%s`.\n",
 		m.LoadStart, m.LoadEnd, rep.Seconds, rep.Command)
+}
+
+// writeRoundTrips prints the rows whose round trips were counted.
+func (rep *Report) writeRoundTrips(w io.Writer) {
+	head := false
+	for _, r := range rep.Rows {
+		if r.RoundTripOps == 0 || r.Failed != "" || r.Skipped != "" {
+			continue
+		}
+		if !head {
+			head = true
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "Database round trips per operation, counted at the wire: a loopback TCP relay between each arm's database client and the database counts the bursts the client sends after the database has answered, summed over its connections, divided by the operations; counted in a separate pass of sequential operations (one client), not in the timed rounds.")
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "| Figure | Case | Baseline round trips/op | Candidate round trips/op | Operations counted |")
+			fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: |")
+		}
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %d |\n", r.Figure, r.Case, r.BaselineRoundTrips, r.CandidateRoundTrips, r.RoundTripOps)
+	}
 }
 
 func value(v float64, unit string) string {
