@@ -1,0 +1,127 @@
+package guardedsql_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// TestPlansGenericPlanIsolation: a guarded statement is prepared once per
+// connection (pgx's statement cache) and, after PostgreSQL's five custom
+// plans (plan_cache_mode auto), runs on one generic plan for every tenant:
+// nothing in the policies (the verified scope is read by a STABLE function
+// in InitPlans at execution time) or in the guard's predicates (one typed
+// array parameter per level) ties a plan to a tenant. With that one plan
+// shared, and with a generic plan from the first execution
+// (force_generic_plan, planned before any tenant's values were seen), each
+// of two tenants whose ids interleave in every table sees exactly its own
+// rows, through the guard and the policies (guarded) and through the
+// policies alone (rls-only).
+func TestPlansGenericPlanIsolation(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 3, 4, 3))
+	ctx := context.Background()
+	tenants := []scope.Grant{chainG("acme"), chainG("globex")}
+	bk := h.sch.Table("bookings")
+	ht := h.sch.Table("hotels")
+	queries := map[string]struct {
+		q    builder.Query
+		want func(v visible) map[any]bool
+	}{
+		"bookings": {builder.Must(builder.Select(bk.Col("id")).From(bk).OrderBy(bk.Col("id").Asc()).Build()), func(v visible) map[any]bool { return v.bookings }},
+		"hotels":   {builder.Must(builder.Select(ht.Col("id")).From(ht).OrderBy(ht.Col("id").Asc()).Build()), func(v visible) map[any]bool { return v.hotels }},
+	}
+	// The two tenants' ids interleave (seedModel deals hotels, rooms and
+	// bookings round-robin), so a plan that kept one tenant's id range
+	// would show it.
+	a, g := keysOf(queries["bookings"].want(h.m.visible(tenants[:1]))), keysOf(queries["bookings"].want(h.m.visible(tenants[1:])))
+	if len(a) < 2 || len(g) < 2 || !interleaved(a, g) {
+		t.Fatalf("the tenants' bookings do not interleave: %v %v", a, g)
+	}
+	const calls = 12
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		for _, rlsOnly := range []bool{false, true} {
+			name := mode + "/guarded"
+			if rlsOnly {
+				name = mode + "/rls-only"
+			}
+			t.Run(name, func(t *testing.T) {
+				cfg := h.appCfg.Copy()
+				cfg.MaxConns = 1 // every call on the one connection: its statement cache, its plans
+				cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = mode
+				pool := pgConnect(t, cfg)
+				defer pool.Close()
+				db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key, RLSOnly: rlsOnly}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for qname, qc := range queries {
+					for i := range calls {
+						grant := tenants[i%2]
+						rows, err := db.Query(grantCtx(grant), qc.q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						got, err := guardedsql.CollectRows(rows, guardedsql.Scalar[int64])
+						if err != nil {
+							t.Fatal(err)
+						}
+						var ids []string
+						for _, id := range got {
+							ids = append(ids, fmt.Sprint(id))
+						}
+						slices.Sort(ids)
+						if want := keysOf(qc.want(h.m.visible([]scope.Grant{grant}))); len(ids) == 0 || !slices.Equal(ids, want) {
+							t.Fatalf("%s call %d as %s: got %v, want %v", qname, i+1, grant.ID, ids, want)
+						}
+					}
+					text, args, err := db.Render(grantCtx(tenants[0]), qc.q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var generic, custom int64
+					err = pool.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
+						pgx.QueryExecModeSimpleProtocol, text).Scan(&generic, &custom)
+					if err != nil {
+						t.Fatalf("%s: the guarded statement is not prepared on the connection: %v", qname, err)
+					}
+					// auto: five custom plans, then the generic plan for
+					// every later call, whichever tenant makes it; a
+					// statement without parameters (rls-only: the scope is
+					// only in the policies) is generic from the start.
+					wantCustom := int64(5)
+					if mode == "force_generic_plan" || len(args) == 0 {
+						wantCustom = 0
+					}
+					if custom != wantCustom || generic != calls-wantCustom {
+						t.Errorf("%s: %d generic and %d custom plans over %d calls, want %d and %d", qname, generic, custom, calls, calls-wantCustom, wantCustom)
+					}
+				}
+			})
+		}
+	}
+}
+
+// interleaved reports whether neither sorted id list lies wholly before
+// the other (ids compared as numbers).
+func interleaved(a, b []string) bool {
+	num := func(s []string) (lo, hi int64) {
+		lo, hi = 1<<62, -1
+		for _, x := range s {
+			var v int64
+			fmt.Sscan(x, &v)
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		return lo, hi
+	}
+	alo, ahi := num(a)
+	blo, bhi := num(b)
+	return alo < bhi && blo < ahi
+}
