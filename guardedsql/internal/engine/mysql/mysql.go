@@ -7,9 +7,26 @@
 //
 // # Scope expansion
 //
-// The typed scope document ({"chain":["acme"],"hotel":[12]}) is bound as a
-// parameter of every scope test and expanded with JSON_TABLE at the column
-// that carries the level at the end of the foreign-key path:
+// A level (or a shape of grants confined to ancestors) whose entry in the
+// typed scope document holds exactly one id, the common scope of one
+// tenant, is tested against that id bound as a typed parameter, as a range
+// of one value:
+//
+//	_tm2.hotel_id BETWEEN ? AND ?                      (int64 12, twice)
+//	(_tm2.chain_id BETWEEN CONVERT(? USING utf8mb4) COLLATE utf8mb4_bin AND CONVERT(...)
+//	    AND CAST(_tm2.chain_id AS BINARY) = CAST(? AS BINARY))   ("acme")
+//
+// which MariaDB plans as a constant lookup (ref const), the plan of a
+// hand-written h.chain_id = ?; the JSON_TABLE form below costs a
+// duplicate weedout through a temporary table on every statement. Why a
+// range and not "=", and how the text id stays exact, is told at
+// [Dialect.oneEntry]. The form depends on the scope's shape (its levels, one
+// id or several), never on the ids; a text level takes it only when the
+// character set and collation of its columns are known ([LevelCharsets]).
+//
+// Several ids: the typed scope document ({"chain":["acme","initech"]}) is
+// bound as a parameter of every scope test and expanded with JSON_TABLE at
+// the column that carries the level at the end of the foreign-key path:
 //
 //	b.room_id IN (SELECT _tm1.id FROM rooms AS _tm1 JOIN hotels AS _tm2 ON _tm2.id = _tm1.hotel_id
 //	    WHERE (_tm2.chain_id, CAST(_tm2.chain_id AS BINARY)) IN (SELECT _tms.c0, _tms.b0
@@ -19,7 +36,8 @@
 // MariaDB 10.11 flattens the subquery into a semi-join; EXPLAIN shows
 // json_table driving hotels (ref on the chain index), then rooms (ref on
 // hotel_id), then bookings (ref on room_id): one statement text for every
-// scope size, and the same plan as a hand-written join.
+// scope size, the join order of a hand-written IN list, with the
+// (json_table, hotels) pairs deduplicated by a duplicate weedout.
 //
 // Integer levels use a BIGINT column. Text levels use two columns of the
 // same JSON value, compared with the same entry. The VARCHAR one is
@@ -45,7 +63,9 @@
 // never built from claim text: engine.EncodeScope writes it from ids
 // validated against the level's key type, and the VARCHAR/VARBINARY columns
 // are sized to hold the longest id package scope admits, so nothing is
-// truncated.
+// truncated. The dialect checks the entries again before rendering either
+// form: a level whose entries are not all canonical ids of its key kind
+// matches nothing.
 //
 // Grants confined to ancestors ("hotel 12 within chain acme") are tuples
 // of the document under a shape key ({"chain/hotel":[["acme",12]]}),
@@ -66,7 +86,9 @@
 // too; MySQL writes JSON_TABLE defaults as DEFAULT 'json' ON EMPTY where
 // MariaDB also accepts a bare literal (this dialect uses neither); MySQL 8
 // has MEMBER OF and LATERAL, which MariaDB lacks and this dialect does not
-// use; and MySQL before 8.0.14 rejects JSON_TABLE arguments that refer to
+// use; the one-id form (BETWEEN, CONVERT ... COLLATE, CAST AS BINARY) is
+// plain MySQL 8 SQL, but its plan was measured on MariaDB 10.11 only; and
+// MySQL before 8.0.14 rejects JSON_TABLE arguments that refer to
 // outer columns (not needed here: the argument is always a parameter).
 //
 // LIKE patterns use '\\' as the escape literal, which is correct unless the
