@@ -6,10 +6,11 @@
 // one's catalog.
 //
 // MySQL has no row-level security: the guard's predicates are the
-// boundary. The scope's typed grant document is bound as a parameter and
-// expanded with JSON_TABLE where the foreign-key path reaches the level
-// columns; the plan it produces, the collation advice for text tenant keys
-// and the differences between MariaDB and MySQL 8 are documented in
+// boundary. Where the foreign-key path reaches the level columns, a level
+// holding one id is compared with that id as a typed bound value, and
+// several ids are expanded from the scope's typed grant document with
+// JSON_TABLE; the plans they produce, the collation advice for text tenant
+// keys and the differences between MariaDB and MySQL 8 are documented in
 // guardedsql/internal/engine/mysql.
 package mysql
 
