@@ -99,7 +99,7 @@ func TestNoScopeSendsNothing(t *testing.T) {
 		// Every statement the driver received carries the scope parameter
 		// (PostgreSQL: the query carries the typed id arrays, and the
 		// transaction around it sets the scope for the policies).
-		marker := map[string]string{"sqlite": "json_each(?)", "mysql": "JSON_TABLE(?", "postgres": "= ANY ($"}[e.name]
+		marker := map[string]string{"sqlite": "json_each(?)", "mysql": "BETWEEN CONVERT(? USING", "postgres": "= ANY ($"}[e.name]
 		session := false
 		for _, s := range h.rec.statements() {
 			switch {

@@ -7,13 +7,13 @@ import (
 	"github.com/tenantmcp/tenantmcp/builder"
 )
 
-// TestMySQLRender pins the scope expansion: the document is a parameter
-// of every JSON_TABLE, text levels are matched twice against the same
-// entry of one JSON_TABLE (collation, bytes), and no grant id appears in
-// the SQL text.
+// TestMySQLRender pins the scope expansion of levels holding several ids
+// (one id: weedout_test.go): the document is a parameter of every
+// JSON_TABLE, text levels are matched twice against the same entry of one
+// JSON_TABLE (collation, bytes), and no grant id appears in the SQL text.
 func TestMySQLRender(t *testing.T) {
 	h := engineMySQL.sharedHotel(t)
-	ctx := grantCtx(chainG("acme"), hotelG(7))
+	ctx := grantCtx(chainG("acme"), chainG("globex"), hotelG(7), hotelG(9))
 	b := h.sch.Table("bookings").As("b")
 	text, args, err := h.db.Render(ctx, builder.Must(builder.Select(b.Col("id")).From(b).Build()))
 	if err != nil {
@@ -32,7 +32,7 @@ func TestMySQLRender(t *testing.T) {
 		t.Fatalf("ids in text or placeholder mismatch: %s %v", text, args)
 	}
 	for _, a := range args {
-		if a != `{"chain":["acme"],"hotel":[7]}` {
+		if a != `{"chain":["acme","globex"],"hotel":[7,9]}` {
 			t.Fatalf("argument %v is not the scope document", a)
 		}
 	}

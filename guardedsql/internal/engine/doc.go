@@ -61,6 +61,10 @@
 //     InScope carry the parameter itself, e.g.
 //     EXISTS (SELECT 1 FROM JSON_TABLE(?, '$.hotel[*]' COLUMNS (id BIGINT PATH '$')) s WHERE s.id = x)
 //     with the document as its argument; it is then bound once per use.
+//     (MySQL's dialect tests a level holding exactly one id as a
+//     one-value range of that typed id, x BETWEEN ? AND ?, which MariaDB
+//     plans as an index lookup without the semi-join's duplicate weedout;
+//     the text then depends on one-vs-several, still never on the ids.)
 //   - A dialect may bind the granted ids itself: PostgreSQL's InScope
 //     renders x = ANY (?::bigint[]) (or text[]) with the level's ids as
 //     one typed array parameter, while its Session puts the document in
