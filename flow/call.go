@@ -201,7 +201,11 @@ func (call *Call) Note() string { return call.note }
 // to) adds only the categories found in the result more often than in
 // the arguments: what the caller sent does not taint it again.
 //
-// The join is durable in the Store when Record returns nil. On an error
+// The label is durably held by the Store when Record returns nil: joined
+// by this call, or public with no category (which changes no decision),
+// or known to be held already, the taint marked used within touchSlack
+// (a few seconds at most) by a Join of this process or a sink check's
+// Load; then Record writes nothing (held.go). On an error
 // (wrapping ErrTaintStore) the server must withhold the result: a result
 // whose label was not recorded could later leave through a sink.
 func (call *Call) Record(ctx context.Context, out any, rep redact.Report) error {
@@ -227,18 +231,28 @@ func (call *Call) Record(ctx context.Context, out any, rep redact.Report) error 
 		}
 	}
 	l = c.withCatLevels(l)
+	if l.cats == 0 && l.level <= rPublic {
+		// Public data with no category changes no decision: nothing to
+		// record, nothing to retain.
+		return nil
+	}
 	var who []string
 	bad := false
 	if l.cats != 0 {
 		who, bad = owners(out, rep)
 	}
+	now := c.now()
+	if c.held.covers(call.key, l, who, bad, now) {
+		return nil
+	}
 	add := c.stored(l, who, bad, TaintOrigin{Tool: call.t.name, CallID: call.callID, Session: call.session})
-	if err := c.store.Join(ctx, call.key, c.now(), c.pol.retain, add); err != nil {
+	if err := c.store.Join(ctx, call.key, now, c.retain, add); err != nil {
 		if !errors.Is(err, ErrTaintStore) {
 			err = fmt.Errorf("%w: %w", ErrTaintStore, err)
 		}
 		return err
 	}
+	c.held.note(call.key, l.level, l.cats, who, bad, now)
 	return nil
 }
 
