@@ -204,7 +204,7 @@ func (call *Call) Note() string { return call.note }
 // The label is durably held by the Store when Record returns nil: joined
 // by this call, or public with no category (which changes no decision),
 // or known to be held already, the taint marked used within touchSlack
-// (a few seconds at most) by a Join of this process or a sink check's
+// (250 ms at most) by a Join of this process or a sink check's
 // Load; then Record writes nothing (held.go). On an error
 // (wrapping ErrTaintStore) the server must withhold the result: a result
 // whose label was not recorded could later leave through a sink.

@@ -55,7 +55,7 @@
 // read it and no result has been joined into it, so retention runs from
 // the last exposure. A result that is public with no category changes no
 // decision and is not recorded; one the store already holds, marked used
-// at most retain/1024 (at most 30 s) earlier, is not written again: every
+// at most retain/1024 (at most 250 ms) earlier, is not written again: every
 // taint is kept that much longer than retain, so a skipped write never
 // shortens it.
 //

@@ -33,11 +33,14 @@ import (
 // which holds what other replicas joined.
 
 // touchSlack is how long after marking a taint used this process may skip
-// re-marking it for a result that adds nothing: retain/1024, at most 30 s
-// (58 ms at the shortest retain of a minute, 30 s at the default 24h).
-// Every taint is kept that much longer than the policy's retain.
+// re-marking it for a result that adds nothing: retain/1024, at most
+// 250 ms (58 ms at the shortest retain of a minute). Every taint is kept
+// that much longer than the policy's retain. It is short because it is
+// also how long a result already held is released without the store
+// answering: a few writes per second per busy key remove nearly all of
+// them, and a store outage still shows within a quarter of a second.
 func touchSlack(retain time.Duration) time.Duration {
-	return min(retain/1024, 30*time.Second)
+	return min(retain/1024, 250*time.Millisecond)
 }
 
 // heldPerShard bounds the keys the cache remembers per shard; past it a
