@@ -236,13 +236,18 @@ func (call *Call) Record(ctx context.Context, out any, rep redact.Report) error 
 		// record, nothing to retain.
 		return nil
 	}
+	now := c.now()
+	held := c.held.covers(call.key, l, nil, false, false, now)
 	var who []string
 	bad := false
-	if l.cats != 0 {
+	if l.cats != 0 && held != heldYes {
+		// The data subjects count for the check or the join.
 		who, bad = owners(out, rep)
 	}
-	now := c.now()
-	if c.held.covers(call.key, l, who, bad, now) {
+	if held == heldIfOwners {
+		held = c.held.covers(call.key, l, who, bad, true, now)
+	}
+	if held == heldYes {
 		return nil
 	}
 	add := c.stored(l, who, bad, TaintOrigin{Tool: call.t.name, CallID: call.callID, Session: call.session})

@@ -84,32 +84,44 @@ func (h *heldCache) shard(k Key) *heldShard {
 	return &h.shards[maphash.Comparable(h.seed, k)%nShards]
 }
 
+// heldState is what covers knows of a label.
+type heldState uint8
+
+const (
+	heldNo       heldState = iota // not known to be held: join it
+	heldYes                       // held: joining it changes nothing
+	heldIfOwners                  // held if its data subjects are: ask again with them
+)
+
 // covers reports whether the store is known to hold a result's label l
-// with data subjects who (unknown: bad) and was marked used within the
-// slack before now, so that joining it would change nothing that counts.
-// It mirrors Taint.Join: a level not above the stored one, categories
-// already stored, and, for a label with categories, data subjects already
-// stored (or the stored ones already unknown).
-func (h *heldCache) covers(k Key, l label, who []string, bad bool, now time.Time) bool {
+// and was marked used within the slack before now, so that joining it
+// would change nothing that counts. It mirrors Taint.Join: a level not
+// above the stored one, categories already stored, and, for a label with
+// categories, data subjects already stored (or the stored ones already
+// unknown). The data subjects (who, unknown: bad) are read only when
+// whoKnown; without them a label that needs them is heldIfOwners, so the
+// caller extracts them only when they count.
+func (h *heldCache) covers(k Key, l label, who []string, bad, whoKnown bool, now time.Time) heldState {
 	sh := h.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := sh.m[k]
-	if e == nil || now.UnixNano()-e.at > h.slack || l.level > e.level || l.cats&^e.cats != 0 {
-		return false
-	}
-	if l.cats == 0 || e.ownersUnknown {
-		return true
-	}
-	if bad {
-		return false
+	switch {
+	case e == nil || now.UnixNano()-e.at > h.slack || l.level > e.level || l.cats&^e.cats != 0:
+		return heldNo
+	case l.cats == 0 || e.ownersUnknown:
+		return heldYes
+	case !whoKnown:
+		return heldIfOwners
+	case bad:
+		return heldNo
 	}
 	for _, w := range who {
 		if !slices.Contains(e.owners, w) {
-			return false
+			return heldNo
 		}
 	}
-	return true
+	return heldYes
 }
 
 // note records that the store, at now, was marked used and holds at least
