@@ -202,10 +202,10 @@ func (call *Call) Note() string { return call.note }
 // the arguments: what the caller sent does not taint it again.
 //
 // The label is durably held by the Store when Record returns nil: joined
-// by this call, or public with no category (which changes no decision),
-// or known to be held already, the taint marked used within touchSlack
-// (250 ms at most) by a Join of this process or a sink check's
-// Load; then Record writes nothing (held.go). On an error
+// by this call; or public with no category, which changes no decision; or
+// already held by a taint this process joined, or a sink check read, at
+// most retain/1024 and 250 ms earlier (held.go). In the last two cases
+// Record makes no store call. On an error
 // (wrapping ErrTaintStore) the server must withhold the result: a result
 // whose label was not recorded could later leave through a sink.
 func (call *Call) Record(ctx context.Context, out any, rep redact.Report) error {
