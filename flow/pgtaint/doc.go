@@ -82,8 +82,8 @@
 // or read it (see [flow.Call.Record]): a subject calling the same tools
 // again sends a few statements per second, not one per call. A join the
 // taint already holds is one statement (the load function marks the row
-// used); one that grows it is that statement and a transaction of four
-// (BEGIN, _lock, _put, COMMIT).
+// used); one that grows it is that statement and two round trips (BEGIN
+// with _lock, then _put with COMMIT).
 //
 // Without PostgreSQL (MariaDB, SQLite), replicas can share taints on Redis
 // with server/redisstore.NewTaints, with the same semantics but without

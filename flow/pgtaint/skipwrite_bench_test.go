@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,4 +124,28 @@ func BenchmarkSinkCallLive(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(tr.n.Load()-n0)/float64(b.N), "stmts/op")
+}
+
+// BenchmarkJoinNewKeyLive is a join that grows a taint: each call's key is
+// new (a subject's first categorised result).
+func BenchmarkJoinNewKeyLive(b *testing.B) {
+	r, tr := benchReplica(b)
+	ctx := context.Background()
+	st, err := pgtaint.New(ctx, r.pool, pgtaint.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	add := flow.Taint{Level: flow.Confidential, Categories: []string{"guest.pii"}, From: []flow.TaintOrigin{{Category: "guest.pii", Tool: "guests", CallID: "c"}}}
+	now := time.Now()
+	if err := st.Join(ctx, flow.Key{Subject: "warm"}, now, time.Hour, add); err != nil { // the first sweep
+		b.Fatal(err)
+	}
+	n0, i := tr.n.Load(), 0
+	for b.Loop() {
+		i++
+		if err := st.Join(ctx, flow.Key{Subject: "s" + strconv.Itoa(i)}, now, time.Hour, add); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(tr.n.Load()-n0)/float64(b.N), "roundtrips/op")
 }

@@ -2,7 +2,10 @@ package pgtaint_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,7 +19,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
-// statements counts the statements a pool sends (each one round trip).
+// statements counts the round trips of a pool: each statement, each batch.
 type statements struct{ n atomic.Int64 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -25,6 +28,15 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 }
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A batch is one round trip.
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+
+func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // since returns the statements sent since its last call.
 func (s *statements) since() func() int64 {
@@ -98,8 +110,8 @@ func TestCheckerSkipsWritesLive(t *testing.T) {
 	sent()
 
 	r.readGuests(t, "ann-reader", "first")
-	if n := sent(); n < 2 {
-		t.Fatalf("the first read of guest data: %d statements, want its join (at least 2)", n)
+	if n := sent(); n != 4 {
+		t.Fatalf("the first read of guest data: %d round trips, want 4 (the held check, BEGIN+lock, put+COMMIT, the first sweep)", n)
 	}
 	for range 5 {
 		r.readGuests(t, "ann-reader", "again")
@@ -136,5 +148,50 @@ func TestCheckerSkipsWritesLive(t *testing.T) {
 	// Another replica (its own checker and cache) sees the taint.
 	if den := newReplica(t, dsn, clk).send("ann-reader", "x@evil.example"); den == nil || den.Rule != flow.RuleCategory {
 		t.Fatalf("sink on another replica: %v, want %s", den, flow.RuleCategory)
+	}
+}
+
+// TestJoinErrorClosesItsTransaction: a join the put function refuses (a
+// row altered so that it is not a subset of what the merge writes back)
+// fails with flow.ErrTaintStore, and the pool's only connection, left in
+// the failed transaction, is not reused as it is: the next join works.
+func TestJoinErrorClosesItsTransaction(t *testing.T) {
+	db := liveDB(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(db.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	st, err := pgtaint.New(ctx, p, pgtaint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	k := flow.Key{Subject: "altered"}
+	pii := flow.Taint{Level: flow.Confidential, Categories: []string{"guest.pii"}, From: []flow.TaintOrigin{{Category: "guest.pii", Tool: "guests", CallID: "c1"}}}
+	if err := st.Join(ctx, k, now, time.Hour, flow.Taint{Level: flow.Internal}); err != nil {
+		t.Fatal(err)
+	}
+	// An origin with an empty level: it decodes, but the merge writes it
+	// back without the key, which the put function refuses.
+	if _, err := pool(t, db.owner).Exec(ctx, `UPDATE `+pgtaint.DefaultTable+` SET taint = '{"level": "internal", "from": [{"tool": "x", "call_id": "y", "level": ""}]}' WHERE subject = 'altered'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Join(ctx, k, now, time.Hour, pii); !errors.Is(err, flow.ErrTaintStore) || !strings.Contains(err.Error(), "a taint only grows") {
+		t.Fatalf("join refused by the put function: %v, want ErrTaintStore from the put function", err)
+	}
+	k2 := flow.Key{Subject: "next"}
+	if err := st.Join(ctx, k2, now, time.Hour, pii); err != nil {
+		t.Fatalf("the join after a refused one: %v", err)
+	}
+	got, err := st.Load(ctx, k2, now, time.Hour)
+	if err != nil || !slices.Equal(got.Categories, pii.Categories) {
+		t.Fatalf("taint after the join: %+v %v", got, err)
 	}
 }
