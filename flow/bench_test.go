@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -128,4 +129,31 @@ func BenchmarkParallelSink(b *testing.B) {
 			t.Begin(context.Background(), ci)
 		}
 	})
+}
+
+// BenchmarkRecordPage is the steady state of a P5-like read: a page of
+// 50 guests (past maxOwners, so the data subjects are unknown) recorded
+// again and again by one subject, whose taint already holds it.
+func BenchmarkRecordPage(b *testing.B) {
+	f, ci := benchFixture(b)
+	t := f.tools["guests"]
+	var page guestsOut
+	for i := range 50 {
+		page.Guests = append(page.Guests, guest{ID: int64(i), Name: "Guest " + strconv.Itoa(i), Email: "g" + strconv.Itoa(i) + "@guest.example"})
+	}
+	red := testRedactor.ForScope(scope.Scope{})
+	if _, err := red.JSON(page); err != nil {
+		b.Fatal(err)
+	}
+	rep := red.Report()
+	call, _ := t.Begin(context.Background(), ci)
+	if err := call.Record(context.Background(), page, rep); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := call.Record(context.Background(), page, rep); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -201,7 +201,11 @@ func (call *Call) Note() string { return call.note }
 // to) adds only the categories found in the result more often than in
 // the arguments: what the caller sent does not taint it again.
 //
-// The join is durable in the Store when Record returns nil. On an error
+// The label is durably held by the Store when Record returns nil: joined
+// by this call; or public with no category, which changes no decision; or
+// already held by a taint this process joined, or a sink check read, at
+// most retain/1024 and 250 ms earlier (held.go). In the last two cases
+// Record makes no store call. On an error
 // (wrapping ErrTaintStore) the server must withhold the result: a result
 // whose label was not recorded could later leave through a sink.
 func (call *Call) Record(ctx context.Context, out any, rep redact.Report) error {
@@ -227,18 +231,33 @@ func (call *Call) Record(ctx context.Context, out any, rep redact.Report) error 
 		}
 	}
 	l = c.withCatLevels(l)
+	if l.cats == 0 && l.level <= rPublic {
+		// Public data with no category changes no decision: nothing to
+		// record, nothing to retain.
+		return nil
+	}
+	now := c.now()
+	held := c.held.covers(call.key, l, nil, false, false, now)
 	var who []string
 	bad := false
-	if l.cats != 0 {
+	if l.cats != 0 && held != heldYes {
+		// The data subjects count for the check or the join.
 		who, bad = owners(out, rep)
 	}
+	if held == heldIfOwners {
+		held = c.held.covers(call.key, l, who, bad, true, now)
+	}
+	if held == heldYes {
+		return nil
+	}
 	add := c.stored(l, who, bad, TaintOrigin{Tool: call.t.name, CallID: call.callID, Session: call.session})
-	if err := c.store.Join(ctx, call.key, c.now(), c.pol.retain, add); err != nil {
+	if err := c.store.Join(ctx, call.key, now, c.retain, add); err != nil {
 		if !errors.Is(err, ErrTaintStore) {
 			err = fmt.Errorf("%w: %w", ErrTaintStore, err)
 		}
 		return err
 	}
+	c.held.note(call.key, l.level, l.cats, who, bad, now)
 	return nil
 }
 

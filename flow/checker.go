@@ -88,6 +88,10 @@ type Checker struct {
 	declass    map[string][]*cdeclass
 
 	store Store
+	// retain is the retention every store call is given: the policy's
+	// plus touchSlack, so that held may skip a write (see held.go).
+	retain time.Duration
+	held   *heldCache
 }
 
 type cpat struct {
@@ -121,6 +125,8 @@ func New(p *Policy, o Options) (*Checker, error) {
 	if c.store == nil {
 		c.store = NewMemoryStore()
 	}
+	slack := touchSlack(p.retain)
+	c.retain, c.held = p.retain+slack, newHeldCache(slack)
 	// Intern categories in a fixed order: described ones first (file
 	// order), then the pii targets, then those only tools name.
 	for _, name := range p.catOrder {
@@ -454,8 +460,11 @@ type snapshot struct {
 }
 
 // load reads the taint under k from the store and compiles its label.
+// The store marked what it read used at now: a result of this call that
+// adds nothing to it needs no write (held.go).
 func (c *Checker) load(ctx context.Context, k Key) (snapshot, error) {
-	t, err := c.store.Load(ctx, k, c.now(), c.pol.retain)
+	now := c.now()
+	t, err := c.store.Load(ctx, k, now, c.retain)
 	if err != nil {
 		if !errors.Is(err, ErrTaintStore) {
 			err = fmt.Errorf("%w: %w", ErrTaintStore, err)
@@ -469,6 +478,9 @@ func (c *Checker) load(ctx context.Context, k Key) (snapshot, error) {
 			return snapshot{}, fmt.Errorf("%w: stored category: %w", ErrTaintStore, err)
 		}
 		lab.cats |= 1 << uint(ix)
+	}
+	if lab.level > rNone || lab.cats != 0 {
+		c.held.note(k, lab.level, lab.cats, t.Owners, t.OwnersUnknown, now)
 	}
 	// A stored category raises the level as a fresh result would, so a
 	// taint joined by a replica with another policy is never read lower.

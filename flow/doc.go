@@ -51,7 +51,13 @@
 // the other subject's taint: it neither inherits nor resets the session's
 // (the go-sdk also refuses such a request with 403). Nothing a session
 // does lowers its taint: a taint is dropped only whole, when it has been
-// idle for the policy's taint.retain (24h by default).
+// idle for the policy's taint.retain (24h by default): no sink call has
+// read it and no result has been joined into it, so retention runs from
+// the last exposure. A result that is public with no category changes no
+// decision and is not recorded; one the store already holds, marked used
+// at most retain/1024 (at most 250 ms) earlier, is not written again: every
+// taint is kept that much longer than retain, so a skipped write never
+// shortens it.
 //
 // A sink's own result (a receipt echoing {"to": "x@evil.example"}) adds
 // only the personal data found in it more often than in the call's
@@ -208,8 +214,10 @@
 // The check of a sink call decodes its arguments once more into the input
 // type and matches the destination against the compiled patterns; labels
 // are bit sets, and the in-memory store's update a merge under a sharded
-// lock (the PostgreSQL store adds a read on each sink call and a
-// transaction per result). See the
+// lock. A shared store costs a read on each sink call, and a write only
+// for a result that adds to the taint or re-exposes it after the slack
+// above (PostgreSQL: one statement, or a transaction when the taint
+// grows). See the
 // benchmarks in bench_test.go: a few microseconds per sink call, a few
 // hundred nanoseconds for any other call, against CapShim's 43 µs.
 //

@@ -141,7 +141,11 @@ func (t *Taint) owner() (string, bool) {
 // Every implementation keeps the invariant that a taint only grows: Join
 // is atomic per key (of two concurrent Joins of one key, neither is lost),
 // and a taint is dropped only whole, once it has not been used (loaded or
-// joined) for retain, the policy's taint.retain. An error must wrap
+// joined) for retain (the checker passes the policy's taint.retain plus a
+// small slack). A use never moves the last use back. The checker relies
+// on a Load's mark as on a Join's: once a Load or Join has returned, the
+// taint it read or wrote is kept until at least now + retain, and Call.Record
+// skips a Join that would add nothing within that slack. An error must wrap
 // ErrTaintStore; the checker then fails closed. A stored taint that does
 // not decode is such an error, never an empty taint. A shared store
 // should also have Ping(ctx) error, which the server's readiness check
@@ -208,7 +212,7 @@ func (s *memStore) Load(_ context.Context, k Key, now time.Time, retain time.Dur
 	if e == nil || n-e.touched > int64(retain) {
 		return Taint{}, nil
 	}
-	e.touched = n
+	e.touched = max(e.touched, n) // a use never moves the last use back
 	// A shallow copy is safe: Join never writes into shared backing arrays.
 	return e.t, nil
 }
@@ -232,7 +236,7 @@ func (s *memStore) Join(_ context.Context, k Key, now time.Time, retain time.Dur
 	case n-e.touched > int64(retain):
 		e.t = Taint{} // idle past retain: dropped whole, not yet swept
 	}
-	e.touched = n
+	e.touched = max(e.touched, n)
 	e.t.Join(add)
 	return nil
 }

@@ -74,6 +74,17 @@
 // calls the load function, so a dropped function or a lost grant shows
 // there too.
 //
+// # Cost
+//
+// A sink call's check is one statement (the load function). The checker
+// joins a result only when it adds to the taint, or re-exposes it more
+// than flow's touch slack (at most 250 ms) after this replica last wrote
+// or read it (see [flow.Call.Record]): a subject calling the same tools
+// again sends a few statements per second, not one per call. A join the
+// taint already holds is one statement (the load function marks the row
+// used); one that grows it is that statement and two round trips (BEGIN
+// with _lock, then _put with COMMIT).
+//
 // Without PostgreSQL (MariaDB, SQLite), replicas can share taints on Redis
 // with server/redisstore.NewTaints, with the same semantics but without
 // this protection against the application's own credentials.

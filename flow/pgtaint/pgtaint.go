@@ -451,30 +451,65 @@ func levels(from []flow.TaintOrigin) []flow.Level {
 	return ls
 }
 
-// Join implements flow.Store: JoinTx in a transaction of its own, which
-// has committed when Join returns nil.
+// Join implements flow.Store: what JoinTx does, in a transaction of its
+// own, which has committed when Join returns nil.
 //
-// Most joins add nothing (a session calling the same tools again): those
-// take one statement, which marks the row used, instead of a transaction
-// of three.
+// A join that adds nothing (a session calling the same tools again) takes
+// one statement, which marks the row used. One that adds takes that
+// statement and two round trips: BEGIN with the lock function, then the
+// put function with COMMIT.
 func (s *Store) Join(ctx context.Context, k flow.Key, now time.Time, retain time.Duration, add flow.Taint) error {
 	if held, err := s.holds(ctx, k, now, retain, add); err != nil {
 		return err
-	} else if held {
-		s.sweep(ctx, now, retain)
-		return nil
-	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return s.JoinTx(ctx, tx, k, now, retain, add)
-	})
-	if err != nil {
-		if !errors.Is(err, flow.ErrTaintStore) {
-			err = storeErr("join", err)
+	} else if !held {
+		if err := s.join(ctx, k, now, retain, add); err != nil {
+			return storeErr("join", err)
 		}
-		return err
 	}
 	s.sweep(ctx, now, retain)
 	return nil
+}
+
+// join is JoinTx in a transaction of its own, sent as two batches. A
+// batch stops at its first error, so COMMIT runs only after the put
+// function succeeded; a connection an error leaves inside the transaction
+// is destroyed by Release (pgxpool never pools one), which rolls it back.
+func (s *Store) join(ctx context.Context, k flow.Key, now time.Time, retain time.Duration, add flow.Taint) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	// The lock function's upsert takes the row lock: concurrent joins of
+	// k from any replica serialise here, so none is lost.
+	var session string
+	var raw []byte
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(`SELECT o_session, o_taint FROM `+s.n.lock+`($1, $2, $3, $4)`, k.Subject, k.Session, now, retain).
+		QueryRow(func(r pgx.Row) error { return r.Scan(&session, &raw) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	enc, err := merge(raw, add)
+	if err != nil {
+		return err
+	}
+	b = &pgx.Batch{}
+	b.Queue(`SELECT `+s.n.put+`($1, $2, $3, $4, $5)`, k.Subject, session, now, retain, enc)
+	b.Queue("COMMIT")
+	return conn.SendBatch(ctx, b).Close()
+}
+
+// merge joins add into the stored taint raw (flow.Taint.Join) and encodes
+// the result for the put function.
+func merge(raw []byte, add flow.Taint) ([]byte, error) {
+	t, err := decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	t.Join(add)
+	return json.Marshal(t)
 }
 
 // holds reports whether the live taint stored under k already holds add
@@ -519,12 +554,7 @@ func (s *Store) JoinTx(ctx context.Context, tx pgx.Tx, k flow.Key, now time.Time
 	if err := tx.QueryRow(ctx, `SELECT o_session, o_taint FROM `+s.n.lock+`($1, $2, $3, $4)`, k.Subject, k.Session, now, retain).Scan(&session, &raw); err != nil {
 		return storeErr("join", err)
 	}
-	t, err := decode(raw)
-	if err != nil {
-		return storeErr("join", err)
-	}
-	t.Join(add)
-	enc, err := json.Marshal(t)
+	enc, err := merge(raw, add)
 	if err != nil {
 		return storeErr("join", err)
 	}

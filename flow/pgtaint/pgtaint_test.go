@@ -80,7 +80,7 @@ type live struct {
 
 // liveDB creates a database with the taint table and an application role
 // that may use it through the functions only.
-func liveDB(t *testing.T) live {
+func liveDB(t testing.TB) live {
 	t.Helper()
 	admin := os.Getenv("TENANTMCP_TEST_POSTGRES_DSN")
 	if admin == "" {
