@@ -309,6 +309,16 @@ func replayProblems(t *testing.T, h *pgHotel) []string {
 	if n, err := x.exchange(x.sign(x.pid, x.open()), false); err != nil || n != x.acme {
 		t.Fatalf("fresh value after the forgeries: %d %v", n, err)
 	}
+	// A key id not in the table (a removed key): no scope, no rows, and
+	// the counter consumed, so the next value verifies.
+	c := x.open()
+	unknown := pgdialect.Key{ID: "removed", Secret: x.key.Secret}
+	if n, err := x.exchange(x.d.SignedExchange(unknown, x.pid, c, `{"chain":["acme"]}`), false); err != nil || n != 0 {
+		t.Errorf("value of an unknown key: %d guests, %v; want none and no error", n, err)
+	}
+	if n, err := x.exchange(x.sign(x.pid, c+1), false); err != nil || n != x.acme {
+		t.Errorf("the counter after an unknown key's value: %d %v", n, err)
+	}
 	return problems
 }
 

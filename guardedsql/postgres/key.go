@@ -22,6 +22,10 @@ import (
 // transaction (the backend's pid and the transaction's start time), so
 // raw SQL as the application role cannot grant itself a scope by setting
 // "tenantmcp.scope", nor replay a value signed for another transaction.
+// The DB hands the scope to the server in the batch of the statement, as
+// an exchange value signed with the same key for the backend's pid and
+// the next value of a per-backend counter the application role cannot
+// touch ("<namespace>_scope_set"), which verifies once.
 // The server holds the key (Options.Key); the database holds it in a table
 // only the tables' owner can read (AddKey). Keep it as secret as the
 // owner's password.

@@ -29,11 +29,14 @@ import (
 //
 // where the nonce is NonceSQL's value: the backend's process id and the
 // start time of the current transaction (transaction_timestamp(), in
-// microseconds). The application role cannot choose either: the server
-// reads them from the transaction it is about to use (one round trip) and
-// signs for exactly that transaction, so a signed value copied from
-// another transaction, another connection, or an earlier transaction of
-// the same connection does not verify. The key is in the table
+// microseconds). The application role cannot choose either, so a signed
+// value copied from another transaction, another connection, or an
+// earlier transaction of the same connection does not verify. Who signs:
+// with the pgx driver, "<ns>_scope_set" does, server-side, after it has
+// verified the client's exchange value (see "The exchange" below: one
+// round trip per statement); where the driver cannot batch, the client
+// reads the nonce from the transaction it is about to use (a round trip
+// of its own) and signs for exactly that transaction. The key is in the table
 // "<ns>_scope_keys", on which the application role has no privilege and
 // which has row-level security enabled with no policy (a stray GRANT still
 // reads and writes nothing); only the function, SECURITY DEFINER and owned
@@ -313,7 +316,8 @@ func driverTx[T any](tx engine.Querier) (T, bool) {
 //
 // "<ns>_scope_set" (SECURITY DEFINER, VOLATILE) verifies the MAC for its
 // own backend pid, takes nextval of the session's counter and requires it
-// to equal the signed counter, then sets the transaction-local setting to
+// to equal the signed counter (a key id not in the table sets no scope:
+// no rows, as with the nonce), then sets the transaction-local setting to
 // the v1 value signed, server-side with the same key, for the
 // transaction's nonce, so "<ns>_scope_doc()" and the policies are those of
 // the two-round-trip protocol, unchanged. A failure raises ErrCodeNoCounter
@@ -419,9 +423,13 @@ END
 }
 
 // exchangeFuncBody is the body of ExchangeFunc; schema is the quoted
-// schema of the key table. It checks the MAC before it touches the
+// schema of the key table. It checks the MAC before it consumes the
 // counter (a forged value consumes nothing), and compares the MACs by
-// hashing both sides once more, as scopeFuncBody does.
+// hashing both sides once more, as scopeFuncBody does. A key id that is
+// not in the table (a key removed while a server still signs with it)
+// sets no scope, so the statement sees no rows, as RemoveKey documents;
+// the counter is consumed all the same, so the driver's count stays
+// right.
 func (d Dialect) exchangeFuncBody(schema string) string {
 	bad := raise(ErrCodeNotVerified, "tenantmcp scope: the exchange value does not verify")
 	compare := `
@@ -447,15 +455,19 @@ BEGIN
      OR pg_catalog.ltrim(mac, '0123456789abcdef') <> '' OR pg_catalog.left(doc, 1) <> '{' THEN
     ` + bad + `
   END IF;
-  SELECT k.inner_pad, k.outer_pad INTO ip, op FROM ` + schema + `.` + d.Quote(d.KeyTable()) + ` AS k WHERE k.id = kid;
-  IF NOT FOUND OR pg_catalog.sha256(pg_catalog.decode(mac, 'hex')) <> pg_catalog.sha256(pg_catalog.sha256(op ||
-       pg_catalog.sha256(ip || pg_catalog.convert_to(` + literal(exchangeLabel+"\n"+d.ns()+"\n") + ` ||
-       pg_catalog.pg_backend_pid()::text || ':' || ctr || E'\n' || doc, 'UTF8')))) THEN
-    ` + bad + `
-  END IF;
   ` + d.counterLookup(" INTO seq") + ` AND ` + counterUsable + `;
   IF NOT FOUND THEN
     ` + raise(ErrCodeNoCounter, "tenantmcp scope: this session has no scope counter (call "+d.OpenFunc()+"())") + `
+  END IF;
+  SELECT k.inner_pad, k.outer_pad INTO ip, op FROM ` + schema + `.` + d.Quote(d.KeyTable()) + ` AS k WHERE k.id = kid;
+  IF NOT FOUND THEN
+    PERFORM pg_catalog.nextval(seq);
+    RETURN;
+  END IF;
+  IF pg_catalog.sha256(pg_catalog.decode(mac, 'hex')) <> pg_catalog.sha256(pg_catalog.sha256(op ||
+       pg_catalog.sha256(ip || pg_catalog.convert_to(` + literal(exchangeLabel+"\n"+d.ns()+"\n") + ` ||
+       pg_catalog.pg_backend_pid()::text || ':' || ctr || E'\n' || doc, 'UTF8')))) THEN
+    ` + bad + `
   END IF;` + compare + `
   PERFORM pg_catalog.set_config(` + literal(d.Setting()) + `, 'v1.' || kid || '.' || pg_catalog.encode(pg_catalog.sha256(op ||
     pg_catalog.sha256(ip || pg_catalog.convert_to(` + literal(macLabel+"\n"+d.ns()+"\n") + ` || ` + nonceExpr + ` || E'\n' || doc, 'UTF8'))), 'hex') ||
