@@ -3,6 +3,7 @@ package guardedsql_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 )
@@ -25,6 +26,26 @@ func BenchmarkRoundTripRead(b *testing.B) {
 	if err := h.admin.QueryRow(ctx, `SELECT name FROM guests WHERE id = $1 AND chain_id = $2`, id, "acme").Scan(&want); err != nil || want == "" {
 		b.Fatalf("hand: %q %v", want, err)
 	}
+	// Alternating, so that both see the same load (the machine is
+	// shared): the ratio is the figure to quote.
+	b.Run("alternating", func(b *testing.B) {
+		var hand, guarded time.Duration
+		for b.Loop() {
+			var name string
+			t0 := time.Now()
+			if err := h.admin.QueryRow(ctx, `SELECT name FROM guests WHERE id = $1 AND chain_id = $2`, id, "acme").Scan(&name); err != nil || name != want {
+				b.Fatalf("hand: %q %v", name, err)
+			}
+			t1 := time.Now()
+			if err := h.db.QueryRow(as, q).Scan(&name); err != nil || name != want {
+				b.Fatalf("guarded: %q %v", name, err)
+			}
+			hand, guarded = hand+t1.Sub(t0), guarded+time.Since(t1)
+		}
+		b.ReportMetric(float64(hand.Nanoseconds())/float64(b.N), "hand-ns/op")
+		b.ReportMetric(float64(guarded.Nanoseconds())/float64(b.N), "guarded-ns/op")
+		b.ReportMetric(float64(guarded)/float64(hand), "guarded/hand")
+	})
 	b.Run("hand", func(b *testing.B) {
 		for b.Loop() {
 			var name string
