@@ -215,7 +215,8 @@ func (t *Tx) Defer(sql string, args ...any) { t.pending = append(t.pending, stmt
 // pid and its exchange counter's next value: it travels after the pending
 // statements and before the next statement, in the same batch. open is
 // the query that returns the counter's next value (creating it), run
-// first, in a round trip of its own, when the pool does not know it.
+// first, in a round trip of its own, when the connection does not know
+// it.
 func (t *Tx) DeferExchange(open string, sign func(pid uint32, counter int64) (sql string, args []any)) {
 	t.exchange = &exchange{open, sign}
 }
