@@ -141,9 +141,10 @@ func (d Dialect) checkExchange(ctx context.Context, q engine.Querier, user strin
 // DEFINER, STABLE, with search_path pinned, has the generated body, and
 // neither it nor the key table is owned by a role the current role is a
 // member of; the key table has row-level security enabled (not forced, so
-// the owner's function reads it) and no policy, so no grant opens it.
-// Then, if a key is configured, it probes that a context signed with it
-// verifies.
+// the owner's function reads it) and no policy, so no grant opens it;
+// and the exchange functions pass checkExchange. Then, if a key is
+// configured, it probes that a context signed with it verifies (through
+// the exchange, on the pgx driver).
 func (d Dialect) checkSigned(ctx context.Context, q engine.Querier, user string) error {
 	var (
 		fOID, kOID                     int64
