@@ -22,6 +22,10 @@ import (
 // transaction (the backend's pid and the transaction's start time), so
 // raw SQL as the application role cannot grant itself a scope by setting
 // "tenantmcp.scope", nor replay a value signed for another transaction.
+// The DB hands the scope to the server in the batch of the statement, as
+// an exchange value signed with the same key for the backend's pid and
+// the next value of a per-backend counter the application role cannot
+// touch ("<namespace>_scope_set"), which verifies once.
 // The server holds the key (Options.Key); the database holds it in a table
 // only the tables' owner can read (AddKey). Keep it as secret as the
 // owner's password.
@@ -163,3 +167,33 @@ func SignScope(k Key, nonce, doc string, opts Options) (string, error) {
 
 // dialect is k in the dialect's form.
 func (k Key) dialect() pgdialect.Key { return pgdialect.Key{ID: k.ID, Secret: k.secret} }
+
+// ScopeExchange returns the statements of the one-round-trip protocol the
+// DB uses on pgx (see [SignExchange]) for opts.Namespace: open returns,
+// as an int8, the next value of the session's exchange counter (creating
+// it), and set, given an exchange value as $1, sets the scope for the
+// transaction it runs in.
+func ScopeExchange(opts Options) (open, set string, err error) {
+	d, err := opts.dialect()
+	if err != nil {
+		return "", "", err
+	}
+	return d.OpenSQL(), d.ExchangeSQL(), nil
+}
+
+// SignExchange returns the exchange value that, run through ScopeExchange's
+// set statement as the first statement of a transaction on the backend
+// whose pid is pid, sets doc as that transaction's scope, once: counter
+// must be the session counter's next value (ScopeExchange's open), and a
+// value verifies only for that backend and that counter value.
+func SignExchange(k Key, pid uint32, counter int64, doc string, opts Options) (string, error) {
+	d, err := opts.dialect()
+	if err != nil {
+		return "", err
+	}
+	pk := k.dialect()
+	if err := pk.Validate(); err != nil {
+		return "", fmt.Errorf("%w: %w", guardedsql.ErrInvalid, err)
+	}
+	return d.SignedExchange(pk, pid, counter, doc), nil
+}

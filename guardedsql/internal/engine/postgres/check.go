@@ -60,14 +60,91 @@ LEFT JOIN pg_catalog.pg_proc f ON f.oid = pg_catalog.to_regprocedure(pg_catalog.
 LEFT JOIN pg_catalog.pg_namespace n ON n.oid = f.pronamespace
 LEFT JOIN pg_catalog.pg_class k ON k.oid = pg_catalog.to_regclass(pg_catalog.quote_ident($2))`
 
+// checkExchangeSQL reads back the exchange functions ($1 their
+// signatures, $2 their expected bodies with @SCHEMA@ for the schema, $3
+// the verifying function's name): whether each exists, its owner's
+// relation to the current role, SECURITY DEFINER, volatility,
+// configuration, whether its body is the generated one, whether it has
+// the verifying function's owner and schema, whether the current role may
+// execute it, and whether its owner may create the temporary counter.
+const checkExchangeSQL = `SELECT
+  coalesce(f.oid::int8, 0),
+  coalesce(pg_catalog.pg_has_role(current_user, f.proowner, 'MEMBER'), false),
+  coalesce(f.prosecdef, false),
+  coalesce(f.provolatile::text, ''),
+  coalesce(pg_catalog.array_to_string(f.proconfig, ';'), ''),
+  coalesce(f.prosrc = pg_catalog.replace(w.body, '@SCHEMA@', pg_catalog.quote_ident(n.nspname)), false),
+  coalesce(f.proowner = s.proowner AND f.pronamespace = s.pronamespace, false),
+  coalesce(pg_catalog.has_function_privilege(current_user, f.oid, 'EXECUTE'), false),
+  coalesce(pg_catalog.has_database_privilege(f.proowner, pg_catalog.current_database(), 'TEMPORARY'), false)
+FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) WITH ORDINALITY AS w(sig, body, i)
+LEFT JOIN pg_catalog.pg_proc f ON f.oid = pg_catalog.to_regprocedure(w.sig)
+LEFT JOIN pg_catalog.pg_namespace n ON n.oid = f.pronamespace
+LEFT JOIN pg_catalog.pg_proc s ON s.oid = pg_catalog.to_regprocedure(pg_catalog.quote_ident($3) || '()')
+ORDER BY w.i`
+
+// checkExchange verifies the exchange functions (see signed.go) as
+// checkSigned verifies the verifying function, and adds to why what is
+// wrong: each exists, is SECURITY DEFINER, VOLATILE, with search_path
+// pinned and the generated body, has the verifying function's owner (not
+// a role the current role is a member of) and schema, is executable by
+// the current role, and its owner has TEMPORARY on the database (the
+// counter is a temporary sequence).
+func (d Dialect) checkExchange(ctx context.Context, q engine.Querier, user string) ([]string, error) {
+	names := []string{d.OpenFunc() + "()", d.ExchangeFunc() + "(text)"}
+	sigs := []string{d.Quote(d.OpenFunc()) + "()", d.Quote(d.ExchangeFunc()) + "(text)"}
+	bodies := []string{d.openFuncBody(), d.exchangeFuncBody("@SCHEMA@")}
+	var why []string
+	i := 0
+	err := eachBounded(ctx, q, checkExchangeSQL, []any{sigs, bodies, d.ScopeFunc()}, func(r engine.Rows) error {
+		var (
+			oid                                         int64
+			owned, secdef, bodyOK, sameOwner, exec, tmp bool
+			vol, config                                 string
+		)
+		if err := r.Scan(&oid, &owned, &secdef, &vol, &config, &bodyOK, &sameOwner, &exec, &tmp); err != nil {
+			return err
+		}
+		name := names[min(i, len(names)-1)]
+		i++
+		if oid == 0 {
+			why = append(why, "function "+name+" is missing")
+			return nil
+		}
+		for _, c := range []struct {
+			bad  bool
+			what string
+		}{
+			{owned, "role " + user + " is a member of its owner"},
+			{!secdef, "it is not SECURITY DEFINER"},
+			{vol != "v", "it is not VOLATILE"},
+			{config != "search_path=pg_catalog, pg_temp", "its search_path is not pinned to pg_catalog, pg_temp"},
+			{!bodyOK, "its body was altered"},
+			{!sameOwner, "its owner or schema is not the verifying function's"},
+			{!exec, "role " + user + " may not execute it"},
+			{!tmp, "its owner lacks TEMPORARY on the database"},
+		} {
+			if c.bad {
+				why = append(why, name+": "+c.what)
+			}
+		}
+		return nil
+	})
+	if err == nil && i != len(names) {
+		err = fmt.Errorf("read %d of %d exchange functions", i, len(names))
+	}
+	return why, err
+}
+
 // checkSigned verifies that the policies obtain the scope only through a
 // verifying function the role cannot subvert: it exists, is SECURITY
 // DEFINER, STABLE, with search_path pinned, has the generated body, and
 // neither it nor the key table is owned by a role the current role is a
 // member of; the key table has row-level security enabled (not forced, so
-// the owner's function reads it) and no policy, so no grant opens it.
-// Then, if a key is configured, it probes that a context signed with it
-// verifies.
+// the owner's function reads it) and no policy, so no grant opens it;
+// and the exchange functions pass checkExchange. Then, if a key is
+// configured, it probes that a context signed with it verifies (through
+// the exchange, on the pgx driver).
 func (d Dialect) checkSigned(ctx context.Context, q engine.Querier, user string) error {
 	var (
 		fOID, kOID                     int64
@@ -114,6 +191,13 @@ func (d Dialect) checkSigned(ctx context.Context, q engine.Querier, user string)
 			why = append(why, "the key table must have row-level security enabled, not forced, and no policy")
 		}
 	}
+	if len(why) == 0 {
+		xwhy, err := d.checkExchange(ctx, q, user)
+		if err != nil {
+			return fmt.Errorf("guardedsql: reading the exchange functions: %w", err)
+		}
+		why = xwhy
+	}
 	if len(why) > 0 {
 		return fmt.Errorf("%w (%s; re-apply postgres.RLSDDL as the tables' owner)", ErrRLSSigning, strings.Join(why, ", "))
 	}
@@ -130,6 +214,11 @@ func (d Dialect) checkSigned(ctx context.Context, q engine.Querier, user string)
 	}
 	var verified bool
 	if err := each(ctx, tx, d.checkKeySQL(), nil, func(r engine.Rows) error { return r.Scan(&verified) }); err != nil {
+		if AsPgError != nil {
+			if pe, ok := AsPgError(err); ok && pe.Code == ErrCodeNotVerified {
+				return fmt.Errorf("%w (key %q)", ErrRLSKeyUnknown, d.Key.ID)
+			}
+		}
 		return fmt.Errorf("guardedsql: probing the signed context: %w", err)
 	}
 	if !verified {

@@ -4,14 +4,20 @@
 //
 // # Two boundaries
 //
-// Every guarded statement runs in a transaction that first reads the
-// transaction's nonce (NonceSQL) and then calls
+// Every guarded statement runs in a transaction whose first statement is
 //
-//	SELECT set_config('<namespace>.scope', $1, true)
+//	SELECT "<namespace>_scope_set"($1)
 //
 // with the typed scope document ({"chain":["acme"],"hotel":[12]}, see
-// engine.EncodeScope) signed for that transaction (signed.go). The third
-// argument makes the setting transaction-local: it ends with the
+// engine.EncodeScope) signed for the backend's next exchange counter
+// (signed.go), sent in the same pipelined batch as the statement: one
+// round trip. The function verifies it, consumes the counter, and sets
+//
+//	set_config('<namespace>.scope', <the document signed for this transaction>, true)
+//
+// (where the pgx driver cannot batch, the transaction's nonce is read
+// first and the setting signed by the client, in two round trips). The
+// third argument makes the setting transaction-local: it ends with the
 // transaction, so a pooled connection never carries one request's scope
 // into the next, and after commit current_setting returns the empty
 // string on that connection (not NULL). The policies read the document

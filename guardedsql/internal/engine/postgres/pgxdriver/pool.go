@@ -17,16 +17,21 @@ import (
 // owned is true.
 //
 // Transactions are begun lazily: Begin reserves a connection and sends
-// nothing; BEGIN and the statements queued with Tx.Defer (the scope
-// setting) travel in one pipelined batch with the first real statement,
-// and COMMIT follows when the transaction ends: two round trips where a
-// naive BEGIN / set_config / statement / COMMIT takes four. BeginSingle
-// does better for a transaction of one statement: the deferred statements
-// and the statement go as one batch without BEGIN, which PostgreSQL runs
-// as one implicit transaction ending at the batch's Sync, so the
-// transaction-local setting covers exactly that statement, in one round
-// trip. A connection released while a transaction is open is destroyed by
-// pgxpool, never reused.
+// nothing; BEGIN, the statements queued with Tx.Defer and the signed scope
+// (Tx.DeferExchange) travel in one pipelined batch with the first real
+// statement, and COMMIT follows when the transaction ends: two round
+// trips where a naive BEGIN / set_config / statement / COMMIT takes four.
+// BeginSingle does better for a transaction of one statement: the
+// deferred statements, the scope and the statement go as one batch
+// without BEGIN, which PostgreSQL runs as one implicit transaction ending
+// at the batch's Sync, so the transaction-local setting covers exactly
+// that statement, in one round trip. The scope is signed for the
+// backend's next exchange counter (postgres.Dialect.SignedExchange),
+// which the connection remembers (pgconn's CustomData, shared by every
+// adapter of the pool); only a connection whose counter is not known (a
+// new one, or one whose last exchange failed) costs one more round trip,
+// to open it. A connection released while a transaction
+// is open is destroyed by pgxpool, never reused.
 func NewPool(p *pgxpool.Pool, owned bool) engine.Pool {
 	return &pool{querier: querier{p}, p: p, owned: owned}
 }
@@ -190,13 +195,15 @@ type Tx struct {
 	done    bool
 	single  bool // implicit transaction of one statement (BeginSingle)
 	sent    bool // the single statement has been sent
-	// sign, when set, produces the scope statement once the transaction's
-	// nonce is known (DeferSigned).
-	sign func(nonce string) (string, []any)
-	// commitQueued: COMMIT travels in the statement's batch (a signed
-	// single-statement transaction); Commit only releases.
-	commitQueued bool
-	keep         bool // the connection is not the Tx's to release (connPool)
+	// exchange, when set, is the scope to send ahead of the next
+	// statement (DeferExchange).
+	exchange *exchange
+	keep     bool // the connection is not the Tx's to release (connPool)
+}
+
+type exchange struct {
+	open string
+	sign func(pid uint32, counter int64) (string, []any)
 }
 
 // Defer queues a statement whose result is not needed; it is sent, in one
@@ -204,91 +211,107 @@ type Tx struct {
 // error it raises is reported by that call.
 func (t *Tx) Defer(sql string, args ...any) { t.pending = append(t.pending, stmt{sql, args}) }
 
-// DeferSigned queues the statement sign returns for the transaction's
-// nonce (NonceSQL). Before the next statement, BEGIN, the pending
-// statements and the nonce query go in one round trip; the signed
-// statement then travels in the statement's own batch. A single-statement
-// transaction becomes an explicit one (the nonce must be read inside it)
-// whose COMMIT is pipelined after the statement: two round trips in all.
-func (t *Tx) DeferSigned(sign func(nonce string) (sql string, args []any)) { t.sign = sign }
-
-// begin runs, in one round trip, BEGIN (unless sent already), the pending
-// statements and the nonce query, and queues the signed statement.
-func (t *Tx) begin(ctx context.Context) error {
-	sign := t.sign
-	t.sign = nil
-	if t.single {
-		t.single = false
-		t.commitQueued = true
-		t.pending = append([]stmt{{sql: "BEGIN"}}, t.pending...)
-	}
-	b := &pgx.Batch{}
-	for _, s := range t.pending {
-		b.Queue(s.sql, s.args...)
-	}
-	b.Queue(postgres.NonceSQL)
-	n := len(t.pending)
-	t.pending = nil
-	t.begun = true
-	br := t.conn.SendBatch(ctx, b)
-	for range n {
-		if _, err := br.Exec(); err != nil {
-			return errors.Join(err, br.Close())
-		}
-	}
-	var nonce string
-	if err := br.QueryRow().Scan(&nonce); err != nil {
-		return errors.Join(err, br.Close())
-	}
-	if err := br.Close(); err != nil {
-		return err
-	}
-	sql, args := sign(nonce)
-	t.pending = []stmt{{sql, args}}
-	return nil
+// DeferExchange queues the scope statement sign returns for the backend's
+// pid and its exchange counter's next value: it travels after the pending
+// statements and before the next statement, in the same batch. open is
+// the query that returns the counter's next value (creating it), run
+// first, in a round trip of its own, when the connection does not know
+// it.
+func (t *Tx) DeferExchange(open string, sign func(pid uint32, counter int64) (sql string, args []any)) {
+	t.exchange = &exchange{open, sign}
 }
 
-// send runs the pending statements and then sql. With nothing pending it
-// returns nil BatchResults and the caller runs sql directly.
+// send runs the pending statements, the exchange if one is queued, and
+// then sql, in one batch. With nothing to send first it returns nil
+// BatchResults and the caller runs sql directly.
 func (t *Tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	if t.done {
 		return nil, ErrTxDone
 	}
-	if t.single || t.commitQueued {
+	if t.single {
 		if t.sent {
 			return nil, ErrSingleUsed
 		}
 		t.sent = true
 	}
-	if t.sign != nil {
-		if err := t.begin(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if len(t.pending) == 0 && !t.commitQueued {
+	pending := t.pending
+	t.pending = nil
+	ex := t.exchange
+	t.exchange = nil
+	if len(pending) == 0 && ex == nil {
 		return nil, nil
 	}
-	b := &pgx.Batch{}
-	for _, s := range t.pending {
-		b.Queue(s.sql, s.args...)
-	}
-	b.Queue(sql, args...)
-	if t.commitQueued {
-		b.Queue("COMMIT")
-		t.begun = false // the batch ends the transaction
-	}
-	n := len(t.pending)
-	t.pending = nil
-	if !t.single && !t.commitQueued {
+	// opens: the batch's BEGIN starts the transaction, so a failed
+	// exchange leaves nothing of it to keep.
+	opens := !t.single && !t.begun
+	if !t.single {
 		t.begun = true
 	}
-	br := t.conn.SendBatch(ctx, b)
-	for range n {
-		if _, err := br.Exec(); err != nil {
-			return nil, errors.Join(err, br.Close())
+	pc := t.conn.Conn().PgConn()
+	for retried := false; ; retried = true {
+		b := &pgx.Batch{}
+		for _, s := range pending {
+			b.Queue(s.sql, s.args...)
+		}
+		n := len(pending)
+		var counter int64
+		if ex != nil {
+			var known bool
+			// Taken, not read: whatever goes wrong before the
+			// exchange has run leaves the counter unknown, and the
+			// next transaction opens it again.
+			key := counterKey + ex.open
+			counter, known = pc.CustomData()[key].(int64)
+			delete(pc.CustomData(), key)
+			if !known {
+				if err := t.conn.QueryRow(ctx, ex.open).Scan(&counter); err != nil {
+					return nil, err
+				}
+			}
+			xsql, xargs := ex.sign(pc.PID(), counter)
+			b.Queue(xsql, xargs...)
+			n++
+		}
+		b.Queue(sql, args...)
+		br := t.conn.SendBatch(ctx, b)
+		var err error
+		for range n {
+			if _, err = br.Exec(); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			if ex != nil {
+				pc.CustomData()[counterKey+ex.open] = counter + 1
+			}
+			return br, nil
+		}
+		err = errors.Join(err, br.Close())
+		if ex == nil || retried || (!opens && !t.single) || !exchangeFailed(err) {
+			return nil, err
+		}
+		// The backend had no counter (DISCARD dropped its pg_temp), or
+		// another user of the connection consumed the value this one
+		// was signed for: nothing but the pending statements ran, and
+		// their transaction failed. Undo it and send everything again
+		// after opening the counter.
+		if opens {
+			if _, err := t.conn.Exec(ctx, "ROLLBACK"); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return br, nil
+}
+
+// counterKey prefixes, in a connection's CustomData, the key of the next
+// value of its exchange counter (an int64), followed by the query that
+// opens it (which names the namespace).
+const counterKey = "tenantmcp.exchange "
+
+// exchangeFailed reports the exchange's own errors.
+func exchangeFailed(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == postgres.ErrCodeNoCounter || pe.Code == postgres.ErrCodeNotVerified)
 }
 
 // Query implements engine.Querier.
@@ -325,12 +348,6 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (engine.Result, 
 		return engine.Result{RowsAffected: tag.RowsAffected()}, nil
 	}
 	tag, err := br.Exec()
-	if err == nil && t.commitQueued {
-		var ctag pgconn.CommandTag
-		if ctag, err = br.Exec(); err == nil && ctag.String() == "ROLLBACK" {
-			err = ErrCommitRolledBack
-		}
-	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
