@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
@@ -201,6 +204,28 @@ func mutationCheck(t *testing.T, dsn string) {
 	// (the guard compares text level ids a second time as binary strings),
 	// so removing it there must change nothing.
 	disable := func(f guardfault.Fix) func() func() { return func() func() { return guardfault.Disable(f) } }
+	// A fault in a function ApplyRLS generates takes effect once the
+	// owner has installed it: reinstall re-applies the DDL (PostgreSQL).
+	reinstall := func() {
+		if r.engine != Postgres {
+			return
+		}
+		conn, err := pgx.Connect(ctx, r.sc.ownerDSN)
+		if err != nil {
+			t.Fatalf("connecting as the owner: %v", err)
+		}
+		defer conn.Close(ctx)
+		if err := postgres.ApplyRLS(ctx, conn, r.sch, postgres.Options{Key: r.sc.rlsKey}); err != nil {
+			t.Fatalf("re-applying row-level security: %v", err)
+		}
+	}
+	installed := func(f guardfault.Fix) func() func() {
+		return func() func() {
+			restore := guardfault.Disable(f)
+			reinstall()
+			return func() { restore(); reinstall() }
+		}
+	}
 	for _, gf := range []struct {
 		kind   string
 		inject func() (restore func())
@@ -230,6 +255,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.ByRef), disable(guardfault.ByRef), []int{52}},
 		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
 		{string(guardfault.CheckLockBound), disable(guardfault.CheckLockBound), []int{51}},
+		{string(guardfault.ExchangeCounter), installed(guardfault.ExchangeCounter), []int{35}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {
@@ -255,8 +281,9 @@ func mutationCheck(t *testing.T, dsn string) {
 		if (gf.kind == string(guardfault.ByRef) || gf.kind == string(guardfault.ConsistencyPaths)) && r.engine == Postgres {
 			must = nil
 		}
-		// Only PostgreSQL re-checks its row-level security while serving.
-		if (gf.kind == string(guardfault.RecheckInterrupt) || gf.kind == string(guardfault.CheckLockBound)) && r.engine != Postgres {
+		// Only PostgreSQL re-checks its row-level security while serving
+		// and signs its scope context.
+		if (gf.kind == string(guardfault.RecheckInterrupt) || gf.kind == string(guardfault.CheckLockBound) || gf.kind == string(guardfault.ExchangeCounter)) && r.engine != Postgres {
 			must = nil
 		}
 		// Issue 26: only InnoDB locks what it scans (PostgreSQL tests its

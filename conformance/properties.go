@@ -48,7 +48,7 @@ var properties = []*property{
 	{id: 27, name: "catalog_drift", title: "Graph matches the live catalog", criterion: "CheckCatalog clean; wrong global refused at Open", fn: propCatalog},
 	{id: 28, name: "collation_exact", title: "Tenant keys compare byte-exactly", criterion: "ci collation refused, or ACME reads 0 acme rows", fn: propCollation},
 	{id: 29, name: "typed_values", title: "Values typed by their column", criterion: "ErrType at Build; 7 never matches '7eleven'", fn: propTyped},
-	{id: 35, name: "rls_signed_context", title: "RLS holds against raw SQL as the app role that sets its own context", criterion: "unsigned, forged, replayed: 0 rows; signed control = oracle", only: Postgres, onlyWhy: pgOnly, fn: propSignedContext},
+	{id: 35, name: "rls_signed_context", title: "RLS holds against raw SQL as the app role that sets its own context", criterion: "unsigned, forged, replayed (setting and exchange): 0 rows; signed controls = oracle", only: Postgres, onlyWhy: pgOnly, fn: propSignedContext},
 	{id: 36, name: "engine_errors", title: "No engine error text reaches a client", criterion: "FK refusal = ErrReferenced EngineError; no engine text, no row value", fn: propEngineErrors},
 	{id: 37, name: "policy_drift", title: "Policy drift is caught while serving", criterion: "altered policy: ErrRLSUnsafe naming the table within the interval; logged; recovers", only: Postgres, onlyWhy: pgOnly, fn: propPolicyDrift},
 	{id: 48, name: "abandoned_recheck", title: "An abandoned call never stops other tenants", criterion: "cancelled call fails alone; next tenant = oracle; no failed-check log", only: Postgres, onlyWhy: pgOnly, fn: propAbandonedRecheck},

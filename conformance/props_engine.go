@@ -99,6 +99,8 @@ func propSignedContext(p *pt, r *runner) {
 		_ = otx.Rollback(p.ctx)
 		_ = tx.Rollback(p.ctx)
 
+		r.exchangeReplays(p, conn, other, tn, doc, none)
+
 		for _, c := range []struct {
 			what, value string
 			local       bool
@@ -125,6 +127,65 @@ func propSignedContext(p *pt, r *runner) {
 				}
 			}
 		}
+	}
+}
+
+// exchangeReplays is P35 for the one-round-trip exchange (the scope_set
+// statement of [postgres.ScopeExchange]): a value signed for conn's next
+// counter sets the oracle's rows once (the control), and is refused when
+// sent again on conn after its transaction rolled back, or on other (with
+// other's own counter opened): the statement fails and every
+// tenant-bound table shows no row.
+func (r *runner) exchangeReplays(p *pt, conn, other *pgx.Conn, tn Tenant, doc string, none func(q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, what string)) {
+	open, set, err := postgres.ScopeExchange(postgres.Options{})
+	if err != nil {
+		p.Fatalf("exchange statements: %v", err)
+	}
+	var ctr int64
+	if err := conn.QueryRow(p.ctx, open).Scan(&ctr); err != nil {
+		p.Fatalf("opening the exchange counter as the app role: %v", err)
+	}
+	v, err := postgres.SignExchange(r.sc.rlsKey, conn.PgConn().PID(), ctr, doc, postgres.Options{})
+	if err != nil {
+		p.Fatalf("signing an exchange value: %v", err)
+	}
+	tx, err := conn.Begin(p.ctx)
+	if err != nil {
+		p.Fatalf("begin: %v", err)
+	}
+	if _, err := tx.Exec(p.ctx, set, v); err != nil {
+		p.Fatalf("control: the exchange value signed for this backend's next counter: %v", err)
+	}
+	for _, name := range r.g.bound {
+		got, err := r.pgKeys(p.ctx, tx, name)
+		if err != nil {
+			p.Errorf("exchange control: %s as %s: %v", name, tn, err)
+		} else if d := diff(got, r.or.visible(name, tn.Grants)); d != "" {
+			p.Errorf("exchange control: %s as %s: %s", name, tn, d)
+		}
+	}
+	_ = tx.Rollback(p.ctx)
+	if err := other.QueryRow(p.ctx, open).Scan(new(int64)); err != nil {
+		p.Fatalf("opening the other connection's counter: %v", err)
+	}
+	for _, c := range []struct {
+		what string
+		on   *pgx.Conn
+	}{{"exchange value replayed after its transaction rolled back", conn}, {"exchange value replayed on another connection", other}} {
+		tx, err := c.on.Begin(p.ctx)
+		if err != nil {
+			p.Fatalf("begin: %v", err)
+		}
+		if _, err := tx.Exec(p.ctx, set, v); err == nil {
+			p.Errorf("%s as %s: accepted", c.what, tn)
+			none(tx, c.what+" as "+tn.String())
+		} else if strings.Contains(err.Error(), v) || strings.Contains(err.Error(), doc) {
+			p.Errorf("%s: the error echoes the value: %v", c.what, err)
+		}
+		_ = tx.Rollback(p.ctx)
+		none(c.on, c.what+" as "+tn.String()+", next statement")
 	}
 }
 

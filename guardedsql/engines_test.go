@@ -34,6 +34,7 @@ import (
 	sq "github.com/Masterminds/squirrel"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -161,6 +162,25 @@ func (e engine) sharedHotel(t *testing.T) *hotelDB {
 
 // cleanupError reports a failed cleanup: on the test, or on stderr once
 // the test that provisioned a shared database has finished.
+// endSessions ends the sessions of roles and waits (at most 10 s) until
+// they are gone: each session of the application role holds its scope
+// counter (a temporary sequence owned by the tables' owner) until its
+// backend exits, which is after the client's pool has closed, and DROP
+// ROLE of the owner fails while one remains.
+func endSessions(root interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, roles ...string) {
+	ctx := context.Background()
+	_, _ = root.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY($1) AND pid <> pg_backend_pid()`, roles)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		var n int
+		if root.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = ANY($1)`, roles).Scan(&n) != nil || n == 0 {
+			return
+		}
+	}
+}
+
 func cleanupError(t testing.TB, format string, args ...any) {
 	if _, ok := t.(sharedTB); ok {
 		fmt.Fprintf(os.Stderr, format+"\n", args...)
@@ -386,6 +406,7 @@ func provisionPostgres(t testing.TB, dsn string, m *model) *pgHotel {
 			return
 		}
 		defer root.Close()
+		endSessions(root, h.appRole, h.ownerRole)
 		for _, s := range []string{
 			`DROP SCHEMA IF EXISTS ` + h.schema + ` CASCADE`,
 			`DROP ROLE IF EXISTS ` + h.appRole,

@@ -125,6 +125,7 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 			return
 		}
 		defer root.Close()
+		endSessions(root, appRole, ownerRole)
 		for _, q := range []string{`DROP SCHEMA IF EXISTS ` + schema + ` CASCADE`, `DROP ROLE IF EXISTS ` + appRole, `DROP ROLE IF EXISTS ` + ownerRole} {
 			if _, err := root.Exec(context.Background(), q); err != nil {
 				t.Errorf("cleanup: %s: %v", q, err)

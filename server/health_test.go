@@ -158,8 +158,15 @@ func pgNotes(t *testing.T) (app *pgxpool.Config, owner *pgxpool.Pool) {
 			return
 		}
 		defer root.Close()
+		// The app role's sessions hold their scope counters (temporary
+		// sequences of the owner) until their backends exit.
+		_, _ = root.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY($1)`, []string{appRole, ownerRole})
 		for _, s := range []string{`DROP SCHEMA IF EXISTS ` + schema + ` CASCADE`, `DROP ROLE IF EXISTS ` + appRole, `DROP ROLE IF EXISTS ` + ownerRole} {
-			if _, err := root.Exec(context.Background(), s); err != nil {
+			_, err := root.Exec(context.Background(), s)
+			for end := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(end); _, err = root.Exec(context.Background(), s) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil {
 				t.Errorf("cleanup: %s: %v", s, err)
 			}
 		}
