@@ -28,15 +28,27 @@
 // statement as an InitPlan) that returns the document only if its
 // HMAC-SHA256 verifies under a key in a table the application role cannot
 // read, over the document, the namespace, and the transaction's nonce:
-// the backend's pid and the transaction's start time, which the DB reads
-// in the round trip that begins the transaction ([ScopeNonceSQL]) and the
-// application role cannot choose. Raw SQL as the application role,
-// with no setting, an unsigned one, or a signed value replayed from
-// another transaction or connection, sees no row. Keys are [Key] values
-// ([NewKey], [AddKey] and [RemoveKey]): every installed key verifies, so a key rotates without downtime (add the new one, move the
-// servers to it, remove the old one). A single statement costs two round
-// trips (BEGIN with the nonce; the signed setting, the statement and
-// COMMIT).
+// the backend's pid and the transaction's start time ([ScopeNonceSQL]),
+// which the application role cannot choose. The DB does not read that
+// nonce first: each backend holds a counter (a temporary sequence only the
+// owner can use, started at a random 60-bit value), the DB signs the
+// document for the connection's next counter, and the first statement of
+// the transaction, "tenantmcp_scope_set" (SECURITY DEFINER), verifies that
+// signature, consumes the counter (a sequence is not rolled back) and sets
+// the value signed for the transaction's nonce ([ScopeExchange],
+// [SignExchange]). So a guarded statement is one round trip (the
+// exchange, the statement and, for a single statement, the implicit
+// commit travel in one pipelined batch), and an exchange value verifies
+// at most once, in one transaction of the backend it was signed for. Raw
+// SQL as the application role, with no setting, an unsigned one, or a
+// signed or exchange value replayed from another transaction or
+// connection, sees no row. Keys are [Key] values ([NewKey], [AddKey] and
+// [RemoveKey]): every installed key verifies, so a key rotates without
+// downtime (add the new one, move the servers to it, remove the old one).
+// The owner needs TEMPORARY on the database (PUBLIC has it by default),
+// and cannot be dropped while application sessions hold their counters.
+// A hot standby cannot create the counter: guarded transactions need a
+// primary.
 //
 // The start-up check ([CheckRLS], run by [New] and guardedsql.Open)
 // refuses a superuser, a BYPASSRLS role, an owner of tables that are not

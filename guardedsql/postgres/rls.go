@@ -54,9 +54,11 @@ var (
 // RLSDDL returns the statements that install PostgreSQL row-level security
 // for every tenant-bound table of sch: the key table "tenantmcp_scope_keys"
 // (no privilege for anyone but its owner; row-level security enabled with
-// no policy) and the verifying function "tenantmcp_scope_doc()" (SECURITY
-// DEFINER, STABLE, search_path pinned), both in the current schema (see
-// Key); ENABLE and FORCE ROW LEVEL SECURITY, and one permissive policy
+// no policy), the verifying function "tenantmcp_scope_doc()" (SECURITY
+// DEFINER, STABLE, search_path pinned) and the exchange functions
+// "tenantmcp_scope_open()" and "tenantmcp_scope_set(text)" (SECURITY
+// DEFINER, VOLATILE, search_path pinned; see ScopeExchange), all in the
+// current schema (see Key); ENABLE and FORCE ROW LEVEL SECURITY, and one permissive policy
 // FOR ALL (USING and WITH CHECK) that follows the table's foreign-key path
 // to the columns carrying the scope levels and reads the scope only
 // through the verifying function (a table with no level column of its own
