@@ -5,92 +5,22 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
+	"github.com/tenantmcp/tenantmcp/internal/cutproxy"
 	"github.com/tenantmcp/tenantmcp/internal/rpctest"
 	"github.com/tenantmcp/tenantmcp/server"
 	"github.com/tenantmcp/tenantmcp/server/redisstore"
 )
-
-// cuttableRelay forwards a loopback port to a Redis server until Cut,
-// which closes the listener and every connection (Redis "stops": dials
-// are refused, open connections reset), and listens again on Restore.
-type cuttableRelay struct {
-	addr, target string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        []net.Conn
-}
-
-func newCuttableRelay(t *testing.T, target string) *cuttableRelay {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &cuttableRelay{addr: ln.Addr().String(), target: target}
-	r.serve(ln)
-	t.Cleanup(r.Cut)
-	return r
-}
-
-func (r *cuttableRelay) serve(ln net.Listener) {
-	r.mu.Lock()
-	r.ln = ln
-	r.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", r.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			r.mu.Lock()
-			r.conns = append(r.conns, c, up)
-			r.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-}
-
-func (r *cuttableRelay) Cut() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ln != nil {
-		r.ln.Close()
-		r.ln = nil
-	}
-	for _, c := range r.conns {
-		c.Close()
-	}
-	r.conns = nil
-}
-
-func (r *cuttableRelay) Restore(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", r.addr)
-	if err != nil {
-		t.Fatalf("listen again on %s: %v", r.addr, err)
-	}
-	r.serve(ln)
-}
 
 // TestRedisOutageRatesFallBackPerReplica (issue 29 §4) with a real Redis
 // that stops: the hotel's per-tenant rate limits live in Redis
@@ -116,8 +46,12 @@ func TestRedisOutageRatesFallBackPerReplica(t *testing.T) {
 			admin.Del(context.Background(), keys...)
 		}
 	})
-	relay := newCuttableRelay(t, addr)
-	rc := redis.NewClient(&redis.Options{Addr: relay.addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond})
+	relay, err := cutproxy.Start(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	rc := redis.NewClient(&redis.Options{Addr: relay.Addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { rc.Close() })
 	rates, err := redisstore.NewRates(rc, redisstore.Options{Prefix: prefix, Timeout: 500 * time.Millisecond})
 	if err != nil {
@@ -220,7 +154,7 @@ func TestRedisOutageRatesFallBackPerReplica(t *testing.T) {
 		}
 	}
 
-	relay.Restore(t)
+	relay.Restore()
 	var r rpctest.Reply
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		// The shared bucket still holds burst-1 tokens: admitted once
