@@ -47,8 +47,11 @@
 // downtime (add the new one, move the servers to it, remove the old one).
 // The owner needs TEMPORARY on the database (PUBLIC has it by default),
 // and cannot be dropped while application sessions hold their counters.
-// A hot standby cannot create the counter: guarded transactions need a
-// primary.
+// The counter belongs to a backend, so guarded transactions need a
+// primary (a hot standby cannot create it) and a connection that keeps its
+// backend: behind a transaction-pooling proxy (PgBouncer's
+// pool_mode=transaction) the exchange does not verify and guarded
+// statements fail closed with the exchange's error; use session pooling.
 //
 // The start-up check ([CheckRLS], run by [New] and guardedsql.Open)
 // refuses a superuser, a BYPASSRLS role, an owner of tables that are not
