@@ -154,19 +154,29 @@ const ScopeNonceSQL = pgdialect.NonceSQL
 // (migrations, audits, the conformance suite) use it with the same key.
 // opts.Namespace is the one given to RLSDDL.
 func SignScope(k Key, nonce, doc string, opts Options) (string, error) {
-	d, err := opts.dialect()
+	d, pk, err := signing(k, opts)
 	if err != nil {
 		return "", err
-	}
-	pk := k.dialect()
-	if err := pk.Validate(); err != nil {
-		return "", fmt.Errorf("%w: %w", guardedsql.ErrInvalid, err)
 	}
 	return d.Signed(pk, nonce, doc), nil
 }
 
 // dialect is k in the dialect's form.
 func (k Key) dialect() pgdialect.Key { return pgdialect.Key{ID: k.ID, Secret: k.secret} }
+
+// signing returns opts' dialect and k in its form, refusing a key of the
+// wrong shape: what SignScope and SignExchange share.
+func signing(k Key, opts Options) (pgdialect.Dialect, pgdialect.Key, error) {
+	d, err := opts.dialect()
+	if err != nil {
+		return d, pgdialect.Key{}, err
+	}
+	pk := k.dialect()
+	if err := pk.Validate(); err != nil {
+		return d, pk, fmt.Errorf("%w: %w", guardedsql.ErrInvalid, err)
+	}
+	return d, pk, nil
+}
 
 // ScopeExchange returns the statements of the one-round-trip protocol the
 // DB uses on pgx (see [SignExchange]) for opts.Namespace: open returns,
@@ -187,13 +197,9 @@ func ScopeExchange(opts Options) (open, set string, err error) {
 // must be the session counter's next value (ScopeExchange's open), and a
 // value verifies only for that backend and that counter value.
 func SignExchange(k Key, pid uint32, counter int64, doc string, opts Options) (string, error) {
-	d, err := opts.dialect()
+	d, pk, err := signing(k, opts)
 	if err != nil {
 		return "", err
-	}
-	pk := k.dialect()
-	if err := pk.Validate(); err != nil {
-		return "", fmt.Errorf("%w: %w", guardedsql.ErrInvalid, err)
 	}
 	return d.SignedExchange(pk, pid, counter, doc), nil
 }

@@ -203,6 +203,7 @@ type Tx struct {
 
 type exchange struct {
 	open string
+	key  string // the connection's CustomData key of the counter (counterKey + open)
 	sign func(pid uint32, counter int64) (string, []any)
 }
 
@@ -218,7 +219,7 @@ func (t *Tx) Defer(sql string, args ...any) { t.pending = append(t.pending, stmt
 // first, in a round trip of its own, when the connection does not know
 // it.
 func (t *Tx) DeferExchange(open string, sign func(pid uint32, counter int64) (sql string, args []any)) {
-	t.exchange = &exchange{open, sign}
+	t.exchange = &exchange{open: open, key: counterKey + open, sign: sign}
 }
 
 // send runs the pending statements, the exchange if one is queued, and
@@ -260,9 +261,8 @@ func (t *Tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults
 			// Taken, not read: whatever goes wrong before the
 			// exchange has run leaves the counter unknown, and the
 			// next transaction opens it again.
-			key := counterKey + ex.open
-			counter, known = pc.CustomData()[key].(int64)
-			delete(pc.CustomData(), key)
+			counter, known = pc.CustomData()[ex.key].(int64)
+			delete(pc.CustomData(), ex.key)
 			if !known {
 				if err := t.conn.QueryRow(ctx, ex.open).Scan(&counter); err != nil {
 					return nil, err
@@ -282,7 +282,7 @@ func (t *Tx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults
 		}
 		if err == nil {
 			if ex != nil {
-				pc.CustomData()[counterKey+ex.open] = counter + 1
+				pc.CustomData()[ex.key] = counter + 1
 			}
 			return br, nil
 		}
