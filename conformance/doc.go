@@ -183,9 +183,12 @@
 //	   key is another tenant's row's fails with ErrNotFound, the very error of an upsert under a
 //	   foreign parent, and changes nothing; DO NOTHING on that key affects 0 rows, as on an own
 //	   key; the upsert of an own key (rolled back) updates the row and returns its new value.
-//	48 An abandoned call never stops other tenants (PostgreSQL): with the row-level security
-//	   re-check due, a call whose context is already cancelled fails on its own; the next call,
-//	   another tenant's, runs the check and reads exactly its rows; no failed check is logged.
+//	48 No abandoned call or busy pool stops other tenants (PostgreSQL): with the row-level
+//	   security re-check due, a call whose context is already cancelled fails on its own and
+//	   another tenant's next call reads exactly its rows; on a pool of two connections held by
+//	   four workers' transactions back to back for eight re-check intervals, no statement is
+//	   refused and each reads exactly its tenant's rows (the check runs on its own goroutine
+//	   and finds a connection between them); no failed or expired check is logged.
 //	58 Catalog oracle: for every table of the graph, global ones included, and every tenant,
 //	   a guarded SELECT of all its columns and its COUNT(*) include no row that the live
 //	   catalog attributes to other tenants only, MIN and MAX of every integer and text column
@@ -338,7 +341,7 @@
 //	PostgreSQL: a table's row-level security off     16 17 35 37
 //	PostgreSQL: verifying function ignores the MAC   17 35
 //	PostgreSQL: re-check off (no-recheck)            37
-//	PostgreSQL: abandoned re-check recorded (recheck_interrupt) 48
+//	PostgreSQL: re-check run by the calls, busy pool fails closed (recheck_off_caller) 48
 //	undeclared FKs between tenant tables (undeclared_fk) 54
 //	global tables read-only (global_read_only)       55
 //	shared unique keys refused (shared_unique)       56

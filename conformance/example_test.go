@@ -145,7 +145,7 @@ func ExampleProperties() {
 	// P45_ambiguous_match         Ambiguous matches fail visibly and change nothing
 	// P46_narrow_never_widens     A narrowing selector never widens
 	// P47_upsert_foreign_conflict An upsert whose conflict lands on another tenant's row changes nothing
-	// P48_abandoned_recheck       An abandoned call never stops other tenants
+	// P48_abandoned_recheck       No abandoned call or busy pool stops other tenants
 	// P49_foreign_lock            Another tenant's lock is no oracle and no lever
 	// P50_error_kind_foreign_values An engine error never depends on another tenant's values
 	// P51_migration_lock          A migration's lock neither hangs calls nor lets them through unverified

@@ -244,7 +244,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.NarrowCheck), disable(guardfault.NarrowCheck), []int{46}},
 		{string(guardfault.Windows), disable(guardfault.Windows), []int{44}},
 		{string(guardfault.UpsertConflict), disable(guardfault.UpsertConflict), []int{47}},
-		{string(guardfault.RecheckInterrupt), disable(guardfault.RecheckInterrupt), []int{48}},
+		{string(guardfault.RecheckOffCaller), disable(guardfault.RecheckOffCaller), []int{48}},
 		{string(guardfault.KeyedWrites), disable(guardfault.KeyedWrites), []int{49}},
 		{string(guardfault.GuardFirst), disable(guardfault.GuardFirst), []int{50}},
 		{string(guardfault.UndeclaredFK), disable(guardfault.UndeclaredFK), []int{54}},
@@ -283,7 +283,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		}
 		// Only PostgreSQL re-checks its row-level security while serving
 		// and signs its scope context.
-		if (gf.kind == string(guardfault.RecheckInterrupt) || gf.kind == string(guardfault.CheckLockBound) || gf.kind == string(guardfault.ExchangeCounter)) && r.engine != Postgres {
+		if (gf.kind == string(guardfault.RecheckOffCaller) || gf.kind == string(guardfault.CheckLockBound) || gf.kind == string(guardfault.ExchangeCounter)) && r.engine != Postgres {
 			must = nil
 		}
 		// Issue 26: only InnoDB locks what it scans (PostgreSQL tests its

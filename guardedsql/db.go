@@ -33,6 +33,7 @@ type DB struct {
 	// and Verify; PostgreSQL: its row-level security), nil if none.
 	gateFn func(ctx context.Context) error
 	verify func(ctx context.Context, q engine.Querier) error
+	stop   func() // engine.Conn's Stop
 	// oracles are the unique keys found at open that reveal existence.
 	oracles []UniqueOracle
 }
@@ -95,9 +96,15 @@ func newDB(pool engine.Pool, d engine.Dialect, sch *builder.Schema, c config) (*
 // Schema returns the schema the DB guards with.
 func (db *DB) Schema() *builder.Schema { return db.sch }
 
-// Close closes the underlying pool if the DB opened it (Open); a DB made
-// from a caller's *sql.DB leaves it open.
-func (db *DB) Close() error { return db.pool.Close() }
+// Close stops the DB's background work (PostgreSQL's periodic re-check)
+// and closes the underlying pool if the DB opened it (Open); a DB made
+// from a caller's pool leaves it open.
+func (db *DB) Close() error {
+	if db.stop != nil {
+		db.stop()
+	}
+	return db.pool.Close()
+}
 
 // plan checks the scope and renders st. Nothing is sent.
 func (db *DB) plan(ctx context.Context, st builder.Statement) (guard.Plan, scope.Scope, engine.Scope, error) {

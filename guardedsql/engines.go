@@ -174,7 +174,7 @@ func OpenConn(ctx context.Context, c *engine.Conn, sch *builder.Schema, opts Opt
 	if err := startupCatalog(ctx, db); err != nil {
 		return nil, err
 	}
-	db.gateFn, db.verify = c.Gate, c.Verify
+	db.gateFn, db.verify, db.stop = c.Gate, c.Verify, c.Stop
 	return db, nil
 }
 

@@ -3,6 +3,7 @@ package guardedsql_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -229,4 +230,129 @@ func TestPostgresRecheckUnderMigrationLock(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestPostgresRecheckSaturatedPool: transactions hold every pooled
+// connection, back to back, while the periodic row-level security check
+// comes due again and again. The check must find its connection between
+// them without any call waiting for it: no statement is refused, every
+// read returns exactly the tenant's rows, and nothing is logged as a
+// failed or expired check. A policy altered afterwards is still caught,
+// which shows the check kept running rather than being skipped.
+func TestPostgresRecheckSaturatedPool(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(3, 2, 2, 2))
+	db, s := saturatePool(t, h)
+	if len(s.fails) > 0 {
+		t.Fatalf("%d workers stopped on an error with the pool saturated, first: %v", len(s.fails), s.fails[0])
+	}
+	if s.txs < 40 {
+		t.Fatalf("only %d transactions ran: the load did not saturate the pool", s.txs)
+	}
+	if strings.Contains(s.logs, "check failed") || strings.Contains(s.logs, "verdict expired") {
+		t.Fatalf("the saturated pool was logged as a failing check:\n%s", s.logs)
+	}
+	ctx := context.Background()
+	if _, err := h.owner.Exec(ctx, `ALTER POLICY tenantmcp_scope ON bookings USING (true)`); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := postgres.ApplyRLS(ctx, h.owner, h.sch, postgres.Options{Key: h.key}); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	b := h.sch.Table("bookings")
+	q := builder.Must(builder.Select(b.Col("id")).From(b).Build())
+	deadline := time.Now().Add(10 * saturateInterval)
+	for {
+		_, err := guardedsql.All(grantCtx(chainG("acme")), db, q, guardedsql.Scalar[int64])
+		if errors.Is(err, postgres.ErrRLSPolicyMissing) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the altered policy was not caught within 10 intervals (last call: %v): the check stopped running", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// saturateInterval is the re-check interval of saturatePool: long enough
+// that a check slowed down by a loaded machine still passes within half
+// of it.
+const saturateInterval = 400 * time.Millisecond
+
+type saturation struct {
+	txs   int64
+	fails []error
+	logs  string
+}
+
+// saturatePool runs, on a DB over a pool of two connections, four
+// workers whose transactions read the tenant's bookings three times each,
+// back to back, for eight re-check intervals, and stops each worker at its
+// first error (a wrong row count or a foreign row is one).
+func saturatePool(t *testing.T, h *pgHotel) (*guardedsql.DB, saturation) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := h.appCfg.Copy()
+	cfg.MaxConns = 2
+	pool := pgConnect(t, cfg)
+	t.Cleanup(pool.Close)
+	logs := &logbuf.Buffer{}
+	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{
+		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		PoolWait: 500 * time.Millisecond,
+		Engine:   postgres.Options{Key: h.key, Recheck: saturateInterval},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	own := h.m.visible([]scope.Grant{chainG("acme")}).bookings
+	b := h.sch.Table("bookings")
+	q := builder.Must(builder.Select(b.Col("id")).From(b).Build())
+	var (
+		txs  atomic.Int64
+		mu   sync.Mutex
+		s    saturation
+		stop atomic.Bool
+		wg   sync.WaitGroup
+	)
+	for range 4 { // twice the pool: a transaction always waits for a connection
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				err := db.Tx(grantCtx(chainG("acme")), func(tx *guardedsql.Tx) error {
+					for range 3 {
+						ids, err := guardedsql.All(grantCtx(chainG("acme")), tx, q, guardedsql.Scalar[int64])
+						if err != nil {
+							return err
+						}
+						if len(ids) != len(own) {
+							return fmt.Errorf("%d bookings, want %d", len(ids), len(own))
+						}
+						for _, id := range ids {
+							if !own[id] {
+								return fmt.Errorf("a foreign booking %d", id)
+							}
+						}
+						time.Sleep(time.Millisecond) // hold the connection a little
+					}
+					return nil
+				})
+				if err != nil {
+					mu.Lock()
+					s.fails = append(s.fails, err)
+					mu.Unlock()
+					return
+				}
+				txs.Add(1)
+			}
+		}()
+	}
+	time.Sleep(8 * saturateInterval)
+	stop.Store(true)
+	wg.Wait()
+	s.txs, s.logs = txs.Load(), logs.String()
+	return db, s
 }

@@ -61,10 +61,14 @@
 // is not installed, each with its own error ([ErrRLSSuperuser] and
 // friends, all matching [ErrRLSUnsafe] and guardedsql.ErrEngineUnsafe);
 // guardedsql's DB.Check runs it again for readiness checks. It also runs
-// on every new pooled connection before its first statement and every 30
-// seconds ([Options].Recheck): while it fails, guarded statements
-// fail closed with its error, naming the table, and each failure and the
-// recovery are logged. The guard's own predicates, which bind the granted
+// on every new pooled connection before its first statement and, in the
+// DB's own goroutine, every 15 seconds, so that its verdict never gets
+// older than [Options].Recheck (30 seconds): while it fails, guarded
+// statements fail closed with its error, naming the table, and each
+// failure and the recovery are logged. No call ever runs or waits for the
+// periodic check, so a pool whose every connection is busy delays it
+// without refusing anyone, until its verdict would expire. Close the DB
+// to stop that goroutine. The guard's own predicates, which bind the granted
 // ids as typed array parameters and never read the setting, are added as
 // well unless [Options].RLSOnly is set.
 package postgres
@@ -121,17 +125,24 @@ type Options struct {
 	// is defence in depth: both.
 	RLSOnly bool
 
-	// Recheck sets how often the DB re-runs the start-up check (CheckRLS)
-	// while serving; zero means DefaultRecheck. The check also runs on
-	// every new pooled connection before its first guarded statement.
-	// While a check fails, guarded statements fail closed with its error
-	// (matching ErrRLSUnsafe and naming the table or role; a check that
-	// could not run at all, say deadlocked with a migration, fails closed
-	// with ErrRLSUnsafe too) and send nothing, the check is retried at
-	// most every second (or every interval if shorter), and serving
-	// resumes when it passes again; each failure and each recovery is
-	// logged to guardedsql.Options.Logger. The re-check cannot be turned
-	// off.
+	// Recheck bounds the age of the verdict guarded statements are served
+	// on: the DB re-runs the start-up check (CheckRLS) in its own
+	// goroutine every half Recheck, on one pooled connection, and refuses
+	// statements once its last pass is older than Recheck; zero means
+	// DefaultRecheck. The check also runs on every new pooled connection
+	// before its first guarded statement. While a check fails, guarded
+	// statements fail closed with its error (matching ErrRLSUnsafe and
+	// naming the table or role; a check that failed while reading, say
+	// deadlocked with a migration, fails closed with ErrRLSUnsafe too)
+	// and send nothing, the check is retried at most every second (or
+	// every interval if shorter), and serving resumes when it passes
+	// again; each failure and each recovery is logged to
+	// guardedsql.Options.Logger. A check that finds no free connection
+	// within the pool wait, or no database, changes nothing and is
+	// retried soon; only when the verdict expires are statements refused,
+	// with an error that matches ErrRLSUnsafe and is retryable
+	// (guardedsql.IsUnavailable), logged once. The re-check cannot be
+	// turned off.
 	Recheck time.Duration
 }
 
@@ -228,8 +239,9 @@ func openPool(ctx context.Context, dsn string, maxConns int) (engine.Pool, error
 	return p, nil
 }
 
-// New guards a PostgreSQL pool connected as the application role. Close
-// leaves pool open. The Key of opts.Engine (an [Options]) is required
+// New guards a PostgreSQL pool connected as the application role. The
+// DB's Close stops its periodic re-check and leaves pool open (close the
+// DB first). The Key of opts.Engine (an [Options]) is required
 // ([ErrRLSNoKey] otherwise); opts.MaxConns is ignored (the caller sized
 // pool).
 //
@@ -258,6 +270,7 @@ func newDB(ctx context.Context, p engine.Pool, sch *builder.Schema, opts guarded
 	}
 	d.RLSOnly = o.RLSOnly
 	d.Timeouts = pgdialect.Timeouts{Statement: opts.StatementTimeout, Lock: opts.LockTimeout}
+	checked := time.Now()
 	if err := d.Check(ctx, p, g); err != nil {
 		return nil, err
 	}
@@ -268,7 +281,7 @@ func newDB(ctx context.Context, p engine.Pool, sch *builder.Schema, opts guarded
 		return nil, err
 	}
 	d.SearchPath = sp
-	m := newMonitor(func(ctx context.Context, q engine.Querier) error { return d.Check(ctx, q, g) }, p, o.Recheck, opts.Logger)
+	m := newMonitor(func(ctx context.Context, q engine.Querier) error { return d.Check(ctx, q, g) }, p, o.Recheck, opts.Logger, checked)
 	if nc, ok := p.(pgdialect.NewConnChecker); ok {
 		nc.SetNewConnCheck(m.connCheck)
 	}
@@ -279,7 +292,12 @@ func newDB(ctx context.Context, p engine.Pool, sch *builder.Schema, opts guarded
 		}
 		return err
 	}
-	return guardedsql.OpenConn(ctx, &engine.Conn{Pool: p, Dialect: d, Gate: m.gate, Verify: verify}, sch, opts)
+	db, err := guardedsql.OpenConn(ctx, &engine.Conn{Pool: p, Dialect: d, Gate: m.gate, Verify: verify, Stop: m.stop}, sch, opts)
+	if err != nil {
+		return nil, err
+	}
+	m.start()
+	return db, nil
 }
 
 // CheckRLS reads back from the catalogs, on pool (connected as the

@@ -11,21 +11,39 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres/pgxdriver"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
 // lockRetry is how soon a check that timed out on a lock runs again.
 const lockRetry = 250 * time.Millisecond
 
-// errCheckInterrupted marks a row-level security check cut short by its
-// caller's context; it fails that call only.
+// errCheckInterrupted marks a new connection's row-level security check
+// cut short by its caller's context; it fails that call only.
 var errCheckInterrupted = errors.New("guardedsql: row-level security check interrupted by the caller")
+
+// errVerdictExpired is what calls get when the periodic check has not
+// passed for a whole interval because it could not run (no pooled
+// connection came free for it, or the database is unreachable): nothing
+// recent is verified, so the statement is refused, and the refusal is
+// retryable.
+var errVerdictExpired = fmt.Errorf("%w: %w: the periodic re-check has not passed within its interval (it is waiting for a pooled connection or a lock, or the database is unreachable)", guardedsql.ErrUnavailable, ErrRLSUnsafe)
+
+// verdict is the outcome of the latest row-level security check.
+type verdict struct {
+	err   error // nil while the check passes
+	start int64 // unix nanoseconds when the check that gave it began
+	until int64 // a passing verdict serves statements until then
+}
 
 // monitor keeps the row-level security verified after start-up.
 //
 // Invariant: a guarded PostgreSQL statement is sent only if the latest
-// check passed and is younger than the interval, and only on a connection
-// that passed the check itself.
+// check passed and began less than one interval ago, and only on a
+// connection that passed the check itself. The periodic check runs in the
+// monitor's own goroutine, half an interval before the verdict
+// expires, never on a caller's: no call waits for it, and no call that
+// holds a pooled connection (an open transaction) can keep it from one.
 type monitor struct {
 	check    func(ctx context.Context, q engine.Querier) error
 	pool     engine.Pool
@@ -33,118 +51,234 @@ type monitor struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	due     atomic.Int64          // unix nanoseconds of the next check
-	failing atomic.Pointer[error] // the failing check's error, nil when passing
-	mu      sync.Mutex            // one periodic check at a time
+	mu      sync.Mutex // orders record's writes
+	verdict atomic.Pointer[verdict]
+	due     atomic.Int64  // unix nanoseconds of the next periodic check
+	kick    chan struct{} // tells the loop that due moved earlier
+	expired bool          // the expiry has been logged (under mu)
+
+	onCaller sync.Mutex // gateOnCaller's one check at a time
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc // stops the loop
+	done     chan struct{}      // closed when the loop has stopped
 }
 
-func newMonitor(check func(context.Context, engine.Querier) error, pool engine.Pool, interval time.Duration, log *slog.Logger) *monitor {
-	m := &monitor{check: check, pool: pool, interval: interval, log: log, now: time.Now}
+// newMonitor returns a monitor whose verdict is the start-up check's,
+// which passed when it began at checked. Its loop runs once start is
+// called.
+func newMonitor(check func(context.Context, engine.Querier) error, pool engine.Pool, interval time.Duration, log *slog.Logger, checked time.Time) *monitor {
+	m := &monitor{check: check, pool: pool, interval: interval, log: log, now: time.Now, kick: make(chan struct{}, 1)}
 	if m.interval <= 0 {
 		m.interval = DefaultRecheck
 	}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
-	m.due.Store(m.now().Add(m.interval).UnixNano())
+	m.verdict.Store(&verdict{start: checked.UnixNano(), until: checked.Add(m.interval).UnixNano()})
+	m.due.Store(m.refreshAt(checked))
 	return m
 }
 
-// gate returns the current verdict, running the periodic check first if
-// it is due (callers wait for it: no statement is served on a stale
-// verdict).
+// refreshAt is when the periodic check after one begun at start runs:
+// half an interval before its verdict expires, so that a check waiting
+// for a busy pool still passes in time.
+func (m *monitor) refreshAt(start time.Time) int64 {
+	return start.Add(m.interval / 2).UnixNano()
+}
+
+// start runs the periodic check in its own goroutine until stop.
+func (m *monitor) start() {
+	if guardfault.Off(guardfault.RecheckOffCaller) {
+		return // the callers run it (gateOnCaller)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel, m.done = cancel, make(chan struct{})
+	go m.loop(ctx)
+}
+
+// stop ends the loop and waits for it; it is safe to call more than once
+// and on a monitor that never started.
+func (m *monitor) stop() {
+	m.stopOnce.Do(func() {
+		if m.cancel != nil {
+			m.cancel()
+			<-m.done
+		}
+	})
+}
+
+func (m *monitor) loop(ctx context.Context) {
+	defer close(m.done)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		if wait := time.Duration(m.due.Load() - m.now().UnixNano()); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.kick:
+			case <-t.C:
+			}
+			continue
+		}
+		if !m.tick(ctx) {
+			return
+		}
+	}
+}
+
+// tick runs one periodic check and records it; it reports false once the
+// monitor should stop (stopped, or its pool closed under it: a DB on a
+// caller's pool that was closed without DB.Close).
+func (m *monitor) tick(ctx context.Context) bool {
+	start := m.now()
+	cctx, cancel := context.WithTimeout(ctx, m.interval)
+	var err error
+	if oc, ok := m.pool.(oneConn); ok {
+		// One connection for all the check's reads: a busy pool is
+		// waited for once, not once a query.
+		err = oc.WithConn(cctx, func(c engine.Pool) error { return m.check(cctx, c) })
+	} else {
+		err = m.check(cctx, m.pool)
+	}
+	cancel()
+	if ctx.Err() != nil || pgxdriver.Closed(err) {
+		return false
+	}
+	m.record(ctx, err, "periodic", start)
+	return true
+}
+
+// oneConn is a pool that lends one of its connections (pgxdriver's).
+type oneConn interface {
+	WithConn(ctx context.Context, fn func(engine.Pool) error) error
+}
+
+// gate returns the current verdict; it never runs the check.
 func (m *monitor) gate(ctx context.Context) error {
 	if guardfault.RecheckOff() {
 		return nil
 	}
-	if m.now().UnixNano() >= m.due.Load() {
-		var interrupted error
-		m.mu.Lock()
-		if start := m.now(); start.UnixNano() >= m.due.Load() {
-			if err := m.record(ctx, m.check(ctx, m.pool), "periodic", start); errors.Is(err, errCheckInterrupted) {
-				interrupted = err
-			}
-		}
-		m.mu.Unlock()
-		if interrupted != nil {
-			// The verdict on record is older than the interval: this
-			// call may not be served on it.
-			return interrupted
-		}
+	if guardfault.Off(guardfault.RecheckOffCaller) {
+		return m.gateOnCaller(ctx)
 	}
-	if p := m.failing.Load(); p != nil {
-		return *p
+	v := m.verdict.Load()
+	if v.err != nil {
+		return v.err
+	}
+	if m.now().UnixNano() >= v.until {
+		return errVerdictExpired
 	}
 	return nil
 }
 
-// connCheck vets a new pooled connection.
+// connCheck vets a new pooled connection, under its caller's context.
 func (m *monitor) connCheck(ctx context.Context, conn engine.Pool) error {
 	if guardfault.RecheckOff() {
 		return nil
 	}
 	start := m.now()
-	if err := m.check(ctx, conn); err != nil {
+	err := m.check(ctx, conn)
+	if err != nil && !errors.Is(err, ErrRLSUnsafe) && ctx.Err() != nil && !guardfault.Off(guardfault.RecheckInterrupt) {
+		// The caller gave up (cancelled, or past its deadline) while the
+		// check ran, which says nothing about the policies. Only this call
+		// fails; the verdict stays as it was, so one tenant's abandoned
+		// call cannot make every tenant's statements fail closed.
+		return fmt.Errorf("%w: %w", errCheckInterrupted, ctx.Err())
+	}
+	if err != nil {
 		return m.record(ctx, err, "new connection", start)
 	}
 	return nil
 }
 
+// couldNotRun reports whether err means the check found no connection to
+// run on: the pool stayed busy for the whole wait bound, the database is
+// unreachable, or the check ran out of its interval. That verifies nothing
+// and refutes nothing, so the verdict stands until it expires.
+func couldNotRun(err error) bool {
+	if guardfault.Off(guardfault.RecheckOffCaller) {
+		return guardedsql.IsUnavailable(err) // the earlier rule: busy fails closed
+	}
+	return errors.Is(err, engine.ErrBusy) || guardedsql.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // record stores the verdict of a check begun at start and schedules the
-// next check one interval after that start (not after its end: what the
-// check read may be as old as its start). It takes
-// no lock: the periodic check (under m.mu) may acquire a new connection,
-// whose own check records too. A failure is logged every time, a recovery
-// once.
+// next check. A verdict never replaces one whose check began later. A
+// failure is logged every time, a recovery and an expiry once.
 func (m *monitor) record(ctx context.Context, err error, when string, start time.Time) error {
-	if err != nil && !errors.Is(err, ErrRLSUnsafe) && ctx.Err() != nil && !guardfault.Off(guardfault.RecheckInterrupt) {
-		// The caller gave up (cancelled, or past its deadline) while the
-		// check ran, which says nothing about the policies. Only this call
-		// fails; the verdict and the schedule stay as they were, so one
-		// tenant's abandoned call cannot make every tenant's statements
-		// fail closed, and the next call runs the check again.
-		return fmt.Errorf("%w: %w", errCheckInterrupted, ctx.Err())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.verdict.Load()
+	if start.UnixNano() < cur.start {
+		return err // a later check has spoken
 	}
-	next := m.interval
-	if guardedsql.IsUnavailable(err) {
-		// The database cannot be reached: the statements fail on their own
-		// with a retryable error; the verdict stands, and the check is
-		// retried soon.
-		m.due.Store(start.Add(min(m.interval, time.Second)).UnixNano())
-		return err
-	}
-	if err != nil && !errors.Is(err, ErrRLSUnsafe) && guardedsql.IsTimeout(err) {
+	next := m.refreshAt(start)
+	switch {
+	case err == nil:
+		m.verdict.Store(&verdict{start: start.UnixNano(), until: start.Add(m.interval).UnixNano()})
+		if cur.err != nil || m.expired {
+			m.log.LogAttrs(ctx, slog.LevelWarn, "guardedsql: row-level security check passes again; serving",
+				slog.String("check", when))
+		}
+		m.expired = false
+	case !errors.Is(err, ErrRLSUnsafe) && couldNotRun(err):
+		// Nothing was read: the verdict stands until it expires (gate
+		// refuses past its until), and the check runs again soon.
+		next = m.now().Add(min(m.interval/8, lockRetry)).UnixNano()
+		if cur.err == nil && m.now().UnixNano() >= cur.until && !m.expired {
+			m.expired = true
+			m.log.LogAttrs(ctx, slog.LevelError, "guardedsql: row-level security verdict expired: the re-check could not run; refusing guarded statements (retryable) until it does",
+				slog.String("check", when), slog.String("err", err.Error()))
+		}
+	case !errors.Is(err, ErrRLSUnsafe) && guardedsql.IsTimeout(err):
 		// The check waited for a lock longer than its bound
 		// (postgres.CheckLockTimeout): a migration holds a table. Nothing
 		// is verified, and what the migration commits may be a policy
-		// change, so this fails closed like any check that could not run;
-		// but it is a passing condition, not a fault, so the calls get the
-		// retryable "unavailable" error instead of hanging behind the
-		// lock, and the check runs again soon. Like every check that
-		// could not run it matches ErrRLSUnsafe; it also matches
-		// guardedsql.ErrUnavailable, which is what makes it retryable.
+		// change, so this fails closed like any check that could not
+		// read; but it is a passing condition, not a fault, so the calls
+		// get the retryable "unavailable" error instead of hanging behind
+		// the lock, and the check runs again soon. It matches
+		// ErrRLSUnsafe and guardedsql.ErrUnavailable.
 		err = fmt.Errorf("%w: %w: the check waited too long for a lock (a migration in progress?): %w", guardedsql.ErrUnavailable, ErrRLSUnsafe, err)
-		m.failing.Store(&err)
+		m.verdict.Store(&verdict{err: err, start: start.UnixNano()})
 		m.log.LogAttrs(ctx, slog.LevelWarn, "guardedsql: row-level security check blocked by a lock; refusing guarded statements (retryable) until it runs",
 			slog.String("check", when))
-		m.due.Store(start.Add(min(m.interval, lockRetry)).UnixNano())
-		return err
-	}
-	if err != nil && !errors.Is(err, ErrRLSUnsafe) {
-		// The check could not run (a deadlock with a concurrent
-		// migration, a lost connection): nothing is verified, so this
-		// fails closed as well.
-		err = fmt.Errorf("%w: the re-check could not run: %w", ErrRLSUnsafe, err)
-	}
-	if err != nil {
-		next = min(m.interval, time.Second)
-		m.failing.Store(&err)
+		next = start.Add(min(m.interval, lockRetry)).UnixNano()
+	default:
+		if !errors.Is(err, ErrRLSUnsafe) {
+			// The check failed while reading (a deadlock with a
+			// concurrent migration, a lost connection): nothing is
+			// verified, so this fails closed as well.
+			err = fmt.Errorf("%w: the re-check could not run: %w", ErrRLSUnsafe, err)
+		}
+		m.verdict.Store(&verdict{err: err, start: start.UnixNano()})
 		m.log.LogAttrs(ctx, slog.LevelError, "guardedsql: row-level security check failed; refusing guarded statements",
 			slog.String("check", when), slog.String("err", err.Error()))
-	} else if m.failing.Swap(nil) != nil {
-		m.log.LogAttrs(ctx, slog.LevelWarn, "guardedsql: row-level security check passes again; serving",
-			slog.String("check", when))
+		next = start.Add(min(m.interval, time.Second)).UnixNano()
 	}
-	m.due.Store(start.Add(next).UnixNano())
+	if next < m.due.Load() || when == "periodic" {
+		m.due.Store(next)
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
 	return err
+}
+
+// gateOnCaller is the design guardfault.RecheckOffCaller replaced, kept
+// for the mutation check only: the caller whose statement finds the check
+// due runs it, holding whatever connection its transaction holds.
+func (m *monitor) gateOnCaller(ctx context.Context) error {
+	if m.now().UnixNano() >= m.due.Load() {
+		m.onCaller.Lock()
+		if start := m.now(); start.UnixNano() >= m.due.Load() {
+			m.record(ctx, m.check(ctx, m.pool), "periodic", start)
+		}
+		m.onCaller.Unlock()
+	}
+	return m.verdict.Load().err
 }

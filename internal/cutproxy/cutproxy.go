@@ -1,12 +1,13 @@
 // Package cutproxy is a loopback TCP proxy that tests can cut and restore,
 // to simulate a database or identity-provider outage without stopping the
-// shared server behind it.
+// shared server behind it, and that counts the round trips its clients
+// make (the bench's wire-level count, issue 30).
 package cutproxy
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Proxy forwards every connection accepted on Addr to a target address.
@@ -17,11 +18,20 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]bool
+	wg     sync.WaitGroup
+	bursts atomic.Int64 // request bursts of every connection, summed
 }
+
+// RoundTrips is the number of round trips counted so far over every
+// connection. The proxy knows nothing of the protocols: a round trip is a
+// burst of bytes a client sends after the target has sent something since
+// that client's previous burst (a connection's first burst counts too). A
+// client that pipelines several statements before reading pays one round
+// trip for them; one that waits for each answer pays one per statement.
+func (p *Proxy) RoundTrips() int64 { return p.bursts.Load() }
 
 // Start listens on a free loopback port and forwards to target.
 func Start(target string) (*Proxy, error) {
@@ -71,10 +81,41 @@ func (p *Proxy) forward(c net.Conn) {
 	p.conns[up] = true
 	p.mu.Unlock()
 	defer p.drop(up)
+	// answered is set when the target has sent bytes since the client's
+	// last burst; it starts set so that the connection's first burst
+	// counts, and it is set before the bytes are passed on, since the
+	// client can send its next burst only after it has them.
+	var answered atomic.Bool
+	answered.Store(true)
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); done <- struct{}{} }()
-	go func() { io.Copy(c, up); done <- struct{}{} }()
+	go func() {
+		copyChunks(up, c, func() {
+			if answered.Swap(false) {
+				p.bursts.Add(1)
+			}
+		})
+		done <- struct{}{}
+	}()
+	go func() { copyChunks(c, up, func() { answered.Store(true) }); done <- struct{}{} }()
 	<-done
+}
+
+// copyChunks copies src to dst, calling seen before writing each chunk
+// read, until either side fails or src ends.
+func copyChunks(dst, src net.Conn, seen func()) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			seen()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil { // io.EOF included: src ended
+			return
+		}
+	}
 }
 
 func (p *Proxy) drop(c net.Conn) {

@@ -23,11 +23,20 @@ const (
 	// function or a scalar subquery (issue 15). Switching it off drops
 	// them, which the window property (P44) must notice.
 	Windows Fix = "windows"
-	// RecheckInterrupt: a row-level security re-check cut short by its
-	// caller's context fails that call only. Switching it off records it
-	// as a failed check, so every tenant's statements fail closed until
-	// the next one; property 48 must notice.
+	// RecheckInterrupt: a new connection's row-level security check cut
+	// short by its caller's context fails that call only. Switching it off
+	// records it as a failed check, so every tenant's statements fail
+	// closed until the next one; TestRecheckInterruptedByCallerFailsOnlyThatCall
+	// (guardedsql/postgres) must notice.
 	RecheckInterrupt Fix = "recheck_interrupt"
+	// RecheckOffCaller: the periodic PostgreSQL row-level security check
+	// runs in its own goroutine ahead of the verdict's expiry, and a check
+	// that found no free connection leaves the verdict standing until it
+	// expires. Switching it off brings back the earlier design: the caller
+	// whose statement finds the check due runs it, holding its own
+	// connection (inside a transaction), and a check the busy pool kept
+	// from running fails every tenant closed; property 48 must notice.
+	RecheckOffCaller Fix = "recheck_off_caller"
 	// CheckLockBound: the PostgreSQL row-level security check runs under
 	// a lock_timeout, so a migration's table lock makes calls fail fast
 	// with the retryable unavailable error. Switching it off lets the

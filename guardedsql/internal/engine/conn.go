@@ -28,4 +28,7 @@ type Conn struct {
 	// on q (PostgreSQL: the row-level security check). An error meaning
 	// the database is unreachable wraps guardedsql.ErrUnavailable.
 	Verify func(ctx context.Context, q Querier) error
+	// Stop, if set, ends the engine's background work (PostgreSQL: the
+	// periodic re-check); DB.Close calls it before closing the pool.
+	Stop func()
 }

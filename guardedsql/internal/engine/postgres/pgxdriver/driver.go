@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
@@ -117,3 +118,6 @@ type plainTx struct {
 
 func (t *plainTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t *plainTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+// Closed reports whether err says the pgx pool was closed.
+func Closed(err error) bool { return errors.Is(err, puddle.ErrClosedPool) }

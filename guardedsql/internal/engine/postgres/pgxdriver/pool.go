@@ -103,6 +103,17 @@ func (p *pool) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	return c, nil
 }
 
+// WithConn runs fn on one connection of the pool, acquired once (within
+// the wait bound, vetted if new) and released when fn returns.
+func (p *pool) WithConn(ctx context.Context, fn func(engine.Pool) error) error {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return fn(&connPool{querier{c}, c})
+}
+
 // connPool is a engine.Pool of one acquired connection, which it never
 // releases (its owner does).
 type connPool struct {
