@@ -221,8 +221,9 @@
 //	51 A migration's lock neither hangs calls nor lets them through unverified (PostgreSQL): while
 //	   another connection holds ACCESS EXCLUSIVE on a tenant-bound table in an open transaction
 //	   and the re-check is due, calls (of another table) fail within 3s with the retryable
-//	   unavailable error (guardedsql.IsUnavailable) and none is served; once the lock is
-//	   released the same call reads exactly its rows again.
+//	   unavailable error (guardedsql.IsUnavailable) and none is served, and within six calls
+//	   over 1.2s one of the refusals says the check waited too long for a lock; once the lock
+//	   is released the same call reads exactly its rows again.
 //
 // Properties 15–17, 35 and 37 are skipped on SQLite and MySQL/MariaDB, which have no
 // row-level security: their isolation rests on the guard's predicates,

@@ -52,7 +52,7 @@ var properties = []*property{
 	{id: 36, name: "engine_errors", title: "No engine error text reaches a client", criterion: "FK refusal = ErrReferenced EngineError; no engine text, no row value", fn: propEngineErrors},
 	{id: 37, name: "policy_drift", title: "Policy drift is caught while serving", criterion: "altered policy: ErrRLSUnsafe naming the table within the interval; logged; recovers", only: Postgres, onlyWhy: pgOnly, fn: propPolicyDrift},
 	{id: 48, name: "abandoned_recheck", title: "No abandoned call or busy pool stops other tenants", criterion: "cancelled call fails alone; saturated pool: no refusal, rows = oracle; no failed-check log", only: Postgres, onlyWhy: pgOnly, fn: propAbandonedRecheck},
-	{id: 51, name: "migration_lock", title: "A migration's lock neither hangs calls nor lets them through unverified", criterion: "table locked: calls fail < 3s, IsUnavailable, none served; served after", only: Postgres, onlyWhy: pgOnly, fn: propMigrationLock},
+	{id: 51, name: "migration_lock", title: "A migration's lock neither hangs calls nor lets them through unverified", criterion: "table locked: calls fail < 3s, IsUnavailable, none served, the lock named; served after", only: Postgres, onlyWhy: pgOnly, fn: propMigrationLock},
 	{id: 38, name: "unique_oracle", title: "A unique key shared by tenants is reported and reveals no value", criterion: "listed by UniqueOracles; collision = ErrConflict without the foreign row's values", fn: propUniqueOracle},
 	{id: 44, name: "window_partitions", title: "Window functions and scalar subqueries count own rows only", criterion: "row number, running sum, rank, partition and subquery counts = oracle", fn: propWindows},
 }

@@ -31,7 +31,7 @@ type DB struct {
 	base engine.Pool
 	// gateFn and verify are the engine's own checks (engine.Conn's Gate
 	// and Verify; PostgreSQL: its row-level security), nil if none.
-	gateFn func(ctx context.Context) error
+	gateFn func(ctx context.Context, txBegan time.Time) error
 	verify func(ctx context.Context, q engine.Querier) error
 	stop   func() // engine.Conn's Stop
 	// oracles are the unique keys found at open that reveal existence.
@@ -114,18 +114,20 @@ func (db *DB) plan(ctx context.Context, st builder.Statement) (guard.Plan, scope
 	}
 	p, ds, err := db.render(sc, st)
 	if err == nil {
-		err = db.gate(ctx)
+		err = db.gate(ctx, time.Time{})
 	}
 	return p, sc, ds, err
 }
 
 // gate fails closed while the engine's own isolation is not verified
 // (PostgreSQL's row-level security; see guardedsql/postgres.Options.Recheck).
-func (db *DB) gate(ctx context.Context) error {
+// txBegan is zero outside a transaction, else when its first gate began
+// (engine.Conn's Gate).
+func (db *DB) gate(ctx context.Context, txBegan time.Time) error {
 	if db.gateFn == nil {
 		return nil
 	}
-	return db.gateFn(ctx)
+	return db.gateFn(ctx, txBegan)
 }
 
 func (db *DB) render(sc scope.Scope, st builder.Statement) (guard.Plan, engine.Scope, error) {
@@ -362,6 +364,8 @@ type Tx struct {
 	sc   scope.Scope
 	done bool
 	sp   int
+	// began is when the transaction's gate began (DB.gate).
+	began time.Time
 	// wrote: a write ran in the transaction (its commit is counted for
 	// the call: writehook.go).
 	wrote bool
@@ -382,7 +386,7 @@ func (tx *Tx) plan(ctx context.Context, st builder.Statement) (guard.Plan, error
 	}
 	p, _, err := tx.db.render(sc, st)
 	if err == nil {
-		err = tx.db.gate(ctx)
+		err = tx.db.gate(ctx, tx.began)
 	}
 	return p, err
 }

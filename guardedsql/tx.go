@@ -173,14 +173,15 @@ func (db *DB) txOnce(ctx context.Context, iso IsolationLevel, fn func(tx *Tx) er
 	if !ok {
 		return ErrNoScope
 	}
-	if err := db.gate(ctx); err != nil {
+	began := time.Now()
+	if err := db.gate(ctx, time.Time{}); err != nil {
 		return err
 	}
 	dtx, err := db.pool.Begin(engine.WithIsolation(ctx, iso.dialect()))
 	if err != nil {
 		return err
 	}
-	tx := &Tx{db: db, tx: dtx, sc: sc}
+	tx := &Tx{db: db, tx: dtx, sc: sc, began: began}
 	defer func() {
 		if p := recover(); p != nil {
 			_ = dtx.Rollback(ctx)

@@ -18,6 +18,14 @@ import (
 // lockRetry is how soon a check that timed out on a lock runs again.
 const lockRetry = 250 * time.Millisecond
 
+// checkTimeout bounds a periodic check that hangs (with the interval, if
+// longer); its lock waits are bounded more tightly (CheckLockTimeout).
+const checkTimeout = 5 * time.Second
+
+// maxAwait bounds how long a call whose verdict has expired waits for the
+// check in flight (with the interval, if shorter).
+const maxAwait = time.Second
+
 // errCheckInterrupted marks a new connection's row-level security check
 // cut short by its caller's context; it fails that call only.
 var errCheckInterrupted = errors.New("guardedsql: row-level security check interrupted by the caller")
@@ -39,11 +47,13 @@ type verdict struct {
 // monitor keeps the row-level security verified after start-up.
 //
 // Invariant: a guarded PostgreSQL statement is sent only if the latest
-// check passed and began less than one interval ago, and only on a
+// check passed and began less than one interval before the statement (in
+// a transaction: before the transaction's first gate), and only on a
 // connection that passed the check itself. The periodic check runs in the
-// monitor's own goroutine, half an interval before the verdict
-// expires, never on a caller's: no call waits for it, and no call that
-// holds a pooled connection (an open transaction) can keep it from one.
+// monitor's own goroutine, half an interval before the verdict expires,
+// never on a caller's; a call waits for it only when it is that late, and
+// never while holding a pooled connection (in a transaction), so no call
+// can keep the check from a connection.
 type monitor struct {
 	check    func(ctx context.Context, q engine.Querier) error
 	pool     engine.Pool
@@ -51,7 +61,8 @@ type monitor struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu      sync.Mutex // orders record's writes
+	mu      sync.Mutex    // orders record's writes
+	changed chan struct{} // closed and replaced by every record (under mu)
 	verdict atomic.Pointer[verdict]
 	due     atomic.Int64  // unix nanoseconds of the next periodic check
 	kick    chan struct{} // tells the loop that due moved earlier
@@ -68,7 +79,7 @@ type monitor struct {
 // which passed when it began at checked. Its loop runs once start is
 // called.
 func newMonitor(check func(context.Context, engine.Querier) error, pool engine.Pool, interval time.Duration, log *slog.Logger, checked time.Time) *monitor {
-	m := &monitor{check: check, pool: pool, interval: interval, log: log, now: time.Now, kick: make(chan struct{}, 1)}
+	m := &monitor{check: check, pool: pool, interval: interval, log: log, now: time.Now, kick: make(chan struct{}, 1), changed: make(chan struct{})}
 	if m.interval <= 0 {
 		m.interval = DefaultRecheck
 	}
@@ -134,7 +145,7 @@ func (m *monitor) loop(ctx context.Context) {
 // caller's pool that was closed without DB.Close).
 func (m *monitor) tick(ctx context.Context) bool {
 	start := m.now()
-	cctx, cancel := context.WithTimeout(ctx, m.interval)
+	cctx, cancel := context.WithTimeout(ctx, max(m.interval, checkTimeout))
 	var err error
 	if oc, ok := m.pool.(oneConn); ok {
 		// One connection for all the check's reads: a busy pool is
@@ -156,22 +167,45 @@ type oneConn interface {
 	WithConn(ctx context.Context, fn func(engine.Pool) error) error
 }
 
-// gate returns the current verdict; it never runs the check.
-func (m *monitor) gate(ctx context.Context) error {
+// gate returns the current verdict; it never runs the check. A
+// statement of a transaction is served while the verdict passes and was
+// fresh when the transaction's own gate began (txBegan), and never waits:
+// its caller holds a pooled connection the check may need. Any other
+// caller whose verdict has expired (the check is slower than half an
+// interval) waits for the check in flight, at most one interval or
+// maxAwait.
+func (m *monitor) gate(ctx context.Context, txBegan time.Time) error {
 	if guardfault.RecheckOff() {
 		return nil
 	}
 	if guardfault.Off(guardfault.RecheckOffCaller) {
 		return m.gateOnCaller(ctx)
 	}
+	m.mu.Lock()
+	changed := m.changed
+	m.mu.Unlock()
 	v := m.verdict.Load()
-	if v.err != nil {
+	switch {
+	case v.err != nil:
 		return v.err
-	}
-	if m.now().UnixNano() >= v.until {
+	case m.now().UnixNano() < v.until, !txBegan.IsZero() && txBegan.UnixNano() < v.until:
+		return nil
+	case !txBegan.IsZero():
 		return errVerdictExpired
 	}
-	return nil
+	t := time.NewTimer(min(m.interval, maxAwait))
+	defer t.Stop()
+	select {
+	case <-changed: // the check in flight has been recorded
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return errVerdictExpired
+	}
+	if v := m.verdict.Load(); v.err != nil || m.now().UnixNano() < v.until {
+		return v.err
+	}
+	return errVerdictExpired
 }
 
 // connCheck vets a new pooled connection, under its caller's context.
@@ -211,6 +245,8 @@ func couldNotRun(err error) bool {
 func (m *monitor) record(ctx context.Context, err error, when string, start time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	close(m.changed)
+	m.changed = make(chan struct{})
 	cur := m.verdict.Load()
 	if start.UnixNano() < cur.start {
 		return err // a later check has spoken

@@ -46,7 +46,7 @@ func TestRecheckInterruptedByCallerFailsOnlyThatCall(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrRLSUnsafe) {
 		t.Fatalf("interrupted check returned %v, want the caller's own context error", err)
 	}
-	if err := m.gate(context.Background()); err != nil {
+	if err := m.gate(context.Background(), time.Time{}); err != nil {
 		t.Fatalf("after an interrupted new-connection check, gate = %v, want the start-up verdict", err)
 	}
 	// A genuine finding stands even if its caller has gone meanwhile.
@@ -56,30 +56,62 @@ func TestRecheckInterruptedByCallerFailsOnlyThatCall(t *testing.T) {
 	if err := m.connCheck(gone, nil); !errors.Is(err, ErrRLSPolicyMissing) {
 		t.Fatalf("a failing check under a cancelled caller = %v", err)
 	}
-	if err := m.gate(context.Background()); !errors.Is(err, ErrRLSPolicyMissing) {
+	if err := m.gate(context.Background(), time.Time{}); !errors.Is(err, ErrRLSPolicyMissing) {
 		t.Fatalf("a failing check was not recorded because its caller had gone: gate = %v", err)
 	}
 }
 
 // The gate only reads the verdict: however late the check is, a call
-// never runs it (a call may hold the pool's last connection), and a
-// verdict older than the interval refuses the call with the retryable
-// unavailable error that also matches ErrRLSUnsafe.
+// never runs it (a call may hold the pool's last connection). Past the
+// verdict's expiry a statement of a transaction begun after it is refused
+// at once with the retryable unavailable error that also matches
+// ErrRLSUnsafe, one begun before it is served, and a call outside a
+// transaction waits for the check in flight (here: until it gives up).
 func TestRecheckGateNeverRunsTheCheck(t *testing.T) {
 	var result error
 	var runs atomic.Int64
 	m, clock, _ := fakeMonitor(t, time.Minute, &result, &runs)
+	began := *clock
 	*clock = clock.Add(59 * time.Second) // due, not yet expired
-	if err := m.gate(context.Background()); err != nil {
+	if err := m.gate(context.Background(), time.Time{}); err != nil {
 		t.Fatalf("gate before expiry = %v", err)
 	}
 	*clock = clock.Add(2 * time.Second) // expired
-	err := m.gate(context.Background())
+	err := m.gate(context.Background(), *clock)
 	if !errors.Is(err, ErrRLSUnsafe) || !guardedsql.IsUnavailable(err) {
-		t.Fatalf("gate past expiry = %v, want ErrRLSUnsafe and retryable unavailable", err)
+		t.Fatalf("transaction's gate past expiry = %v, want ErrRLSUnsafe and retryable unavailable", err)
+	}
+	if err := m.gate(context.Background(), began); err != nil {
+		t.Fatalf("a transaction begun on the fresh verdict: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := m.gate(ctx, time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call past expiry with no check in flight = %v, want it to wait until its deadline", err)
 	}
 	if runs.Load() != 0 {
 		t.Fatalf("the gate ran the check %d times", runs.Load())
+	}
+}
+
+// A call outside a transaction that finds the verdict expired waits for
+// the check in flight and is served on its pass.
+func TestRecheckExpiredCallWaitsForTheCheck(t *testing.T) {
+	var result error
+	var runs atomic.Int64
+	m, clock, _ := fakeMonitor(t, time.Minute, &result, &runs)
+	*clock = clock.Add(2 * time.Minute)
+	served := make(chan error, 1)
+	go func() { served <- m.gate(context.Background(), time.Time{}) }()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-served:
+		t.Fatalf("served before the check passed: %v", err)
+	default:
+	}
+	m.record(context.Background(), nil, "periodic", *clock)
+	if err := <-served; err != nil {
+		t.Fatalf("after the check passed: %v", err)
 	}
 }
 
@@ -96,7 +128,7 @@ func TestRecheckBusyPoolKeepsVerdictUntilExpiry(t *testing.T) {
 	if !m.tick(ctx) {
 		t.Fatal("the loop stopped on a busy pool")
 	}
-	if err := m.gate(ctx); err != nil {
+	if err := m.gate(ctx, time.Time{}); err != nil {
 		t.Fatalf("a busy pool failed the calls before the verdict expired: %v", err)
 	}
 	if due := time.Duration(m.due.Load() - clock.UnixNano()); due <= 0 || due > lockRetry {
@@ -105,7 +137,7 @@ func TestRecheckBusyPoolKeepsVerdictUntilExpiry(t *testing.T) {
 	*clock = clock.Add(30 * time.Second) // past the verdict's minute
 	m.tick(ctx)
 	m.tick(ctx)
-	if err := m.gate(ctx); !errors.Is(err, ErrRLSUnsafe) || !guardedsql.IsUnavailable(err) {
+	if err := m.gate(ctx, *clock); !errors.Is(err, ErrRLSUnsafe) || !guardedsql.IsUnavailable(err) {
 		t.Fatalf("past expiry gate = %v, want the retryable refusal", err)
 	}
 	if n := strings.Count(logs.String(), "verdict expired"); n != 1 {
@@ -116,7 +148,7 @@ func TestRecheckBusyPoolKeepsVerdictUntilExpiry(t *testing.T) {
 	}
 	result = nil
 	m.tick(ctx)
-	if err := m.gate(ctx); err != nil {
+	if err := m.gate(ctx, time.Time{}); err != nil {
 		t.Fatalf("after a passing check gate = %v", err)
 	}
 	if !strings.Contains(logs.String(), "passes again") {
@@ -125,7 +157,7 @@ func TestRecheckBusyPoolKeepsVerdictUntilExpiry(t *testing.T) {
 	// A real finding still fails closed at once.
 	result = ErrRLSPolicyMissing
 	m.tick(ctx)
-	if err := m.gate(ctx); !errors.Is(err, ErrRLSPolicyMissing) {
+	if err := m.gate(ctx, time.Time{}); !errors.Is(err, ErrRLSPolicyMissing) {
 		t.Fatalf("a failing check: gate = %v", err)
 	}
 }
@@ -139,7 +171,7 @@ func TestRecheckLoopRefreshesAhead(t *testing.T) {
 	m.start()
 	end := time.Now().Add(8 * interval)
 	for time.Now().Before(end) {
-		if err := m.gate(context.Background()); err != nil {
+		if err := m.gate(context.Background(), time.Time{}); err != nil {
 			t.Fatalf("gate while the check passes: %v", err)
 		}
 		time.Sleep(time.Millisecond)

@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Conn is what an engine package hands guardedsql.OpenConn: the pool and
 // dialect a DB guards, and what the engine learnt about the server at
@@ -20,10 +23,14 @@ type Conn struct {
 	NoIntersectExcept bool
 	// PredicatesOnly turns off the guard's join-aware rewrites (tests).
 	PredicatesOnly bool
-	// Gate, if set, runs before every guarded statement is sent; its
-	// error fails the statement closed (PostgreSQL: the row-level
-	// security re-check). It is installed after the start-up checks.
-	Gate func(ctx context.Context) error
+	// Gate, if set, runs before every guarded statement is sent and
+	// before a transaction begins; its error fails the statement closed
+	// (PostgreSQL: the row-level security re-check's verdict). txBegan is
+	// zero outside a transaction, where the gate may wait for a check in
+	// flight; inside one it is when the transaction's own gate began, and
+	// the gate must not wait (the caller holds a pooled connection). It
+	// is installed after the start-up checks.
+	Gate func(ctx context.Context, txBegan time.Time) error
 	// Verify, if set, is DB.Check's check of the engine's own isolation
 	// on q (PostgreSQL: the row-level security check). An error meaning
 	// the database is unreachable wraps guardedsql.ErrUnavailable.
