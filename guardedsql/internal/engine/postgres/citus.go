@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
@@ -19,9 +22,10 @@ import (
 // catalogs, which Check reads, show them in force. So on a database where
 // the citus extension is installed, checkCitus reads every active shard
 // placement of every distributed tenant-bound table back through the
-// coordinator (run_command_on_placements), and fails closed with
-// ErrRLSPlacement unless each placement carries exactly the coordinator's
-// row-level security.
+// coordinator (one command per node holding placements, sent with
+// master_run_on_worker, on which Citus builds run_command_on_placements;
+// as the application role), and fails closed with ErrRLSPlacement unless
+// each placement carries exactly the coordinator's row-level security.
 //
 // Invariant: on a database with the citus extension, Check passes only if
 // every active placement of every distributed tenant-bound table (shards
@@ -64,16 +68,19 @@ ORDER BY t.name`
 // ASCII unit separator, which no identifier here contains).
 const citusSep = "\x1f"
 
-// placementStateSQL is the state of one relation (@REL@, a regclass
-// expression) and of the signed-scope objects in its schema, as one text
-// value: the same query runs on the coordinator for the logical table and
-// on every placement for its shard, and the two values must be equal. The
-// expressions are deparsed under search_path pg_catalog (set in the
-// lateral join's outer side, so before anything is deparsed), as the
-// stamp in RLSDDL does, so the text does not depend on the session.
-func (d Dialect) placementStateSQL() string {
-	return `SELECT x.v FROM (SELECT pg_catalog.set_config('search_path', 'pg_catalog', true) AS sp) AS s
-CROSS JOIN LATERAL (
+// placementStateSQL returns, for each relation of rels (an SQL row
+// source of (key text, rel oid)), the key and the state of that relation
+// and of the signed-scope objects in its schema, as one text value
+// ('missing' where rel is NULL or not a relation). The same query runs on
+// the coordinator for the logical tables and on every node for its
+// shards, and the values must be equal. The expressions are deparsed under
+// search_path pg_catalog (set on the outer side of the lateral join, so
+// before anything is deparsed), as the stamp in RLSDDL does, so the text
+// does not depend on the session.
+func (d Dialect) placementStateSQL(rels string) string {
+	return `SELECT r.key, x.v FROM (SELECT pg_catalog.set_config('search_path', 'pg_catalog', true) AS sp) AS s
+CROSS JOIN ` + rels + ` AS r(key, rel)
+CROSS JOIN LATERAL (SELECT coalesce((
 SELECT pg_catalog.concat_ws(pg_catalog.chr(31),
   'rls=' || c.relrowsecurity::text,
   'forced=' || c.relforcerowsecurity::text,
@@ -81,8 +88,8 @@ SELECT pg_catalog.concat_ws(pg_catalog.chr(31),
   'policies=' || (SELECT pg_catalog.count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid)::text,
   'policy-digest=' || coalesce((SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.string_agg(
       p.polname::text || ':' || p.polpermissive::text || ':' || p.polcmd::text || ':' ||
-      coalesce((SELECT pg_catalog.string_agg(CASE WHEN r.oid = 0 THEN 'public' ELSE pg_catalog.pg_get_userbyid(r.oid)::text END, ',' ORDER BY 1)
-                FROM pg_catalog.unnest(p.polroles) AS r(oid)), '') || ':' ||
+      coalesce((SELECT pg_catalog.string_agg(CASE WHEN ro.oid = 0 THEN 'public' ELSE pg_catalog.pg_get_userbyid(ro.oid)::text END, ',' ORDER BY 1)
+                FROM pg_catalog.unnest(p.polroles) AS ro(oid)), '') || ':' ||
       ` + deparseHash + `, E'\n' ORDER BY p.polname), 'UTF8')), 'hex')
     FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid), 'none'),
   'function=' || coalesce((SELECT pg_catalog.concat_ws(',', f.prosecdef::text, f.provolatile::text,
@@ -99,19 +106,39 @@ SELECT pg_catalog.concat_ws(pg_catalog.chr(31),
     FROM pg_catalog.pg_class k
     WHERE k.oid = pg_catalog.to_regclass(pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(` + literal(d.KeyTable()) + `))), 'missing'))
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = @REL@ AND s.sp IS NOT NULL) AS x(v)`
+WHERE c.oid = r.rel AND s.sp IS NOT NULL), 'missing')) AS x(v)`
 }
 
-// placementsSQL runs the state query on every active placement of one
-// distributed table ($1, its oid) through the coordinator; $2 is the
-// command, with %s where Citus puts the shard's qualified name.
-const placementsSQL = `SELECT r.nodename, r.nodeport::int8, r.shardid, r.success, coalesce(r.result, '')
-FROM pg_catalog.run_command_on_placements($1::int8::pg_catalog.oid::pg_catalog.regclass, $2, true) AS r
-ORDER BY r.shardid, r.nodename, r.nodeport`
+// placementsSQL lists the active placements of the distributed tables
+// ($1, their oids) on primary nodes, by node: host, port, shard id, the
+// shard's qualified name, and its table's oid.
+const placementsSQL = `SELECT n.nodename, n.nodeport::int8, s.shardid, pg_catalog.shard_name(s.logicalrelid, s.shardid), s.logicalrelid::int8
+FROM pg_catalog.pg_dist_shard s
+JOIN pg_catalog.pg_dist_placement pl ON pl.shardid = s.shardid
+JOIN pg_catalog.pg_dist_node n ON n.groupid = pl.groupid
+WHERE s.logicalrelid::int8 = ANY ($1::int8[]) AND pl.shardstate = 1 AND n.noderole = 'primary'
+ORDER BY n.nodename, n.nodeport, s.shardid`
+
+// runOnNodesSQL runs one command per node ($1 hosts, $2 ports, $3
+// commands) through the coordinator, in parallel, each on a connection of
+// its own as the current role (Citus's master_run_on_worker, on which
+// run_command_on_placements is built).
+const runOnNodesSQL = `SELECT r.node_name, r.node_port::int8, r.success, coalesce(r.result, '')
+FROM pg_catalog.master_run_on_worker($1::text[], $2::int4[], $3::text[], true) AS r`
+
+// Separators of a node's answer: shards by chr(29), a shard's id and
+// state by chr(30).
+const citusShardSep, citusKeySep = "\x1d", "\x1e"
+
+type citusPlacement struct {
+	oid, shard int64 // the table's oid and the shard's id
+	name       string
+}
 
 // checkCitus is Check's part for Citus clusters (see the invariant
 // above); tables are the tenant-bound tables' names. It returns nil at
-// once where the citus extension is not installed.
+// once where the citus extension is not installed. It costs one
+// connection to each node holding placements, per check.
 func (d Dialect) checkCitus(ctx context.Context, q engine.Querier, tables []string) error {
 	var citus bool
 	if err := eachBounded(ctx, q, citusPresentSQL, nil, func(r engine.Rows) error { return r.Scan(&citus) }); err != nil {
@@ -120,75 +147,137 @@ func (d Dialect) checkCitus(ctx context.Context, q engine.Querier, tables []stri
 	if !citus {
 		return nil
 	}
-	type distTable struct {
-		name string
-		oid  int64
-	}
-	var dist []distTable
+	names := map[int64]string{}
+	var oids []int64
 	err := eachBounded(ctx, q, citusTablesSQL, []any{tables}, func(r engine.Rows) error {
-		var t distTable
-		if err := r.Scan(&t.name, &t.oid); err != nil {
+		var name string
+		var oid int64
+		if err := r.Scan(&name, &oid); err != nil {
 			return err
 		}
-		dist = append(dist, t)
+		names[oid] = name
+		oids = append(oids, oid)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("guardedsql: reading the Citus distributed tables: %w", err)
 	}
-	state := d.placementStateSQL()
-	local := strings.Replace(state, "@REL@", "$1::int8::pg_catalog.oid", 1)
-	// The placement command goes through format(): every '%' but the
-	// shard name's placeholder is doubled.
-	remote := strings.Replace(strings.ReplaceAll(state, "%", "%%"), "@REL@", "'%s'::pg_catalog.regclass", 1)
-	for _, t := range dist {
-		var want string
-		found := false
-		if err := eachBounded(ctx, q, local, []any{t.oid}, func(r engine.Rows) error {
-			found = true
-			return r.Scan(&want)
-		}); err != nil {
-			return fmt.Errorf("guardedsql: reading table %q's row-level security on the coordinator: %w", t.name, err)
+	if len(oids) == 0 {
+		return nil
+	}
+	// What every placement must equal: the coordinator's tables.
+	want := map[string]string{}
+	local := d.placementStateSQL(`(SELECT o::text, o::pg_catalog.oid FROM pg_catalog.unnest($1::int8[]) AS o)`)
+	err = eachBounded(ctx, q, local, []any{oids}, func(r engine.Rows) error {
+		var key, v string
+		if err := r.Scan(&key, &v); err != nil {
+			return err
 		}
-		if !found {
-			return fmt.Errorf("%w (table %q: not found on the coordinator)", ErrRLSPlacement, t.name)
+		want[key] = v
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("guardedsql: reading the distributed tables' row-level security on the coordinator: %w", err)
+	}
+	// The placements, by node.
+	byNode := map[string][]citusPlacement{}
+	var hosts []string
+	var ports []int32
+	placed := map[int64]bool{}
+	err = eachBounded(ctx, q, placementsSQL, []any{oids}, func(r engine.Rows) error {
+		var host, name string
+		var port, shard, oid int64
+		if err := r.Scan(&host, &port, &shard, &name, &oid); err != nil {
+			return err
 		}
-		n := 0
-		var bad error
-		err := eachBounded(ctx, q, placementsSQL, []any{t.oid, remote}, func(r engine.Rows) error {
-			var (
-				node        string
-				port, shard int64
-				ok          bool
-				got         string
-			)
-			if err := r.Scan(&node, &port, &shard, &ok, &got); err != nil {
-				return err
+		node := fmt.Sprintf("%s:%d", host, port)
+		if _, ok := byNode[node]; !ok {
+			hosts, ports = append(hosts, host), append(ports, int32(port))
+		}
+		byNode[node] = append(byNode[node], citusPlacement{oid: oid, shard: shard, name: name})
+		placed[oid] = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("guardedsql: reading the Citus shard placements: %w", err)
+	}
+	for _, oid := range oids {
+		if !placed[oid] {
+			return fmt.Errorf("%w (table %q: Citus lists no active placement)", ErrRLSPlacement, names[oid])
+		}
+	}
+	commands := make([]string, len(hosts))
+	for i := range hosts {
+		node := fmt.Sprintf("%s:%d", hosts[i], ports[i])
+		var rels []string
+		for _, p := range byNode[node] {
+			rels = append(rels, "("+literal(strconv.FormatInt(p.shard, 10))+", pg_catalog.to_regclass("+literal(p.name)+")::pg_catalog.oid)")
+		}
+		commands[i] = `SELECT pg_catalog.string_agg(q.key || pg_catalog.chr(30) || q.v, pg_catalog.chr(29) ORDER BY q.key) FROM (` +
+			d.placementStateSQL("(VALUES "+strings.Join(rels, ", ")+")") + `) AS q`
+	}
+	// Every mismatch is collected; the one reported is the first by
+	// table name, node and shard, so the error does not depend on which
+	// node answered first.
+	type mismatch struct {
+		table, node string
+		shard       int64
+		err         error
+	}
+	var bad []mismatch
+	answered := map[string]bool{}
+	err = eachBounded(ctx, q, runOnNodesSQL, []any{hosts, ports, commands}, func(r engine.Rows) error {
+		var host, result string
+		var port int64
+		var ok bool
+		if err := r.Scan(&host, &port, &ok, &result); err != nil {
+			return err
+		}
+		node := fmt.Sprintf("%s:%d", host, port)
+		answered[node] = true
+		got := map[string]string{}
+		for _, e := range strings.Split(result, citusShardSep) {
+			if k, v, found := strings.Cut(e, citusKeySep); found {
+				got[k] = v
 			}
-			n++
-			if bad != nil {
-				return nil
-			}
-			where := fmt.Sprintf("table %q, shard %d on node %s:%d", t.name, shard, node, port)
+		}
+		for _, p := range byNode[node] {
+			table := names[p.oid]
+			where := fmt.Sprintf("table %q, shard %d on node %s", table, p.shard, node)
+			w := want[strconv.FormatInt(p.oid, 10)]
+			g, found := got[strconv.FormatInt(p.shard, 10)]
+			var e error
 			switch {
 			case !ok:
 				// The result is the node's error text: not repeated
 				// here (it may name roles and hosts of the cluster's
 				// configuration); the node's log has it.
-				bad = fmt.Errorf("%w (%s: the placement could not be read as the application role)", ErrRLSPlacement, where)
-			case got != want:
-				bad = fmt.Errorf("%w (%s: %s; re-apply postgres.RLSDDL on every node and shard, see docs/citus.md)", ErrRLSPlacement, where, placementDiff(want, got))
+				e = fmt.Errorf("%w (%s: the node could not be read as the application role)", ErrRLSPlacement, where)
+			case w == "" || w == "missing":
+				e = fmt.Errorf("%w (%s: the table was not found on the coordinator)", ErrRLSPlacement, where)
+			case !found || g == "missing":
+				e = fmt.Errorf("%w (%s: the shard was not found on the node)", ErrRLSPlacement, where)
+			case g != w:
+				e = fmt.Errorf("%w (%s: %s; re-apply postgres.RLSDDL on every node and shard, see docs/citus.md)", ErrRLSPlacement, where, placementDiff(w, g))
 			}
-			return nil
+			if e != nil {
+				bad = append(bad, mismatch{table, node, p.shard, e})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("guardedsql: reading the shard placements through the coordinator: %w", err)
+	}
+	if len(bad) > 0 {
+		first := slices.MinFunc(bad, func(a, b mismatch) int {
+			return cmp.Or(cmp.Compare(a.table, b.table), cmp.Compare(a.node, b.node), cmp.Compare(a.shard, b.shard))
 		})
-		if err != nil {
-			return fmt.Errorf("guardedsql: reading table %q's shard placements: %w", t.name, err)
-		}
-		if bad != nil {
-			return bad
-		}
-		if n == 0 {
-			return fmt.Errorf("%w (table %q: Citus reported no active placement)", ErrRLSPlacement, t.name)
+		return first.err
+	}
+	for node := range byNode {
+		if !answered[node] {
+			return fmt.Errorf("%w (node %s did not answer)", ErrRLSPlacement, node)
 		}
 	}
 	return nil
