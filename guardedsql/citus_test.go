@@ -356,8 +356,9 @@ func TestCitusCoordinatorOnlyPoliciesRefused(t *testing.T) {
 // signed-scope objects, Open passes; then one shard loses its policy
 // (dropped on its worker), and the periodic check refuses every guarded
 // statement with the placement's error, naming the table and that node;
-// DB.Check says the same. Then a worker's verifying function is replaced
-// and the check names that.
+// DB.Check says the same. Then a shard's policy is altered to admit every
+// row, and a worker's verifying function is replaced, and the check names
+// each.
 func TestCitusPlacementDriftCaughtWhileServing(t *testing.T) {
 	const recheck = 100 * time.Millisecond
 	c := newCitusDB(t)
@@ -384,6 +385,18 @@ func TestCitusPlacementDriftCaughtWhileServing(t *testing.T) {
 	c.assertPlacementErr(t, db.Check(ctx), "campaigns", node, "0 policies (coordinator: 1)")
 
 	// Restore the shard's policy: the check passes again.
+	c.applyEverywhereAgain(t)
+	if err := db.Check(ctx); err != nil {
+		t.Fatalf("DB.Check after re-applying: %v", err)
+	}
+
+	// A shard's policy altered to admit every row (same name, same
+	// count): its deparsed expression differs.
+	shard, node = c.placement(t, "companies")
+	if _, err := c.workers[node].Exec(ctx, `SET citus.enable_ddl_propagation TO off; ALTER POLICY tenantmcp_scope ON `+shard+` USING (true) WITH CHECK (true)`); err != nil {
+		t.Fatal(err)
+	}
+	c.assertPlacementErr(t, db.Check(ctx), "companies", node, "the policies differ from the coordinator's")
 	c.applyEverywhereAgain(t)
 	if err := db.Check(ctx); err != nil {
 		t.Fatalf("DB.Check after re-applying: %v", err)
