@@ -115,16 +115,12 @@ func newCitusDB(t *testing.T) *citusDB {
 		t.Fatalf("%s does not name a database with the citus extension (%v)", envCitus, err)
 	}
 	ownerPW, appPW := uniqueSuffix(t), uniqueSuffix(t)
-	for _, s := range []string{
-		`CREATE ROLE ` + c.ownerRole + ` LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '` + ownerPW + `'`,
-		`CREATE ROLE ` + c.appRole + ` LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '` + appPW + `'`,
-		`CREATE SCHEMA ` + c.schema + ` AUTHORIZATION ` + c.ownerRole,
-		`GRANT USAGE ON SCHEMA ` + c.schema + ` TO ` + c.appRole,
-	} {
-		if _, err := c.root.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	// Citus propagates the roles and the schema to every node.
+	execAll(t, c.root,
+		fmt.Sprintf(`CREATE ROLE %s LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '%s'`, c.ownerRole, ownerPW),
+		fmt.Sprintf(`CREATE ROLE %s LOGIN NOSUPERUSER NOBYPASSRLS PASSWORD '%s'`, c.appRole, appPW),
+		fmt.Sprintf(`CREATE SCHEMA %s AUTHORIZATION %s`, c.schema, c.ownerRole),
+		fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`, c.schema, c.appRole))
 	t.Cleanup(func() {
 		for _, p := range c.workers {
 			p.Close()
@@ -147,57 +143,50 @@ func newCitusDB(t *testing.T) *citusDB {
 		c.root.Close()
 	})
 	c.owner = pgConnect(t, pgConfigFor(adminCfg, c.ownerRole, ownerPW, c.schema))
-	for _, s := range citusDDL {
-		if _, err := c.owner.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	for _, s := range []string{
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON companies, campaigns, ads TO ` + c.appRole,
-		`GRANT SELECT ON ad_kinds TO ` + c.appRole,
-	} {
-		if _, err := c.owner.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	execAll(t, c.owner, citusDDL...)
+	execAll(t, c.owner,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON companies, campaigns, ads TO `+c.appRole,
+		`GRANT SELECT ON ad_kinds TO `+c.appRole)
 	c.app = pgConnect(t, pgConfigFor(adminCfg, c.appRole, appPW, c.schema))
-	rows, err := c.root.Query(ctx, `SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' AND isactive ORDER BY nodeport`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type node struct {
-		Host string
-		Port int
-	}
-	nodes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[node])
-	if err != nil || len(nodes) == 0 {
-		t.Fatalf("reading the cluster's workers: %d found, %v (add workers with citus_add_node)", len(nodes), err)
-	}
-	for _, n := range nodes {
+	// The owner's pools on the workers, which the tests change behind the
+	// coordinator's back.
+	var host string
+	var port uint16
+	// (pgx: a failed Query returns Rows whose Err, checked by ForEachRow, is that error.)
+	rows, _ := c.root.Query(ctx, `SELECT nodename, nodeport::int4 FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' AND isactive`)
+	_, err = pgx.ForEachRow(rows, []any{&host, &port}, func() error {
 		cfg := pgConfigFor(adminCfg, c.ownerRole, ownerPW, c.schema)
-		cfg.ConnConfig.Host, cfg.ConnConfig.Port = n.Host, uint16(n.Port)
-		c.workers[fmt.Sprintf("%s:%d", n.Host, n.Port)] = pgConnect(t, cfg)
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, port
+		c.workers[fmt.Sprintf("%s:%d", host, port)] = pgConnect(t, cfg)
+		return nil
+	})
+	if err != nil || len(c.workers) == 0 {
+		t.Fatalf("reading the cluster's workers: %d found, %v (add workers with citus_add_node)", len(c.workers), err)
 	}
 	return c
+}
+
+// execAll runs stmts on pool, in order, failing t at the first error.
+func execAll(t *testing.T, pool *pgxpool.Pool, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if _, err := pool.Exec(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
 }
 
 // coordinatorOnly runs fn in a transaction of the owner's on pool with
 // Citus's DDL propagation off: what it creates stays on that node.
 func coordinatorOnly(t *testing.T, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), `SET LOCAL citus.enable_ddl_propagation TO off`); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SET LOCAL citus.enable_ddl_propagation TO off`); err != nil {
-		t.Fatal(err)
-	}
-	if err := fn(tx); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
