@@ -400,7 +400,10 @@ func (d Dialect) Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) 
 	if err := d.checkByRef(ctx, q, g); err != nil { // (h4-ref) byref.go
 		return err
 	}
-	return d.checkSigned(ctx, q, user)
+	if err := d.checkSigned(ctx, q, user); err != nil {
+		return err
+	}
+	return d.checkCitus(ctx, q, names) // citus.go: every shard placement on a Citus cluster
 }
 
 // beginCheck begins a transaction of the check on q, which must be a pool,
