@@ -252,7 +252,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		if wantP5 {
 			rows = append(rows, Row{Figure: "P5", Case: fmt.Sprintf("tools/call list_bookings, %s, %d client%s", eng.label, c, plural(c)), Unit: unitCalls,
 				Baseline:  bareDesc[e.cfg.bare],
-				Candidate: "the examples/hotel server (hotel.New): bearer-token verification, scope, input validation, guardedsql, redaction, flow labels, audit record (JSON, discarded)"})
+				Candidate: "the examples/hotel server (hotel.New, serving the client's session as the bare server does): bearer-token verification, scope, input validation, guardedsql, redaction, flow labels, audit record (JSON, discarded)"})
 		}
 		if wantP4 {
 			rows = append(rows, Row{Figure: "P4", Case: fmt.Sprintf("hotel server with / without egress guard, %s, %d client%s", eng.label, c, plural(c)), Unit: unitCalls,
