@@ -300,7 +300,7 @@ func saturatePool(t *testing.T, h *pgHotel) (*guardedsql.DB, saturation) {
 	logs := &logbuf.Buffer{}
 	db, err := postgres.New(ctx, pool, h.sch, guardedsql.Options{
 		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		PoolWait: 500 * time.Millisecond,
+		PoolWait: 2 * time.Second,
 		Engine:   postgres.Options{Key: h.key, Recheck: saturateInterval},
 	})
 	if err != nil {

@@ -23,7 +23,7 @@ const lockRetry = 250 * time.Millisecond
 const checkTimeout = 5 * time.Second
 
 // maxAwait bounds how long a call whose verdict has expired waits for the
-// check in flight (with the interval, if shorter).
+// check in flight.
 const maxAwait = time.Second
 
 // errCheckInterrupted marks a new connection's row-level security check
@@ -172,8 +172,7 @@ type oneConn interface {
 // fresh when the transaction's own gate began (txBegan), and never waits:
 // its caller holds a pooled connection the check may need. Any other
 // caller whose verdict has expired (the check is slower than half an
-// interval) waits for the check in flight, at most one interval or
-// maxAwait.
+// interval) waits for the check in flight, at most maxAwait.
 func (m *monitor) gate(ctx context.Context, txBegan time.Time) error {
 	if guardfault.RecheckOff() {
 		return nil
@@ -193,7 +192,7 @@ func (m *monitor) gate(ctx context.Context, txBegan time.Time) error {
 	case !txBegan.IsZero():
 		return errVerdictExpired
 	}
-	t := time.NewTimer(min(m.interval, maxAwait))
+	t := time.NewTimer(maxAwait)
 	defer t.Stop()
 	select {
 	case <-changed: // the check in flight has been recorded
