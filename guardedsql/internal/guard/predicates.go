@@ -202,7 +202,7 @@ func (r *renderer) expr(e sqlast.Expr) (engine.Frag, error) {
 func (r *renderer) exprInto(f *fb, e sqlast.Expr) error {
 	switch x := e.(type) {
 	case *sqlast.Col:
-		f.s(r.col(x.Ref.Alias, x.Name))
+		f.col(r, x.Ref.Alias, x.Name)
 		return nil
 	case *sqlast.Agg:
 		f.s(string(x.Fn), "(")

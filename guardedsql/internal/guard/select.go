@@ -165,6 +165,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (engine.Frag, error) {
 	var sb selectText
 	sb.distinct = s.Distinct
 	var cols fb
+	cols.grow(24*len(s.Items), 0)
 	for i, it := range s.Items {
 		if i > 0 {
 			cols.s(", ")
@@ -313,6 +314,9 @@ type selectText struct {
 
 func (t *selectText) frag() engine.Frag {
 	var f fb
+	// Sized once: the clauses, their keywords and two numbers.
+	f.grow(64+len(t.cols.SQL)+len(t.from.SQL)+len(t.joins.SQL)+len(t.where.SQL)+len(t.having.SQL)+len(t.orderBy.SQL)+16*len(t.groupBy),
+		len(t.cols.Args)+len(t.from.Args)+len(t.joins.Args)+len(t.where.Args)+len(t.having.Args)+len(t.orderBy.Args))
 	f.s("SELECT ")
 	if t.distinct {
 		f.s("DISTINCT ")
@@ -394,6 +398,7 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 		return Plan{}, err
 	}
 	var f fb
+	f.grow(len(pre.SQL)+1+len(body.SQL)+1+len(lock), len(pre.Args)+len(body.Args))
 	if ok {
 		f.frag(pre)
 		f.s(" ")
