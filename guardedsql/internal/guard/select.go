@@ -184,6 +184,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (engine.Frag, error) {
 	modes := r.refModes(s)
 	var pathJoined []*sqlast.Ref
 	var joins fb
+	joins.grow(128*len(s.Joins), 0)
 	from, err := r.fromItem(s.From)
 	if err != nil {
 		return engine.Frag{}, err
