@@ -200,7 +200,18 @@ type fb struct {
 	args []any
 }
 
+// minText is the capacity a builder starts with on its first write: most
+// fragments outgrow the builder's own start (8 bytes) several times.
+const minText = 64
+
+func (f *fb) start() {
+	if f.b.Cap() == 0 {
+		f.b.Grow(minText)
+	}
+}
+
 func (f *fb) s(parts ...string) {
+	f.start()
 	for _, p := range parts {
 		f.b.WriteString(p)
 	}
@@ -217,12 +228,14 @@ func (f *fb) grow(n, k int) {
 
 // col writes the qualified column alias.c.
 func (f *fb) col(r *renderer, alias, c string) {
+	f.start()
 	f.b.WriteString(r.q(alias))
 	f.b.WriteByte('.')
 	f.b.WriteString(r.q(c))
 }
 
 func (f *fb) frag(x engine.Frag) {
+	f.start()
 	f.b.WriteString(x.SQL)
 	f.args = append(f.args, x.Args...)
 }
