@@ -43,11 +43,18 @@ const (
 // Left-joined references, tables with own level columns, non-primary-key
 // paths and mutations keep the predicate.
 func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
-	modes := map[*sqlast.Ref]refMode{}
+	var modes map[*sqlast.Ref]refMode // made on the first entry; absent reads as modePredicate
+	set := func(x *sqlast.Ref, m refMode) {
+		if modes == nil {
+			modes = map[*sqlast.Ref]refMode{}
+		}
+		modes[x] = m
+	}
 	if r.opt.PredicatesOnly || r.opt.EngineEnforcesReads {
 		return modes
 	}
-	mand := []*sqlast.Ref{s.From}
+	mand := make([]*sqlast.Ref, 1, 1+len(s.Joins))
+	mand[0] = s.From
 	conj := map[[2]colKey]bool{}
 	addEqs(conj, s.Where)
 	for _, j := range s.Joins {
@@ -65,7 +72,7 @@ func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
 		if len(own)+len(path) == 0 || t.Parent == nil {
 			continue
 		}
-		if slices.ContainsFunc(append(own, path...), func(tm term) bool { return tm.ownLevelCol(t) }) {
+		if ownCol := func(tm term) bool { return tm.ownLevelCol(t) }; slices.ContainsFunc(own, ownCol) || slices.ContainsFunc(path, ownCol) {
 			continue // own level columns: keep "own OR path" exact
 		}
 		fk := t.Parent
@@ -80,14 +87,14 @@ func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
 			}
 			return true
 		}) {
-			modes[x] = modeElided
+			set(x, modeElided)
 			continue
 		}
 		if deep == 0 {
 			continue // a plain "fk IN (scope)": already the cheapest form
 		}
 		if !slices.ContainsFunc(t.Chain[:deep], func(h *sqlast.FK) bool { return !slices.Equal(h.RefCols, h.To.PK) }) {
-			modes[x] = modePathJoin
+			set(x, modePathJoin)
 		}
 	}
 	return modes
