@@ -222,12 +222,18 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (engine.Frag, error) {
 		if j.Kind == sqlast.LeftJoin {
 			joins.s("LEFT ")
 		}
-		item, err := r.fromItem(j.Ref)
-		if err != nil {
-			return engine.Frag{}, err
+		if j.Ref.Virtual() {
+			item, err := r.fromItem(j.Ref)
+			if err != nil {
+				return engine.Frag{}, err
+			}
+			joins.s("JOIN ")
+			joins.frag(item)
+		} else {
+			// A schema table renders without error or effect on the
+			// renderer (fromItem's last case), straight into joins.
+			joins.s("JOIN ", r.q(j.Ref.Table.Name), " AS ", r.q(j.Ref.Alias))
 		}
-		joins.s("JOIN ")
-		joins.frag(item)
 		joins.s(" ON (")
 		joins.frag(on)
 		joins.s(")")
