@@ -2,6 +2,7 @@ package detect
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,21 +15,9 @@ func checkClean(t *testing.T, s string) {
 	if Clean(s) && len(full) != 0 {
 		t.Fatalf("Clean(%q) is true but the detectors find %v", s, full)
 	}
-	if got := Scan(nil, s); !spansEqual(got, full) {
+	if got := Scan(nil, s); !slices.Equal(got, full) {
 		t.Fatalf("Scan(%q) = %v, detectors %v", s, got, full)
 	}
-}
-
-func spansEqual(a, b []Span) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestCleanAgrees checks Clean against the detectors: every string of up
