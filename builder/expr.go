@@ -50,7 +50,7 @@ func (t TableRef) As(alias string) TableRef {
 	if t.ref.Virtual() {
 		return t.virtualAs(alias) // compound.go
 	}
-	return TableRef{ref: &sqlast.Ref{Table: t.ref.Table, Alias: alias}}
+	return TableRef{ref: sqlast.NewRef(t.ref.Table, alias)}
 }
 
 // Name is the table's name ("" for an invalid reference).
@@ -75,10 +75,11 @@ func (t TableRef) Col(name string) Expr {
 	if t.err != nil {
 		return Expr{err: t.err}
 	}
-	if !t.ref.Table.HasColumn(name) {
+	c := t.ref.Col(name)
+	if c == nil {
 		return Expr{err: invalid("table %s has no column %q", t.ref.Table.Name, name)}
 	}
-	return Expr{x: &sqlast.Col{Ref: t.ref, Name: name}}
+	return Expr{x: c}
 }
 
 // Cols selects the named columns of this reference, in order.

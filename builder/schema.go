@@ -528,7 +528,7 @@ func (s *Schema) Table(name string) TableRef {
 	if !ok {
 		return TableRef{err: fmt.Errorf("%w: unknown table %q", ErrInvalid, name)}
 	}
-	return TableRef{ref: &sqlast.Ref{Table: t, Alias: name}}
+	return TableRef{ref: sqlast.NewRef(t, name)}
 }
 
 // TableNames returns the names of all tables, sorted.

@@ -276,24 +276,66 @@ func conj(ps []Pred) (sqlast.Pred, error) {
 }
 
 // scopeCheck validates the table references of one statement level.
+//
+// Statements hold a handful of references, so the sets below are slices
+// searched in order, backed by arrays inside the check (no allocation for
+// up to eight references); aliases gets a map only past manyRefs, so a
+// statement with hundreds of references is not checked in quadratic time.
 type scopeCheck struct {
-	own     map[*sqlast.Ref]bool
-	aliases map[string]*sqlast.Ref // whole tree
-	refs    []*sqlast.Ref          // whole tree, declaration order
+	own     []*sqlast.Ref          // this level's declared references
+	ownSet  map[*sqlast.Ref]bool   // own, once len(own) > manyRefs
+	aliases map[string]*sqlast.Ref // whole tree, once len(refs) > manyRefs
+	refs    []*sqlast.Ref          // whole tree, declaration order; aliases unique
 	outer   []*sqlast.Ref
-	subs    map[*sqlast.Select]bool
+	subs    []*sqlast.Select
 	win     bool // window functions allowed here (select list, ORDER BY)
+
+	ownBuf, refsBuf [8]*sqlast.Ref
 }
 
+const manyRefs = 16
+
 func newScopeCheck() *scopeCheck {
-	return &scopeCheck{own: map[*sqlast.Ref]bool{}, aliases: map[string]*sqlast.Ref{}, subs: map[*sqlast.Select]bool{}}
+	v := &scopeCheck{}
+	v.own, v.refs = v.ownBuf[:0], v.refsBuf[:0]
+	return v
+}
+
+func (v *scopeCheck) isOwn(r *sqlast.Ref) bool {
+	if v.ownSet != nil {
+		return v.ownSet[r]
+	}
+	return slices.Contains(v.own, r)
+}
+
+// byAlias returns the reference of the tree declared under alias, or nil.
+func (v *scopeCheck) byAlias(alias string) *sqlast.Ref {
+	if v.aliases != nil {
+		return v.aliases[alias]
+	}
+	for _, r := range v.refs {
+		if r.Alias == alias {
+			return r
+		}
+	}
+	return nil
 }
 
 func (v *scopeCheck) declare(r *sqlast.Ref) error {
 	if err := v.alias(r); err != nil {
 		return err
 	}
-	v.own[r] = true
+	// alias refused a second declaration of r: own holds each once.
+	v.own = append(v.own, r)
+	switch {
+	case v.ownSet != nil:
+		v.ownSet[r] = true
+	case len(v.own) > manyRefs:
+		v.ownSet = make(map[*sqlast.Ref]bool, 2*len(v.own))
+		for _, x := range v.own {
+			v.ownSet[x] = true
+		}
+	}
 	if r.Derived != nil {
 		return v.body(r.Derived) // compound.go
 	}
@@ -301,14 +343,22 @@ func (v *scopeCheck) declare(r *sqlast.Ref) error {
 }
 
 func (v *scopeCheck) alias(r *sqlast.Ref) error {
-	if prev, dup := v.aliases[r.Alias]; dup {
+	if prev := v.byAlias(r.Alias); prev != nil {
 		if prev == r {
 			return invalid("table reference %s used twice in one statement; make a second one with Schema.Table(...).As(...)", r.Alias)
 		}
 		return invalid("alias %q used twice in one statement (tables %s and %s); give one of them another alias with As", r.Alias, prev.Table.Name, r.Table.Name)
 	}
-	v.aliases[r.Alias] = r
 	v.refs = append(v.refs, r)
+	switch {
+	case v.aliases != nil:
+		v.aliases[r.Alias] = r
+	case len(v.refs) > manyRefs:
+		v.aliases = make(map[string]*sqlast.Ref, 2*len(v.refs))
+		for _, x := range v.refs {
+			v.aliases[x.Alias] = x
+		}
+	}
 	return nil
 }
 
@@ -317,10 +367,10 @@ func (v *scopeCheck) alias(r *sqlast.Ref) error {
 // the ON clause using it, or a table declared only inside a subquery.
 func (v *scopeCheck) finish() error {
 	for _, r := range v.outer {
-		if v.own[r] {
+		if v.isOwn(r) {
 			return invalid("column of %s used before %s is joined", r.Alias, r.Alias)
 		}
-		switch prev := v.aliases[r.Alias]; {
+		switch prev := v.byAlias(r.Alias); {
 		case prev == r:
 			return invalid("column of %s used outside the subquery that declares it", r.Alias)
 		case prev != nil:
@@ -331,7 +381,7 @@ func (v *scopeCheck) finish() error {
 }
 
 func (v *scopeCheck) use(r *sqlast.Ref) {
-	if v.own[r] || slices.Contains(v.outer, r) {
+	if v.isOwn(r) || slices.Contains(v.outer, r) {
 		return
 	}
 	v.outer = append(v.outer, r)
@@ -358,10 +408,10 @@ func (v *scopeCheck) expr(e sqlast.Expr, aggOK bool) error {
 }
 
 func (v *scopeCheck) sub(s *sqlast.Select) error {
-	if v.subs[s] {
+	if slices.Contains(v.subs, s) {
 		return invalid("the same subquery is used twice in one statement; build it twice")
 	}
-	v.subs[s] = true
+	v.subs = append(v.subs, s)
 	if len(s.With) > 0 || s.Lock != sqlast.NoLock {
 		return invalid("a subquery cannot hold a WITH or lock rows; put them on the outermost query")
 	}

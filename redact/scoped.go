@@ -354,6 +354,12 @@ func (r *run) pass(s string, first bool) (string, bool) {
 // encoding state and is cleared when it returns to the pool, so it never
 // carries one caller's data into another's call.
 func (r *run) textJSON(s string) (string, bool) {
+	// A short plain string ("confirmed", "acme-lisbon") is one in which the
+	// detectors find nothing (detect.Clean), so it is returned as is, as a
+	// scan would; it is cheaper to check than to look up in the memo.
+	if detect.Clean(s) {
+		return s, false
+	}
 	memo := r.clean != nil && len(s) <= cleanMaxLen
 	if memo {
 		if r.lookupClean(s) {

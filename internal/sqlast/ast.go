@@ -22,6 +22,37 @@ type Ref struct {
 	// table. See Virtual.
 	Derived *Body
 	CTE     *CTE
+
+	// cols holds a node for each column of Table, made with the reference
+	// by NewRef (nil otherwise): see Col.
+	cols []Col
+}
+
+// NewRef returns a reference to the schema table t under alias, with the
+// nodes of t's columns made at once, so that naming a column (Col) does not
+// allocate.
+func NewRef(t *Table, alias string) *Ref {
+	r := &Ref{Table: t, Alias: alias}
+	r.cols = make([]Col, len(t.Columns))
+	for i, c := range t.Columns {
+		r.cols[i] = Col{Ref: r, Name: c}
+	}
+	return r
+}
+
+// Col returns the node of column name of r, or nil when r's table has no
+// such column. Nodes are never modified once made, so the same node may
+// stand for every use of the column in a statement: the guard and the
+// builder compare columns by reference and name, never by node identity.
+func (r *Ref) Col(name string) *Col {
+	i, ok := r.Table.colIdx[name]
+	if !ok {
+		return nil
+	}
+	if i < len(r.cols) {
+		return &r.cols[i]
+	}
+	return &Col{Ref: r, Name: name}
 }
 
 // Expr is a scalar expression: *Col, *Agg, or one of the nodes of

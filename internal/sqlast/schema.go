@@ -105,21 +105,23 @@ type Table struct {
 	// Triggers maps an acknowledged trigger (or rule) name to its reason.
 	Triggers map[string]string
 
-	colSet map[string]struct{}
+	colIdx map[string]int // position in Columns
 }
 
 // NewTable returns a table with its column index built.
 func NewTable(name string, columns []string) *Table {
-	t := &Table{Name: name, Columns: slices.Clone(columns), colSet: make(map[string]struct{}, len(columns))}
-	for _, c := range columns {
-		t.colSet[c] = struct{}{}
+	t := &Table{Name: name, Columns: slices.Clone(columns), colIdx: make(map[string]int, len(columns))}
+	for i, c := range columns {
+		if _, dup := t.colIdx[c]; !dup {
+			t.colIdx[c] = i
+		}
 	}
 	return t
 }
 
 // HasColumn reports whether c is a declared column of t.
 func (t *Table) HasColumn(c string) bool {
-	_, ok := t.colSet[c]
+	_, ok := t.colIdx[c]
 	return ok
 }
 

@@ -118,6 +118,22 @@ func QuoteNames(d engine.Dialect, g *sqlast.Schema) map[string]string {
 		a := aliasPrefix + strconv.Itoa(i)
 		m[a] = d.Quote(a)
 	}
+	// The short aliases statements usually give their tables ("b", "h",
+	// "bk"): quoting them is a pure function of the name, so a name found
+	// here is quoted exactly as the dialect would, without a new string
+	// per reference.
+	for x := 'a'; x <= 'z'; x++ {
+		for _, a := range []string{string(x), string(x - 'a' + 'A')} {
+			if _, ok := m[a]; !ok {
+				m[a] = d.Quote(a)
+			}
+		}
+		for y := 'a'; y <= 'z'; y++ {
+			if a := string([]rune{x, y}); m[a] == "" {
+				m[a] = d.Quote(a)
+			}
+		}
+	}
 	return m
 }
 
@@ -184,13 +200,42 @@ type fb struct {
 	args []any
 }
 
+// minText is the capacity a builder starts with on its first write: most
+// fragments outgrow the builder's own start (8 bytes) several times.
+const minText = 64
+
+func (f *fb) start() {
+	if f.b.Cap() == 0 {
+		f.b.Grow(minText)
+	}
+}
+
 func (f *fb) s(parts ...string) {
+	f.start()
 	for _, p := range parts {
 		f.b.WriteString(p)
 	}
 }
 
+// grow makes room for n more bytes of text and k more arguments, so that
+// a builder whose final size is known up front allocates once.
+func (f *fb) grow(n, k int) {
+	f.b.Grow(n)
+	if k > 0 && cap(f.args)-len(f.args) < k {
+		f.args = append(make([]any, 0, len(f.args)+k), f.args...)
+	}
+}
+
+// col writes the qualified column alias.c.
+func (f *fb) col(r *renderer, alias, c string) {
+	f.start()
+	f.b.WriteString(r.q(alias))
+	f.b.WriteByte('.')
+	f.b.WriteString(r.q(c))
+}
+
 func (f *fb) frag(x engine.Frag) {
+	f.start()
 	f.b.WriteString(x.SQL)
 	f.args = append(f.args, x.Args...)
 }

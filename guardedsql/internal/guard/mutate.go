@@ -165,6 +165,11 @@ func coveredByFK(t *sqlast.Table, c string, vals map[string]sqlast.Value) bool {
 
 func and(fs []engine.Frag) engine.Frag {
 	var f fb
+	n, k := 0, 0
+	for _, x := range fs {
+		n, k = n+len(x.SQL)+5, k+len(x.Args)
+	}
+	f.grow(n, k)
 	for i, x := range fs {
 		if i > 0 {
 			f.s(" AND ")

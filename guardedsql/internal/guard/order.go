@@ -114,6 +114,20 @@ func exprKind(e sqlast.Expr) sqlast.ValKind {
 	return sqlast.AnyKind
 }
 
+// conjunctRaises reports whether one of p's top-level conjuncts may raise (see
+// raising), stopping at the first that does or the first error.
+func conjunctRaises(p sqlast.Pred) (bool, error) {
+	if a, ok := p.(*sqlast.And); ok {
+		for _, q := range a.Ps {
+			if rz, err := conjunctRaises(q); rz || err != nil {
+				return rz, err
+			}
+		}
+		return false, nil
+	}
+	return raising(p)
+}
+
 // conjuncts splits p at its top-level ANDs.
 func conjuncts(p sqlast.Pred) []sqlast.Pred {
 	if a, ok := p.(*sqlast.And); ok {
@@ -138,6 +152,14 @@ func conjuncts(p sqlast.Pred) []sqlast.Pred {
 func (r *renderer) orderedPred(p sqlast.Pred, guardOf func(*sqlast.Ref) engine.Frag) (engine.Frag, error) {
 	if guardfault.Off(guardfault.GuardFirst) {
 		return r.pred(p)
+	}
+	// The usual condition has nothing that may raise: find that out
+	// without splitting it into lists. The first error is the one the
+	// loop below would return, since it visits the conjuncts in order.
+	if rz, err := conjunctRaises(p); err != nil {
+		return engine.Frag{}, err
+	} else if !rz {
+		return r.pred(p) // the text as before: nothing to order
 	}
 	var plain, risky []sqlast.Pred
 	for _, c := range conjuncts(p) {

@@ -105,9 +105,11 @@ func (r *renderer) activeTerms(t *sqlast.Table) (own, path []term, deep int) {
 			deep = max(deep, d)
 		}
 	}
-	for _, a := range t.Anchors {
+	for i, a := range t.Anchors {
 		if r.sc.Has(a.Level) {
-			add(term{anchors: []sqlast.Anchor{a}})
+			// A one-anchor view of the schema's slice, capped so that no
+			// append can write into it; terms only read their anchors.
+			add(term{anchors: t.Anchors[i : i+1 : i+1]})
 		}
 	}
 shapes:
@@ -180,11 +182,44 @@ func (r *renderer) pathPred(t *sqlast.Table, alias string, path []term, deep int
 }
 
 func (r *renderer) eqs(a string, acs []string, b string, bcs []string) string {
-	parts := make([]string, len(acs))
+	var f fb
+	f.grow(32*len(acs), 0)
 	for i := range acs {
-		parts[i] = r.col(a, acs[i]) + " = " + r.col(b, bcs[i])
+		if i > 0 {
+			f.s(" AND ")
+		}
+		f.col(r, a, acs[i])
+		f.s(" = ")
+		f.col(r, b, bcs[i])
 	}
-	return strings.Join(parts, " AND ")
+	return f.b.String()
+}
+
+// operand is an expression about to be written: a column, kept as the
+// node and written straight into the caller's builder, or the rendering of
+// any other expression.
+type operand struct {
+	col *sqlast.Col
+	f   engine.Frag
+}
+
+// operand renders e unless it is a column, which renders without error and
+// without touching the renderer's state, so writing it later is the same as
+// writing it now.
+func (r *renderer) operand(e sqlast.Expr) (operand, error) {
+	if c, ok := e.(*sqlast.Col); ok {
+		return operand{col: c}, nil
+	}
+	x, err := r.expr(e)
+	return operand{f: x}, err
+}
+
+func (o operand) into(f *fb, r *renderer) {
+	if o.col != nil {
+		f.col(r, o.col.Ref.Alias, o.col.Name)
+		return
+	}
+	f.frag(o.f)
 }
 
 // expr renders e with its bound values, in textual order.
@@ -202,7 +237,7 @@ func (r *renderer) expr(e sqlast.Expr) (engine.Frag, error) {
 func (r *renderer) exprInto(f *fb, e sqlast.Expr) error {
 	switch x := e.(type) {
 	case *sqlast.Col:
-		f.s(r.col(x.Ref.Alias, x.Name))
+		f.col(r, x.Ref.Alias, x.Name)
 		return nil
 	case *sqlast.Agg:
 		f.s(string(x.Fn), "(")
@@ -244,7 +279,7 @@ func (r *renderer) pred(p sqlast.Pred) (engine.Frag, error) {
 func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 	switch x := p.(type) {
 	case *sqlast.CmpVal:
-		e, err := r.expr(x.X)
+		e, err := r.operand(x.X)
 		if err != nil {
 			return err
 		}
@@ -252,7 +287,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 			return err
 		}
 		if x.V.V == nil && (x.Op == sqlast.Eq || x.Op == sqlast.Ne) {
-			f.frag(e)
+			e.into(f, r)
 			if x.Op == sqlast.Eq {
 				f.s(" IS NULL")
 			} else {
@@ -260,21 +295,21 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 			}
 			return nil
 		}
-		f.frag(e)
+		e.into(f, r)
 		f.s(" ", string(x.Op), " ")
 		f.arg(r.bindTime(x.V.V))
 	case *sqlast.CmpExpr:
-		a, err := r.expr(x.X)
+		a, err := r.operand(x.X)
 		if err != nil {
 			return err
 		}
-		b, err := r.expr(x.Y)
+		b, err := r.operand(x.Y)
 		if err != nil {
 			return err
 		}
-		f.frag(a)
+		a.into(f, r)
 		f.s(" ", string(x.Op), " ")
-		f.frag(b)
+		b.into(f, r)
 	case *sqlast.Between:
 		e, err := r.expr(x.X)
 		if err != nil {

@@ -43,11 +43,18 @@ const (
 // Left-joined references, tables with own level columns, non-primary-key
 // paths and mutations keep the predicate.
 func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
-	modes := map[*sqlast.Ref]refMode{}
+	var modes map[*sqlast.Ref]refMode // made on the first entry; absent reads as modePredicate
+	set := func(x *sqlast.Ref, m refMode) {
+		if modes == nil {
+			modes = map[*sqlast.Ref]refMode{}
+		}
+		modes[x] = m
+	}
 	if r.opt.PredicatesOnly || r.opt.EngineEnforcesReads {
 		return modes
 	}
-	mand := []*sqlast.Ref{s.From}
+	mand := make([]*sqlast.Ref, 1, 1+len(s.Joins))
+	mand[0] = s.From
 	conj := map[[2]colKey]bool{}
 	addEqs(conj, s.Where)
 	for _, j := range s.Joins {
@@ -65,7 +72,7 @@ func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
 		if len(own)+len(path) == 0 || t.Parent == nil {
 			continue
 		}
-		if slices.ContainsFunc(append(own, path...), func(tm term) bool { return tm.ownLevelCol(t) }) {
+		if ownCol := func(tm term) bool { return tm.ownLevelCol(t) }; slices.ContainsFunc(own, ownCol) || slices.ContainsFunc(path, ownCol) {
 			continue // own level columns: keep "own OR path" exact
 		}
 		fk := t.Parent
@@ -80,14 +87,14 @@ func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
 			}
 			return true
 		}) {
-			modes[x] = modeElided
+			set(x, modeElided)
 			continue
 		}
 		if deep == 0 {
 			continue // a plain "fk IN (scope)": already the cheapest form
 		}
 		if !slices.ContainsFunc(t.Chain[:deep], func(h *sqlast.FK) bool { return !slices.Equal(h.RefCols, h.To.PK) }) {
-			modes[x] = modePathJoin
+			set(x, modePathJoin)
 		}
 	}
 	return modes
@@ -165,6 +172,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (engine.Frag, error) {
 	var sb selectText
 	sb.distinct = s.Distinct
 	var cols fb
+	cols.grow(24*len(s.Items), 0)
 	for i, it := range s.Items {
 		if i > 0 {
 			cols.s(", ")
@@ -183,6 +191,7 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (engine.Frag, error) {
 	modes := r.refModes(s)
 	var pathJoined []*sqlast.Ref
 	var joins fb
+	joins.grow(128*len(s.Joins), 0)
 	from, err := r.fromItem(s.From)
 	if err != nil {
 		return engine.Frag{}, err
@@ -213,12 +222,18 @@ func (r *renderer) selectBuilder(s *sqlast.Select) (engine.Frag, error) {
 		if j.Kind == sqlast.LeftJoin {
 			joins.s("LEFT ")
 		}
-		item, err := r.fromItem(j.Ref)
-		if err != nil {
-			return engine.Frag{}, err
+		if j.Ref.Virtual() {
+			item, err := r.fromItem(j.Ref)
+			if err != nil {
+				return engine.Frag{}, err
+			}
+			joins.s("JOIN ")
+			joins.frag(item)
+		} else {
+			// A schema table renders without error or effect on the
+			// renderer (fromItem's last case), straight into joins.
+			joins.s("JOIN ", r.q(j.Ref.Table.Name), " AS ", r.q(j.Ref.Alias))
 		}
-		joins.s("JOIN ")
-		joins.frag(item)
 		joins.s(" ON (")
 		joins.frag(on)
 		joins.s(")")
@@ -313,6 +328,9 @@ type selectText struct {
 
 func (t *selectText) frag() engine.Frag {
 	var f fb
+	// Sized once: the clauses, their keywords and two numbers.
+	f.grow(64+len(t.cols.SQL)+len(t.from.SQL)+len(t.joins.SQL)+len(t.where.SQL)+len(t.having.SQL)+len(t.orderBy.SQL)+16*len(t.groupBy),
+		len(t.cols.Args)+len(t.from.Args)+len(t.joins.Args)+len(t.where.Args)+len(t.having.Args)+len(t.orderBy.Args))
 	f.s("SELECT ")
 	if t.distinct {
 		f.s("DISTINCT ")
@@ -394,6 +412,7 @@ func (r *renderer) selectPlan(s *sqlast.Select) (Plan, error) {
 		return Plan{}, err
 	}
 	var f fb
+	f.grow(len(pre.SQL)+1+len(body.SQL)+1+len(lock), len(pre.Args)+len(body.Args))
 	if ok {
 		f.frag(pre)
 		f.s(" ")
