@@ -177,6 +177,9 @@ func (db *DB) Render(ctx context.Context, st builder.Statement) (string, []any, 
 	if err != nil {
 		return "", nil, err
 	}
+	if len(p.Steps) == 1 {
+		return p.Steps[0].SQL, p.Steps[0].Args, nil
+	}
 	var texts []string
 	var args []any
 	for _, s := range p.Steps {
