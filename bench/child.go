@@ -204,6 +204,15 @@ func serveHotel(ctx context.Context, spec childSpec) (childHello, func(), error)
 		RLSKey:      key,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		AuditLogger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		// The bench's client speaks MCP 2025-06-18 and opens a session
+		// (initialize, then Mcp-Session-Id on every call), as it does on
+		// the bare server, which serves the go-sdk's stateful sessions:
+		// both servers serve it in the same mode. Without Sessions the
+		// hotel would answer each call statelessly, in a session the
+		// go-sdk builds per request (the body parsed once more, a
+		// connection set up and torn down), a cost of the transport mode
+		// the bare server does not pay, not of tenantmcp.
+		Sessions: true,
 		// Every client of every round opens its own session as the one
 		// demo subject, so the default cap on a subject's open sessions
 		// (server.DefaultSessionsPerSubject) would refuse the bench's

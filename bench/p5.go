@@ -33,6 +33,12 @@ type server struct {
 	child   *child
 	hc      *http.Client
 	clients []*mcpClient
+	// cpu and calls tally, per client count, the child's CPU seconds
+	// (user+system, /proc) and the calls completed over its timed windows:
+	// CPU per call is steadier than wall time on a shared machine.
+	cpu   map[int]float64
+	calls map[int]int64
+	noCPU bool // /proc could not be read: no CPU figures
 }
 
 func (s *server) close() {
@@ -63,9 +69,38 @@ func (s *server) connect(ctx context.Context, n int) error {
 	return nil
 }
 
+// timedWindow is window, with the child's CPU time and the calls tallied
+// for n clients.
+func (s *server) timedWindow(ctx context.Context, n int, d time.Duration) (float64, error) {
+	pid := s.child.cmd.Process.Pid
+	c0, err := procCPU(pid)
+	s.noCPU = s.noCPU || err != nil
+	ns, calls, err := s.window(ctx, n, d)
+	if err != nil {
+		return 0, err
+	}
+	c1, err := procCPU(pid)
+	s.noCPU = s.noCPU || err != nil
+	if s.cpu == nil {
+		s.cpu, s.calls = map[int]float64{}, map[int]int64{}
+	}
+	s.cpu[n] += c1 - c0
+	s.calls[n] += calls
+	return ns, nil
+}
+
+// cpuPerCall is the child's CPU microseconds per call at n clients, or
+// false if it was not measured.
+func (s *server) cpuPerCall(n int) (float64, bool) {
+	if s.noCPU || s.calls[n] == 0 {
+		return 0, false
+	}
+	return s.cpu[n] / float64(s.calls[n]) * 1e6, true
+}
+
 // window drives the server with its first n clients for d and returns the
-// wall time per completed call.
-func (s *server) window(ctx context.Context, n int, d time.Duration) (float64, error) {
+// wall time per completed call and the calls completed.
+func (s *server) window(ctx context.Context, n int, d time.Duration) (float64, int64, error) {
 	var calls atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr error
@@ -89,12 +124,12 @@ func (s *server) window(ctx context.Context, n int, d time.Duration) (float64, e
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return 0, fmt.Errorf("%s: %w", s.name, firstErr)
+		return 0, 0, fmt.Errorf("%s: %w", s.name, firstErr)
 	}
 	if calls.Load() == 0 {
-		return 0, fmt.Errorf("%s: no call completed in %s", s.name, d)
+		return 0, 0, fmt.Errorf("%s: no call completed in %s", s.name, d)
 	}
-	return float64(time.Since(start).Nanoseconds()) / float64(calls.Load()), nil
+	return float64(time.Since(start).Nanoseconds()) / float64(calls.Load()), calls.Load(), nil
 }
 
 func orErr(a, b error) error {
@@ -217,7 +252,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		if wantP5 {
 			rows = append(rows, Row{Figure: "P5", Case: fmt.Sprintf("tools/call list_bookings, %s, %d client%s", eng.label, c, plural(c)), Unit: unitCalls,
 				Baseline:  bareDesc[e.cfg.bare],
-				Candidate: "the examples/hotel server (hotel.New): bearer-token verification, scope, input validation, guardedsql, redaction, flow labels, audit record (JSON, discarded)"})
+				Candidate: "the examples/hotel server (hotel.New, serving the client's session as the bare server does): bearer-token verification, scope, input validation, guardedsql, redaction, flow labels, audit record (JSON, discarded)"})
 		}
 		if wantP4 {
 			rows = append(rows, Row{Figure: "P4", Case: fmt.Sprintf("hotel server with / without egress guard, %s, %d client%s", eng.label, c, plural(c)), Unit: unitCalls,
@@ -301,7 +336,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 	}
 	// Warm up every server at full concurrency (not recorded).
 	for _, s := range arms {
-		if _, err := s.window(ctx, maxC, e.budget(400*time.Millisecond)); err != nil {
+		if _, _, err := s.window(ctx, maxC, e.budget(400*time.Millisecond)); err != nil {
 			return failAll(rows, err)
 		}
 	}
@@ -310,7 +345,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 	for _, c := range e.cfg.clients {
 		as := make([]arm, len(arms))
 		for k, s := range arms {
-			as[k] = arm{name: s.name, run: func(ctx context.Context) (float64, error) { return s.window(ctx, c, win) }}
+			as[k] = arm{name: s.name, run: func(ctx context.Context) (float64, error) { return s.timedWindow(ctx, c, win) }}
 		}
 		e.log.Printf("P5/P4 %s: %d clients", eng.label, c)
 		smp, err := rounds(ctx, as, e.budget(9*time.Second), e.minRounds(), 1000)
@@ -334,10 +369,35 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 			i++
 		}
 	}
+	e.cpuNote(eng.label, arms)
 	if wantP5 && eng.engine == "postgres" {
 		e.p5RoundTrips(ctx, eng, rows)
 	}
 	return rows
+}
+
+// cpuNote notes each server child's CPU time per call over its timed
+// windows, per client count (user+system from /proc, 10 ms ticks summed
+// over the rounds).
+func (e *env) cpuNote(label string, arms []*server) {
+	var parts []string
+	for _, c := range e.cfg.clients {
+		var ps []string
+		for _, s := range arms {
+			if us, ok := s.cpuPerCall(c); ok {
+				ps = append(ps, fmt.Sprintf("%s %.0f µs", s.name, us))
+			}
+		}
+		for _, s := range arms {
+			e.log.Printf("P5/P4 %s: %s (pid %d) answered %d calls in its timed windows at %d client%s", label, s.name, s.child.cmd.Process.Pid, s.calls[c], c, plural(c))
+		}
+		if len(ps) > 0 {
+			parts = append(parts, fmt.Sprintf("%d client%s: %s", c, plural(c), strings.Join(ps, ", ")))
+		}
+	}
+	if len(parts) > 0 {
+		e.note("P5/P4 %s: server CPU per call (each child's user+system time over its timed windows, divided by the calls it answered in them): %s.", label, strings.Join(parts, "; "))
+	}
 }
 
 // p5RoundTrips counts the database round trips per tools/call of the bare

@@ -100,7 +100,7 @@ func typedCall[In, Out any](h ToolHandler[In, Out]) toolCall {
 // of a sink, the handler, and its result redacted (once, into both the
 // structured content and its text; a Content result block by block) and
 // labelled.
-func (s *Server) toolHandler(narrowable bool, in *jsonschema.Resolved, ft *flow.Tool, call toolCall) mcp.ToolHandler {
+func (s *Server) toolHandler(narrowable bool, in inputSchema, ft *flow.Tool, call toolCall) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		rq := requestOf(ctx)
 		rq.narrowable = narrowable
@@ -360,12 +360,21 @@ func toolError(msg string) *mcp.CallToolResult {
 // logRedactor redacts for logs: a zero scope, so no role reveals anything.
 func (s *Server) logRedactor() *redact.Scoped { return s.opts.Redactor.ForScope(scope.Scope{}) }
 
+// inputSchema is a tool's resolved input schema and, when the schema is
+// simple enough, its compiled check (argcheck.go).
+type inputSchema struct {
+	resolved *jsonschema.Resolved
+	check    *argCheck // nil: every call takes the full validation
+}
+
 // validateArgs validates the arguments against the input schema and
 // returns the bytes the handler's input is decoded from: the client's own
 // bytes, never a re-encoding, because validation decodes numbers as float64
 // and an int64 id above 2^53 must reach the handler exactly. (Inferred
-// schemas carry no defaults, so there is nothing to apply.)
-func validateArgs(in *jsonschema.Resolved, raw json.RawMessage) (json.RawMessage, error) {
+// schemas carry no defaults, so there is nothing to apply.) Arguments the
+// compiled check accepts are valid (its invariant); any other goes through
+// the full validation, which decides and words the error.
+func validateArgs(in inputSchema, raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage("{}")
 	}
@@ -373,8 +382,11 @@ func validateArgs(in *jsonschema.Resolved, raw json.RawMessage) (json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, errors.New("arguments must be a JSON object")
 	}
+	if in.check != nil && in.check.accepts(m) {
+		return raw, nil
+	}
 	var v any = m
-	if err := in.Validate(&v); err != nil {
+	if err := in.resolved.Validate(&v); err != nil {
 		return nil, errors.New(schemaMessage(err))
 	}
 	return raw, nil

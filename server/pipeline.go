@@ -280,14 +280,24 @@ func (s *Server) record(ctx context.Context, rq *request, fc *flow.Call, out any
 
 // audit writes the request's one audit record. Subject and grant ids pass
 // through the log redactor: an IdP may use an e-mail address as sub.
+// Nothing is built for a level the audit logger drops.
 func (s *Server) audit(ctx context.Context, rq *request) {
+	level := slog.LevelInfo
+	if rq.outcome == OutcomeError || rq.outcome == OutcomeDenied || rq.outcome == OutcomeUnavailable || rq.outcome == OutcomeUnconfirmed {
+		level = slog.LevelWarn
+	}
+	ctx = context.WithoutCancel(ctx)
+	if !s.opts.AuditLogger.Enabled(ctx, level) {
+		return
+	}
 	lr := s.logRedactor()
 	grants := rq.caller.scope.Grants()
 	gs := make([]string, len(grants))
 	for i, g := range grants {
 		gs[i] = lr.String(g.String())
 	}
-	attrs := []slog.Attr{
+	attrs := make([]slog.Attr, 0, 15)
+	attrs = append(attrs,
 		slog.String("call_id", rq.callID),
 		slog.String("tool", rq.name),
 		slog.String("sub", lr.String(rq.caller.scope.Subject())),
@@ -296,23 +306,28 @@ func (s *Server) audit(ctx context.Context, rq *request) {
 		slog.Int("rows", rq.rows),
 		slog.Duration("duration", s.opts.Now().Sub(rq.start)),
 		slog.Any("redactions", rq.red.Report()),
-	}
-	for _, x := range []struct{ key, val string }{{"rule", rq.rule}, {"flow", lr.String(rq.flow)},
-		{"witness", rq.witness}, {"consent", rq.consent}, {"within", lr.String(rq.within)}, {"request_state", rq.state}} {
-		if x.val != "" {
-			attrs = append(attrs, slog.String(x.key, x.val))
+	)
+	optional := func(key, val string, redact bool) {
+		if val == "" {
+			return
 		}
+		if redact {
+			val = lr.String(val)
+		}
+		attrs = append(attrs, slog.String(key, val))
 	}
+	optional("rule", rq.rule, false)
+	optional("flow", rq.flow, true)
+	optional("witness", rq.witness, false)
+	optional("consent", rq.consent, false)
+	optional("within", rq.within, true)
+	optional("request_state", rq.state, false)
 	msg := "tool call"
 	if rq.method != methodCallTool {
 		msg = rq.method
 		attrs = append(attrs, slog.String("method", rq.method))
 	}
-	level := slog.LevelInfo
-	if rq.outcome == OutcomeError || rq.outcome == OutcomeDenied || rq.outcome == OutcomeUnavailable || rq.outcome == OutcomeUnconfirmed {
-		level = slog.LevelWarn
-	}
-	s.opts.AuditLogger.LogAttrs(context.WithoutCancel(ctx), level, msg, attrs...)
+	s.opts.AuditLogger.LogAttrs(ctx, level, msg, attrs...)
 }
 
 // beginFlow starts a flow-checked call: the *flow.Denial that

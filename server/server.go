@@ -341,7 +341,7 @@ func AddTool[In, Out any](s *Server, t Tool, h ToolHandler[In, Out]) error {
 	s.tools[t.Name] = true
 	s.setRequireLocked(kindTool, t.Name, t.Require)
 	_, err = safely(func() (any, error) {
-		s.mcp.AddTool(tool, s.toolHandler(t.Narrowable, inResolved, ft, typedCall(h)))
+		s.mcp.AddTool(tool, s.toolHandler(t.Narrowable, inputSchema{resolved: inResolved, check: compileArgCheck(in)}, ft, typedCall(h)))
 		return nil, nil
 	})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 // dateInto scans a DATE (PostgreSQL: time.Time; MySQL: "YYYY-MM-DD" bytes;
 // SQLite: text) into a "YYYY-MM-DD" string.
-func dateInto(dst *string) *devserver.TextScanner { return textInto(dst, time.DateOnly) }
+func dateInto(dst *string) dateScanner { return dateScanner{dst} }
 
 // timeInto scans a timestamp into an RFC 3339 string (UTC).
 func timeInto(dst *string) *devserver.TextScanner { return textInto(dst, time.RFC3339) }
@@ -16,6 +16,17 @@ func timeInto(dst *string) *devserver.TextScanner { return textInto(dst, time.RF
 // textInto scans into layout, text through normalizeTime.
 func textInto(dst *string, layout string) *devserver.TextScanner {
 	return &devserver.TextScanner{Dst: dst, Layout: layout, Text: normalizeTime, Pkg: "hotel", What: "date/time"}
+}
+
+// dateScanner is textInto(dst, time.DateOnly) as a value: a struct of one
+// pointer is stored in an interface as is, so the two dates of each row of
+// a page cost no allocation (a *TextScanner per value did).
+type dateScanner struct{ dst *string }
+
+// Scan implements sql.Scanner (which pgx honours too).
+func (d dateScanner) Scan(src any) error {
+	ts := devserver.TextScanner{Dst: d.dst, Layout: time.DateOnly, Text: normalizeTime, Pkg: "hotel", What: "date/time"}
+	return ts.Scan(src)
 }
 
 // normalizeTime turns the text forms engines return ("2026-01-05",
