@@ -24,7 +24,7 @@ import (
 //   - order: whenever more statements want a connection than the pool has,
 //     the next free one goes to the waiter whose tenant holds and has held
 //     the least (work-conserving: a free connection never waits for a
-//     cheaper tenant);
+//     cheaper tenant), unless a waiter is overdue (see maxDefer);
 //   - budget: while other tenants are active, a tenant whose connection
 //     time per second is over its equal share of the budget (its floor)
 //     and that is an outlier waits before taking one (budgetWait): a
@@ -69,21 +69,32 @@ const fairLongHold = 250 * time.Millisecond
 // and the budget (budgetWait) could not tell it from them.
 func charge(t float64) float64 { return t + t*t/fairLongHold.Seconds() }
 
+// fairMaxDefer bounds how long the order may pass a waiter over for
+// cheaper ones (see fairGate.maxDefer): exponential forgetting keeps the
+// ratio of two tenants' costs, so without it a tenant that had cost a
+// little more than the others waits until they have caught up, which,
+// with many tenants arriving, takes longer than the pool wait (it was a
+// quiet tenant refused "busy" after a second under load while its
+// neighbours were served in milliseconds).
+const fairMaxDefer = 500 * time.Millisecond
+
 // fairSweepEvery: how many releases between sweeps of idle accounts.
 const fairSweepEvery = 256
 
 // fairGate is the tenant-fair queue in front of a pool of n connections.
 type fairGate struct {
-	wait  engine.Wait // Options.PoolWait and its observer
-	now   func() time.Time
-	size  int     // the pool's connections
-	share float64 // the connection time per second whose equal split is each active tenant's floor (Options.PoolShare)
+	wait engine.Wait // Options.PoolWait and its observer
+	now  func() time.Time
+	size int // the pool's connections
+	// maxDefer: a waiter queued this long is overdue, served before any
+	// cheaper one (fairMaxDefer, at most half the pool wait).
+	maxDefer time.Duration
+	share    float64 // the connection time per second whose equal split is each active tenant's floor (Options.PoolShare)
 	// sleep waits d or until ctx ends (a test replaces it).
 	sleep func(ctx context.Context, d time.Duration)
 
 	mu       sync.Mutex
 	free     int
-	seq      uint64
 	queue    []*fairWaiter
 	accounts map[string]*fairAccount
 	releases int
@@ -122,14 +133,18 @@ func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 type fairWaiter struct {
 	a       *fairAccount
-	seq     uint64
 	ch      chan struct{} // closed when granted
 	granted bool          // under fairGate.mu
 	start   float64       // when the hold began, once granted
+	queued  time.Time     // when it joined the queue
 }
 
 func newFairGate(n int, w engine.Wait) *fairGate {
-	return &fairGate{wait: w, now: time.Now, size: n, share: float64(n) / 2, free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
+	deferBound := fairMaxDefer
+	if w.Timeout > 0 {
+		deferBound = min(deferBound, w.Timeout/2)
+	}
+	return &fairGate{wait: w, now: time.Now, size: n, maxDefer: deferBound, share: float64(n) / 2, free: n, accounts: map[string]*fairAccount{}, sleep: sleepCtx}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -302,8 +317,7 @@ func (g *fairGate) acquire(ctx context.Context) (func(), error) {
 		g.mu.Unlock()
 		return g.releaser(a, start), nil
 	}
-	g.seq++
-	w := &fairWaiter{a: a, seq: g.seq, ch: make(chan struct{})}
+	w := &fairWaiter{a: a, ch: make(chan struct{}), queued: g.now()}
 	g.queue = append(g.queue, w)
 	g.mu.Unlock()
 
@@ -384,17 +398,23 @@ func (g *fairGate) releaser(a *fairAccount, start float64) func() {
 	}
 }
 
-// handOff gives a freed place to the cheapest waiter (under g.mu).
+// handOff gives a freed place to the cheapest waiter (under g.mu). The
+// invariant: no waiter is passed over for a cheaper one once it has
+// waited maxDefer; the overdue are served in arrival order (the queue's
+// order), so the fair order delays a statement by at most maxDefer plus
+// the holds of the overdue ahead of it, never up to the pool wait.
 func (g *fairGate) handOff(now time.Time) {
 	if len(g.queue) == 0 {
 		g.free++
 		return
 	}
 	best := 0
-	bestCost := g.queue[0].a.cost(now)
-	for i, w := range g.queue[1:] {
-		if c := w.a.cost(now); c < bestCost {
-			best, bestCost = i+1, c
+	if now.Sub(g.queue[0].queued) < g.maxDefer {
+		bestCost := g.queue[0].a.cost(now)
+		for i, w := range g.queue[1:] {
+			if c := w.a.cost(now); c < bestCost {
+				best, bestCost = i+1, c
+			}
 		}
 	}
 	w := g.queue[best]

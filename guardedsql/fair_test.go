@@ -3,6 +3,7 @@ package guardedsql
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -386,5 +387,69 @@ func TestFairGateBudgetHoldsHeavyStatements(t *testing.T) {
 	heavy.holds = heavy.used / 0.012
 	if d := g.budgetWait(heavy, now); d != 0 {
 		t.Fatalf("a tenant within twice the others' rate, with their time per hold, was held %s", d)
+	}
+}
+
+// TestFairGateServesTheOverdue: a tenant that cost a little more than the
+// others is passed over for cheaper waiters only until it has waited
+// maxDefer; then it is served before any newcomer. Without the bound, a
+// stream of cheaper tenants kept it waiting past the pool wait (a quiet
+// tenant refused "busy" in the noisy-tenant load test while its
+// neighbours were served in milliseconds).
+func TestFairGateServesTheOverdue(t *testing.T) {
+	if got := newFairGate(1, engine.Wait{Timeout: 200 * time.Millisecond}).maxDefer; got != 100*time.Millisecond {
+		t.Fatalf("maxDefer with a 200 ms pool wait: %s, want half of it", got)
+	}
+	clk := &fakeClock{t: time.Unix(4_000_000, 0)}
+	g := newFairGate(1, engine.Wait{Timeout: time.Hour})
+	g.now = clk.now
+	if g.maxDefer != fairMaxDefer {
+		t.Fatalf("maxDefer %s, want %s", g.maxDefer, fairMaxDefer)
+	}
+	acquired := func(ctx context.Context) <-chan func() {
+		ch := make(chan func(), 1)
+		go func() {
+			rel, err := g.acquire(ctx)
+			if err != nil {
+				t.Error(err)
+				close(ch)
+				return
+			}
+			ch <- rel
+		}()
+		return ch
+	}
+	dear := tenantCtx("dear", "")
+	rel := <-acquired(dear)
+	clk.add(200 * time.Millisecond) // it has used the pool a little
+	rel()
+	held := <-acquired(tenantCtx("c0", ""))
+	dearServed := acquired(dear)
+	waitQueued(t, g, 1)
+	const hold = 100 * time.Millisecond
+	for i := 1; ; i++ {
+		// A tenant that cost nothing yet queues behind it; the holder
+		// gives its connection back a hold later.
+		next := acquired(tenantCtx(fmt.Sprintf("c%d", i), ""))
+		waitQueued(t, g, 2)
+		clk.add(hold)
+		held()
+		select {
+		case rel := <-dearServed:
+			waited := time.Duration(i) * hold
+			if waited < g.maxDefer {
+				t.Fatalf("served after %s, before it was overdue: the cheaper waiter should have gone first", waited)
+			}
+			if waited > g.maxDefer+hold {
+				t.Fatalf("served after %s, over maxDefer %s plus one hold", waited, g.maxDefer)
+			}
+			rel()
+			(<-next)()
+			return
+		case held = <-next:
+			if i > 20 {
+				t.Fatalf("passed over for %s by %d cheaper tenants", time.Duration(i)*hold, i)
+			}
+		}
 	}
 }
