@@ -180,9 +180,6 @@ func (m *monitor) gate(ctx context.Context, txBegan time.Time) error {
 	if guardfault.Off(guardfault.RecheckOffCaller) {
 		return m.gateOnCaller(ctx)
 	}
-	m.mu.Lock()
-	changed := m.changed
-	m.mu.Unlock()
 	v := m.verdict.Load()
 	switch {
 	case v.err != nil:
@@ -191,6 +188,15 @@ func (m *monitor) gate(ctx context.Context, txBegan time.Time) error {
 		return nil
 	case !txBegan.IsZero():
 		return errVerdictExpired
+	}
+	// Expired: wait for the next record. The channel is taken under the
+	// lock record holds, and the verdict read again after it, so a check
+	// recorded in between is seen here, a later one closes the channel.
+	m.mu.Lock()
+	changed := m.changed
+	m.mu.Unlock()
+	if v := m.verdict.Load(); v.err != nil || m.now().UnixNano() < v.until {
+		return v.err
 	}
 	t := time.NewTimer(maxAwait)
 	defer t.Stop()
