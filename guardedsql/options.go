@@ -64,7 +64,10 @@ type Options struct {
 	// call's scope the connection time it holds (forgotten with a
 	// half-life of two seconds) and, while more statements want a
 	// connection than the pool has, hands the next free connection to the
-	// waiter whose tenant holds and has held the least. A tenant running
+	// waiter whose tenant holds and has held the least, unless a waiter
+	// has been passed over for half a second (or half of PoolWait, if
+	// shorter): the overdue go first, in arrival order, so the order never
+	// makes a call wait out PoolWait while others are served. A tenant running
 	// heavy reports back to back then gets its share of the pool, not a
 	// connection per call in flight, while the others' statements wait;
 	// and while other tenants are active, a tenant over its share of
