@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -67,7 +68,18 @@ func flags(fs *flag.FlagSet, cfg *hotel.Options, o *options) {
 	fs.BoolVar(&o.stdio, "stdio", false, "serve one client over stdin/stdout instead of HTTP")
 	fs.StringVar(&o.tokenFile, "token-file", "", "with -stdio: file holding the bearer token (default: $TENANTMCP_TOKEN)")
 	fs.StringVar(&o.as, "as", "", "with -stdio and the development issuer: act as this demo user (alice, bob, carol)")
-	fs.BoolVar(&cfg.Metrics, "metrics", false, "serve OpenTelemetry metrics of the tool calls (Prometheus format, no authentication) at /metrics on the HTTP address")
+	fs.BoolFunc("metrics", "serve OpenTelemetry metrics of the tool calls (Prometheus format, no authentication) at /metrics on the HTTP address; -metrics=tenants=N also labels them with the busiest N tenants (pseudonyms) plus \"other\"", func(v string) error {
+		cfg.Metrics = true
+		if n, ok := strings.CutPrefix(v, "tenants="); ok {
+			var err error
+			if cfg.MetricsTenants, err = strconv.Atoi(n); err != nil || cfg.MetricsTenants < 0 {
+				return fmt.Errorf("-metrics=tenants=N: N must be a number of tenants, not %q", n)
+			}
+		} else if v != "true" {
+			return fmt.Errorf("-metrics takes no value or tenants=N, not %q", v)
+		}
+		return nil
+	})
 	fs.BoolFunc("sandbox", "confine the server with Landlock before serving: files, TCP ports and IPC limited to what it needs (Linux 5.13+, no privilege needed; combines with -egress); -sandbox=best-effort serves with what the kernel enforces (with a warning) instead of refusing to start", o.sandbox.set(false))
 	fs.BoolFunc("egress", "install the eBPF egress guard before serving: the process may reach only its database and JWKS endpoints (Linux, root, cgroup v2); -egress=best-effort,allow=DEST,... serves unguarded (with a warning) if it cannot be installed, and allows each DEST too (ADDR:PORT, PREFIX or [V6]:PORT-PORT)", o.egress.set(true))
 	lim := &cfg.Limits
@@ -90,6 +102,8 @@ func flags(fs *flag.FlagSet, cfg *hotel.Options, o *options) {
 	g.IntVar(&lim.PerSubject.Concurrent, "subject-concurrency", 0, "tool calls in flight per token subject; 0: no bound")
 	g.Float64Var(&lim.PerSubject.Rate, "subject-rate", 0, "tool calls per second per token subject; 0: no bound")
 	g.IntVar(&lim.PerSubject.Burst, "subject-burst", 0, "token-bucket size per subject (default: the rate, at least 1)")
+	g.Float64Var(&lim.PoolShare, "pool-share", 0, "the tenant-fair connection queue's budget in connections, split equally between the active tenants: an outlier over its split waits (default: half the pool size)")
+	g.BoolVar(&lim.PoolFIFO, "pool-fifo", false, "serve connection waiters in arrival order instead of the tenant-fair queue")
 	g.StringVar(&o.redis, "redis", os.Getenv("HOTEL_REDIS"), "share the rate limits' token buckets and spent consent states between replicas through Redis at this address (default: in process; replicas also share $HOTEL_INPUT_KEYS, base64 keys of 32+ bytes, comma-separated)")
 	g = newGroup(fs, "http", "HTTP sessions, timeouts and origins")
 	g.DurationVar(&lim.SessionTimeout, "session-timeout", server.DefaultSessionTimeout, "close stateful sessions idle this long (negative: never)")

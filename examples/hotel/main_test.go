@@ -133,12 +133,13 @@ func TestHelpListsAtMostTwentyFlags(t *testing.T) {
 	fs := flag.NewFlagSet("hotel", flag.ContinueOnError)
 	flags(fs, &cfg, &o)
 	err := fs.Parse([]string{"-limits", "pool-size=8,call-timeout=1m,max-token-lifetime=2h",
-		"-fairness", "tenant-rate=5.5,subject-burst=3,redis=127.0.0.1:6379", "-http", "allow-origin=https://a.test,allow-origin=https://b.test,max-sessions=-1",
+		"-fairness", "tenant-rate=5.5,subject-burst=3,redis=127.0.0.1:6379,pool-share=1.5,pool-fifo=true", "-metrics=tenants=5", "-http", "allow-origin=https://a.test,allow-origin=https://b.test,max-sessions=-1",
 		"-egress=best-effort,allow=10.0.0.5:443", "-sandbox"})
 	l := cfg.Limits
 	if err != nil || l.PoolSize != 8 || l.CallTimeout != time.Minute || l.MaxTokenLifetime != 2*time.Hour || l.PerTenant.Rate != 5.5 ||
 		l.PerSubject.Burst != 3 || o.redis != "127.0.0.1:6379" || len(l.AllowedOrigins) != 2 || l.MaxSessionsPerSubject != -1 ||
-		!o.egress.on || !o.egress.bestEffort || len(o.egress.allow) != 1 || !o.sandbox.on || o.sandbox.bestEffort || l.QueueWait != time.Second {
+		!o.egress.on || !o.egress.bestEffort || len(o.egress.allow) != 1 || !o.sandbox.on || o.sandbox.bestEffort || l.QueueWait != time.Second ||
+		l.PoolShare != 1.5 || !l.PoolFIFO || !cfg.Metrics || cfg.MetricsTenants != 5 {
 		t.Fatalf("grouped flags parsed to %+v %+v: %v", l, o, err)
 	}
 	if err := fs.Parse([]string{"-limits", "pool-sise=8"}); err == nil || !strings.Contains(err.Error(), "pool-size") {

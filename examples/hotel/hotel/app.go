@@ -63,6 +63,10 @@ type Options struct {
 	// Metrics records OpenTelemetry metrics of every tool call and serves
 	// them, in the Prometheus format, at /metrics on the MCP listener.
 	Metrics bool
+	// MetricsTenants, with Metrics, labels the metrics with the busiest
+	// tenants, at most this many plus "other" (otelserver's TenantTopN,
+	// pseudonyms). Zero: no tenant label.
+	MetricsTenants int
 	// NoListen builds the server without opening Addr (for -stdio): no
 	// port is bound, so any number of stdio instances run side by side.
 	NoListen bool
@@ -111,6 +115,10 @@ type Limits struct {
 	QueueWait  time.Duration // wait for a tenant's or subject's concurrency slot
 	// TimeoutPenalty keeps a timed-out call's slots taken this much longer.
 	TimeoutPenalty time.Duration
+	// PoolShare and PoolFIFO are guardedsql.Options' (the tenant-fair
+	// connection queue's budget, or arrival order instead).
+	PoolShare float64
+	PoolFIFO  bool
 	// Rates is the shared token-bucket store (nil: in process).
 	Rates server.RateStore
 }
@@ -175,7 +183,7 @@ func New(ctx context.Context, cfg Options) (app *App, err error) {
 	}
 	var tel *otelserver.Telemetry // nil: no metrics, and no Tracer below
 	if cfg.Metrics {
-		if tel, err = otelserver.New(otelserver.Options{}); err != nil {
+		if tel, err = otelserver.New(otelserver.Options{TenantTopN: cfg.MetricsTenants}); err != nil {
 			return nil, err
 		}
 	}
@@ -259,6 +267,7 @@ func (app *App) openDB(ctx context.Context, cfg Options, tel *otelserver.Telemet
 	l := cfg.Limits
 	opts := guardedsql.Options{MaxConns: l.PoolSize, PoolWait: l.PoolWait,
 		StatementTimeout: l.StatementTimeout, LockTimeout: l.LockTimeout,
+		PoolShare: l.PoolShare, PoolFIFO: l.PoolFIFO,
 	}
 	if tel != nil {
 		opts.PoolWaitObserver = tel.PoolWaitObserver()
