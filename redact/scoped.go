@@ -58,7 +58,8 @@ func (s *Scoped) JSON(v any) ([]byte, error) {
 	if err := e.marshal(v); err != nil {
 		return nil, err
 	}
-	out := bytes.Clone(e.buf) // not make and copy: no zeroing first
+	out := e.buf // handed out: the next encoding makes a buffer of its own
+	e.buf, e.last = nil, len(out)
 	e.flush()
 	return out, nil
 }
