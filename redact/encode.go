@@ -38,8 +38,8 @@ type encodeState struct {
 	buf   []byte
 	depth int
 	// last is the length of the last output JSON handed out with its
-	// buffer: the next buffer is made that large, so that a page is
-	// written without regrowing and handed out without a copy.
+	// buffer (Scoped.JSON): the next buffer is made that large, so that a
+	// page is written without regrowing.
 	last int
 }
 
