@@ -37,6 +37,10 @@ type encodeState struct {
 	run
 	buf   []byte
 	depth int
+	// last is the length of the last output JSON handed out with its
+	// buffer (Scoped.JSON): the next buffer is made that large, so that a
+	// page is written without regrowing.
+	last int
 }
 
 var encodeStatePool sync.Pool
@@ -44,12 +48,15 @@ var encodeStatePool sync.Pool
 func newEncodeState(s *Scoped) *encodeState {
 	e, _ := encodeStatePool.Get().(*encodeState)
 	if e == nil {
-		e = &encodeState{buf: make([]byte, 0, 1024)}
+		e = &encodeState{}
 		e.clean = make([]memoEntry, 0, 64)
 		e.cleanText = make([]byte, 0, 1024)
 		e.cleanIdx = new([cleanSlots]uint16)
 	}
 	e.run.init(s)
+	if e.buf == nil {
+		e.buf = make([]byte, 0, max(1024, min(e.last+e.last/8, 1<<20)))
+	}
 	e.buf = e.buf[:0]
 	e.depth = 0
 	return e

@@ -240,3 +240,33 @@ func TestHTMLEscapingOfMarshalerOutput(t *testing.T) {
 		t.Errorf("< not escaped: %s", got)
 	}
 }
+
+// JSON's output is the caller's alone: later encodings, large or small,
+// never write into it, and a small output keeps at most twice its size.
+func TestJSONOutputNotShared(t *testing.T) {
+	s := ForTest()
+	page := make([]string, 300)
+	for i := range page {
+		page[i] = strings.Repeat("x", i%40)
+	}
+	var outs, want [][]byte
+	for i := range 6 {
+		var v any = page
+		if i%2 == 1 {
+			v = []string{"small", strings.Repeat("y", i)}
+		}
+		out, err := s.JSON(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) < 1024 && cap(out) > 2*len(out) {
+			t.Errorf("a %d-byte output keeps %d bytes", len(out), cap(out))
+		}
+		outs, want = append(outs, out), append(want, bytes.Clone(out))
+	}
+	for i := range outs {
+		if !bytes.Equal(outs[i], want[i]) {
+			t.Fatalf("output %d was overwritten by a later encoding", i)
+		}
+	}
+}

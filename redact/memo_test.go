@@ -120,7 +120,7 @@ func TestCleanMemoIsExact(t *testing.T) {
 func TestCleanMemoClearedOnRelease(t *testing.T) {
 	s := ForTest()
 	e := newEncodeState(s)
-	if err := e.marshal([]string{"confirmed", "confirmed", "2024-06-01"}); err != nil {
+	if err := e.marshal([]string{"confirmed", "confirmed", "Acme Hotels Lisbon"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(e.clean) == 0 {

@@ -58,7 +58,15 @@ func (s *Scoped) JSON(v any) ([]byte, error) {
 	if err := e.marshal(v); err != nil {
 		return nil, err
 	}
-	out := bytes.Clone(e.buf) // not make and copy: no zeroing first
+	// A page is handed out in its buffer, and the next encoding makes one
+	// of its own; a small output is copied, so that a caller keeping it
+	// keeps no more than twice its size.
+	out := e.buf
+	if len(out) < cap(out)/2 {
+		out = bytes.Clone(out)
+	} else {
+		e.buf, e.last = nil, len(out)
+	}
 	e.flush()
 	return out, nil
 }

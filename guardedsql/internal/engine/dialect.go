@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	sq "github.com/Masterminds/squirrel"
 
@@ -219,7 +221,59 @@ func (s Scope) Has(lvl *sqlast.Level) bool { return slices.Contains(s.Active, lv
 // value for every level the grant names; if any of them is not a level of
 // the schema or not a valid id of its level, the grant is dropped whole:
 // a condition that cannot be checked is never left out.
+//
+// The result is computed once per level list and grant set and cached (see
+// scopeKey); callers must not modify it.
 func EncodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
+	if guardfault.AncestorsIgnored() { // test-only mutation: never cached
+		return encodeScope(levels, s)
+	}
+	js := s.GrantJSON() // a copy of its own: the key may share its bytes
+	k := scopeKey{levels: unsafe.SliceData(levels), n: len(levels), grants: unsafe.String(unsafe.SliceData(js), len(js))}
+	scopeCache.RLock()
+	out, ok := scopeCache.m[k]
+	scopeCache.RUnlock()
+	if ok {
+		return out
+	}
+	out = encodeScope(levels, s)
+	out.Active = slices.Clip(out.Active) // no append by a caller writes into the shared arrays
+	out.Shapes = slices.Clip(out.Shapes)
+	scopeCache.Lock()
+	if scopeCache.m == nil || len(scopeCache.m) >= scopeCacheMax {
+		scopeCache.m = make(map[scopeKey]Scope)
+	}
+	scopeCache.m[k] = out
+	scopeCache.Unlock()
+	return out
+}
+
+// scopeKey identifies an encoded scope. Invariant: two scopes share an
+// entry only when they encode to the same document. The encoding depends on
+// the levels (their names, key kinds and identity, which Active and Shapes
+// point to) and on the scope's grants alone: their levels, ids and ancestors,
+// not their roles nor the subject. The level list is identified by its
+// backing array and length (a schema's levels never change after it is
+// built, and the key keeps the array alive, so its address is never
+// reused), and the grant set by scope.Scope.GrantJSON, its canonical
+// encoding: two grant sets differing in any level, id or ancestor encode
+// differently (TestEncodeScopeCacheKeyed).
+type scopeKey struct {
+	levels **sqlast.Level
+	n      int
+	grants string
+}
+
+// scopeCache maps a scopeKey to its Scope. It is emptied when it holds
+// scopeCacheMax entries, which bounds it whatever the number of tenants.
+var scopeCache struct {
+	sync.RWMutex
+	m map[scopeKey]Scope
+}
+
+const scopeCacheMax = 4096
+
+func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 	var b strings.Builder
 	b.WriteByte('{')
 	out := Scope{}

@@ -24,7 +24,8 @@ func checkClean(t *testing.T, s string) {
 // to three bytes over an alphabet of each byte class, random strings
 // around Clean's length limit, and strings built to sit just inside it
 // (the shortest bearer token, PEM header, key, e-mail and phone the
-// detectors know). It also checks that Clean accepts the plain strings it
+// detectors know), and digit-heavy strings around its digit limit in the
+// separators numbers are written with. It also checks that Clean accepts the plain strings it
 // exists for, so that it is not vacuously false.
 func TestCleanAgrees(t *testing.T) {
 	alphabet := "aZ-_ .,/+~!#$()'\"\t\n0@%:=&\xc3\xa9\xff"
@@ -54,16 +55,26 @@ func TestCleanAgrees(t *testing.T) {
 		}
 		checkClean(t, b.String())
 	}
+	digits := "0123456789012345678901234567890-+./() aZ"
+	for range 300000 {
+		b := make([]byte, rng.IntN(shortClean+3))
+		for i := range b {
+			b[i] = digits[rng.IntN(len(digits))]
+		}
+		checkClean(t, string(b))
+	}
 
 	for _, s := range []string{
 		"bearer abcdefgh", "basic abcdefghij", "Bearer abcdefg", "-----BEGIN-----", "-----BEGIN X-----",
 		"abcdefghijklmnop", "AKIAABCDEFGHIJKL", "ghp_abcdefghijk", "a@b.co", "a%40b.co", "a&#64;b.co",
 		"a&commat;b.co", "\uff41\uff20b.co", "five five five", "ssn", "iban", "x=y", "pw:secret",
+		"+4915123456", "+1 202 5550", "1.2.3.4", "10.0.0.1", "123-45-6789", "123 45 6789", "202-555-0143",
+		"(202)555-0143", "020 7946 095", "0044 2079460", "12345678", "2026-02-24", "4111-1111-11",
 	} {
 		checkClean(t, s)
 	}
 
-	for _, s := range []string{"", "confirmed", "completed", "acme-lisbon", "Chen Wei", "pending review"[:13]} {
+	for _, s := range []string{"", "confirmed", "completed", "acme-lisbon", "Chen Wei", "pending review"[:13], "103", "2026-02-24"} {
 		if !Clean(s) {
 			t.Errorf("Clean(%q) is false: the fast path never fires", s)
 		}
@@ -73,7 +84,7 @@ func TestCleanAgrees(t *testing.T) {
 // FuzzCleanAgrees is TestCleanAgrees' check on fuzzed input:
 // go test ./redact/internal/detect -run '^$' -fuzz FuzzCleanAgrees.
 func FuzzCleanAgrees(f *testing.F) {
-	for _, s := range []string{"confirmed", "bearer abcdefgh", "-----BEGIN X-----", "a@b.co", "acme-lisbon"} {
+	for _, s := range []string{"confirmed", "bearer abcdefgh", "-----BEGIN X-----", "a@b.co", "acme-lisbon", "2026-02-24", "+1 202 5550", "1.2.3.4"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkClean(t, s) })

@@ -109,29 +109,43 @@ func Scan(dst []Span, s string) []Span {
 // shortClean is the longest string Clean can vouch for; see Clean.
 const shortClean = 13
 
+// cleanDigits is the most digits Clean accepts in a string (see Clean).
+const cleanDigits = 8
+
 // Clean reports whether s is too short and too plain for any detector: at
-// most shortClean bytes, all ASCII, none of them a digit, '@', '%', ':',
-// '=' or '&'. Scan finds nothing in such a string, so a caller may skip it;
-// Clean is false for everything else, which must be scanned.
+// most shortClean bytes, all ASCII, none of them '@', '%', ':', '=' or '&',
+// and either no digit or at most cleanDigits digits and no '+' or '.' (a
+// room number "103", a date "2026-02-24"). Scan finds nothing in such a
+// string, so a caller may skip it; Clean is false for everything else,
+// which must be scanned.
 //
 // Invariant (why Scan finds nothing when Clean is true): without '&' or a
 // non-ASCII byte normalize changes nothing; without '@'/'%' there is no
-// e-mail, without a digit no number (card, IBAN, SSN, phone, IPv4), without
-// ':' no IPv6; of the secrets, assignments and URL passwords need ':' or
-// '=', a JWT 30 bytes, a PEM block "-----BEGIN" and "-----" (15 bytes), a
-// key 16 bytes, and "bearer"/"basic" a space and 8 token bytes after it
-// (14 bytes). TestCleanAgrees and FuzzCleanAgrees check it against the
+// e-mail, without ':' no IPv6. Of the numbers, an IPv4 address needs '.', a
+// phone number with '+' 8 digits and without it 10 (a North American,
+// trunk-prefix or "00"-prefixed number), an SSN 9, a card 13 and an IBAN 15
+// bytes. Of the secrets, assignments and URL passwords need ':' or '=', a
+// JWT 30 bytes, a PEM block "-----BEGIN" and "-----" (15 bytes), a key 16
+// bytes, and "bearer"/"basic" a space and 8 token bytes after it (14
+// bytes). TestCleanAgrees and FuzzCleanAgrees check it against the
 // detectors.
 func Clean(s string) bool {
 	if len(s) > shortClean {
 		return false
 	}
+	digits, plusDot := 0, false
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 0x80 || c == '&' || class[c]&(cDigit|cAt|cColon|cEq) != 0 {
+		c := s[i]
+		if c >= 0x80 || c == '&' || class[c]&(cAt|cColon|cEq) != 0 {
 			return false
 		}
+		if class[c]&cDigit != 0 {
+			digits++
+		} else if c == '+' || c == '.' {
+			plusDot = true
+		}
 	}
-	return true
+	return digits == 0 || digits <= cleanDigits && !plusDot
 }
 
 // scanAll is Scan without the Clean shortcut.
