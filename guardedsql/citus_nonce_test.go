@@ -33,7 +33,8 @@ import (
 //   - the application role cannot write the table itself.
 //
 // If a Citus release ever makes the first count non-zero, the candidate
-// becomes usable and this test says so.
+// becomes usable and this test says so. Last, the open alternative: a row
+// the application role writes itself is seen by its reads.
 func TestCitusDefinerNonceRowNotShared(t *testing.T) {
 	c := newCitusDB(t)
 	ctx := context.Background()
@@ -130,5 +131,30 @@ END $$`,
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "42501" {
 		t.Errorf("application role writing the nonce table: %v, want permission denied (42501)", err)
+	}
+
+	// The alternative docs/citus.md leaves open: the application role
+	// writes the row over its own connections. With INSERT granted behind
+	// a policy whose check admits anything (where a signature check would
+	// have to stand), the row is seen: mechanically it works, and without
+	// that check it is a forgery (here of company 2).
+	execAll(t, c.owner,
+		`CREATE POLICY tm_insert ON tm_nonces FOR INSERT TO `+c.appRole+` WITH CHECK (true)`,
+		`GRANT INSERT ON tm_nonces TO `+c.appRole)
+	own := func(tx pgx.Tx) string {
+		for _, s := range []string{
+			`SET LOCAL citus.propagate_set_commands = 'local'`,
+			`SET LOCAL citus.max_adaptive_executor_pool_size = 1`,
+			`SET LOCAL tm.nonce = 'app-written'`,
+			`INSERT INTO tm_nonces VALUES ('app-written', '{"company":[2]}')`,
+		} {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+		return ""
+	}
+	if _, all, two := count(c.app, own); all != 2 || two != 2 {
+		t.Errorf("application role, its own row naming company 2: %d rows (company 2: %d), want company 2's 2 rows", all, two)
 	}
 }
