@@ -227,7 +227,9 @@ func (d Dialect) checkSigned(ctx context.Context, q engine.Querier, user string)
 	return nil
 }
 
-const checkRoleSQL = `SELECT current_user::text, r.rolsuper, r.rolbypassrls FROM pg_catalog.pg_roles r WHERE r.rolname = current_user`
+const checkRoleSQL = `SELECT current_user::text, r.rolsuper, r.rolbypassrls,
+	EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')
+FROM pg_catalog.pg_roles r WHERE r.rolname = current_user`
 
 // checkTablesSQL resolves the tables the way the guarded statements will
 // and reports, for each, its RLS flags and whether the
@@ -273,11 +275,11 @@ func (d Dialect) Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) 
 	var (
 		user          string
 		super, bypass bool
-		found         bool
+		found, citus  bool // citus: the extension is installed (citus.go)
 	)
 	err := eachBounded(ctx, q, checkRoleSQL, nil, func(r engine.Rows) error {
 		found = true
-		return r.Scan(&user, &super, &bypass)
+		return r.Scan(&user, &super, &bypass, &citus)
 	})
 	if err != nil {
 		return fmt.Errorf("guardedsql: reading the connected role: %w", err)
@@ -402,6 +404,9 @@ func (d Dialect) Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) 
 	}
 	if err := d.checkSigned(ctx, q, user); err != nil {
 		return err
+	}
+	if !citus {
+		return nil
 	}
 	return d.checkCitus(ctx, q, names) // citus.go: every shard placement on a Citus cluster
 }

@@ -52,8 +52,6 @@ import (
 // error names the table, the node (host:port) and the shard id.
 var ErrRLSPlacement = fmt.Errorf("%w: on a Citus cluster, a shard placement of a tenant-bound table (or the signed-scope objects on its node) lacks the coordinator's row-level security, or could not be read", ErrRLSUnsafe)
 
-const citusPresentSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')`
-
 // citusTablesSQL lists the distributed tables (any Citus table with
 // shards: hash-distributed, reference, or Citus-managed local) among the
 // tenant-bound tables ($1), resolved in the current schema as
@@ -136,17 +134,11 @@ type citusPlacement struct {
 }
 
 // checkCitus is Check's part for Citus clusters (see the invariant
-// above); tables are the tenant-bound tables' names. It returns nil at
-// once where the citus extension is not installed. It costs one
+// above), run only where the citus extension is installed (Check reads
+// that with the connected role, in the same query); tables are the
+// tenant-bound tables' names. It costs one
 // connection to each node holding placements, per check.
 func (d Dialect) checkCitus(ctx context.Context, q engine.Querier, tables []string) error {
-	var citus bool
-	if err := eachBounded(ctx, q, citusPresentSQL, nil, func(r engine.Rows) error { return r.Scan(&citus) }); err != nil {
-		return fmt.Errorf("guardedsql: reading whether Citus is installed: %w", err)
-	}
-	if !citus {
-		return nil
-	}
 	names := map[int64]string{}
 	var oids []int64
 	err := eachBounded(ctx, q, citusTablesSQL, []any{tables}, func(r engine.Rows) error {
