@@ -349,4 +349,5 @@
 //	triggers and rules refused (triggers)            57
 //	PostgreSQL: search_path pinned (search_path)     57
 //	PostgreSQL: re-check's lock wait unbounded (check_lock_bound) 51
+//	encoded scope cached by its levels alone (scope_cache_key) 1 and every read property
 package conformance

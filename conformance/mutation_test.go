@@ -256,6 +256,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
 		{string(guardfault.CheckLockBound), disable(guardfault.CheckLockBound), []int{51}},
 		{string(guardfault.ExchangeCounter), installed(guardfault.ExchangeCounter), []int{35}},
+		{string(guardfault.ScopeCacheKey), disable(guardfault.ScopeCacheKey), []int{1}},
 	} {
 		must := gf.must
 		if gf.kind == string(guardfault.Collation) && r.engine == MySQL {

@@ -1,0 +1,9 @@
+package guardfault
+
+// ScopeCacheKey: the encoded scope documents are cached under a key made
+// of the schema's level list and the scope's canonical grants
+// (guardedsql/internal/engine.EncodeScope). Switching it off drops the
+// grants from the key, so the first tenant encoded for a schema is served
+// to every later tenant of it; the read properties (P1 among them) must
+// notice on every engine.
+const ScopeCacheKey Fix = "scope_cache_key"
