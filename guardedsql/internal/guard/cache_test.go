@@ -26,10 +26,23 @@ var sch2 = builder.MustSchema(builder.SchemaDef{
 	},
 })
 
+// sch3 has sch's levels and hotels, but its rooms are global reference
+// data: for a scope with no active level (whose level list is the only part
+// of the key naming the schema) the same query still renders differently.
+var sch3 = builder.MustSchema(builder.SchemaDef{
+	Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}, {Name: "hotel", Key: builder.IntKey}},
+	Tables: []builder.TableDef{
+		{Name: "hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "hotel", "chain_id": "chain"}},
+		{Name: "rooms", Columns: []string{"id", "hotel_id", "number"}, PrimaryKey: []string{"id"}, Global: true},
+		{Name: "bookings", Columns: []string{"id", "room_id"}, PrimaryKey: []string{"id"},
+			ForeignKeys: []builder.ForeignKey{{Columns: []string{"room_id"}, RefTable: "hotels"}}},
+	},
+})
+
 // cacheCase is one statement rendered under one scope and options.
 type cacheCase struct {
 	name string
-	st   builder.Statement
+	st   sqlast.Stmt
 	sc   engine.Scope
 	opt  Options
 }
@@ -61,6 +74,9 @@ func cacheCases(t *testing.T) []cacheCase {
 		{"no valid grant", sch, []scope.Grant{{Level: "hotel", ID: "not-a-number"}}},
 		{"sch2 chain", sch2, []scope.Grant{{Level: "chain", ID: "acme"}}},
 		{"sch2 hotel", sch2, []scope.Grant{{Level: "hotel", ID: "12"}}},
+		{"sch2 no valid grant", sch2, []scope.Grant{{Level: "hotel", ID: "not-a-number"}}},
+		{"sch3 no valid grant", sch3, []scope.Grant{{Level: "hotel", ID: "not-a-number"}}},
+		{"sch3 chain", sch3, []scope.Grant{{Level: "chain", ID: "acme"}}},
 	}
 	for _, sco := range scopes {
 		h, r, b := sco.s.Table("hotels").As("h"), sco.s.Table("rooms").As("r"), sco.s.Table("bookings").As("b")
@@ -87,7 +103,16 @@ func cacheCases(t *testing.T) []cacheCase {
 			"rooms count":       builder.Must(builder.Select(builder.CountAll(), builder.CountDistinct(r.Col("number"))).From(r).Build()),
 		}
 
+		stmts := map[string]sqlast.Stmt{}
 		for name, q := range sts {
+			stmts[name] = unseal(t, q)
+		}
+		// A comparison with NULL as a value (the builder writes IS NULL
+		// itself): rendered IS NULL, with no argument.
+		eqNull := *stmts["rooms number eq"].(*sqlast.Select)
+		eqNull.Where = &sqlast.CmpVal{Op: sqlast.Eq, X: eqNull.Where.(*sqlast.CmpVal).X, V: sqlast.Value{}}
+		stmts["rooms number eq NULL"] = &eqNull
+		for name, q := range stmts {
 			for _, opt := range []Options{{}, {PredicatesOnly: true}} {
 				cs = append(cs, cacheCase{name: fmt.Sprintf("%s/%s/%v", sco.name, name, opt.PredicatesOnly), st: q, sc: scopeOf(sco.s, sco.g...), opt: opt})
 			}
@@ -107,7 +132,7 @@ func renderCacheMismatches(t *testing.T) (bad []string, hits int) {
 	cs := cacheCases(t)
 	for round := range 2 {
 		for _, c := range cs {
-			s := unseal(t, c.st)
+			s := c.st
 			want, werr := render(sqlite.Dialect{}, s, c.sc, c.opt, nil)
 			if werr == nil {
 				sqliteTimes(&want)
