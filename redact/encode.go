@@ -640,26 +640,11 @@ fields:
 }
 
 // writeName appends the byte before a member ('{' or ',') and the
-// `"name":` of f (see extend). A short name is written as one of f.names'
-// arrays: the bytes past its length land in the buffer's spare capacity,
-// beyond len(e.buf), where the next write overwrites them.
+// `"name":` of f (see extend).
 func (e *encodeState) writeName(before byte, f *field) {
-	if f.nameLen == 0 {
-		n := e.extend(1 + len(f.nameJSON))
-		e.buf[n] = before
-		copy(e.buf[n+1:], f.nameJSON)
-		return
-	}
-	l := len(e.buf)
-	if cap(e.buf)-l < nameArr {
-		e.buf = slices.Grow(e.buf, nameArr)
-	}
-	i := 0
-	if before == ',' {
-		i = 1
-	}
-	*(*[nameArr]byte)(e.buf[l : l+nameArr]) = f.names[i]
-	e.buf = e.buf[:l+f.nameLen]
+	n := e.extend(1 + len(f.nameJSON))
+	e.buf[n] = before
+	copy(e.buf[n+1:], f.nameJSON)
 }
 
 // plainString appends the JSON string literal of the redacted s: a short

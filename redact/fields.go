@@ -16,15 +16,9 @@ import (
 // field is one JSON member of a struct type, after Go's embedding rules and
 // encoding/json's tag rules have been applied.
 type field struct {
-	name     string
-	nameJSON []byte // `"name":`, HTML-escaped as encoding/json does
-	// names holds '{' and ',' each followed by nameJSON, padded to a
-	// fixed size, and nameLen their length (0 when nameJSON is too long):
-	// writeName copies a whole array, which compiles to a few moves
-	// instead of a call to memmove per member.
-	names     *[2][nameArr]byte
-	nameLen   int
-	tag       bool // the name came from a json tag
+	name      string
+	nameJSON  []byte // `"name":`, HTML-escaped as encoding/json does
+	tag       bool   // the name came from a json tag
 	index     []int
 	typ       reflect.Type // the field's type, one unnamed pointer followed
 	omitEmpty bool
@@ -185,7 +179,6 @@ func typeFields(t reflect.Type) *structInfo {
 					f.name = sf.Name
 				}
 				f.nameJSON = append(appendString(nil, f.name), ':')
-				f.setNames()
 				if f.omitZero {
 					f.isZero = zeroFunc(sf.Type)
 				}
@@ -465,20 +458,4 @@ func hasPII(t reflect.Type) bool {
 	walk(t, map[reflect.Type]bool{})
 	piiCache.Store(t, found)
 	return found
-}
-
-// nameArr is the size of field.names' arrays.
-const nameArr = 32
-
-// setNames fills f.names and f.nameLen from f.nameJSON.
-func (f *field) setNames() {
-	if 1+len(f.nameJSON) > nameArr {
-		return
-	}
-	f.names = new([2][nameArr]byte)
-	for i, before := range []byte{'{', ','} {
-		f.names[i][0] = before
-		copy(f.names[i][1:], f.nameJSON)
-	}
-	f.nameLen = 1 + len(f.nameJSON)
 }
