@@ -90,7 +90,9 @@ type cached struct {
 // bound value whether it is NULL and its type, which decide IS NULL and
 // the refusal of a value). No id, document or value is in the key or the
 // entry (TestRenderCacheIsolation). Anything the walk does not know makes
-// the statement uncacheable, and it renders as before.
+// the statement uncacheable, and it renders as before; a field added to a
+// type the walk covers fails TestRenderCacheKeyCoversFields until the key
+// covers it.
 //
 // It is emptied when it holds renderCacheMax entries, which bounds it
 // whatever the number of shapes.

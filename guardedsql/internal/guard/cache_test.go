@@ -222,3 +222,45 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestRenderCacheKeyCoversFields fails when a field is added to a type whose
+// every field shapeKey writes (or deliberately leaves out, as the Values
+// it records instead): the key must then be extended, or the new field
+// could tell two renders apart that share an entry.
+func TestRenderCacheKeyCoversFields(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{Options{}, "PredicatesOnly EngineEnforcesReads NoIntersectExcept Quoted"},
+		{sqlite.Dialect{}, "Style"},
+		{engine.Scope{}, "Doc Active Shapes"},
+		{engine.Shape{}, "Key Levels"},
+		{sqlast.Select{}, "Distinct Items From Joins Where GroupBy Having OrderBy Limit Offset With Lock Refs Outer"},
+		{sqlast.Ref{}, "Table Alias Derived CTE cols"},
+		{sqlast.Item{}, "X As"},
+		{sqlast.Join{}, "Kind Ref On"},
+		{sqlast.Order{}, "X Desc"},
+		{sqlast.Col{}, "Ref Name"},
+		{sqlast.Agg{}, "Fn Arg Distinct"},
+		{sqlast.CmpVal{}, "Op X V"},
+		{sqlast.CmpExpr{}, "Op X Y"},
+		{sqlast.Between{}, "X Lo Hi"},
+		{sqlast.InList{}, "X Vals Not"},
+		{sqlast.Like{}, "X Pattern Not"},
+		{sqlast.IsNull{}, "X Not"},
+		{sqlast.And{}, "Ps"},
+		{sqlast.Or{}, "Ps"},
+		{sqlast.Not{}, "P"},
+		{sqlast.Value{}, "V"},
+	} {
+		typ := reflect.TypeOf(c.v)
+		var names []string
+		for i := range typ.NumField() {
+			names = append(names, typ.Field(i).Name)
+		}
+		if got := fmt.Sprint(names); got != "["+c.want+"]" {
+			t.Errorf("%s has fields %s, the render cache key covers [%s]: extend shapeKey (cache.go) and this list", typ, got, c.want)
+		}
+	}
+}
