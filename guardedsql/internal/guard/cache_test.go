@@ -264,3 +264,39 @@ func TestRenderCacheKeyCoversFields(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderCacheConcurrent renders the cases from several goroutines at
+// once, filling and reading the cache concurrently, each result compared
+// with an uncached render (run it with -race).
+func TestRenderCacheConcurrent(t *testing.T) {
+	cs := cacheCases(t)
+	wants := make([]Plan, len(cs))
+	for i, c := range cs {
+		p, err := render(sqlite.Dialect{}, c.st, c.sc, c.opt, nil)
+		if err == nil {
+			sqliteTimes(&p)
+		}
+		wants[i] = p
+	}
+	done := make(chan []string)
+	for g := range 4 {
+		go func() {
+			var bad []string
+			for round := range 3 {
+				for j := range cs {
+					i := (j*7 + g*13 + round) % len(cs)
+					got, _ := Render(sqlite.Dialect{}, cs[i].st, cs[i].sc, cs[i].opt)
+					if !reflect.DeepEqual(got, wants[i]) {
+						bad = append(bad, cs[i].name)
+					}
+				}
+			}
+			done <- bad
+		}()
+	}
+	for range 4 {
+		for _, b := range <-done {
+			t.Errorf("%s: concurrent render differs from an uncached one", b)
+		}
+	}
+}
