@@ -566,7 +566,7 @@ fields:
 	for i := range se.fields {
 		f := &se.fields[i]
 		if f.direct != fastNone && base != nil {
-			e.writeName(next, f)
+			e.writeName(next, f.nameJSON)
 			next = ','
 			p := unsafe.Add(base, f.offset)
 			if f.direct == fastString {
@@ -607,7 +607,7 @@ fields:
 			case actDrop:
 				continue
 			default:
-				e.writeName(next, f)
+				e.writeName(next, f.nameJSON)
 				next = ','
 				if err := f.tagged(e, fv, f.cat, a); err != nil {
 					return err
@@ -615,7 +615,7 @@ fields:
 				continue
 			}
 		}
-		e.writeName(next, f)
+		e.writeName(next, f.nameJSON)
 		next = ','
 		if f.pii {
 			saved := e.inReveal
@@ -639,12 +639,12 @@ fields:
 	return nil
 }
 
-// writeName appends the byte before a member ('{' or ',') and the
-// `"name":` of f (see extend).
-func (e *encodeState) writeName(before byte, f *field) {
-	n := e.extend(1 + len(f.nameJSON))
+// writeName appends the byte before a member ('{' or ',') and its
+// `"name":` (see extend).
+func (e *encodeState) writeName(before byte, name []byte) {
+	n := e.extend(1 + len(name))
 	e.buf[n] = before
-	copy(e.buf[n+1:], f.nameJSON)
+	copy(e.buf[n+1:], name)
 }
 
 // plainString appends the JSON string literal of the redacted s: a short
