@@ -317,8 +317,7 @@ func stringEncoder(e *encodeState, v reflect.Value, o encOpts) error {
 		e.buf = appendString(e.buf, string(inner))
 		return nil
 	}
-	out, _ := e.run.textJSON(v.String())
-	e.appendJSONString(out)
+	e.plainString(v.String())
 	return nil
 }
 
