@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/tenantmcp/tenantmcp/redact/internal/detect"
 )
 
 // MaxDepth bounds the nesting of pointers, maps, slices and interfaces
@@ -315,8 +317,7 @@ func stringEncoder(e *encodeState, v reflect.Value, o encOpts) error {
 		e.buf = appendString(e.buf, string(inner))
 		return nil
 	}
-	out, _ := e.run.textJSON(v.String())
-	e.appendJSONString(out)
+	e.plainString(v.String())
 	return nil
 }
 
@@ -483,12 +484,10 @@ func (e *encodeState) encodeField(f *field, fv reflect.Value) error {
 	if !f.quoted {
 		switch f.fast {
 		case fastString:
-			out, _ := e.run.textJSON(fv.String())
-			e.appendJSONString(out)
+			e.plainString(fv.String())
 			return nil
 		case fastInt:
-			var tmp [24]byte
-			e.writeBytes(strconv.AppendInt(tmp[:0], fv.Int(), 10))
+			e.writeInt(fv.Int())
 			return nil
 		case fastUint:
 			var tmp [24]byte
@@ -570,11 +569,9 @@ fields:
 			next = ','
 			p := unsafe.Add(base, f.offset)
 			if f.direct == fastString {
-				out, _ := e.run.textJSON(*(*string)(p))
-				e.appendJSONString(out)
+				e.plainString(*(*string)(p))
 			} else {
-				var tmp [24]byte
-				e.writeBytes(strconv.AppendInt(tmp[:0], *(*int64)(p), 10))
+				e.writeInt(*(*int64)(p))
 			}
 			continue
 		}
@@ -648,6 +645,70 @@ func (e *encodeState) writeName(before byte, name []byte) {
 	e.buf[n] = before
 	copy(e.buf[n+1:], name)
 }
+
+// plainString appends the JSON string literal of the redacted s: a short
+// plain string (detect.CleanCopy: nothing to detect, nothing to escape) is
+// copied as it is, in one pass; anything else goes through textJSON and
+// appendJSONString, with the same output.
+func (e *encodeState) plainString(s string) {
+	l := len(e.buf)
+	if cap(e.buf)-l < len(s)+2 {
+		e.buf = slices.Grow(e.buf, len(s)+2)
+	}
+	dst := e.buf[l : l+len(s)+2]
+	if detect.CleanCopy(dst[1:], s) {
+		dst[0] = '"'
+		dst[len(s)+1] = '"'
+		e.buf = e.buf[:l+len(s)+2]
+		return
+	}
+	out, _ := e.run.textJSON(s)
+	e.appendJSONString(out)
+}
+
+// writeInt appends the decimal form of v, written in place (see extend)
+// rather than formatted elsewhere and copied.
+func (e *encodeState) writeInt(v int64) {
+	u := uint64(v)
+	sign := 0
+	if v < 0 {
+		u, sign = -u, 1
+	}
+	n := sign + 1
+	for x := u; x >= 10; x /= 10 {
+		n++
+	}
+	b := e.buf[e.extend(n):]
+	b = b[:n]
+	i := n
+	for u >= 100 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		b[i], b[i+1] = smallDigits[r], smallDigits[r+1]
+		u = q
+	}
+	if u >= 10 {
+		b[i-2], b[i-1] = smallDigits[u*2], smallDigits[u*2+1]
+	} else {
+		b[i-1] = byte('0' + u)
+	}
+	if sign == 1 {
+		b[0] = '-'
+	}
+}
+
+// smallDigits holds the two digits of 00 to 99.
+const smallDigits = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
 
 func isEmptyValue(v reflect.Value) bool {
 	switch v.Kind() {

@@ -137,9 +137,22 @@ func QuoteNames(d engine.Dialect, g *sqlast.Schema) map[string]string {
 	return m
 }
 
-// Render renders st for dialect d and scope sc.
+// Render renders st for dialect d and scope sc. A SELECT whose text a
+// statement of the same shape has produced before only binds its values
+// (cache.go).
 func Render(d engine.Dialect, st sqlast.Stmt, sc engine.Scope, opt Options) (Plan, error) {
-	r := &renderer{d: d, sc: sc, seen: map[*sqlast.Ref]bool{}, opt: opt}
+	if s, ok := st.(*sqlast.Select); ok {
+		if p, ok, err := renderCached(d, s, sc, opt); ok {
+			return p, err
+		}
+	}
+	return render(d, st, sc, opt, nil)
+}
+
+// render renders st. With rec set (cache.go), each bound value of the
+// statement at an address in rec is written as its slot instead.
+func render(d engine.Dialect, st sqlast.Stmt, sc engine.Scope, opt Options, rec []*sqlast.Value) (Plan, error) {
+	r := &renderer{d: d, sc: sc, seen: map[*sqlast.Ref]bool{}, opt: opt, rec: rec}
 	var (
 		p   Plan
 		err error
@@ -188,10 +201,11 @@ type renderer struct {
 	n         int
 	seen      map[*sqlast.Ref]bool
 	usedScope bool
-	ctes      []*sqlast.CTE // declared so far (compound.go)
-	windowed  bool          // a window function or scalar subquery was rendered (scalar.go)
-	from      *sqlast.Ref   // FROM of the SELECT being rendered (scalar.go)
-	noKeyed   bool          // render a locking SELECT as is (keyed.go's own steps)
+	ctes      []*sqlast.CTE   // declared so far (compound.go)
+	windowed  bool            // a window function or scalar subquery was rendered (scalar.go)
+	from      *sqlast.Ref     // FROM of the SELECT being rendered (scalar.go)
+	noKeyed   bool            // render a locking SELECT as is (keyed.go's own steps)
+	rec       []*sqlast.Value // recording a layout (cache.go): values written as slots
 }
 
 // fb accumulates SQL text and its arguments in textual order.

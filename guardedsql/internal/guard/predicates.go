@@ -297,7 +297,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		}
 		e.into(f, r)
 		f.s(" ", string(x.Op), " ")
-		f.arg(r.bindTime(x.V.V))
+		f.arg(r.bound(&x.V))
 	case *sqlast.CmpExpr:
 		a, err := r.operand(x.X)
 		if err != nil {
@@ -320,9 +320,9 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 		}
 		f.frag(e)
 		f.s(" BETWEEN ")
-		f.arg(r.bindTime(x.Lo.V))
+		f.arg(r.bound(&x.Lo))
 		f.s(" AND ")
-		f.arg(r.bindTime(x.Hi.V))
+		f.arg(r.bound(&x.Hi))
 	case *sqlast.InList:
 		e, err := r.expr(x.X)
 		if err != nil {
@@ -341,14 +341,14 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 			f.s(" NOT")
 		}
 		f.s(" IN (")
-		for i, v := range x.Vals {
-			if err := checkValue(v); err != nil {
+		for i := range x.Vals {
+			if err := checkValue(x.Vals[i]); err != nil {
 				return err
 			}
 			if i > 0 {
 				f.s(", ")
 			}
-			f.arg(r.bindTime(v.V))
+			f.arg(r.bound(&x.Vals[i]))
 		}
 		f.s(")")
 	case *sqlast.InSelect:
@@ -388,7 +388,7 @@ func (r *renderer) predInto(f *fb, p sqlast.Pred) error {
 			f.s(" NOT")
 		}
 		f.s(" LIKE ")
-		f.arg(x.Pattern.V)
+		f.arg(r.boundRaw(&x.Pattern))
 		f.s(" ESCAPE ", r.d.LikeEscape())
 	case *sqlast.IsNull:
 		e, err := r.expr(x.X)

@@ -18,6 +18,42 @@ func checkClean(t *testing.T, s string) {
 	if got := Scan(nil, s); !slices.Equal(got, full) {
 		t.Fatalf("Scan(%q) = %v, detectors %v", s, got, full)
 	}
+	checkCleanCopy(t, s)
+}
+
+// checkCleanCopy fails when CleanCopy(s) is not Clean(s) and "s needs no
+// JSON escaping", or when it did not copy s.
+func checkCleanCopy(t *testing.T, s string) {
+	t.Helper()
+	plain := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x80 || strings.IndexByte(`"\<>&`, c) >= 0 {
+			plain = false
+		}
+	}
+	dst := make([]byte, len(s)+1)
+	got := CleanCopy(dst, s)
+	if want := Clean(s) && plain; got != want {
+		t.Fatalf("CleanCopy(%q) = %v, Clean and no escape %v", s, got, want)
+	}
+	if got && string(dst[:len(s)]) != s {
+		t.Fatalf("CleanCopy(%q) copied %q", s, dst[:len(s)])
+	}
+	if CleanCopy(dst[:len(s)/2], s) && len(s) > 0 {
+		t.Fatalf("CleanCopy(%q) into %d bytes", s, len(s)/2)
+	}
+}
+
+// TestCleanCopyAgrees checks CleanCopy on every one- and two-byte string;
+// TestCleanAgrees and FuzzCleanAgrees check it on all their strings too.
+func TestCleanCopyAgrees(t *testing.T) {
+	for a := range 256 {
+		checkCleanCopy(t, string([]byte{byte(a)}))
+		for b := range 256 {
+			checkCleanCopy(t, string([]byte{byte(a), byte(b)}))
+		}
+	}
 }
 
 // TestCleanAgrees checks Clean against the detectors: every string of up

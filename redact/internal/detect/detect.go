@@ -148,6 +148,55 @@ func Clean(s string) bool {
 	return digits == 0 || digits <= cleanDigits && !plusDot
 }
 
+// Classes of cleanJSON, the table of CleanCopy: a byte that makes a string
+// not Clean or needs escaping in a JSON string, a digit, '+' or '.'.
+const (
+	jDigit   = 1
+	jPlusDot = 2
+	jBad     = 4
+)
+
+// Built from the byte values, not from class: package variables are set
+// before init fills class.
+var cleanJSON = func() (t [256]uint8) {
+	for c := range 256 {
+		switch {
+		case c >= 0x80, c < 0x20, c == '&', c == '"', c == '\\', c == '<', c == '>':
+			t[c] = jBad // not Clean (non-ASCII, '&') or escaped by JSON
+		case c == '@', c == '%', c == ':', c == '=':
+			t[c] = jBad // class cAt, cColon, cEq: Clean is false
+		case c >= '0' && c <= '9':
+			t[c] = jDigit
+		case c == '+' || c == '.':
+			t[c] = jPlusDot
+		}
+	}
+	return t
+}()
+
+// CleanCopy reports whether Clean(s) holds and s needs no escaping in a
+// JSON string written HTML-safe (no control character, '"', '\\', '<' or
+// '>'; Clean already excludes '&' and non-ASCII bytes). When it does, s has
+// been copied to dst[:len(s)]; otherwise dst may hold part of s. It is the
+// common case of a redacted encoding (a short plain value written as it
+// is) in one pass instead of three (Clean, the escape check, the copy).
+// TestCleanCopyAgrees checks it against Clean.
+func CleanCopy(dst []byte, s string) bool {
+	if len(s) > shortClean || len(dst) < len(s) {
+		return false
+	}
+	dst = dst[:len(s)]
+	digits, seen := 0, uint8(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		k := cleanJSON[c]
+		seen |= k
+		digits += int(k & jDigit)
+		dst[i] = c
+	}
+	return seen&jBad == 0 && (digits == 0 || digits <= cleanDigits && seen&jPlusDot == 0)
+}
+
 // scanAll is Scan without the Clean shortcut.
 func scanAll(dst []Span, s string) []Span {
 	if nt, ok := normalize(s); ok {
