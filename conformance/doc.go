@@ -350,4 +350,5 @@
 //	PostgreSQL: search_path pinned (search_path)     57
 //	PostgreSQL: re-check's lock wait unbounded (check_lock_bound) 51
 //	encoded scope cached by its levels alone (scope_cache_key) 1 and every read property
+//	SQLite: rendered text cached without the grant shape (render_cache_key) 1 (only SQLite's renders are cached)
 package conformance

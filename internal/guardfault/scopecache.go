@@ -7,3 +7,11 @@ package guardfault
 // to every later tenant of it; the read properties (P1 among them) must
 // notice on every engine.
 const ScopeCacheKey Fix = "scope_cache_key"
+
+// RenderCacheKey: the guard's render cache (guardedsql/internal/guard,
+// cache.go) keys a statement's text by the scope's active levels and
+// shapes, among the rest. Switching it off leaves them out of the key, so
+// a tenant can be served the text rendered for another grant shape;
+// TestRenderCacheKeyMutation (TestRenderCacheIsolation's check) must
+// notice.
+const RenderCacheKey Fix = "render_cache_key"

@@ -28,11 +28,6 @@ import (
 // MySQL's text depends on how many entries a level holds; both render
 // uncached.
 
-// fixRenderCacheKey is the test-only fault that leaves the scope's levels
-// and shapes out of the key (the mutation TestRenderCacheIsolation must
-// notice). It is meant to become guardfault.RenderCacheKey.
-const fixRenderCacheKey = guardfault.Fix("render_cache_key")
-
 // slot stands for the statement's i-th value (in shapeKey's walk order)
 // while a layout is recorded. It is unexported, so no statement value can
 // be one.
@@ -275,7 +270,7 @@ func (k *keyBuf) shapeKey(d sqlite.Dialect, s *sqlast.Select, sc engine.Scope, o
 	k.bit(opt.EngineEnforcesReads)
 	k.bit(opt.NoIntersectExcept)
 	k.ptr(*(*unsafe.Pointer)(unsafe.Pointer(&opt.Quoted)), opt.Quoted)
-	if !guardfault.Off(fixRenderCacheKey) {
+	if !guardfault.Off(guardfault.RenderCacheKey) {
 		k.u(uint64(len(sc.Active)))
 		for _, l := range sc.Active {
 			k.ptr(unsafe.Pointer(l), l)

@@ -13,7 +13,7 @@ import (
 // tenant granted at the hotel level is served the text of one granted at
 // the chain level).
 func TestRenderCacheKeyMutation(t *testing.T) {
-	restore := guardfault.Disable(fixRenderCacheKey)
+	restore := guardfault.Disable(guardfault.RenderCacheKey)
 	bad, _ := renderCacheMismatches(t)
 	restore()
 	if len(bad) == 0 {
