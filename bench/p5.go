@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
@@ -39,6 +41,14 @@ type server struct {
 	cpu   map[int]float64
 	calls map[int]int64
 	noCPU bool // /proc could not be read: no CPU figures
+	// PostgreSQL only: pgAdmin reads pg_stat_activity to find the
+	// backends serving the child's connections to dbPort (dbcpu.go);
+	// dbCPU and dbCalls tally their CPU seconds and the calls over the
+	// timed windows in which every one of them could be read.
+	pgAdmin *pgxpool.Pool
+	dbPort  int
+	dbCPU   map[int]float64
+	dbCalls map[int]int64
 }
 
 func (s *server) close() {
@@ -73,6 +83,17 @@ func (s *server) connect(ctx context.Context, n int) error {
 // for n clients.
 func (s *server) timedWindow(ctx context.Context, n int, d time.Duration) (float64, error) {
 	pid := s.child.cmd.Process.Pid
+	// The backends are looked up before the window, outside its time: a
+	// pool may have opened or closed connections since the last one.
+	var backends []int
+	var db0 float64
+	dbOK := false
+	if s.pgAdmin != nil {
+		if bs, err := pgBackends(ctx, s.pgAdmin, pid, s.dbPort); err == nil && len(bs) > 0 {
+			backends = bs
+			db0, dbOK = backendsCPU(backends)
+		}
+	}
 	c0, err := procCPU(pid)
 	s.noCPU = s.noCPU || err != nil
 	ns, calls, err := s.window(ctx, n, d)
@@ -83,9 +104,16 @@ func (s *server) timedWindow(ctx context.Context, n int, d time.Duration) (float
 	s.noCPU = s.noCPU || err != nil
 	if s.cpu == nil {
 		s.cpu, s.calls = map[int]float64{}, map[int]int64{}
+		s.dbCPU, s.dbCalls = map[int]float64{}, map[int]int64{}
 	}
 	s.cpu[n] += c1 - c0
 	s.calls[n] += calls
+	if dbOK {
+		if db1, ok := backendsCPU(backends); ok {
+			s.dbCPU[n] += db1 - db0
+			s.dbCalls[n] += calls
+		}
+	}
 	return ns, nil
 }
 
@@ -96,6 +124,15 @@ func (s *server) cpuPerCall(n int) (float64, bool) {
 		return 0, false
 	}
 	return s.cpu[n] / float64(s.calls[n]) * 1e6, true
+}
+
+// dbCPUPerCall is the CPU microseconds per call of the PostgreSQL backends
+// serving the child at n clients, or false if they were not measured.
+func (s *server) dbCPUPerCall(n int) (float64, bool) {
+	if s.dbCalls[n] == 0 {
+		return 0, false
+	}
+	return s.dbCPU[n] / float64(s.dbCalls[n]) * 1e6, true
 }
 
 // window drives the server with its first n clients for d and returns the
@@ -280,6 +317,19 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		}
 	}()
 	maxC := slices.Max(e.cfg.clients)
+	// PostgreSQL: an admin connection to find each child's backends, whose
+	// CPU the timed windows add up (dbcpu.go). Without it the rows are
+	// measured all the same, without that note.
+	var pgAdmin *pgxpool.Pool
+	var dbPort int
+	if eng.engine == "postgres" {
+		if p, cfg, err := pgConnect(ctx, e.cfg.pgDSN, ""); err != nil {
+			e.note("P5/P4 %s: the database's CPU per call is not measured: %v.", eng.label, err)
+		} else {
+			pgAdmin, dbPort = p, int(cfg.ConnConfig.Port)
+			defer p.Close()
+		}
+	}
 	start := func(name string, spec childSpec) (*server, error) {
 		e.log.Printf("P5/P4 %s: starting %s", eng.label, name)
 		spec.CPUProfileDir = e.cfg.childCPU
@@ -295,7 +345,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		if err != nil {
 			return nil, err
 		}
-		s := &server{name: name, child: ch}
+		s := &server{name: name, child: ch, pgAdmin: pgAdmin, dbPort: dbPort}
 		servers = append(servers, s)
 		if err := s.connect(ctx, maxC); err != nil {
 			time.Sleep(300 * time.Millisecond) // let the child's stderr arrive
@@ -397,6 +447,21 @@ func (e *env) cpuNote(label string, arms []*server) {
 	}
 	if len(parts) > 0 {
 		e.note("P5/P4 %s: server CPU per call (each child's user+system time over its timed windows, divided by the calls it answered in them): %s.", label, strings.Join(parts, "; "))
+	}
+	parts = parts[:0]
+	for _, c := range e.cfg.clients {
+		var ps []string
+		for _, s := range arms {
+			if us, ok := s.dbCPUPerCall(c); ok {
+				ps = append(ps, fmt.Sprintf("%s %.0f µs", s.name, us))
+			}
+		}
+		if len(ps) > 0 {
+			parts = append(parts, fmt.Sprintf("%d client%s: %s", c, plural(c), strings.Join(ps, ", ")))
+		}
+	}
+	if len(parts) > 0 {
+		e.note("P5/P4 %s: database CPU per call (user+system of the PostgreSQL backends serving each child's connections, found through pg_stat_activity, over the timed windows in which all of them could be read): %s.", label, strings.Join(parts, "; "))
 	}
 }
 
