@@ -474,6 +474,10 @@ func (e *env) cpuNote(label string, arms []*server) {
 // check what it costs). A count of zero fails the rows.
 func (e *env) p5RoundTrips(ctx context.Context, eng p5Engine, rows []Row) {
 	n := e.roundTripOps()
+	maxC := slices.Max(e.cfg.clients)
+	// conc holds, per server, the round trips per call at maxC clients
+	// (all, then the taint store's), when maxC > 1.
+	conc := map[string]concCount{}
 	// count returns the round trips per call in all and, for the hotel,
 	// those of its flow taint store (given its own relay) among them.
 	count := func(name string, spec childSpec) (all, taint float64, err error) {
@@ -512,10 +516,24 @@ func (e *env) p5RoundTrips(ctx context.Context, eng p5Engine, rows []Row) {
 			taint0 = trel.roundTrips()
 		}
 		db, err := countRoundTrips(ctx, rel, n, func(ctx context.Context, i int) error { return c.listBookings(ctx, i, i == 0) })
-		if err != nil || trel == nil {
-			return db, 0, err
+		if err != nil {
+			return 0, 0, err
 		}
-		taint = float64(trel.roundTrips()-taint0) / float64(n)
+		if trel != nil {
+			taint = float64(trel.roundTrips()-taint0) / float64(n)
+		}
+		if maxC > 1 {
+			// The same server at the largest concurrency, for a window
+			// rather than a count: what a server sends per call may depend
+			// on time as well as on calls (the flow taint store re-marks
+			// each session's taint at most every 250 ms, flow/held.go), and
+			// the sequential count above runs one session.
+			cc, err := s.concurrentRoundTrips(ctx, maxC, rel, trel, e.budget(time.Second))
+			if err != nil {
+				return 0, 0, err
+			}
+			conc[name] = cc
+		}
 		return db + taint, taint, nil
 	}
 	e.log.Printf("P5 %s: counting round trips at the wire", eng.label)
@@ -526,6 +544,9 @@ func (e *env) p5RoundTrips(ctx context.Context, eng p5Engine, rows []Row) {
 	}
 	if err == nil {
 		e.note("P5 %s: of the hotel server's %.2f round trips per call, %.2f went to its flow taint store (flow/pgtaint, its own pool on the same database) and %.2f to its guarded DB.", eng.label, hotel, taint, hotel-taint)
+		if b, h := conc["bare (relayed)"], conc["hotel (relayed)"]; h.all > 0 {
+			e.note("P5 %s: at %d clients (a %s window through the same relays, which slow every call; the counts above are sequential, one session): bare %.2f round trips per call, hotel %.2f, of which %.2f to its flow taint store.", eng.label, maxC, e.budget(time.Second).Round(time.Millisecond), b.all, h.all, h.taint)
+		}
 	}
 	if errors.Is(err, errNoTCP) {
 		e.note("P5 %s: round trips not counted: %v.", eng.label, err)
@@ -554,4 +575,44 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// concCount is what concurrentRoundTrips counted: round trips per call in
+// all and, of them, the flow taint store's.
+type concCount struct{ all, taint float64 }
+
+// concurrentRoundTrips opens sessions up to n, warms them up, then drives
+// all n for d and returns the round trips per completed call counted by
+// rel and trel (the taint store's relay, nil for the bare server).
+func (s *server) concurrentRoundTrips(ctx context.Context, n int, rel, trel *wireRelay, d time.Duration) (concCount, error) {
+	if more := n - len(s.clients); more > 0 {
+		// connect opens sessions on the server's HTTP client, as many as
+		// asked, after those it has.
+		have := s.clients
+		s.clients = nil
+		if err := s.connect(ctx, more); err != nil {
+			s.clients = append(have, s.clients...)
+			return concCount{}, err
+		}
+		s.clients = append(have, s.clients...)
+	}
+	// Every pool's connections and every session's first calls, not counted.
+	if _, _, err := s.window(ctx, n, d/4); err != nil {
+		return concCount{}, err
+	}
+	all0 := rel.roundTrips()
+	var taint0 int64
+	if trel != nil {
+		taint0 = trel.roundTrips()
+	}
+	_, calls, err := s.window(ctx, n, d)
+	if err != nil {
+		return concCount{}, err
+	}
+	var c concCount
+	if trel != nil {
+		c.taint = float64(trel.roundTrips()-taint0) / float64(calls)
+	}
+	c.all = float64(rel.roundTrips()-all0)/float64(calls) + c.taint
+	return c, nil
 }
