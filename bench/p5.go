@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tenantmcp/tenantmcp/examples/hotel/hotel"
 	"github.com/tenantmcp/tenantmcp/guardedsql/postgres"
 )
@@ -39,6 +41,14 @@ type server struct {
 	cpu   map[int]float64
 	calls map[int]int64
 	noCPU bool // /proc could not be read: no CPU figures
+	// PostgreSQL only: pgAdmin reads pg_stat_activity to find the
+	// backends serving the child's connections to dbPort (dbcpu.go);
+	// dbCPU and dbCalls tally their CPU seconds and the calls over the
+	// timed windows in which every one of them could be read.
+	pgAdmin *pgxpool.Pool
+	dbPort  int
+	dbCPU   map[int]float64
+	dbCalls map[int]int64
 }
 
 func (s *server) close() {
@@ -73,6 +83,17 @@ func (s *server) connect(ctx context.Context, n int) error {
 // for n clients.
 func (s *server) timedWindow(ctx context.Context, n int, d time.Duration) (float64, error) {
 	pid := s.child.cmd.Process.Pid
+	// The backends are looked up before the window, outside its time: a
+	// pool may have opened or closed connections since the last one.
+	var backends []int
+	var db0 float64
+	dbOK := false
+	if s.pgAdmin != nil {
+		if bs, err := pgBackends(ctx, s.pgAdmin, pid, s.dbPort); err == nil && len(bs) > 0 {
+			backends = bs
+			db0, dbOK = backendsCPU(backends)
+		}
+	}
 	c0, err := procCPU(pid)
 	s.noCPU = s.noCPU || err != nil
 	ns, calls, err := s.window(ctx, n, d)
@@ -83,9 +104,16 @@ func (s *server) timedWindow(ctx context.Context, n int, d time.Duration) (float
 	s.noCPU = s.noCPU || err != nil
 	if s.cpu == nil {
 		s.cpu, s.calls = map[int]float64{}, map[int]int64{}
+		s.dbCPU, s.dbCalls = map[int]float64{}, map[int]int64{}
 	}
 	s.cpu[n] += c1 - c0
 	s.calls[n] += calls
+	if dbOK {
+		if db1, ok := backendsCPU(backends); ok {
+			s.dbCPU[n] += db1 - db0
+			s.dbCalls[n] += calls
+		}
+	}
 	return ns, nil
 }
 
@@ -96,6 +124,15 @@ func (s *server) cpuPerCall(n int) (float64, bool) {
 		return 0, false
 	}
 	return s.cpu[n] / float64(s.calls[n]) * 1e6, true
+}
+
+// dbCPUPerCall is the CPU microseconds per call of the PostgreSQL backends
+// serving the child at n clients, or false if they were not measured.
+func (s *server) dbCPUPerCall(n int) (float64, bool) {
+	if s.dbCalls[n] == 0 {
+		return 0, false
+	}
+	return s.dbCPU[n] / float64(s.dbCalls[n]) * 1e6, true
 }
 
 // window drives the server with its first n clients for d and returns the
@@ -280,6 +317,19 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		}
 	}()
 	maxC := slices.Max(e.cfg.clients)
+	// PostgreSQL: an admin connection to find each child's backends, whose
+	// CPU the timed windows add up (dbcpu.go). Without it the rows are
+	// measured all the same, without that note.
+	var pgAdmin *pgxpool.Pool
+	var dbPort int
+	if eng.engine == "postgres" {
+		if p, cfg, err := pgConnect(ctx, e.cfg.pgDSN, ""); err != nil {
+			e.note("P5/P4 %s: the database's CPU per call is not measured: %v.", eng.label, err)
+		} else {
+			pgAdmin, dbPort = p, int(cfg.ConnConfig.Port)
+			defer p.Close()
+		}
+	}
 	start := func(name string, spec childSpec) (*server, error) {
 		e.log.Printf("P5/P4 %s: starting %s", eng.label, name)
 		spec.CPUProfileDir = e.cfg.childCPU
@@ -295,7 +345,7 @@ func (e *env) p5Engine(ctx context.Context, eng p5Engine, wantP5, wantP4 bool, n
 		if err != nil {
 			return nil, err
 		}
-		s := &server{name: name, child: ch}
+		s := &server{name: name, child: ch, pgAdmin: pgAdmin, dbPort: dbPort}
 		servers = append(servers, s)
 		if err := s.connect(ctx, maxC); err != nil {
 			time.Sleep(300 * time.Millisecond) // let the child's stderr arrive
@@ -398,6 +448,21 @@ func (e *env) cpuNote(label string, arms []*server) {
 	if len(parts) > 0 {
 		e.note("P5/P4 %s: server CPU per call (each child's user+system time over its timed windows, divided by the calls it answered in them): %s.", label, strings.Join(parts, "; "))
 	}
+	parts = parts[:0]
+	for _, c := range e.cfg.clients {
+		var ps []string
+		for _, s := range arms {
+			if us, ok := s.dbCPUPerCall(c); ok {
+				ps = append(ps, fmt.Sprintf("%s %.0f µs", s.name, us))
+			}
+		}
+		if len(ps) > 0 {
+			parts = append(parts, fmt.Sprintf("%d client%s: %s", c, plural(c), strings.Join(ps, ", ")))
+		}
+	}
+	if len(parts) > 0 {
+		e.note("P5/P4 %s: database CPU per call (user+system of the PostgreSQL backends serving each child's connections, found through pg_stat_activity, over the timed windows in which all of them could be read): %s.", label, strings.Join(parts, "; "))
+	}
 }
 
 // p5RoundTrips counts the database round trips per tools/call of the bare
@@ -409,6 +474,10 @@ func (e *env) cpuNote(label string, arms []*server) {
 // check what it costs). A count of zero fails the rows.
 func (e *env) p5RoundTrips(ctx context.Context, eng p5Engine, rows []Row) {
 	n := e.roundTripOps()
+	maxC := slices.Max(e.cfg.clients)
+	// conc holds, per server, the round trips per call at maxC clients
+	// (all, then the taint store's), when maxC > 1.
+	conc := map[string]concCount{}
 	// count returns the round trips per call in all and, for the hotel,
 	// those of its flow taint store (given its own relay) among them.
 	count := func(name string, spec childSpec) (all, taint float64, err error) {
@@ -447,10 +516,24 @@ func (e *env) p5RoundTrips(ctx context.Context, eng p5Engine, rows []Row) {
 			taint0 = trel.roundTrips()
 		}
 		db, err := countRoundTrips(ctx, rel, n, func(ctx context.Context, i int) error { return c.listBookings(ctx, i, i == 0) })
-		if err != nil || trel == nil {
-			return db, 0, err
+		if err != nil {
+			return 0, 0, err
 		}
-		taint = float64(trel.roundTrips()-taint0) / float64(n)
+		if trel != nil {
+			taint = float64(trel.roundTrips()-taint0) / float64(n)
+		}
+		if maxC > 1 {
+			// The same server at the largest concurrency, for a window
+			// rather than a count: what a server sends per call may depend
+			// on time as well as on calls (the flow taint store re-marks
+			// each session's taint at most every 250 ms, flow/held.go), and
+			// the sequential count above runs one session.
+			cc, err := s.concurrentRoundTrips(ctx, maxC, rel, trel, e.budget(time.Second))
+			if err != nil {
+				return 0, 0, err
+			}
+			conc[name] = cc
+		}
 		return db + taint, taint, nil
 	}
 	e.log.Printf("P5 %s: counting round trips at the wire", eng.label)
@@ -461,6 +544,9 @@ func (e *env) p5RoundTrips(ctx context.Context, eng p5Engine, rows []Row) {
 	}
 	if err == nil {
 		e.note("P5 %s: of the hotel server's %.2f round trips per call, %.2f went to its flow taint store (flow/pgtaint, its own pool on the same database) and %.2f to its guarded DB.", eng.label, hotel, taint, hotel-taint)
+		if b, h := conc["bare (relayed)"], conc["hotel (relayed)"]; h.all > 0 {
+			e.note("P5 %s: at %d clients (a %s window through the same relays, which slow every call; the counts above are sequential, one session): bare %.2f round trips per call, hotel %.2f, of which %.2f to its flow taint store.", eng.label, maxC, e.budget(time.Second).Round(time.Millisecond), b.all, h.all, h.taint)
+		}
 	}
 	if errors.Is(err, errNoTCP) {
 		e.note("P5 %s: round trips not counted: %v.", eng.label, err)
@@ -489,4 +575,44 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// concCount is what concurrentRoundTrips counted: round trips per call in
+// all and, of them, the flow taint store's.
+type concCount struct{ all, taint float64 }
+
+// concurrentRoundTrips opens sessions up to n, warms them up, then drives
+// all n for d and returns the round trips per completed call counted by
+// rel and trel (the taint store's relay, nil for the bare server).
+func (s *server) concurrentRoundTrips(ctx context.Context, n int, rel, trel *wireRelay, d time.Duration) (concCount, error) {
+	if more := n - len(s.clients); more > 0 {
+		// connect opens sessions on the server's HTTP client, as many as
+		// asked, after those it has.
+		have := s.clients
+		s.clients = nil
+		if err := s.connect(ctx, more); err != nil {
+			s.clients = append(have, s.clients...)
+			return concCount{}, err
+		}
+		s.clients = append(have, s.clients...)
+	}
+	// Every pool's connections and every session's first calls, not counted.
+	if _, _, err := s.window(ctx, n, d/4); err != nil {
+		return concCount{}, err
+	}
+	all0 := rel.roundTrips()
+	var taint0 int64
+	if trel != nil {
+		taint0 = trel.roundTrips()
+	}
+	_, calls, err := s.window(ctx, n, d)
+	if err != nil {
+		return concCount{}, err
+	}
+	var c concCount
+	if trel != nil {
+		c.taint = float64(trel.roundTrips()-taint0) / float64(calls)
+	}
+	c.all = float64(rel.roundTrips()-all0)/float64(calls) + c.taint
+	return c, nil
 }

@@ -194,7 +194,21 @@ type BookingsOut struct {
 	Bookings []Booking `json:"bookings"`
 }
 
-func bookingQuery() (builder.SelectBuilder, BookingsTable) {
+// bookingSel and bookingAlias are the booking read every booking tool
+// starts from, built once: builders and the queries they build are
+// immutable and safe to share between goroutines (package builder), and
+// rebuilding the four aliases, eleven columns and three joins cost every
+// list_bookings call about 20 µs of CPU (issue 30's P5 profile).
+var bookingSel, bookingAlias = newBookingQuery()
+
+// bookingOrder is list_bookings' order: latest check-in first, then id.
+var bookingOrder = []builder.Order{bookingAlias.CheckIn().Desc(), bookingAlias.ID().Asc()}
+
+// bookingQuery returns the shared booking read and its bookings alias;
+// callers add their conditions with Where, which copies.
+func bookingQuery() (builder.SelectBuilder, BookingsTable) { return bookingSel, bookingAlias }
+
+func newBookingQuery() (builder.SelectBuilder, BookingsTable) {
 	b, r, h, g := bookingsT.As("b"), roomsT.As("r"), hotelsT.As("h"), guestsT.As("g")
 	return builder.Select(b.ID(), h.ID(), h.Name(), r.Number(), b.CheckIn(), b.CheckOut(),
 		b.Status(), b.TotalCents(), g.ID(), g.FullName(), g.Email()).
@@ -246,7 +260,7 @@ func ListBookingsQuery(in ListBookingsIn) (builder.Query, error) {
 	if in.Status != "" {
 		where = append(where, b.Status().Eq(in.Status))
 	}
-	return sel.Where(where...).OrderBy(b.CheckIn().Desc(), b.ID().Asc()).Limit(in.Limit).Offset(in.Offset).Build()
+	return sel.Where(where...).OrderBy(bookingOrder...).Limit(in.Limit).Offset(in.Offset).Build()
 }
 
 // ListBookings lists the caller's bookings in a check-in range.
