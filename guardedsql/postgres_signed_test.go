@@ -265,6 +265,9 @@ func TestPostgresScopeFuncSearchPath(t *testing.T) {
 	}
 	defer c.Close(ctx)
 	for _, st := range []string{
+		// The function runs as its owner, who sees only the schemas it
+		// has USAGE on: the role opens its schema to everyone.
+		`GRANT USAGE ON SCHEMA ` + evil + ` TO PUBLIC`,
 		`CREATE FUNCTION ` + evil + `.yes(bytea, bytea) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true'`,
 		`CREATE OPERATOR ` + evil + `.= (LEFTARG = bytea, RIGHTARG = bytea, FUNCTION = ` + evil + `.yes)`,
 		`CREATE FUNCTION ` + evil + `.yes(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true'`,
