@@ -241,3 +241,85 @@ func TestPostgresUniqueOracles(t *testing.T) {
 	}
 	checkOracles(t, db.UniqueOracles(), logs.String())
 }
+
+// TestPostgresScopeFuncSearchPath: nothing the verifying function uses can
+// be substituted through the caller's search_path. The application role
+// puts a schema of its own before pg_catalog (allowed once search_path
+// names pg_catalog) holding an "=" on bytea and an "=" on text that are
+// always true and a sha256 that returns a constant, and creates a key
+// table of its own in pg_temp (searched first for relations) holding a
+// key it knows. Under that path a made-up MAC, and a value signed with its
+// own key, still yield NULL and show no row; the correctly signed value,
+// under the same path, still verifies (the control).
+func TestPostgresScopeFuncSearchPath(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 2))
+	ctx := context.Background()
+	evil := h.schema + "_evil"
+	if _, err := h.admin.Exec(ctx, `CREATE SCHEMA `+evil+` AUTHORIZATION `+h.appRole); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.admin.Exec(context.Background(), `DROP SCHEMA `+evil+` CASCADE`) })
+	c, err := pgx.ConnectConfig(ctx, h.appCfg.ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, st := range []string{
+		// The function runs as its owner, who sees only the schemas it
+		// has USAGE on: the role opens its schema to everyone.
+		`GRANT USAGE ON SCHEMA ` + evil + ` TO PUBLIC`,
+		`CREATE FUNCTION ` + evil + `.yes(bytea, bytea) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true'`,
+		`CREATE OPERATOR ` + evil + `.= (LEFTARG = bytea, RIGHTARG = bytea, FUNCTION = ` + evil + `.yes)`,
+		`CREATE FUNCTION ` + evil + `.yes(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true'`,
+		`CREATE OPERATOR ` + evil + `.= (LEFTARG = text, RIGHTARG = text, FUNCTION = ` + evil + `.yes)`,
+		`CREATE FUNCTION ` + evil + `.sha256(bytea) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$SELECT '\x00'::bytea$$`,
+		// A key whose secret is 64 zero bytes: its pads are 0x36 and 0x5c
+		// repeated, and the role signs with them in SQL below.
+		`CREATE TEMP TABLE tenantmcp_scope_keys (id text PRIMARY KEY, inner_pad bytea NOT NULL, outer_pad bytea NOT NULL)`,
+		`INSERT INTO pg_temp.tenantmcp_scope_keys VALUES ('` + h.key.ID + `', decode(repeat('36', 64), 'hex'), decode(repeat('5c', 64), 'hex'))`,
+	} {
+		if _, err := c.Exec(ctx, st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	doc := `{"chain":["7","acme","globex"]}`
+	own := `SELECT 'v1.` + h.key.ID + `.' || encode(pg_catalog.sha256(k.outer_pad || pg_catalog.sha256(k.inner_pad || convert_to(E'tenantmcp-scope-v1\ntenantmcp\n' || ($1::text) || E'\n' || $2, 'UTF8'))), 'hex') || '.' || $2
+FROM pg_temp.tenantmcp_scope_keys AS k`
+	fn := h.schema + ".tenantmcp_scope_doc()"
+	for _, cs := range []struct {
+		name   string
+		value  func(tx pgx.Tx, nonce string) string
+		admits bool
+	}{
+		{"correctly signed (control)", func(_ pgx.Tx, nonce string) string { return signedScope(h.key, nonce, doc) }, true},
+		{"made-up MAC", func(pgx.Tx, string) string { return "v1." + h.key.ID + "." + strings.Repeat("0", 64) + "." + doc }, false},
+		{"signed with the role's own key in pg_temp", func(tx pgx.Tx, nonce string) string {
+			var v string
+			if err := tx.QueryRow(ctx, own, nonce, doc).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}, false},
+	} {
+		t.Run(cs.name, func(t *testing.T) {
+			tx, err := c.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			nonce := nonceOf(t, tx)
+			setScope(t, tx, cs.value(tx, nonce), true)
+			if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config('search_path', $1, true)`, evil+", pg_catalog, "+h.schema); err != nil {
+				t.Fatal(err)
+			}
+			var verified bool
+			if err := tx.QueryRow(ctx, `SELECT `+fn+` IS NOT NULL`).Scan(&verified); err != nil {
+				t.Fatal(err)
+			}
+			n := countIn(t, tx, h.schema+".bookings")
+			if verified != cs.admits || (n > 0) != cs.admits {
+				t.Errorf("under search_path %s, %s: verified %v, %d bookings visible", evil, cs.name, verified, n)
+			}
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -8,7 +10,63 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/benchdata"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+	"github.com/tenantmcp/tenantmcp/scope"
+	"github.com/tenantmcp/tenantmcp/scope/scopetest"
 )
+
+// mentionsSQL is the one-time filter of a sublink reading the entry whose
+// JSON-encoded key is needle (policyGen.mentions).
+func mentionsSQL(needle string) string {
+	return `pg_catalog.strpos(pg_catalog.current_setting('tenantmcp.scope', true), '` + needle + `') OPERATOR(pg_catalog.>) 0`
+}
+
+// entryRead matches a read of an entry of the verified document and the
+// sublink's one-time filter after it.
+var entryRead = regexp.MustCompile(`"tenantmcp_scope_doc"\(\) -> '([^']+)'\)(?: AS _[et])? WHERE pg_catalog\.strpos\(pg_catalog\.current_setting\('tenantmcp\.scope', true\), '([^']+)'\)`)
+
+// TestPolicyEntryReadsGuarded: every read of the verified document in the
+// policies (USING and WITH CHECK) is behind the one-time filter on its own
+// key, and each filter's needle occurs in the document the signer writes
+// for grants at every level and shape of the schema, so the filter never
+// hides an entry that is there (which would make rows disappear).
+func TestPolicyEntryReadsGuarded(t *testing.T) {
+	g, ok := sqlast.SchemaOf(builder.MustSchema(benchdata.SchemaDef()))
+	if !ok {
+		t.Fatal("schema")
+	}
+	sc := scopetest.New("tester", []scope.Grant{
+		{Level: "chain", ID: "c1"},
+		{Level: "hotel", ID: "5"},
+		{Level: "hotel", ID: "7", Within: []scope.Grant{{Level: "chain", ID: "c2"}}},
+	})
+	doc := engine.EncodeScope(g.Levels, sc).Doc
+	keys := map[string]bool{}
+	for _, p := range (Dialect{}).Policies(g) {
+		for _, expr := range []string{p.Expr, p.Check} {
+			reads := strings.Count(expr, `"tenantmcp_scope_doc"()`)
+			ms := entryRead.FindAllStringSubmatch(expr, -1)
+			if len(ms) != reads {
+				t.Errorf("%s: %d reads of the document, %d behind their filter:\n%s", p.Table, reads, len(ms), expr)
+			}
+			for _, m := range ms {
+				want, _ := json.Marshal(m[1])
+				if m[2] != string(want) {
+					t.Errorf("%s: entry %s filtered on %s", p.Table, m[1], m[2])
+				}
+				keys[m[1]] = true
+			}
+		}
+	}
+	for _, k := range []string{"chain", "hotel", "chain/hotel"} {
+		if !keys[k] {
+			t.Errorf("no policy reads entry %s", k)
+		}
+		want, _ := json.Marshal(k)
+		if !strings.Contains(doc, string(want)) {
+			t.Errorf("document %s lacks %s", doc, want)
+		}
+	}
+}
 
 func TestInScopeBindsTypedArrays(t *testing.T) {
 	chain := &sqlast.Level{Name: "chain", Key: sqlast.TextKey}
@@ -76,9 +134,9 @@ func TestChainedPolicies(t *testing.T) {
 	// term leads with an indexable conjunct on the finest level's column.
 	h := got["hotels"]
 	for _, want := range []string{
-		`"chain_id" = ANY (ARRAY(SELECT jsonb_array_elements_text("tenantmcp_scope_doc"() -> 'chain')))`,
-		`"id" = ANY (ARRAY(SELECT _e::bigint FROM jsonb_array_elements_text("tenantmcp_scope_doc"() -> 'hotel') AS _e))`,
-		`("id" = ANY (ARRAY(SELECT (_t ->> 1)::bigint FROM jsonb_array_elements("tenantmcp_scope_doc"() -> 'chain/hotel') AS _t)) AND ("chain_id", "id") IN (`,
+		`"chain_id" = ANY (ARRAY(SELECT jsonb_array_elements_text("tenantmcp_scope_doc"() -> 'chain') WHERE ` + mentionsSQL(`"chain"`) + `))`,
+		`"id" = ANY (ARRAY(SELECT _e::bigint FROM jsonb_array_elements_text("tenantmcp_scope_doc"() -> 'hotel') AS _e WHERE ` + mentionsSQL(`"hotel"`) + `))`,
+		`("id" = ANY (ARRAY(SELECT (_t ->> 1)::bigint FROM jsonb_array_elements("tenantmcp_scope_doc"() -> 'chain/hotel') AS _t WHERE ` + mentionsSQL(`"chain/hotel"`) + `)) AND ("chain_id", "id") IN (`,
 	} {
 		if !strings.Contains(h, want) {
 			t.Errorf("hotels policy lacks %s:\n%s", want, h)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -142,14 +143,40 @@ func (pg *policyGen) col(alias, c string) string {
 // NULL, whose id sets and tuple sets are empty.
 func (pg *policyGen) doc() string { return pg.d.scopeDoc() }
 
+// mentions is a condition, placed as the WHERE clause of every sublink
+// that reads an entry of the verified document, under which PostgreSQL
+// calls the verifying function at all: the raw, unverified setting
+// contains the entry's key as the signer writes it (JSON-encoded, as
+// engine.encodeScope does). The verification costs tens of microseconds
+// and each of a table's id sets is an InitPlan of its own (PostgreSQL
+// shares none between sublinks), so without it a one-chain booking read
+// verified the document seven times, four of them for the hotel and
+// chain/hotel entries a chain grant does not have. The condition has no
+// column reference, so PostgreSQL tests it once, as the sublink's
+// one-time filter, before the function scan.
+//
+// Invariant: it only ever removes ids, never adds one. When the setting
+// does not contain the key, the verified document, a suffix of the
+// setting, does not contain it either (as the signer writes keys; one
+// spelled with JSON escapes would make its entry empty: fewer rows, never
+// more), so the sublink's set was already empty; when it does, the set is
+// read from the verifying function's result as before. A forged setting
+// can make the test pass, which only costs a verification that yields
+// NULL.
+func (pg *policyGen) mentions(key string) string {
+	needle, _ := json.Marshal(key)
+	return "pg_catalog.strpos(pg_catalog.current_setting(" + literal(pg.d.Setting()) + ", true), " +
+		literal(string(needle)) + ") OPERATOR(pg_catalog.>) 0"
+}
+
 // ids is the level's id set read from the verified document: an
 // uncorrelated ARRAY sublink, evaluated once per statement.
 func (pg *policyGen) ids(lvl *sqlast.Level) string {
 	doc := pg.doc() + " -> " + literal(lvl.Name)
 	if lvl.Key == sqlast.IntKey {
-		return "ARRAY(SELECT _e::bigint FROM jsonb_array_elements_text(" + doc + ") AS _e)"
+		return "ARRAY(SELECT _e::bigint FROM jsonb_array_elements_text(" + doc + ") AS _e WHERE " + pg.mentions(lvl.Name) + ")"
 	}
-	return "ARRAY(SELECT jsonb_array_elements_text(" + doc + "))"
+	return "ARRAY(SELECT jsonb_array_elements_text(" + doc + ") WHERE " + pg.mentions(lvl.Name) + ")"
 }
 
 // tableExpr is the policy expression of t: true for a row that lies under
@@ -267,8 +294,9 @@ func (pg *policyGen) shapeTerm(t *sqlast.Table, anchors []sqlast.Anchor) string 
 		}
 		vals = append(vals, v)
 	}
+	shape := strings.Join(names, "/")
 	tuples := "SELECT " + strings.Join(vals, ", ") + " FROM jsonb_array_elements(" + pg.doc() + " -> " +
-		literal(strings.Join(names, "/")) + ") AS _t"
+		literal(shape) + ") AS _t WHERE " + pg.mentions(shape)
 	subs := make([]string, deep)
 	for i := range subs {
 		subs[i] = pg.alias()
@@ -299,7 +327,7 @@ func (pg *policyGen) shapeTerm(t *sqlast.Table, anchors []sqlast.Anchor) string 
 		// the planner look the rows up by that column's index.
 		last := len(anchors) - 1
 		return "(" + cols[last] + " = ANY (ARRAY(SELECT " + vals[last] + " FROM jsonb_array_elements(" + pg.doc() + " -> " +
-			literal(strings.Join(names, "/")) + ") AS _t)) AND " + test + ")"
+			literal(shape) + ") AS _t WHERE " + pg.mentions(shape) + ")) AND " + test + ")"
 	}
 	from := pg.d.Quote(t.Chain[0].To.Name) + " AS " + pg.d.Quote(subs[0])
 	for i := 1; i < deep; i++ {

@@ -57,8 +57,10 @@ import (
 // The verifying function evaluates the same expression.
 const NonceSQL = `SELECT ` + nonceExpr
 
-const nonceExpr = `pg_catalog.pg_backend_pid()::text || ':' || ` +
-	`(EXTRACT(epoch FROM pg_catalog.transaction_timestamp()) * 1000000)::int8::text`
+// nonceExpr names every function, operator and type it uses by schema:
+// the verifying function evaluates it (see scopeFuncBody).
+const nonceExpr = `pg_catalog.pg_backend_pid()::pg_catalog.text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) ` +
+	`(pg_catalog.extract('epoch', pg_catalog.transaction_timestamp()) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8::pg_catalog.text`
 
 // macLabel starts every signed message, versioning the format.
 const macLabel = "tenantmcp-scope-v1"
@@ -124,35 +126,46 @@ func (d Dialect) scopeDoc() string { return d.Quote(d.ScopeFunc()) + "()" }
 // a third of a millisecond per call to compile), and anything malformed
 // yields NULL, never an error. The MAC comparison hashes both sides once
 // more, so its timing says nothing about how many bytes matched.
+//
+// Invariant: nothing in the body is resolved through the caller's
+// search_path: every function, operator and type is named with its schema
+// (pg_catalog; operators as OPERATOR(pg_catalog.…), since an unqualified
+// operator or type name is looked up along search_path, where the
+// application role can put a schema of its own before pg_catalog by
+// naming pg_catalog later, and pg_temp comes first for types and
+// relations), and the key table with its own. The function's SET
+// search_path clause pins the path as well; the body does not rely on it
+// (TestPostgresScopeFuncSearchPath runs it under a hostile path).
 func (d Dialect) scopeFuncBody(schema string) string {
 	return `
 DECLARE
-  v text := pg_catalog.current_setting(` + literal(d.Setting()) + `, true);
-  kid text;
-  mac text;
-  doc text;
-  ip bytea;
-  op bytea;
+  v pg_catalog.text := pg_catalog.current_setting(` + literal(d.Setting()) + `, true);
+  kid pg_catalog.text;
+  mac pg_catalog.text;
+  doc pg_catalog.text;
+  ip pg_catalog.bytea;
+  op pg_catalog.bytea;
 BEGIN
-  IF v IS NULL OR pg_catalog.left(v, 3) <> 'v1.' THEN
+  IF v IS NULL OR pg_catalog.left(v, 3) OPERATOR(pg_catalog.<>) 'v1.' THEN
     RETURN NULL;
   END IF;
   kid := pg_catalog.split_part(v, '.', 2);
   mac := pg_catalog.split_part(v, '.', 3);
-  IF pg_catalog.length(mac) <> 64 OR pg_catalog.ltrim(mac, '0123456789abcdef') <> '' THEN
+  IF pg_catalog.length(mac) OPERATOR(pg_catalog.<>) 64 OR pg_catalog.ltrim(mac, '0123456789abcdef') OPERATOR(pg_catalog.<>) '' THEN
     RETURN NULL;
   END IF;
-  doc := pg_catalog.substr(v, 6 + pg_catalog.length(kid) + 64);
-  IF pg_catalog.left(doc, 1) <> '{' THEN
+  doc := pg_catalog.substr(v, 6 OPERATOR(pg_catalog.+) pg_catalog.length(kid) OPERATOR(pg_catalog.+) 64);
+  IF pg_catalog.left(doc, 1) OPERATOR(pg_catalog.<>) '{' THEN
     RETURN NULL;
   END IF;
-  SELECT k.inner_pad, k.outer_pad INTO ip, op FROM ` + schema + `.` + d.Quote(d.KeyTable()) + ` AS k WHERE k.id = kid;
+  SELECT k.inner_pad, k.outer_pad INTO ip, op FROM ` + schema + `.` + d.Quote(d.KeyTable()) + ` AS k WHERE k.id OPERATOR(pg_catalog.=) kid;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  IF pg_catalog.sha256(pg_catalog.decode(mac, 'hex')) = pg_catalog.sha256(pg_catalog.sha256(op ||
-       pg_catalog.sha256(ip || pg_catalog.convert_to(` + literal(macLabel+"\n"+d.ns()+"\n") + ` || ` + nonceExpr + ` || E'\n' || doc, 'UTF8')))) THEN
-    RETURN doc::jsonb;
+  IF pg_catalog.sha256(pg_catalog.decode(mac, 'hex')) OPERATOR(pg_catalog.=) pg_catalog.sha256(pg_catalog.sha256(op OPERATOR(pg_catalog.||)
+       pg_catalog.sha256(ip OPERATOR(pg_catalog.||) pg_catalog.convert_to(` + literal(macLabel+"\n"+d.ns()+"\n") + ` OPERATOR(pg_catalog.||) ` + nonceExpr + `
+         OPERATOR(pg_catalog.||) E'\n' OPERATOR(pg_catalog.||) doc, 'UTF8')))) THEN
+    RETURN doc::pg_catalog.jsonb;
   END IF;
   RETURN NULL;
 END
