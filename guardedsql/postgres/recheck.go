@@ -250,8 +250,13 @@ func couldNotRun(err error) bool {
 func (m *monitor) record(ctx context.Context, err error, when string, start time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	close(m.changed)
-	m.changed = make(chan struct{})
+	// Calls waiting in gate wake on the close and read the verdict without
+	// the lock, so the channel closes only after the verdict is stored
+	// (deferred: runs before the unlock, on every path).
+	defer func() {
+		close(m.changed)
+		m.changed = make(chan struct{})
+	}()
 	cur := m.verdict.Load()
 	if start.UnixNano() < cur.start {
 		return err // a later check has spoken

@@ -115,6 +115,30 @@ func TestRecheckExpiredCallWaitsForTheCheck(t *testing.T) {
 	}
 }
 
+// A call woken by a record reads the verdict that record stored: record
+// wakes the waiters only after storing it. (CI once saw a waiter read the
+// expired verdict between the wake-up and the store.) Many rounds, since
+// the window is a few instructions wide.
+func TestRecheckWaiterSeesTheRecordedVerdict(t *testing.T) {
+	for i := range 3000 {
+		var result error
+		var runs atomic.Int64
+		m, clock, _ := fakeMonitor(t, time.Minute, &result, &runs)
+		*clock = clock.Add(2 * time.Minute)
+		served := make(chan error, 1)
+		started := make(chan struct{})
+		go func() {
+			close(started)
+			served <- m.gate(context.Background(), time.Time{})
+		}()
+		<-started
+		m.record(context.Background(), nil, "periodic", *clock)
+		if err := <-served; err != nil {
+			t.Fatalf("round %d: a call waiting for the check was refused after it passed: %v", i, err)
+		}
+	}
+}
+
 // A check that found no free connection (the wait bound expired: every
 // connection is held by calls) verifies nothing and refutes nothing: the
 // verdict stands until it expires, the check runs again soon, the expiry
