@@ -381,7 +381,11 @@ func propPolicyDrift(p *pt, r *runner) {
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		_, err := keysThrough(ctx, r.db, q, len(cols))
-		if err == nil || !errors.Is(err, postgres.ErrRLSUnsafe) {
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, postgres.ErrRLSUnsafe) {
+			p.Errorf("the run's DB after re-applying: %v", err)
 			return
 		}
 		if time.Now().After(deadline) {

@@ -59,28 +59,29 @@ const (
 	cOther // other word characters: '_' and '-'
 )
 
-var class [256]uint8
-
-func init() {
+// class is each byte's class; a package variable initialised by a
+// function so that cleanJSON, derived from it, is initialised after it.
+var class = func() (t [256]uint8) {
 	for c := '0'; c <= '9'; c++ {
-		class[c] = cDigit
+		t[c] = cDigit
 	}
 	for c := 'A'; c <= 'Z'; c++ {
-		class[c] = cUpper
+		t[c] = cUpper
 	}
 	for c := 'a'; c <= 'z'; c++ {
-		class[c] = cLower
+		t[c] = cLower
 	}
-	class['@'] = cAt
-	class['%'] = cAt
-	class[':'] = cColon
-	class['='] = cEq
-	class['_'] = cOther
-	class['-'] = cOther
+	t['@'] = cAt
+	t['%'] = cAt
+	t[':'] = cColon
+	t['='] = cEq
+	t['_'] = cOther
+	t['-'] = cOther
 	for c := 0x80; c < 0x100; c++ {
-		class[c] = cHigh
+		t[c] = cHigh
 	}
-}
+	return t
+}()
 
 func isDigit(c byte) bool { return class[c]&cDigit != 0 }
 func isAlnum(c byte) bool { return class[c]&(cDigit|cUpper|cLower) != 0 }
@@ -136,7 +137,7 @@ func Clean(s string) bool {
 	digits, plusDot := 0, false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 0x80 || c == '&' || class[c]&(cAt|cColon|cEq) != 0 {
+		if notClean(c) {
 			return false
 		}
 		if class[c]&cDigit != 0 {
@@ -148,6 +149,9 @@ func Clean(s string) bool {
 	return digits == 0 || digits <= cleanDigits && !plusDot
 }
 
+// notClean reports whether c alone makes a string not Clean.
+func notClean(c byte) bool { return c >= 0x80 || c == '&' || class[c]&(cAt|cColon|cEq) != 0 }
+
 // Classes of cleanJSON, the table of CleanCopy: a byte that makes a string
 // not Clean or needs escaping in a JSON string, a digit, '+' or '.'.
 const (
@@ -156,18 +160,16 @@ const (
 	jBad     = 4
 )
 
-// Built from the byte values, not from class: package variables are set
-// before init fills class.
+// cleanJSON is derived from Clean's own tests (notClean, class), so the
+// two cannot disagree on which bytes make a string not Clean.
 var cleanJSON = func() (t [256]uint8) {
 	for c := range 256 {
-		switch {
-		case c >= 0x80, c < 0x20, c == '&', c == '"', c == '\\', c == '<', c == '>':
-			t[c] = jBad // not Clean (non-ASCII, '&') or escaped by JSON
-		case c == '@', c == '%', c == ':', c == '=':
-			t[c] = jBad // class cAt, cColon, cEq: Clean is false
-		case c >= '0' && c <= '9':
+		switch b := byte(c); {
+		case notClean(b), b < 0x20, b == '"', b == '\\', b == '<', b == '>':
+			t[c] = jBad // not Clean, or escaped by JSON
+		case class[b]&cDigit != 0:
 			t[c] = jDigit
-		case c == '+' || c == '.':
+		case b == '+' || b == '.':
 			t[c] = jPlusDot
 		}
 	}
