@@ -109,6 +109,17 @@ type Dialect interface {
 // the values it was built with (an observed Pool hides them, and
 // everything still works the plain way).
 
+// ShapeRenderer is implemented by dialects whose rendered text depends on
+// the scope only through its shape (the active levels and the grant
+// shapes), never on the document's content, and whose only scope argument
+// is the document itself, bound whole. The guard may then reuse the text of
+// a statement of the same shape and bind only its values (guard's render
+// cache). A dialect that extracts ids from the document, or whose text
+// varies with how many a level holds, must not implement it.
+type ShapeRenderer interface {
+	RendersByShape()
+}
+
 // CatalogChecker is implemented by the engine dialects for the start-up
 // comparison of the schema graph with the live catalog (guardedsql's
 // checkCatalog).

@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
-	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
@@ -20,13 +19,11 @@ import (
 // arguments are bound: the statement's values, in the recorded layout, and
 // the scope document.
 //
-// Only SQLite's dialect is cached: its scope tests do not read the document
-// (InScope and InTuples name the level in the text and read the prelude's
-// table, whose text is constant and binds the document whole), so the text
-// depends on the scope only through which levels are active and which
-// shapes it holds. PostgreSQL binds ids extracted from the document and
-// MySQL's text depends on how many entries a level holds; both render
-// uncached.
+// Only dialects that implement engine.ShapeRenderer are cached (SQLite's:
+// its scope tests do not read the document, so the text depends on the
+// scope only through which levels are active and which shapes it holds).
+// PostgreSQL binds ids extracted from the document and MySQL's text
+// depends on how many entries a level holds; both render uncached.
 
 // slot stands for the statement's i-th value (in shapeKey's walk order)
 // while a layout is recorded. It is unexported, so no statement value can
@@ -112,13 +109,12 @@ type keyBuf struct {
 // renderCached renders s through the cache. It reports false when s is not
 // cacheable; the caller then renders it normally.
 func renderCached(d engine.Dialect, s *sqlast.Select, sc engine.Scope, opt Options) (Plan, bool, error) {
-	sd, ok := d.(sqlite.Dialect)
-	if !ok || faulted(s) {
+	if _, ok := d.(engine.ShapeRenderer); !ok || faulted(s) {
 		return Plan{}, false, nil
 	}
 	k := keyBufs.Get().(*keyBuf)
 	defer k.release()
-	if !k.shapeKey(sd, s, sc, opt) {
+	if !k.shapeKey(d, s, sc, opt) {
 		return Plan{}, false, nil
 	}
 	renderCache.RLock()
@@ -145,14 +141,15 @@ func renderCached(d engine.Dialect, s *sqlast.Select, sc engine.Scope, opt Optio
 	if len(e.layout) > 0 {
 		args = make([]any, len(e.layout))
 	}
+	sqliteText := d.Name() == "sqlite"
 	for i, j := range e.layout {
 		if j < 0 {
 			args[i] = sc.Doc
 			continue
 		}
 		args[i] = k.vals[j].V
-		if t, ok := args[i].(time.Time); ok {
-			args[i] = SQLiteTime(t) // as bindTime and sqliteTimes do on SQLite
+		if t, ok := args[i].(time.Time); ok && sqliteText {
+			args[i] = SQLiteTime(t) // as Render's sqliteTimes does
 		}
 	}
 	return Plan{Kind: Select, Steps: []Step{{SQL: e.sql, Args: args}}}, true, nil
@@ -262,10 +259,11 @@ func (k *keyBuf) ptr(p unsafe.Pointer, keep any) {
 // shapeKey writes s's key (see renderCache) into k.b and records its values
 // in walk order in k.vals. It reports false for a statement the walk does
 // not cover.
-func (k *keyBuf) shapeKey(d sqlite.Dialect, s *sqlast.Select, sc engine.Scope, opt Options) bool {
+func (k *keyBuf) shapeKey(d engine.Dialect, s *sqlast.Select, sc engine.Scope, opt Options) bool {
 	k.ok = true
 	k.b = append(k.b, 'S', 1) // statement kind and key version
-	k.i(int64(d.Style))
+	k.str(d.Name())
+	k.i(int64(d.PathStyle()))
 	k.bit(opt.PredicatesOnly)
 	k.bit(opt.EngineEnforcesReads)
 	k.bit(opt.NoIntersectExcept)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/mysql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/sqlite"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -188,6 +190,34 @@ func TestRenderCacheIsolation(t *testing.T) {
 		t.Fatal("no render read the cache: the test checks nothing")
 	}
 	t.Logf("%d renders read the cache", hits)
+}
+
+// The dialects whose text depends on the document's content are never
+// cached: PostgreSQL binds ids extracted from it, MySQL binds one hotel's id
+// but expands two from the document. Rendered through the cache, a
+// statement under two hotels, one, and two again must render as uncached.
+func TestRenderCacheSkipsContentDialects(t *testing.T) {
+	for _, d := range []engine.Dialect{postgres.Dialect{}, mysql.Dialect{}} {
+		if _, ok := d.(engine.ShapeRenderer); ok {
+			t.Errorf("%s implements engine.ShapeRenderer", d.Name())
+		}
+		r := sch.Table("rooms").As("r")
+		s := unseal(t, builder.Must(builder.Select(r.Col("id")).From(r).Where(r.Col("id").Eq(int64(7))).Build()))
+		one := scopeOf(sch, scope.Grant{Level: "hotel", ID: "12"})
+		two := scopeOf(sch, scope.Grant{Level: "hotel", ID: "12"}, scope.Grant{Level: "hotel", ID: "13"})
+		var renders []Plan
+		for _, esc := range []engine.Scope{two, one, two} {
+			want, werr := render(d, s, esc, Options{}, nil)
+			got, gerr := Render(d, s, esc, Options{})
+			if werr != nil || gerr != nil || !reflect.DeepEqual(got.Steps, want.Steps) {
+				t.Errorf("%s: cached render %v (%v), want %v (%v)", d.Name(), got.Steps, gerr, want.Steps, werr)
+			}
+			renders = append(renders, want)
+		}
+		if reflect.DeepEqual(renders[0].Steps, renders[1].Steps) {
+			t.Errorf("%s: one and two hotels render alike: the test checks nothing", d.Name())
+		}
+	}
 }
 
 // TestRenderCacheHoldsNoValues: an entry holds neither the document nor

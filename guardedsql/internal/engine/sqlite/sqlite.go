@@ -39,6 +39,11 @@ func (Dialect) LikeEscape() string { return `'\'` }
 // DualTable implements engine.Dialect.
 func (Dialect) DualTable() string { return "" }
 
+// RendersByShape implements engine.ShapeRenderer: InScope and InTuples
+// name the level in the text and read the prelude's table, whose text is
+// constant and binds the document whole.
+func (Dialect) RendersByShape() {}
+
 // PathStyle implements engine.Dialect.
 func (d Dialect) PathStyle() engine.PathStyle { return d.Style }
 
