@@ -196,12 +196,6 @@ func (p *pt) Logf(format string, args ...any) {
 	}
 }
 
-func (p *pt) Failed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.failed
-}
-
 // outcome is the result of one run of one property.
 type outcome struct {
 	failed bool

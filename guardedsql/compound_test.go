@@ -133,6 +133,38 @@ func TestSetOperationsConfined(t *testing.T) {
 					if got := ids[int64](t, ctx, db, q); !slices.Equal(got, want) {
 						t.Errorf("union ordered, limited: got %v, want %v", got, want)
 					}
+					// ... and an OFFSET over it.
+					q = builder.Must(builder.Union(qc, qd).Desc("id").Limit(3).Offset(1).Build())
+					want = setOracle("UNION", rated, cancelled)
+					slices.Reverse(want)
+					want = want[min(1, len(want)):min(4, len(want))]
+					if got := ids[int64](t, ctx, db, q); !slices.Equal(got, want) {
+						t.Errorf("union ordered, limited, offset: got %v, want %v", got, want)
+					}
+					// A third branch chained on (SetBuilder.Union), and a
+					// set whose first branch reads a CTE of the whole set
+					// (SetBuilder.With): the CTE's body is then the only
+					// guarded read of that branch.
+					var cheap []int64
+					for _, r := range h.m.rooms {
+						if v.rooms[r.ID] && r.Rate < 110 {
+							cheap = append(cheap, r.ID)
+						}
+					}
+					r3 := h.sch.Table("rooms").As("r3")
+					qe := builder.Must(builder.Select(r3.Col("id")).From(r3).Where(r3.Col("rate").Lt(110)).Build())
+					q = builder.Must(builder.UnionAll(qc, qd).Union(qe).Build())
+					if got, want := sorted(ids[int64](t, ctx, db, q)), setOracle("UNION", setOracle("UNION ALL", rated, cancelled), cheap); !slices.Equal(got, want) {
+						t.Errorf("union all, then union: got %v, want %v", got, want)
+					}
+					r4 := h.sch.Table("rooms").As("r4")
+					c := builder.With("rated", builder.Must(builder.Select(r4.Col("id")).From(r4).Where(r4.Col("rate").Ge(120)).Build()))
+					x := c.Ref()
+					qx := builder.Must(builder.Select(x.Col("id")).From(x).Build())
+					q = builder.Must(builder.Union(qx, qe).With(c).Build())
+					if got, want := sorted(ids[int64](t, ctx, db, q)), setOracle("UNION", rated, cheap); !slices.Equal(got, want) {
+						t.Errorf("union over a CTE of the set: got %v, want %v", got, want)
+					}
 				})
 			}
 		})

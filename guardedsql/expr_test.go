@@ -208,6 +208,7 @@ func TestExprScalarsIsolation(t *testing.T) {
 			builder.Lower(builder.Val("MiXeD")).As("lit"),
 			builder.Cast(builder.DateTrunc(builder.PartMonth, builder.Cast(b.Col("check_in"), builder.AsDate)), builder.AsText).As("month_start"),
 			builder.Round(nights.Add(0.5)).As("half_up"), // halves round away from zero everywhere
+			builder.Case().When(rate.Ge(120), "high").End().As("high_only"),
 		).From(b).Join(r, r.Col("id").EqCol(b.Col("room_id"))).
 			Where(rate.Mul(nights).Gt(300), builder.Abs(nights.Sub(3)).Le(1)).
 			OrderBy(b.Col("id").Asc()).Build())
@@ -240,10 +241,14 @@ func TestExprScalarsIsolation(t *testing.T) {
 						if bk.Nights == 1 {
 							nb = "NULL"
 						}
+						highOnly := "NULL"
+						if rt >= 120 {
+							highOnly = "high"
+						}
 						want = append(want, []string{num(bk.ID), num(rt*bk.Nights + 1), band, num(bk.Guest), nb, num(bk.Nights),
 							strings.ToUpper(bk.Status), num(int64(len(bk.Status))), strings.TrimLeft(bk.CheckIn[5:7], "0"),
 							strconv.FormatFloat(float64(bk.Nights)/2, 'g', -1, 64), "mixed", bk.CheckIn[:8] + "01",
-							num(bk.Nights + 1)})
+							num(bk.Nights + 1), highOnly})
 					}
 					slices.SortFunc(want, func(a, b []string) int { x, _ := strconv.Atoi(a[0]); y, _ := strconv.Atoi(b[0]); return x - y })
 					diffCells(t, cells(t, grantCtx(sc.grants...), db, q), want)
