@@ -443,3 +443,60 @@ func TestExprFuncAvailability(t *testing.T) {
 		diffCells(t, cells(t, ctx, db, q), want)
 	})
 }
+
+// Comparisons between two columns (LtCol, LeCol, GtCol, GeCol), NOT LIKE
+// and a column list (Cols) read exactly the tenant's rows on every engine:
+// the bookings whose guest's id is below, at most, above or at least their
+// room's id (ids interleave across chains, so each comparison passes
+// bookings of every tenant), and those whose status is not "cancelled".
+func TestColumnComparisonsConfined(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		h := e.sharedHotel(t)
+		b, r := h.sch.Table("bookings").As("b"), h.sch.Table("rooms").As("r")
+		where := func(p builder.Pred) builder.Query {
+			return builder.Must(builder.Select(b.Cols("id")).From(b).Join(r, r.Col("id").EqCol(b.Col("room_id"))).Where(p).Build())
+		}
+		g, rm := b.Col("guest_id"), r.Col("id") // a booking without a guest (NULL) passes none of them
+		cases := []struct {
+			name string
+			q    builder.Query
+			keep func(mBooking) bool
+		}{
+			{"guest < room", where(g.LtCol(rm)), func(x mBooking) bool { return x.Guest != 0 && x.Guest < x.Room }},
+			{"guest <= room", where(g.LeCol(rm)), func(x mBooking) bool { return x.Guest != 0 && x.Guest <= x.Room }},
+			{"guest > room", where(g.GtCol(rm)), func(x mBooking) bool { return x.Guest != 0 && x.Guest > x.Room }},
+			{"guest >= room", where(g.GeCol(rm)), func(x mBooking) bool { return x.Guest != 0 && x.Guest >= x.Room }},
+			{"not cancelled", builder.Must(builder.Select(b.Cols("id")).From(b).Where(b.Col("status").NotLike("cancel%")).Build()),
+				func(x mBooking) bool { return !strings.HasPrefix(x.Status, "cancel") }},
+		}
+		h.forEachDB(t, func(t *testing.T, db *guardedsql.DB) {
+			separates := map[string]bool{} // another tenant's booking passed the case's condition
+			for _, sc := range isolationScopes {
+				t.Run(sc.name, func(t *testing.T) {
+					v := h.m.visible(sc.grants)
+					for _, c := range cases {
+						var want, other []int64
+						for _, x := range h.m.bookings {
+							if c.keep(x) {
+								if v.bookings[x.ID] {
+									want = append(want, x.ID)
+								} else {
+									other = append(other, x.ID)
+								}
+							}
+						}
+						separates[c.name] = separates[c.name] || len(other) > 0 && len(want) > 0
+						if got := sorted(ids[int64](t, grantCtx(sc.grants...), db, c.q)); !slices.Equal(got, sorted(want)) {
+							t.Errorf("%s: got %v, want %v", c.name, got, sorted(want))
+						}
+					}
+				})
+			}
+			for _, c := range cases {
+				if !separates[c.name] {
+					t.Errorf("%s: no scope had its own and another tenant's bookings pass the condition: the case checks nothing", c.name)
+				}
+			}
+		})
+	})
+}
