@@ -743,7 +743,12 @@ func checkByRefDecl(t *sqlast.Table, td TableDef) error {
 	}
 	for _, fk := range t.FKs {
 		if !fk.To.Global {
-			return schemaErr("table %q is owned by reference and cannot reference %q, which is not global (declare it tenant-bound with a Parent instead)", t.Name, fk.To.Name)
+			// The advice names both ways out: a Parent through the
+			// referenced table gives each row to that table's tenant, not
+			// to the rows pointing at it, which is only right when that is
+			// whose the rows are.
+			return schemaErr("table %q is owned by reference and cannot reference %q, which is not global: if %q is reference data every tenant may read, declare it Global (with a GlobalReason if it looks tenant-bound); "+
+				"declare %q tenant-bound with a Parent through %q only if each of its rows belongs to that row's tenant rather than to the rows that reference it", t.Name, fk.To.Name, fk.To.Name, t.Name, fk.To.Name)
 		}
 	}
 	return nil

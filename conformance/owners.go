@@ -27,6 +27,14 @@ import (
 //     belongs to the tenants whose customers, staff or stores point at it;
 //     so does a country their hotels are in).
 //
+// Ownership does not flow out of a table the run acknowledges as shared
+// ([Target.Shared]): its rows receive pairs (so the summary can say how
+// many of them the catalog gives to tenants) but give none, neither to the
+// rows that reference them (2) nor to the rows they reference (3). Every
+// tenant may read a shared row, so pointing at one says nothing about
+// whose a row is: an address in a state that a territory column marks
+// belongs to the tenants whose orders ship there, not to the state's.
+//
 // A row with no pairs belongs to no tenant. A row is foreign to a scope
 // when it has pairs and the scope's grants admit none of them; the
 // property P58 fails on every foreign row a guarded query returns, unless
@@ -94,7 +102,7 @@ func levelColumns(tg Target, def builder.SchemaDef, cat map[string]*liveTable) (
 
 // newCatOracle reads every table of the catalog whole, as the owner, and
 // attributes its rows.
-func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liveTable, levels map[string]string) (*catOracle, error) {
+func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liveTable, levels map[string]string, shared map[string]bool) (*catOracle, error) {
 	c := &catOracle{tables: cat, rows: map[string][]Row{}, owners: map[string][]pairs{}, levels: levels, idx: map[string]map[string][]int{}}
 	names := make([]string, 0, len(cat))
 	for n := range cat {
@@ -152,6 +160,9 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 	for changed := true; changed; {
 		changed = false
 		c.eachReference(func(from string, i int, to string, j int) {
+			if shared[to] {
+				return
+			}
 			for p := range c.owners[to][j] {
 				if !c.owners[from][i][p] {
 					c.owners[from][i][p] = true
@@ -172,7 +183,7 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 	for changed := true; changed; {
 		changed = false
 		c.eachReference(func(from string, i int, to string, j int) {
-			if anchored[to][j] {
+			if anchored[to][j] || shared[from] {
 				return
 			}
 			for p := range c.owners[from][i] {

@@ -59,6 +59,9 @@ func propCatalogOracle(p *pt, r *runner) {
 			pos[i] = slices.IndexFunc(t.cols, func(x string) bool { return strings.EqualFold(x, c) })
 		}
 		decl := "tenant-bound"
+		if t.byRef {
+			decl = "owned by reference"
+		}
 		if t.global {
 			decl = "global"
 			for _, td := range r.target.Graph.Tables {
@@ -103,9 +106,13 @@ func propCatalogOracle(p *pt, r *runner) {
 				}
 			}
 			if len(foreign) > 0 {
+				advice := "declare " + name + " tenant-bound (or owned by reference)"
+				if !t.global {
+					advice = "check " + name + "'s level columns, parents and paths"
+				}
 				p.Errorf("%s (declared %s) as %s: %d of %d rows returned belong, by the live catalog, to other tenants only (e.g. %s %s, owned by %s); "+
-					"declare %s tenant-bound (or owned by reference), or acknowledge it in Target.Shared if every tenant may read it",
-					name, decl, tn, len(foreign), len(rows), strings.Join(match, ","), head(foreign), owners, name)
+					"%s, or acknowledge it in Target.Shared if every tenant may read it",
+					name, decl, tn, len(foreign), len(rows), strings.Join(match, ","), head(foreign), owners, advice)
 			}
 			if len(unknown) > 0 {
 				p.Errorf("%s as %s: %d rows returned match no row of the database read as its owner (e.g. %s): the oracle cannot attribute them", name, tn, len(unknown), head(unknown))

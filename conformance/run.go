@@ -316,7 +316,11 @@ func (r *runner) setup(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl)
+	shared := map[string]bool{}
+	for table := range r.target.Shared {
+		shared[strings.ToLower(table)] = true
+	}
+	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl, shared)
 	if err != nil {
 		return fail(err)
 	}

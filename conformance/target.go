@@ -83,8 +83,12 @@ type Target struct {
 	// and fails on any row a guarded query returns that belongs to
 	// another tenant, in every table not acknowledged here, whatever the
 	// graph declares: a tenant table declared global fails the run,
-	// GlobalReason or not. The acknowledgement is the run's, not the
-	// schema's, and the summary prints each one with its reason.
+	// GlobalReason or not. A shared table's rows give no tenant to the
+	// rows that reference them (nor to those they reference): an address
+	// that points at an acknowledged state is owned by the rows that point
+	// at the address, not by the state's tenant. The acknowledgement is the
+	// run's, not the schema's, and the summary prints each one with its
+	// reason.
 	Shared map[string]string
 
 	// LevelColumns names the catalog columns that carry a level id

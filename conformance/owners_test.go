@@ -1,0 +1,78 @@
+package conformance
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/scope"
+)
+
+// The catalog oracle (P58) attributes a row owned by reference to the
+// tenants whose rows point at it, not to the tenant of a shared lookup it
+// points at: an address in a state that a territory column marks (the
+// shape of AdventureWorks' stateprovince) belongs to the territories whose
+// orders ship there once the run acknowledges the states as shared. Not
+// acknowledged, the state's territory owns the address, as before.
+func TestCatOracleSharedLookupGivesNoOwnership(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", "file:catoracle?mode=memory&cache=shared&_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`CREATE TABLE territory (territory_id INTEGER PRIMARY KEY)`,
+		`CREATE TABLE state (id INTEGER PRIMARY KEY, territory_id INTEGER NOT NULL REFERENCES territory(territory_id))`,
+		`CREATE TABLE address (id INTEGER PRIMARY KEY, state_id INTEGER NOT NULL REFERENCES state(id))`,
+		`CREATE TABLE orders (id INTEGER PRIMARY KEY, territory_id INTEGER NOT NULL REFERENCES territory(territory_id), ship_to INTEGER REFERENCES address(id))`,
+		`INSERT INTO territory VALUES (1), (4)`,
+		`INSERT INTO state VALUES (10, 1)`,
+		`INSERT INTO address VALUES (100, 10), (101, 10)`,
+		`INSERT INTO orders VALUES (5, 4, 100), (6, 1, 101)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	cat, err := readCatalog(ctx, db, SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := map[string]string{"territory.territory_id": "territory", "state.territory_id": "territory", "orders.territory_id": "territory"}
+	grants := func(id string) []scope.Grant { return []scope.Grant{{Level: "territory", ID: id}} }
+	for _, c := range []struct {
+		shared map[string]bool
+		// whether address 100 (shipped to by territory 4's order, in
+		// territory 1's state) is foreign to territory 1 and to 4
+		foreignTo1, foreignTo4 bool
+	}{
+		{nil, false, true},
+		{map[string]bool{"state": true}, true, false},
+	} {
+		o, err := newCatOracle(ctx, db, SQLite, cat, levels, c.shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := -1
+		for k, row := range o.rows["address"] {
+			if row["id"] == "100" {
+				i = k
+			}
+		}
+		if i < 0 {
+			t.Fatal("address 100 not read")
+		}
+		g := &graph{levels: []builder.Level{{Name: "territory", Key: builder.IntKey}}}
+		if got := o.foreignRow("address", i, g, grants("1")); got != c.foreignTo1 {
+			t.Errorf("shared %v: address 100 foreign to territory 1 = %v, want %v (owners %v)", c.shared, got, c.foreignTo1, o.owners["address"][i])
+		}
+		if got := o.foreignRow("address", i, g, grants("4")); got != c.foreignTo4 {
+			t.Errorf("shared %v: address 100 foreign to territory 4 = %v, want %v (owners %v)", c.shared, got, c.foreignTo4, o.owners["address"][i])
+		}
+		if n := o.owned("state"); n != 1 {
+			t.Errorf("shared %v: %d states owned, want 1 (a shared table still receives its pairs)", c.shared, n)
+		}
+	}
+}
