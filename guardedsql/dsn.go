@@ -51,7 +51,7 @@ func redactParsed(dsn string) (string, bool) {
 	case dsn == "" || dsn == "sqlite" || dsn == ":memory:":
 		return dsn, true
 	case strings.HasPrefix(dsn, "sqlite:") && !strings.HasPrefix(dsn, "sqlite://") || strings.HasPrefix(dsn, "file:"):
-		return redactQuery(dsn), true
+		return redactSQLiteQuery(dsn), true
 	}
 	if scheme, rest, ok := strings.Cut(dsn, "://"); ok && validScheme(scheme) {
 		if scheme == "mysql" {
@@ -60,7 +60,7 @@ func redactParsed(dsn string) (string, bool) {
 			}
 		}
 		if scheme == "sqlite" {
-			return redactQuery(dsn), true
+			return redactSQLiteQuery(dsn), true
 		}
 		return redactURL(dsn, scheme, rest)
 	}
@@ -160,6 +160,56 @@ func redactQuery(dsn string) string {
 		}
 	}
 	return base + "?" + strings.Join(parts, "&") + frag
+}
+
+// redactSQLiteQuery replaces the value of every parameter of an SQLite
+// DSN's query string except those known to hold no secret (the open mode,
+// the cache, and pragmas that tune the connection): a driver or a build
+// may take a key there (_pragma=key(...), _auth_pass=...), and an SQLite
+// DSN has no other place for one, so an unknown parameter is redacted.
+func redactSQLiteQuery(dsn string) string {
+	base, q, ok := strings.Cut(dsn, "?")
+	if !ok {
+		return dsn
+	}
+	frag := ""
+	if i := strings.IndexByte(q, '#'); i >= 0 {
+		q, frag = q[:i], q[i:]
+	}
+	parts := strings.Split(q, "&")
+	for i, p := range parts {
+		k, v, hasV := strings.Cut(p, "=")
+		if !hasV {
+			continue
+		}
+		uk, err := url.QueryUnescape(k)
+		uv, err2 := url.QueryUnescape(v)
+		if err != nil || err2 != nil || !sqliteSafeParam(uk, uv) {
+			parts[i] = k + "=" + redactedSecret
+		}
+	}
+	return base + "?" + strings.Join(parts, "&") + frag
+}
+
+// sqliteSafeParams are the SQLite DSN parameters whose values are shown in
+// errors; sqliteSafePragmas the pragmas a _pragma parameter may set and be
+// shown.
+var (
+	sqliteSafeParams  = map[string]bool{"mode": true, "cache": true, "immutable": true, "_txlock": true, "_time_format": true, "nolock": true, "psow": true, "vfs": true}
+	sqliteSafePragmas = map[string]bool{"foreign_keys": true, "journal_mode": true, "busy_timeout": true, "synchronous": true, "query_only": true,
+		"cache_size": true, "temp_store": true, "mmap_size": true, "wal_autocheckpoint": true, "locking_mode": true, "auto_vacuum": true,
+		"page_size": true, "recursive_triggers": true, "case_sensitive_like": true, "defer_foreign_keys": true, "secure_delete": true}
+)
+
+func sqliteSafeParam(k, v string) bool {
+	if k != "_pragma" {
+		return sqliteSafeParams[k]
+	}
+	name := strings.ToLower(strings.TrimSpace(v))
+	if i := strings.IndexAny(name, "(= "); i >= 0 {
+		name = name[:i]
+	}
+	return sqliteSafePragmas[name]
 }
 
 func isPasswordKey(k string) bool {

@@ -37,6 +37,10 @@ func TestRedactDSN(t *testing.T) {
 		{"keyword/value sslpassword", "host=h sslpassword=S3cretPW sslmode=verify-full", "S3cretPW", []string{"host=h", "sslmode=verify-full"}},
 		{"no password", "postgres://app@h/hotel", "", []string{"postgres://app@h/hotel"}},
 		{"sqlite", "sqlite:/tmp/x.db?_pragma=foreign_keys(1)", "", []string{"sqlite:/tmp/x.db?_pragma=foreign_keys(1)"}},
+		{"sqlite key pragma", "file:/tmp/x.db?_pragma=foreign_keys(1)&_pragma=key('S3cretPW')&mode=rwc", "S3cretPW", []string{"file:/tmp/x.db?", "_pragma=foreign_keys(1)", "mode=rwc"}},
+		{"sqlite auth password", "sqlite:/tmp/x.db?_auth_user=app&_auth_pass=S3cretPW", "S3cretPW", []string{"sqlite:/tmp/x.db?", "_auth_pass="}},
+		{"sqlite unknown parameter", "sqlite:///tmp/x.db?_pragma=Sup3rS3cretPW&cache=shared", "Sup3rS3cretPW", []string{"cache=shared"}},
+		{"sqlite encoded key pragma", "file:x.db?_pragma=hexkey%28%27S3cretPW%27%29", "S3cretPW", []string{"file:x.db?_pragma="}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := guardedsql.RedactDSN(c.dsn)

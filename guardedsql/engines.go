@@ -105,6 +105,11 @@ func engineFor(dsn string) (Engine, error) {
 	if pkg, ok := enginePackages[scheme]; ok {
 		return nil, fmt.Errorf("%w: a %s DSN needs the engine package: import _ \"github.com/tenantmcp/tenantmcp/guardedsql/%s\"", ErrNoEngine, scheme, pkg)
 	}
+	if !strings.Contains(dsn, ":") && strings.Contains(dsn, "=") {
+		// PostgreSQL's keyword/value form ("host=... user=..."): the
+		// engines take URLs only. Nothing of it is echoed.
+		return nil, fmt.Errorf("%w: a keyword=value DSN is not supported: write it as a URL (postgres://user@host:5432/db?sslmode=...)", ErrNoEngine)
+	}
 	return nil, fmt.Errorf("%w: unsupported DSN scheme %q", ErrNoEngine, DSNScheme(dsn))
 }
 

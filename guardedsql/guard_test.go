@@ -251,6 +251,10 @@ func TestOpenDSN(t *testing.T) {
 	if _, err := guardedsql.Open(ctx, "oracle://x", sch, guardedsql.Options{}); err == nil || !strings.Contains(err.Error(), "unsupported DSN scheme") {
 		t.Fatalf("unknown scheme: %v", err)
 	}
+	_, err = guardedsql.Open(ctx, "host=127.0.0.1 user=app password=S3cretPW dbname=hotel", sch, guardedsql.Options{})
+	if !errors.Is(err, guardedsql.ErrNoEngine) || !strings.Contains(err.Error(), "keyword=value DSN") || strings.Contains(err.Error(), "S3cret") {
+		t.Fatalf("keyword/value DSN: %v", err)
+	}
 	if _, err := guardedsql.Introspect(ctx, "sqlite:"+path, builder.Tenancy{}); err != nil {
 		t.Fatalf("introspect empty db: %v", err)
 	}
