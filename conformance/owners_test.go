@@ -76,3 +76,40 @@ func TestCatOracleSharedLookupGivesNoOwnership(t *testing.T) {
 		}
 	}
 }
+
+// On a one-level schema the derived tenants include a scope of two tenants
+// (properties 1–14 then run under a union too), with a third left out.
+func TestDeriveTenantsOneLevelUnion(t *testing.T) {
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "store", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "stores", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "store"}},
+			{Name: "customers", Columns: []string{"id", "store_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"store_id": "store"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
+		},
+	}
+	g, err := newGraph(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Dataset{Tables: map[string][]Row{
+		"stores":    {{"id": int64(1)}, {"id": int64(2)}, {"id": int64(3)}},
+		"customers": {{"id": int64(10), "store_id": int64(1)}, {"id": int64(11), "store_id": int64(2)}, {"id": int64(12), "store_id": int64(3)}},
+	}}
+	o, err := newOracle(g, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unions [][]scope.Grant
+	for _, tn := range deriveTenants(g, o) {
+		if len(tn.Grants) > 1 {
+			unions = append(unions, tn.Grants)
+		}
+	}
+	if len(unions) != 1 || len(unions[0]) != 2 || unions[0][0].ID == unions[0][1].ID {
+		t.Fatalf("derived unions %v, want one scope of two different stores", unions)
+	}
+	if v := o.visible("customers", unions[0]); len(v) != 2 {
+		t.Errorf("the union sees %d customers, want 2 (a third store left out)", len(v))
+	}
+}

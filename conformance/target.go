@@ -64,7 +64,8 @@ type Target struct {
 	// Tenants are the scopes the properties run under. Nil derives them
 	// from the Dataset: up to four ids of the root level, two sibling ids
 	// of every lower level, and one scope that unites grants of two
-	// different tenants.
+	// different tenants (a root id and another root's lower id; on a
+	// one-level schema two root ids, when the data has a third).
 	Tenants []Tenant
 
 	// Mutable names, per table, a column that the write properties may
