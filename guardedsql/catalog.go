@@ -40,6 +40,12 @@ var (
 	// values builder converts for it would make the engine convert the
 	// column's values instead.
 	ErrTypeDrift = fmt.Errorf("%w: column type disagrees with the graph", ErrCatalog)
+	// ErrScopeColumnMissing: a table of the graph exists in the database
+	// but lacks one of the columns the guard's predicates read (a level
+	// column, or a column of a foreign key into a tenant-bound table):
+	// every statement on it would fail, so the declaration is wrong (a
+	// misspelt tenant column), not a migration still to come.
+	ErrScopeColumnMissing = fmt.Errorf("%w: a column the tenant predicates read is missing", ErrCatalog)
 	// ErrCollation: a level column or a column of a foreign key into a
 	// tenant-bound table compares case- or space-insensitively (SQLite
 	// COLLATE NOCASE or RTRIM, a PostgreSQL nondeterministic collation),
@@ -85,12 +91,14 @@ func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 
 // CheckCatalog compares db's schema graph with the live catalog, as the
 // connected role sees it, and returns an error matching ErrCatalog (and
 // one of ErrGlobalDrift, ErrFKNotEnforced, ErrPathKey, ErrTypeDrift,
-// ErrCollation) when the guard's assumptions about the database do not
-// hold:
+// ErrScopeColumnMissing, ErrCollation) when the guard's assumptions about
+// the database do not hold:
 //
 //   - every table and column of the graph exists (else it is reported as
-//     Missing, and the checks below skip it), and a column whose kind the
-//     graph knows (integer or text) has a type of that kind;
+//     Missing, and the checks below skip it), except that a table that
+//     exists must have every column its tenant predicates read
+//     ([ErrScopeColumnMissing]), and a column whose kind the graph knows
+//     (integer or text) has a type of that kind;
 //   - a global table has no foreign key into a tenant-bound table and no
 //     column named like a level, unless its TableDef.GlobalReason says why;
 //   - every foreign key of the graph into a tenant-bound table is a
@@ -249,8 +257,21 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 			missing = append(missing, t.Name)
 			continue
 		}
+		scopeCols := map[string]bool{}
+		for _, lc := range t.LevelCols {
+			scopeCols[lc.Col] = true
+		}
+		for _, fk := range t.TenantFKs() {
+			for _, c := range fk.Cols {
+				scopeCols[c] = true
+			}
+		}
 		for _, c := range t.Columns {
 			i := slices.IndexFunc(ct.Columns, func(x string) bool { return strings.EqualFold(x, c) })
+			if i < 0 && scopeCols[c] {
+				errs = append(errs, fmt.Errorf("%w: %s.%s is not a column of the database's %s (a misspelt level or foreign-key column?)", ErrScopeColumnMissing, t.Name, c, ct.Name))
+				continue
+			}
 			if i < 0 {
 				missing = append(missing, t.Name+"."+c)
 				continue

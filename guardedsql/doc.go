@@ -384,7 +384,9 @@
 //     foreign_key_checks, PostgreSQL session_replication_role); those keys
 //     must reference a primary or unique key of the database (ErrPathKey);
 //     a column whose kind the graph knows (integer or text) must have a
-//     type of that kind (ErrTypeDrift);
+//     type of that kind (ErrTypeDrift); a table that exists must have every
+//     level column and foreign-key column its tenant predicates read
+//     (ErrScopeColumnMissing: a misspelt tenant column);
 //     level columns and the columns of those keys must compare byte for
 //     byte (ErrCollation: SQLite COLLATE NOCASE or RTRIM, a PostgreSQL
 //     nondeterministic collation; on MySQL/MariaDB text level ids are

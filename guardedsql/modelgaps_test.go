@@ -329,6 +329,17 @@ func TestCatalogDrift(t *testing.T) {
 			!strings.Contains(err.Error(), "rate_cards.label") {
 			t.Errorf("declared BIGINT for a text column: err = %v, want ErrTypeDrift naming rate_cards.label", err)
 		}
+		// A misspelt foreign-key column (the table exists, the column does
+		// not): refused, not merely reported missing.
+		// (PostgreSQL refuses it earlier, applying the policies.)
+		_, err = s.open(driftDef(func(rooms, _ *builder.TableDef) {
+			rooms.Columns = []string{"id", "hotelid", "secret"}
+			rooms.ForeignKeys = []builder.ForeignKey{{Columns: []string{"hotelid"}, RefTable: "hotels", RefColumns: []string{"id"}}}
+		}))
+		if e.name == "postgres" && (err == nil || !strings.Contains(err.Error(), `"hotelid" does not exist`)) ||
+			e.name != "postgres" && (!errors.Is(err, guardedsql.ErrScopeColumnMissing) || !strings.Contains(err.Error(), "rooms.hotelid")) {
+			t.Errorf("misspelt path column: err = %v, want ErrScopeColumnMissing naming rooms.hotelid", err)
+		}
 		// A declared foreign key the database lacks.
 		s.mustExec(t, `CREATE TABLE extras (id INT_T PRIMARY KEY, room_id INT_T NOT NULL)`)
 		extras := builder.MustSchema(builder.SchemaDef{
