@@ -23,6 +23,8 @@
 //	                              sqlite:…, postgres://user@host:port/db?…, mysql://user@tcp(host:port)/db
 //	TENANTMCP_SCHEMA_GRAPH        a JSON schema graph (ReadGraph) to run on instead of the hotel
 //	                              schema, with synthetic data (SyntheticSeed)
+//	TENANTMCP_CONFORMANCE_SHARED  for a graph file's run, tables every tenant may read
+//	                              (Target.Shared): "table=reason" items separated by ";"
 //	TENANTMCP_CONFORMANCE_REPS    repetitions, each in a new random order (default 1)
 //	TENANTMCP_CONFORMANCE_SEED    the order seed (default from the clock; always printed)
 //	TENANTMCP_CONFORMANCE_SUMMARY also write the summary table to this file

@@ -517,14 +517,15 @@ func ReadGraph(path string) (builder.SchemaDef, error) {
 			Name string
 			Key  json.RawMessage
 		}
-		Tables []builder.TableDef
+		Tables    []builder.TableDef
+		Functions []builder.FuncDef // as json.Marshal writes a SchemaDef
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
 		return builder.SchemaDef{}, fmt.Errorf("conformance: schema graph %s: %w", path, err)
 	}
-	def := builder.SchemaDef{Tables: doc.Tables}
+	def := builder.SchemaDef{Tables: doc.Tables, Functions: doc.Functions}
 	for _, l := range doc.Levels {
 		var k builder.KeyType
 		switch strings.Trim(strings.ToLower(string(l.Key)), `"`) {

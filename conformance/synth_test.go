@@ -1,8 +1,10 @@
 package conformance
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -85,6 +87,36 @@ func TestReadGraphRefusesBadFiles(t *testing.T) {
 		if _, err := ReadGraph(path); err == nil {
 			t.Errorf("%s: ReadGraph accepted %s", name, doc)
 		}
+	}
+}
+
+// ReadGraph reads back a SchemaDef written by json.Marshal (levels' keys as
+// numbers, Functions present), as a user exporting their declaration would
+// write it.
+func TestReadGraphMarshalledSchemaDef(t *testing.T) {
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "notes", Columns: []string{"id", "org_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"org_id": "org"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"}}},
+		},
+		Functions: []builder.FuncDef{{Name: "soundex", Args: []builder.Kind{builder.KindText}, Result: builder.KindText, Dialects: []string{"mysql"}}},
+	}
+	b, err := json.Marshal(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "graph.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadGraph(path)
+	if err != nil {
+		t.Fatalf("ReadGraph of a marshalled SchemaDef: %v", err)
+	}
+	if !reflect.DeepEqual(got, def) {
+		t.Errorf("read back %+v, want %+v", got, def)
 	}
 }
 
