@@ -159,6 +159,30 @@ func (o *oracle) visible(table string, grants []scope.Grant) map[string]bool {
 	return out
 }
 
+// pathsInScope reports whether every row that row k of table references
+// through a checked foreign key into a tenant-bound table (its scope
+// parent and its consistency paths) is visible to grants. The guard
+// refuses an UPDATE or DELETE of a row one of whose paths leads out of
+// scope (ErrSharedRow: a history row of a salesperson who moved to another
+// territory), so a write property's own-row control must pass this. vis
+// caches visible per table for one grants.
+func (o *oracle) pathsInScope(table, k string, grants []scope.Grant, vis map[string]map[string]bool) bool {
+	r := o.row(table, k)
+	for _, f := range o.g.tenantFKs(o.g.tables[table]) {
+		pi, ok := o.parentRow(f, r)
+		if !ok {
+			continue // NULL: no path
+		}
+		if vis[f.to] == nil {
+			vis[f.to] = o.visible(f.to, grants)
+		}
+		if !vis[f.to][Key(o.d.Tables[f.to][pi], o.g.tables[f.to].pk)] {
+			return false
+		}
+	}
+	return true
+}
+
 // admitsWithin reports whether one of the grants confined to ancestors
 // admits a row whose nearest level values are levels: every level such a
 // grant names (its own and its ancestors') must hold the grant's id there.

@@ -113,3 +113,46 @@ func TestDeriveTenantsOneLevelUnion(t *testing.T) {
 		t.Errorf("the union sees %d customers, want 2 (a third store left out)", len(v))
 	}
 }
+
+// pathsInScope: a row the tenant sees whose consistency path leads to
+// another tenant's row (a salesperson's history row in the territory he
+// left) is not one the tenant may update or delete, so the write
+// properties do not pick it as their own-row control.
+func TestOraclePathsInScope(t *testing.T) {
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "territory", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "territories", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "territory"}},
+			{Name: "salespeople", Columns: []string{"id", "territory_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"territory_id": "territory"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"territory_id"}, RefTable: "territories"}}},
+			{Name: "history", Columns: []string{"id", "territory_id", "salesperson_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"territory_id": "territory"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"territory_id"}, RefTable: "territories"}, {Columns: []string{"salesperson_id"}, RefTable: "salespeople"}}},
+		},
+	}
+	g, err := newGraph(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Dataset{Tables: map[string][]Row{
+		"territories": {{"id": int64(1)}, {"id": int64(4)}},
+		"salespeople": {{"id": int64(275), "territory_id": int64(4)}, {"id": int64(276), "territory_id": int64(1)}},
+		"history": {{"id": int64(1), "territory_id": int64(1), "salesperson_id": int64(275)},
+			{"id": int64(2), "territory_id": int64(1), "salesperson_id": int64(276)},
+			{"id": int64(3), "territory_id": int64(1), "salesperson_id": nil}},
+	}}
+	o, err := newOracle(g, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := []scope.Grant{{Level: "territory", ID: "1"}}
+	vis := map[string]map[string]bool{}
+	for _, k := range sortedKeys(o.visible("history", t1)) {
+		want := o.row("history", k)["salesperson_id"] != int64(275)
+		if got := o.pathsInScope("history", k, t1, vis); got != want {
+			t.Errorf("history %v: pathsInScope = %v, want %v", o.row("history", k), got, want)
+		}
+	}
+	if n := len(o.visible("history", t1)); n != 3 {
+		t.Fatalf("territory 1 sees %d history rows, want 3", n)
+	}
+}

@@ -212,7 +212,15 @@ func propUpdateForeign(p *pt, r *runner) {
 			t := r.g.tables[name]
 			col := r.mutable[name]
 			foreign := pick(p.rng, r.or.foreign(name, tn.Grants), 3)
-			own := pick(p.rng, sortedKeys(r.or.visible(name, tn.Grants)), 1)
+			// The own row: one the tenant may update, all its paths in scope.
+			var writable []string
+			vis := map[string]map[string]bool{}
+			for _, k := range sortedKeys(r.or.visible(name, tn.Grants)) {
+				if r.or.pathsInScope(name, k, tn.Grants, vis) {
+					writable = append(writable, k)
+				}
+			}
+			own := pick(p.rng, writable, 1)
 			if col == "" {
 				p.Logf("%s: no assignable plain column; UPDATE checked through key moves only", name)
 			}
@@ -348,8 +356,9 @@ func propDeleteForeign(p *pt, r *runner) {
 				}
 			}
 			var ownLeaves []string
+			vis := map[string]map[string]bool{}
 			for _, k := range sortedKeys(r.or.visible(name, tn.Grants)) {
-				if r.or.isLeaf(name, k) {
+				if r.or.isLeaf(name, k) && r.or.pathsInScope(name, k, tn.Grants, vis) {
 					ownLeaves = append(ownLeaves, k)
 				}
 			}
