@@ -116,6 +116,19 @@ func newGraph(def builder.SchemaDef) (*graph, error) {
 	return g, nil
 }
 
+// mutable are the tables a mutation can break: the tenant-bound ones and
+// those owned by reference (whose predicate is their referrers'), sorted.
+func (g *graph) mutable() []string {
+	out := slices.Clone(g.bound)
+	for _, n := range g.names {
+		if g.tables[n].byRef {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // tenantFKs are the foreign keys of t to tenant-bound tables (and tables
 // owned by reference), Unchecked ones excluded.
 func (g *graph) tenantFKs(t *tinfo) []*fkey {

@@ -14,10 +14,11 @@ import (
 )
 
 // MutateOptions configures [Mutate]. The zero value breaks every
-// tenant-bound table of the target's graph in turn.
+// tenant-bound table of the target's graph, and every table owned by
+// reference, in turn.
 type MutateOptions struct {
 	// Tables are the tables to break, one at a time; nil means every
-	// tenant-bound table of the graph.
+	// tenant-bound table of the graph and every table owned by reference.
 	Tables []string
 }
 
@@ -98,12 +99,12 @@ func Mutate(t *testing.T, target Target, opts MutateOptions) []Mutation {
 	}
 	tables := opts.Tables
 	if tables == nil {
-		tables = r.g.bound
+		tables = r.g.mutable()
 	}
 	var out []Mutation
 	for _, table := range tables {
-		if !slices.Contains(r.g.bound, table) {
-			t.Errorf("MutateOptions.Tables: %q is not a tenant-bound table of the graph", table)
+		if !slices.Contains(r.g.mutable(), table) {
+			t.Errorf("MutateOptions.Tables: %q is not a tenant-bound table (or one owned by reference) of the graph", table)
 			continue
 		}
 		f := r.mutation(table)
@@ -185,8 +186,8 @@ func (r *runner) mutateFromEnv(t *testing.T) (restore func(), err error) {
 	if !guardfault.Enabled {
 		return nil, fmt.Errorf("conformance: %s=%s: %s", EnvMutate, table, needFaults("breaking a table", t))
 	}
-	if !slices.Contains(r.g.bound, table) {
-		return nil, fmt.Errorf("conformance: %s=%q is not a tenant-bound table of target %s", EnvMutate, table, r.target.Name)
+	if !slices.Contains(r.g.mutable(), table) {
+		return nil, fmt.Errorf("conformance: %s=%q is not a tenant-bound table (or one owned by reference) of target %s", EnvMutate, table, r.target.Name)
 	}
 	f := r.mutation(table)
 	if err := f.inject(); err != nil {

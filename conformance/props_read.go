@@ -11,13 +11,16 @@ import (
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
-// P1: for every tenant and every tenant-bound table, SELECT of the keys
-// returns exactly the rows the oracle says the tenant may see.
+// P1: for every tenant and every tenant-bound table (and every table owned
+// by reference), SELECT of the keys returns exactly the rows the oracle
+// says the tenant may see.
 func propScopedRead(p *pt, r *runner) {
 	nonEmpty := map[string]int{}
 	for _, tn := range r.tenants {
 		ctx := r.scoped(p.ctx, tn)
-		for _, name := range r.g.bound {
+		// Tables owned by reference too: their rows are the ones the
+		// tenant's rows reference (oracle.byRefVisible).
+		for _, name := range r.g.mutable() {
 			t := r.g.tables[name]
 			x := r.ref(name, "x")
 			q := p.q(builder.Select(keyCols(x, t)...).From(x).Build())

@@ -272,3 +272,24 @@ func dataset(d *hr.Data, engine conformance.Engine) *conformance.Dataset {
 	}
 	return ds
 }
+
+// TestLocationsMutationCaught: the mutation check breaks the table owned
+// by reference too (its read and write guards dropped; on PostgreSQL its
+// row-level security as well), and the suite notices (conformance.MustCatch)
+// on every engine of liveDSNs. Mutate skips without -tags tenantmcp_faults.
+func TestLocationsMutationCaught(t *testing.T) {
+	dsns := liveDSNs(t)
+	for _, engine := range []string{"sqlite", "postgres", "mysql"} {
+		dsn, ok := dsns[engine]
+		if !ok {
+			continue
+		}
+		t.Run(engine, func(t *testing.T) {
+			ms := conformance.Mutate(t, hrTarget(dsn, 1), conformance.MutateOptions{Tables: []string{"locations"}})
+			if len(ms) != 1 || len(ms[0].Caught) == 0 {
+				t.Fatalf("mutations %+v: want locations broken and caught", ms)
+			}
+			t.Logf("locations %s fault caught by %v; %s", ms[0].Fault, ms[0].Caught, ms[0].Example)
+		})
+	}
+}
