@@ -16,7 +16,8 @@ import (
 // a table owned by reference (builder.TableDef.OwnedByReference) that
 // another tenant's row references as well, or a row one of whose
 // consistency paths (a foreign key besides its scope parent) leads to a row
-// outside the scope (a rental of store A whose clerk is store B's). It
+// outside the scope (a rental of store A whose clerk is store B's), or an
+// update that would set such a foreign key to a row outside the scope. It
 // matches ErrNotFound too. It says that such a tie exists, nothing about
 // the other rows.
 var ErrSharedRow = guard.ErrSharedRow

@@ -34,10 +34,11 @@ import (
 // no one.
 
 // ErrSharedRow is returned by an ExpectOne UPDATE or DELETE of a row that
-// is in scope but tied to rows outside it: a row of a table owned by
-// reference that another tenant's row references too, or a row one of whose
-// consistency paths leads to a row outside the scope. It matches ErrNotFound.
-var ErrSharedRow = fmt.Errorf("%w: the row is tied to rows outside the tenant scope: readable, not writable", ErrNotFound)
+// is in scope but that the write would leave tied to rows outside it: a row
+// of a table owned by reference that another tenant's row references too,
+// a row one of whose consistency paths leads to a row outside the scope, or
+// an UPDATE that would point one of them there. It matches ErrNotFound.
+var ErrSharedRow = fmt.Errorf("%w: the row is in scope, but after the write it would be tied to rows outside the tenant scope (a foreign key to another tenant's row, or another tenant's reference to it)", ErrNotFound)
 
 // byRefGuard is true for a row of t (owned by reference, under alias) that
 // some row of a Referrer in scope references.
