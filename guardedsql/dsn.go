@@ -141,25 +141,7 @@ func redactURL(dsn, scheme, rest string) (string, bool) {
 // redactQuery replaces the values of password and sslpassword parameters
 // in dsn's query string (after the first '?').
 func redactQuery(dsn string) string {
-	base, q, ok := strings.Cut(dsn, "?")
-	if !ok {
-		return dsn
-	}
-	frag := ""
-	if i := strings.IndexByte(q, '#'); i >= 0 {
-		q, frag = q[:i], q[i:]
-	}
-	parts := strings.Split(q, "&")
-	for i, p := range parts {
-		k, _, hasV := strings.Cut(p, "=")
-		if uk, err := url.QueryUnescape(k); err == nil {
-			k = uk
-		}
-		if hasV && isPasswordKey(k) {
-			parts[i] = p[:strings.IndexByte(p, '=')+1] + redactedSecret
-		}
-	}
-	return base + "?" + strings.Join(parts, "&") + frag
+	return redactParams(dsn, func(k, _ string) bool { return isPasswordKey(k) })
 }
 
 // redactSQLiteQuery replaces the value of every parameter of an SQLite
@@ -168,6 +150,14 @@ func redactQuery(dsn string) string {
 // may take a key there (_pragma=key(...), _auth_pass=...), and an SQLite
 // DSN has no other place for one, so an unknown parameter is redacted.
 func redactSQLiteQuery(dsn string) string {
+	return redactParams(dsn, func(k, v string) bool { return !sqliteSafeParam(k, v) })
+}
+
+// redactParams replaces with redactedSecret the value of each parameter of
+// dsn's query string (after the first '?', before any '#') for which
+// secret, given the unescaped name and value, is true; a parameter that
+// does not unescape is redacted.
+func redactParams(dsn string, secret func(k, v string) bool) string {
 	base, q, ok := strings.Cut(dsn, "?")
 	if !ok {
 		return dsn
@@ -184,7 +174,7 @@ func redactSQLiteQuery(dsn string) string {
 		}
 		uk, err := url.QueryUnescape(k)
 		uv, err2 := url.QueryUnescape(v)
-		if err != nil || err2 != nil || !sqliteSafeParam(uk, uv) {
+		if err != nil || err2 != nil || secret(uk, uv) {
 			parts[i] = k + "=" + redactedSecret
 		}
 	}

@@ -41,21 +41,25 @@ func TestConformance(t *testing.T) {
 	if err := suiteReadsGraph(t); err != nil {
 		t.Skipf("the conformance suite of this checkout cannot read the HR graph yet (%v); TestToolLeaks covers locations meanwhile", err)
 	}
+	onEachEngine(t, func(t *testing.T, dsn string) {
+		seed := uint64(time.Now().UnixNano())
+		rep := conformance.Run(t, hrTarget(dsn, seed))
+		var b strings.Builder
+		if err := conformance.WriteTable(&b, rep); err != nil {
+			t.Error(err)
+		}
+		t.Logf("summary:\n%s", b.String())
+	})
+}
+
+// onEachEngine runs fn as a subtest per engine of liveDSNs, in a fixed
+// order.
+func onEachEngine(t *testing.T, fn func(t *testing.T, dsn string)) {
 	dsns := liveDSNs(t)
 	for _, engine := range []string{"sqlite", "postgres", "mysql"} {
-		dsn, ok := dsns[engine]
-		if !ok {
-			continue
+		if dsn, ok := dsns[engine]; ok {
+			t.Run(engine, func(t *testing.T) { fn(t, dsn) })
 		}
-		t.Run(engine, func(t *testing.T) {
-			seed := uint64(time.Now().UnixNano())
-			rep := conformance.Run(t, hrTarget(dsn, seed))
-			var b strings.Builder
-			if err := conformance.WriteTable(&b, rep); err != nil {
-				t.Error(err)
-			}
-			t.Logf("summary:\n%s", b.String())
-		})
 	}
 }
 
@@ -278,18 +282,11 @@ func dataset(d *hr.Data, engine conformance.Engine) *conformance.Dataset {
 // row-level security as well), and the suite notices (conformance.MustCatch)
 // on every engine of liveDSNs. Mutate skips without -tags tenantmcp_faults.
 func TestLocationsMutationCaught(t *testing.T) {
-	dsns := liveDSNs(t)
-	for _, engine := range []string{"sqlite", "postgres", "mysql"} {
-		dsn, ok := dsns[engine]
-		if !ok {
-			continue
+	onEachEngine(t, func(t *testing.T, dsn string) {
+		ms := conformance.Mutate(t, hrTarget(dsn, 1), conformance.MutateOptions{Tables: []string{"locations"}})
+		if len(ms) != 1 || len(ms[0].Caught) == 0 {
+			t.Fatalf("mutations %+v: want locations broken and caught", ms)
 		}
-		t.Run(engine, func(t *testing.T) {
-			ms := conformance.Mutate(t, hrTarget(dsn, 1), conformance.MutateOptions{Tables: []string{"locations"}})
-			if len(ms) != 1 || len(ms[0].Caught) == 0 {
-				t.Fatalf("mutations %+v: want locations broken and caught", ms)
-			}
-			t.Logf("locations %s fault caught by %v; %s", ms[0].Fault, ms[0].Caught, ms[0].Example)
-		})
-	}
+		t.Logf("locations %s fault caught by %v; %s", ms[0].Fault, ms[0].Caught, ms[0].Example)
+	})
 }
