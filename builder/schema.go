@@ -117,7 +117,13 @@ type TableDef struct {
 	// Triggers acknowledges triggers (on PostgreSQL also rules) on this
 	// table, by name, with why they cannot move rows between tenants: a
 	// trigger runs with no tenant predicate, so guardedsql's Open refuses
-	// one it is not told about (ErrTrigger).
+	// one it is not told about (ErrTrigger). The same holds for this
+	// table's foreign keys whose ON UPDATE or ON DELETE action is CASCADE,
+	// SET NULL or SET DEFAULT (a write of the referenced row rewrites or
+	// deletes this table's rows, another tenant's among them), named
+	// "fk:" + the columns, comma-separated, + "->" + the referenced table
+	// (e.g. "fk:staff_id->staff"), the same on every engine; a key into a
+	// global table that is not writable is not refused.
 	Triggers map[string]string
 
 	// (h4-ref)

@@ -24,7 +24,7 @@ func prepareEngine(ctx context.Context, s *scratch, sch *builder.Schema) error {
 	if s.engine != Postgres {
 		return nil
 	}
-	if err := s.postgresGrants(ctx); err != nil {
+	if err := s.postgresGrants(ctx, sch.TableNames()); err != nil {
 		return err
 	}
 	conn, err := pgx.Connect(ctx, s.ownerDSN)

@@ -154,7 +154,7 @@ func ExampleProperties() {
 	// P54_undeclared_fk           Undeclared foreign key between tenant tables refused at Open
 	// P55_global_read_only        Global tables are read-only unless declared writable
 	// P56_shared_unique           Unique keys shared across tenants refused unless acknowledged
-	// P57_triggers                Triggers and rules on tenant tables refused at Open
+	// P57_triggers                Triggers, rules and FK actions on tenant tables refused at Open
 	// P58_catalog_oracle          No row the live catalog gives another tenant is returned
 	// P59_no_vacuous_pass         No property passes on calls that failed
 	// P60_typed_seeds             Generated key values have their column's type

@@ -159,6 +159,21 @@ func (o *oracle) visible(table string, grants []scope.Grant) map[string]bool {
 	return out
 }
 
+// writable returns, in key order, the rows of table that grants may
+// update or delete (with leaves, only those no row references): the
+// visible rows whose every path is in scope (pathsInScope). The write
+// properties take their own-row controls from it.
+func (o *oracle) writable(table string, grants []scope.Grant, leaves bool) []string {
+	var out []string
+	vis := map[string]map[string]bool{}
+	for _, k := range sortedKeys(o.visible(table, grants)) {
+		if (!leaves || o.isLeaf(table, k)) && o.pathsInScope(table, k, grants, vis) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // pathsInScope reports whether every row that row k of table references
 // through a checked foreign key into a tenant-bound table (its scope
 // parent and its consistency paths) is visible to grants. The guard

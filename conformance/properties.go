@@ -36,7 +36,7 @@ var properties = []*property{
 	{id: 14, name: "concurrent", title: "Concurrent mixed-tenant load", criterion: "0 foreign rows in 320 parallel ops", fn: propConcurrent},
 	{id: 15, name: "pooled_context", title: "Pooled connection context never leaks", criterion: "1-conn pool: exact rows; idle conn has no scope", only: Postgres, onlyWhy: pgOnly, fn: propPooledContext},
 	{id: 16, name: "rls_raw_sql", title: "RLS enforced for raw SQL as app role", criterion: "no scope: 0 rows; scoped = oracle; writes refused", only: Postgres, onlyWhy: pgOnly, fn: propRLSRaw},
-	{id: 17, name: "startup_check", title: "Start-up check refuses bypass/missing policy", criterion: "CheckRLS: specific ErrRLS*; postgres.New refuses", only: Postgres, onlyWhy: pgOnly, fn: propStartupCheck},
+	{id: 17, name: "startup_check", title: "Start-up check refuses bypass/missing policy", criterion: "CheckRLS: specific ErrRLS* (also a view, matview or child around RLS); postgres.New refuses", only: Postgres, onlyWhy: pgOnly, fn: propStartupCheck},
 	{id: 59, name: "no_vacuous_pass", title: "No property passes on calls that failed", criterion: "per property and caller: failed <= half of calls; P20 succeeds as every tenant x role set", last: true, fn: propNoVacuous},
 	{id: 18, name: "coverage", title: "Every tenant-bound table is covered", criterion: "each table queried, rows of >= 2 tenants", last: true, fn: propCoverage},
 	{id: 19, name: "tool_inputs_tenant_free", title: "Tool input schemas are tenant-free", criterion: "no scope key listed; keyed input refused", fn: propToolInputs},

@@ -25,8 +25,8 @@ func init() {
 			criterion: "guarded writes ErrReadOnly; AppGrantDDL grants SELECT only; writable control accepted", fn: propGlobalReadOnly},
 		&property{id: 56, name: "shared_unique", title: "Unique keys shared across tenants refused unless acknowledged",
 			criterion: "ErrSharedUnique at Open; acknowledged: collision = ErrConflict, upsert refused", fn: propSharedUnique},
-		&property{id: 57, name: "triggers", title: "Triggers and rules on tenant tables refused at Open",
-			criterion: "ErrTrigger naming it; acknowledged control opens; PostgreSQL: a pg_temp table shadows nothing", fn: propTriggers},
+		&property{id: 57, name: "triggers", title: "Triggers, rules and FK actions on tenant tables refused at Open",
+			criterion: "ErrTrigger naming it (ON DELETE CASCADE too); acknowledged control opens; PostgreSQL: a pg_temp table shadows nothing", fn: propTriggers},
 	)
 }
 
@@ -190,31 +190,41 @@ func propTriggers(p *pt, r *runner) {
 	case Postgres:
 		trigger = `CREATE RULE g57_leak AS ON INSERT TO g57_notes DO ALSO INSERT INTO g57_inbox (id, hotel_id, body) VALUES (NEW.id, 2, NEW.body)`
 	}
-	f := r.gapFixture(p, []string{"g57_notes", "g57_inbox", "g57_hotels"}, []string{
+	f := r.gapFixture(p, []string{"g57_visits", "g57_notes", "g57_inbox", "g57_hotels"}, []string{
 		`CREATE TABLE g57_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
 		`CREATE TABLE g57_notes (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, body KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES g57_hotels(id))`,
 		`CREATE TABLE g57_inbox (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, body KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES g57_hotels(id))`,
+		// A note's visits cascade with it: the action writes g57_visits
+		// rows, whichever tenant's, with no tenant predicate.
+		`CREATE TABLE g57_visits (id INT_T PRIMARY KEY, note_id INT_T NOT NULL, FOREIGN KEY (note_id) REFERENCES g57_notes(id) ON DELETE CASCADE)`,
 		`INSERT INTO g57_hotels VALUES (1, 'acme'), (2, 'globex')`,
 		trigger,
 	})
 	defer f.drop()
-	def := func(ack map[string]string) *builder.Schema {
+	def := func(ack, visitsAck map[string]string) *builder.Schema {
 		sch, err := builder.NewSchema(builder.SchemaDef{Levels: chainLevel, Tables: []builder.TableDef{
 			{Name: "g57_hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
 			{Name: "g57_notes", Columns: []string{"id", "hotel_id", "body"}, PrimaryKey: []string{"id"}, Triggers: ack,
 				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "g57_hotels"}}},
 			{Name: "g57_inbox", Columns: []string{"id", "hotel_id", "body"}, PrimaryKey: []string{"id"},
 				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "g57_hotels"}}},
+			{Name: "g57_visits", Columns: []string{"id", "note_id"}, PrimaryKey: []string{"id"}, Triggers: visitsAck,
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"note_id"}, RefTable: "g57_notes"}}},
 		}})
 		if err != nil {
 			p.Fatalf("schema: %v", err)
 		}
 		return sch
 	}
-	if _, err := f.open(def(nil)); !errors.Is(err, guardedsql.ErrTrigger) || !strings.Contains(err.Error(), "g57_leak on g57_notes") {
+	cascade := map[string]string{"fk:note_id->g57_notes": "conformance control"}
+	if _, err := f.open(def(nil, cascade)); !errors.Is(err, guardedsql.ErrTrigger) || !strings.Contains(err.Error(), "g57_leak on g57_notes") {
 		p.Errorf("trigger g57_leak on g57_notes, copying every note into another tenant's inbox, accepted at Open (err %v)", err)
 	}
-	acked := def(map[string]string{"g57_leak": "conformance control"})
+	leak := map[string]string{"g57_leak": "conformance control"}
+	if _, err := f.open(def(leak, nil)); !errors.Is(err, guardedsql.ErrTrigger) || !strings.Contains(err.Error(), "fk:note_id->g57_notes of g57_visits") {
+		p.Errorf("foreign key fk:note_id->g57_notes of g57_visits, ON DELETE CASCADE (a note's deletion deletes visits of any tenant), accepted at Open (err %v)", err)
+	}
+	acked := def(leak, cascade)
 	if _, err := f.open(acked); err != nil {
 		p.Fatalf("control: acknowledged trigger refused: %v", err)
 	}

@@ -316,7 +316,10 @@ func pgWhere(cols []string, row Row, first int) (string, []any) {
 // passes for the app role with the policies in force, and refuses, with
 // the specific error, a superuser connection, a BYPASSRLS role, a table
 // whose policy was dropped, a table whose row-level security is not
-// forced, and an extra permissive policy; postgres.New opens no DB then.
+// forced, an extra permissive policy, and a relation the app role can
+// read that reaches a table's rows around its policies (a view owned by
+// the superuser, a materialized view, an inheritance child or partition);
+// postgres.New opens no DB then.
 func propStartupCheck(p *pt, r *runner) {
 	ctx := p.ctx
 	check := func(pool *pgxpool.Pool, want error, what string) {
@@ -424,4 +427,73 @@ func propStartupCheck(p *pt, r *runner) {
 		reapply()
 		check(app, nil, "after undoing "+tc.what)
 	}
+	r.aroundPolicies(p, owner, app, name, check)
+}
+
+// aroundPolicies is P17's part on relations around the policies: each of
+// a view owned by the superuser, a materialized view and a child of table
+// name, granted to the app role, is refused with ErrRLSBypassRelation;
+// the view and the materialized view are first shown to read the table's
+// rows as the app role with no scope (so the refusal is of a real path),
+// and the view made security_invoker is accepted and reads none.
+func (r *runner) aroundPolicies(p *pt, owner, app *pgxpool.Pool, name string, check func(*pgxpool.Pool, error, string)) {
+	ctx := p.ctx
+	total := len(r.raw.byKey[name])
+	rel := Postgres.quote(name)
+	var partitioned bool
+	if err := owner.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = $1::regclass`, rel).Scan(&partitioned); err != nil {
+		p.Fatalf("reading %s's kind: %v", name, err)
+	}
+	child := `CREATE TABLE tm_conf_around () INHERITS (` + rel + `)`
+	if partitioned {
+		child = `CREATE TABLE tm_conf_around PARTITION OF ` + rel + ` DEFAULT`
+	}
+	// count reads the relation as the app role with no scope.
+	count := func(what string) int {
+		var n int
+		if err := app.QueryRow(ctx, `SELECT count(*) FROM tm_conf_around`).Scan(&n); err != nil {
+			p.Errorf("%s: reading it as the app role: %v", what, err)
+			return -1
+		}
+		return n
+	}
+	for _, c := range []struct {
+		what, create, drop string
+		leaks              bool // the app role reads the table's rows through it
+	}{
+		{"a view of " + name + " owned by the superuser", `CREATE VIEW tm_conf_around AS SELECT * FROM ` + rel, `DROP VIEW tm_conf_around`, true},
+		{"a materialized view of " + name, `CREATE MATERIALIZED VIEW tm_conf_around AS SELECT * FROM ` + rel, `DROP MATERIALIZED VIEW tm_conf_around`, true},
+		{"a child table of " + name, child, `DROP TABLE tm_conf_around`, false},
+	} {
+		if _, err := owner.Exec(ctx, c.create); err != nil {
+			if c.create == child && partitioned {
+				p.Logf("%s not created (a partitioned table with a default partition?): %v", c.what, err)
+				continue
+			}
+			p.Errorf("%s: %v", c.what, err)
+			continue
+		}
+		if _, err := owner.Exec(ctx, `GRANT SELECT ON tm_conf_around TO `+r.sc.appRole); err != nil {
+			p.Fatalf("granting %s: %v", c.what, err)
+		}
+		if c.leaks {
+			if n := count(c.what); n != total || total == 0 {
+				p.Errorf("control: %s reads %d rows as the app role with no scope, want all %d (the path the check must refuse is not real)", c.what, n, total)
+			}
+		}
+		check(app, postgres.ErrRLSBypassRelation, c.what+" granted to the app role")
+		if c.leaks && strings.HasPrefix(c.create, "CREATE VIEW") {
+			if _, err := owner.Exec(ctx, `ALTER VIEW tm_conf_around SET (security_invoker = true)`); err != nil {
+				p.Fatalf("making the view security_invoker: %v", err)
+			}
+			check(app, nil, c.what+", security_invoker")
+			if n := count(c.what + ", security_invoker"); n != 0 {
+				p.Errorf("%s, security_invoker: the app role with no scope reads %d rows through it, want none", c.what, n)
+			}
+		}
+		if _, err := owner.Exec(context.Background(), c.drop); err != nil {
+			p.Fatalf("dropping %s: %v", c.what, err)
+		}
+	}
+	check(app, nil, "after dropping the relations around the policies")
 }

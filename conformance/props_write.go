@@ -212,15 +212,7 @@ func propUpdateForeign(p *pt, r *runner) {
 			t := r.g.tables[name]
 			col := r.mutable[name]
 			foreign := pick(p.rng, r.or.foreign(name, tn.Grants), 3)
-			// The own row: one the tenant may update, all its paths in scope.
-			var writable []string
-			vis := map[string]map[string]bool{}
-			for _, k := range sortedKeys(r.or.visible(name, tn.Grants)) {
-				if r.or.pathsInScope(name, k, tn.Grants, vis) {
-					writable = append(writable, k)
-				}
-			}
-			own := pick(p.rng, writable, 1)
+			own := pick(p.rng, r.or.writable(name, tn.Grants, false), 1)
 			if col == "" {
 				p.Logf("%s: no assignable plain column; UPDATE checked through key moves only", name)
 			}
@@ -355,13 +347,7 @@ func propDeleteForeign(p *pt, r *runner) {
 					p.Errorf("DELETE … ExpectOne of foreign %s %s as %s = %v, want ErrNotFound", name, head([]string{fk}), tn, err)
 				}
 			}
-			var ownLeaves []string
-			vis := map[string]map[string]bool{}
-			for _, k := range sortedKeys(r.or.visible(name, tn.Grants)) {
-				if r.or.isLeaf(name, k) && r.or.pathsInScope(name, k, tn.Grants, vis) {
-					ownLeaves = append(ownLeaves, k)
-				}
-			}
+			ownLeaves := r.or.writable(name, tn.Grants, true)
 			fl := pick(p.rng, leaves, 3)
 			if mine := pick(p.rng, ownLeaves, 1); len(mine) == 1 && len(fl) > 0 {
 				var ors []builder.Pred

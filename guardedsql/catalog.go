@@ -66,10 +66,12 @@ var (
 	// otherwise: the key reveals other tenants' values.
 	ErrSharedUnique = fmt.Errorf("%w: unique key shared across tenants", ErrCatalog)
 	// ErrTrigger: a table of the graph has a trigger (on PostgreSQL also a
-	// rewrite rule) that TableDef.Triggers does not acknowledge. A trigger
-	// runs with no tenant predicate and can copy or move rows from one
-	// tenant to another behind the guard.
-	ErrTrigger = fmt.Errorf("%w: trigger or rule on a table of the graph", ErrCatalog)
+	// rewrite rule), or a foreign key whose ON UPDATE or ON DELETE action
+	// writes its rows (CASCADE, SET NULL, SET DEFAULT) from another table
+	// written for tenants, that TableDef.Triggers does not acknowledge.
+	// Both run with no tenant predicate and can copy, change or delete
+	// another tenant's rows behind the guard.
+	ErrTrigger = fmt.Errorf("%w: trigger, rule or foreign key action on a table of the graph", ErrCatalog)
 )
 
 // CatalogReport is what CheckCatalog found that does not stop Open.
@@ -115,8 +117,8 @@ func (r CatalogReport) Drift() bool { return len(r.Unlisted)+len(r.Missing) > 0 
 //   - every unique key of a tenant-bound table other than its primary key
 //     includes its tenant column or is acknowledged in
 //     TableDef.SharedUnique ([ErrSharedUnique]);
-//   - no table of the graph has a trigger or rule that TableDef.Triggers
-//     does not acknowledge ([ErrTrigger]).
+//   - no table of the graph has a trigger, rule or foreign key action
+//     that TableDef.Triggers does not acknowledge ([ErrTrigger]).
 //
 // Open and the engine packages' New functions run it and refuse to start on
 // an error, logging the report's unlisted tables as a warning (Options.Logger).

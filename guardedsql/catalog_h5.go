@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -123,13 +124,28 @@ func unacknowledgedTriggers(ctx context.Context, q engine.Querier, d engine.Dial
 	if err != nil {
 		return nil, fmt.Errorf("guardedsql: reading triggers: %w", err)
 	}
+	// A read-only global table is never written through the guard (nor,
+	// on PostgreSQL, by the application role): its triggers and the
+	// actions its writes would fire do not run for a tenant.
+	readOnly := func(t *sqlast.Table) bool { return t.Global && t.GlobalWritable == "" }
 	var errs []error
 	for _, tr := range trs {
 		t := g.Tables[graphName(g, tr.Table)]
-		if t == nil {
+		if t == nil || readOnly(t) {
 			continue
 		}
 		if why := t.Triggers[tr.Name]; why != "" {
+			continue
+		}
+		if tr.Kind == engine.FKAction {
+			ref := g.Tables[graphName(g, tr.Ref)]
+			if ref == nil || readOnly(ref) || guardfault.Off(guardfault.FKActions) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%w: foreign key %s of %s has an ON UPDATE or ON DELETE action (CASCADE, SET NULL or SET DEFAULT): "+
+				"a tenant's write of a %s row changes or deletes the %s rows referencing it with no tenant predicate, another tenant's among them; "+
+				"make it NO ACTION or RESTRICT, or acknowledge it in %s's Triggers[%q] with why no row references another tenant's",
+				ErrTrigger, tr.Name, t.Name, ref.Name, t.Name, t.Name, tr.Name))
 			continue
 		}
 		errs = append(errs, fmt.Errorf("%w: %s %s on %s runs without tenant predicates and can move rows between tenants; "+

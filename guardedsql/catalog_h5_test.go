@@ -396,3 +396,78 @@ func TestSearchPathPinned(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestFKActionsRefused: a foreign key between tenant tables whose ON
+// DELETE (or ON UPDATE) action writes the referencing rows is refused at
+// Open with ErrTrigger naming it (engine-neutral: fk:<columns>-><table>),
+// unless the declaration acknowledges it; the same action on a key into a
+// read-only global table is not (no tenant's write fires it). The
+// acknowledged key shows what the check is about: a legacy rental of
+// acme's customer served by globex's clerk is acme's (its parent), and
+// globex deleting its clerk deletes it, on every engine.
+func TestFKActionsRefused(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE regions (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE stores (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL, region_id INT_T, FOREIGN KEY (region_id) REFERENCES regions(id) ON UPDATE CASCADE ON DELETE SET NULL)`,
+		`CREATE TABLE staff (id INT_T PRIMARY KEY, store_id INT_T NOT NULL, name KEY_T NOT NULL, FOREIGN KEY (store_id) REFERENCES stores(id))`,
+		`CREATE TABLE customers (id INT_T PRIMARY KEY, store_id INT_T NOT NULL, name KEY_T NOT NULL, FOREIGN KEY (store_id) REFERENCES stores(id))`,
+		`CREATE TABLE rentals (id INT_T PRIMARY KEY, customer_id INT_T NOT NULL, staff_id INT_T NOT NULL,
+			FOREIGN KEY (customer_id) REFERENCES customers(id), FOREIGN KEY (staff_id) REFERENCES staff(id) ON DELETE CASCADE)`,
+		`INSERT INTO regions VALUES (7)`,
+		`INSERT INTO stores VALUES (1, 'acme', 7), (2, 'globex', 7)`,
+		`INSERT INTO staff VALUES (10, 1, 'acme clerk'), (11, 2, 'globex clerk')`,
+		`INSERT INTO customers VALUES (20, 1, 'acme customer'), (21, 2, 'globex customer')`,
+		`INSERT INTO rentals VALUES (30, 20, 11)`,
+	}
+	def := func(ack map[string]string) *builder.Schema {
+		return builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+			Tables: []builder.TableDef{
+				{Name: "regions", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Global: true, GlobalReason: "test: a public list"},
+				{Name: "stores", Columns: []string{"id", "chain_id", "region_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"},
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"region_id"}, RefTable: "regions"}}},
+				{Name: "staff", Columns: []string{"id", "store_id", "name"}, PrimaryKey: []string{"id"},
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
+				{Name: "customers", Columns: []string{"id", "store_id", "name"}, PrimaryKey: []string{"id"},
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
+				{Name: "rentals", Columns: []string{"id", "customer_id", "staff_id"}, PrimaryKey: []string{"id"}, Parent: "customer_id", Triggers: ack,
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"customer_id"}, RefTable: "customers"}, {Columns: []string{"staff_id"}, RefTable: "staff"}}},
+			},
+		})
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, ddl)
+		_, err := s.open(def(nil))
+		if !errors.Is(err, guardedsql.ErrTrigger) || !strings.Contains(err.Error(), "fk:staff_id->staff of rentals") {
+			t.Fatalf("unacknowledged ON DELETE CASCADE: err = %v, want ErrTrigger naming fk:staff_id->staff of rentals", err)
+		}
+		if strings.Contains(err.Error(), "regions") {
+			t.Errorf("the action on the key into the read-only global regions was refused too: %v", err)
+		}
+		t.Log(err)
+		sch := def(map[string]string{"fk:staff_id->staff": "test: the cascade is the point"})
+		db, err := s.open(sch)
+		if err != nil {
+			t.Fatalf("acknowledged: %v", err)
+		}
+		acme := grantCtx(chainG("acme"))
+		rentals, staff := sch.Table("rentals"), sch.Table("staff")
+		ids := func() []int64 {
+			got, err := guardedsql.All(acme, db, builder.Must(builder.Select(rentals.Col("id")).From(rentals).Build()),
+				func(r *guardedsql.Rows) (v int64, err error) { err = r.Scan(&v); return })
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if got := ids(); !slices.Equal(got, []int64{30}) {
+			t.Fatalf("acme's rentals before: %v, want [30]", got)
+		}
+		if _, err := db.Exec(grantCtx(chainG("globex")), builder.Must(builder.DeleteFrom(staff).Where(staff.Col("id").Eq(11)).Build())); err != nil {
+			t.Logf("globex deleting its clerk: %v", err)
+		}
+		if got := ids(); len(got) != 0 {
+			t.Errorf("the acknowledged cascade should have deleted acme's rental 30 (else the test is blind): acme reads %v", got)
+		}
+	})
+}

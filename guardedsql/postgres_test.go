@@ -360,3 +360,115 @@ func signedScope(k postgres.Key, nonce, doc string) string {
 	}
 	return s
 }
+
+// TestPostgresRelationsAroundPolicies: the start-up check refuses an
+// application role that can use a relation reaching a tenant-bound table's
+// rows around its policies — a view owned by a superuser (directly, or
+// under a security_invoker view), a materialized view, an inheritance
+// child — with ErrRLSBypassRelation naming it, and accepts the views that
+// keep the policies (security_invoker, owned by a role subject to them,
+// over a global table, or in a schema the role cannot use). Each refused
+// view is first shown to read other tenants' rows as the role with no
+// scope, each accepted one to read none of them.
+func TestPostgresRelationsAroundPolicies(t *testing.T) {
+	h := newPostgresHotel(t, enginePostgres.dsn(t), seedModel(2, 2, 2, 1))
+	ctx := context.Background()
+	exec := func(pool *pgxpool.Pool, sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var total int
+	if err := h.admin.QueryRow(ctx, `SELECT count(*) FROM bookings`).Scan(&total); err != nil || total == 0 {
+		t.Fatalf("bookings: %d rows, %v", total, err)
+	}
+	grant := `GRANT SELECT ON tm_around TO ` + h.appRole
+	for _, tc := range []struct {
+		name  string
+		setup []string // as the superuser, then the grant
+		owner bool     // create as the tables' owner instead
+		leaks bool     // the app role with no scope reads bookings through it
+		want  error
+	}{
+		{"view owned by the superuser", []string{`CREATE VIEW tm_around AS SELECT * FROM bookings`}, false, true, postgres.ErrRLSBypassRelation},
+		// The role cannot use the inner view, but the outer one reads it
+		// with its owner's rights, and it reads bookings as the superuser.
+		{"owner's view over the superuser's", []string{`CREATE VIEW tm_around_inner AS SELECT * FROM bookings`,
+			`GRANT SELECT ON tm_around_inner TO ` + h.ownerRole, `@owner CREATE VIEW tm_around AS SELECT * FROM tm_around_inner`}, false, true, postgres.ErrRLSBypassRelation},
+		{"materialized view", []string{`CREATE MATERIALIZED VIEW tm_around AS SELECT * FROM bookings`}, false, true, postgres.ErrRLSBypassRelation},
+		{"inheritance child", []string{`CREATE TABLE tm_around () INHERITS (payments)`}, true, false, postgres.ErrRLSBypassRelation},
+		{"security_invoker view", []string{`CREATE VIEW tm_around WITH (security_invoker = true) AS SELECT * FROM bookings`}, false, false, nil},
+		{"view owned by the tables' owner", []string{`CREATE VIEW tm_around AS SELECT * FROM bookings`}, true, false, nil},
+		{"view of a global table", []string{`CREATE VIEW tm_around AS SELECT * FROM countries`}, false, false, nil},
+		{"view revoked", []string{`CREATE VIEW tm_around AS SELECT * FROM bookings`, `REVOKE ALL ON tm_around FROM ` + h.appRole}, false, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := h.admin
+			if tc.owner {
+				pool = h.owner
+			}
+			for _, s := range tc.setup {
+				switch {
+				case strings.HasPrefix(s, "@owner "):
+					pool = h.owner
+					exec(pool, strings.TrimPrefix(s, "@owner "))
+				case strings.HasPrefix(s, "REVOKE"):
+					exec(pool, grant)
+					exec(pool, s)
+				default:
+					exec(pool, s)
+				}
+			}
+			if !strings.HasPrefix(tc.setup[len(tc.setup)-1], "REVOKE") {
+				exec(pool, grant)
+			}
+			defer func() {
+				for _, s := range []string{`DROP VIEW IF EXISTS tm_around`, `DROP VIEW IF EXISTS tm_around_inner`, `DROP MATERIALIZED VIEW IF EXISTS tm_around`, `DROP TABLE IF EXISTS tm_around`} {
+					if _, err := h.admin.Exec(context.Background(), s); err != nil && !strings.Contains(err.Error(), "is not a") {
+						t.Errorf("%s: %v", s, err)
+					}
+				}
+			}()
+			var n int
+			err := h.app.QueryRow(ctx, `SELECT count(*) FROM tm_around`).Scan(&n)
+			switch {
+			case strings.Contains(tc.name, "revoked"):
+				if err == nil {
+					t.Fatalf("the revoked view is readable (%d rows)", n)
+				}
+			case err != nil:
+				t.Fatalf("reading tm_around as the app role: %v", err)
+			case tc.leaks && n != total:
+				t.Fatalf("control: the app role with no scope reads %d rows through it, want all %d", n, total)
+			case !tc.leaks && n != 0 && !strings.Contains(tc.name, "global"):
+				t.Fatalf("the app role with no scope reads %d rows through it, want none", n)
+			}
+			_, err = postgres.New(ctx, h.app, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}})
+			switch {
+			case tc.want == nil && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != nil && (!errors.Is(err, tc.want) || !errors.Is(err, postgres.ErrRLSUnsafe)):
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			case tc.want != nil && !strings.Contains(err.Error(), "tm_around"):
+				t.Fatalf("the error does not name the relation: %v", err)
+			}
+			if err != nil {
+				t.Log(err)
+			}
+		})
+	}
+	// A schema the role cannot use hides a leaking view.
+	exec(h.admin, `CREATE SCHEMA tm_around_hidden`)
+	defer exec(h.admin, `DROP SCHEMA tm_around_hidden CASCADE`)
+	exec(h.admin, `CREATE VIEW tm_around_hidden.v AS SELECT * FROM bookings`)
+	exec(h.admin, `GRANT SELECT ON tm_around_hidden.v TO `+h.appRole)
+	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}}); err != nil {
+		t.Fatalf("a view in a schema the role cannot use: refused: %v", err)
+	}
+	exec(h.admin, `GRANT USAGE ON SCHEMA tm_around_hidden TO `+h.appRole)
+	defer exec(h.admin, `REVOKE USAGE ON SCHEMA tm_around_hidden FROM `+h.appRole)
+	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{Engine: postgres.Options{Key: h.key}}); !errors.Is(err, postgres.ErrRLSBypassRelation) {
+		t.Fatalf("the same view once the schema is usable: err = %v, want ErrRLSBypassRelation", err)
+	}
+}

@@ -17,7 +17,16 @@ const (
 	// Triggers: Open refuses unacknowledged triggers and rules
 	// (property 57).
 	Triggers Fix = "triggers"
+	// FKActions: Open refuses unacknowledged foreign keys between tables
+	// written for tenants whose ON UPDATE or ON DELETE action writes the
+	// referencing rows (property 57).
+	FKActions Fix = "fk_actions"
 	// SearchPath: PostgreSQL guarded transactions pin search_path with
 	// pg_temp last (property 57).
 	SearchPath Fix = "search_path"
 )
+
+// BypassRelations: the PostgreSQL start-up check refuses a role that can
+// use a partition, a view or a materialized view reaching a tenant-bound
+// table's rows around its row-level security (property 17).
+const BypassRelations Fix = "bypass_relations"

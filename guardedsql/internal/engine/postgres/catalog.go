@@ -158,16 +158,26 @@ func (Dialect) FKEnforced(ctx context.Context, q engine.Querier) (bool, string, 
 var _ engine.TriggerLister = Dialect{}
 
 // Triggers implements engine.TriggerLister: the user triggers (not the
-// internal ones that enforce foreign keys) and the rewrite rules (not the
-// _RETURN rule of a view) of the current schema's tables, from pg_catalog,
-// so that the application role sees those of tables it does not own.
+// internal ones that enforce foreign keys), the rewrite rules (not the
+// _RETURN rule of a view) and the foreign keys with a referential action
+// (engine.FKAction; 'a' is NO ACTION, 'r' RESTRICT) of the current
+// schema's tables, from pg_catalog, so that the application role sees
+// those of tables it does not own.
 func (Dialect) Triggers(ctx context.Context, q engine.Querier) ([]engine.Trigger, error) {
-	return engine.CollectTriggers(ctx, q, `SELECT c.relname::text, t.tgname::text, 'trigger'
+	return engine.CollectTriggers(ctx, q, `SELECT c.relname::text, t.tgname::text, 'trigger', ''
 FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
 WHERE c.relnamespace = pg_catalog.to_regnamespace(current_schema()) AND NOT t.tgisinternal
 UNION ALL
-SELECT c.relname::text, r.rulename::text, 'rule'
+SELECT c.relname::text, r.rulename::text, 'rule', ''
 FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
 WHERE c.relnamespace = pg_catalog.to_regnamespace(current_schema()) AND r.rulename <> '_RETURN'
+UNION ALL
+SELECT c.relname::text, 'fk:' || (SELECT pg_catalog.string_agg(a.attname::text, ',' ORDER BY k.n)
+        FROM pg_catalog.unnest(f.conkey) WITH ORDINALITY AS k(attnum, n)
+        JOIN pg_catalog.pg_attribute a ON a.attrelid = f.conrelid AND a.attnum = k.attnum) || '->' || r.relname::text,
+       '` + engine.FKAction + `', r.relname::text
+FROM pg_catalog.pg_constraint f JOIN pg_catalog.pg_class c ON c.oid = f.conrelid JOIN pg_catalog.pg_class r ON r.oid = f.confrelid
+WHERE f.contype = 'f' AND c.relnamespace = pg_catalog.to_regnamespace(current_schema())
+  AND (f.confupdtype NOT IN ('a', 'r') OR f.confdeltype NOT IN ('a', 'r'))
 ORDER BY 1, 2`)
 }

@@ -341,6 +341,10 @@ func (d Dialect) Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) 
 		}
 	}
 
+	if err := checkAround(ctx, q, user, oids); err != nil { // around.go
+		return err
+	}
+
 	type policyRow struct {
 		table, name, cmd, comment, hash string
 		permissive, qual, check         bool

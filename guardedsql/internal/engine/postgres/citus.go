@@ -64,7 +64,7 @@ ORDER BY t.name`
 
 // citusSep separates the fields of a placement's state (chr(31), the
 // ASCII unit separator, which no identifier here contains).
-const citusSep = "\x1f"
+const citusSep = "\x1f" // also around.go
 
 // placementStateSQL returns, for each relation of rels (an SQL row
 // source of (key text, rel oid)), the key and the state of that relation
