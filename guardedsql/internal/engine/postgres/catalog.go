@@ -175,7 +175,7 @@ UNION ALL
 SELECT c.relname::text, 'fk:' || (SELECT pg_catalog.string_agg(a.attname::text, ',' ORDER BY k.n)
         FROM pg_catalog.unnest(f.conkey) WITH ORDINALITY AS k(attnum, n)
         JOIN pg_catalog.pg_attribute a ON a.attrelid = f.conrelid AND a.attnum = k.attnum) || '->' || r.relname::text,
-       '` + engine.FKAction + `', r.relname::text
+       '`+engine.FKAction+`', r.relname::text
 FROM pg_catalog.pg_constraint f JOIN pg_catalog.pg_class c ON c.oid = f.conrelid JOIN pg_catalog.pg_class r ON r.oid = f.confrelid
 WHERE f.contype = 'f' AND c.relnamespace = pg_catalog.to_regnamespace(current_schema())
   AND (f.confupdtype NOT IN ('a', 'r') OR f.confdeltype NOT IN ('a', 'r'))

@@ -155,7 +155,7 @@ func (Dialect) Triggers(ctx context.Context, q engine.Querier) ([]engine.Trigger
 	return engine.CollectTriggers(ctx, q, `SELECT tbl_name, name, 'trigger', '' FROM sqlite_schema WHERE type = 'trigger'
 UNION ALL SELECT tbl_name, name, 'trigger', '' FROM sqlite_temp_schema WHERE type = 'trigger'
 UNION ALL SELECT m.name, 'fk:' || (SELECT group_concat("from", ',') FROM (SELECT g."from" FROM pragma_foreign_key_list(m.name) g WHERE g.id = f.id ORDER BY g.seq)) || '->' || f."table",
-       '` + engine.FKAction + `', f."table"
+       '`+engine.FKAction+`', f."table"
 FROM sqlite_schema m JOIN pragma_foreign_key_list(m.name) f
 WHERE m.type = 'table' AND f.seq = 0
   AND (upper(f.on_update) NOT IN ('NO ACTION', 'RESTRICT') OR upper(f.on_delete) NOT IN ('NO ACTION', 'RESTRICT'))
