@@ -39,7 +39,7 @@ func ExampleNewSchema() {
 	// chain: bookings.room_id -> rooms.hotel_id -> hotels.chain_id
 	// hotel: bookings.room_id -> rooms.hotel_id
 	// global
-	// builder: invalid schema: tenant-bound table "notes" has no level columns and no foreign key to a tenant-bound table (declare Levels, Parent, or Global)
+	// builder: invalid schema: tenant-bound table "notes" has no level columns and no foreign key to a tenant-bound table (declare Levels or a Parent if each row is one tenant's; OwnedByReference if its rows belong to the tenants whose rows reference them, such as a shared address table; Global only if every tenant may read every row)
 }
 
 func ExampleSelect() {

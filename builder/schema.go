@@ -427,7 +427,7 @@ func pickParent(t *sqlast.Table, parent string) (*sqlast.FK, error) {
 	}
 	switch len(cands) {
 	case 0:
-		return nil, schemaErr("tenant-bound table %q has no level columns and no foreign key to a tenant-bound table (declare Levels, Parent, or Global)", t.Name)
+		return nil, schemaErr("tenant-bound table %q has no level columns and no foreign key to a tenant-bound table (declare Levels or a Parent if each row is one tenant's; OwnedByReference if its rows belong to the tenants whose rows reference them, such as a shared address table; Global only if every tenant may read every row)", t.Name)
 	case 1:
 		return cands[0], nil
 	}

@@ -211,7 +211,7 @@ func (s *scratch) postgres(ctx context.Context, dsn string) error {
 // does not name: the guard reads them through their parents, and a
 // privilege on one would reach the parent's rows around its row-level
 // security, which the start-up check refuses
-// (postgres.ErrRLSBypassRelation). Views and materialized views keep the
+// (postgres.ErrRLSBypassPath). Views and materialized views keep the
 // grant, so one of the seed's that bypasses the policies is refused too.
 func (s *scratch) postgresGrants(ctx context.Context, declared []string) error {
 	for _, q := range []string{

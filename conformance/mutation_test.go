@@ -253,7 +253,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.Triggers), disable(guardfault.Triggers), []int{57}},
 		{string(guardfault.FKActions), disable(guardfault.FKActions), []int{57}},
 		{string(guardfault.SearchPath), disable(guardfault.SearchPath), []int{57}},
-		{string(guardfault.BypassRelations), disable(guardfault.BypassRelations), []int{17}},
+		{string(guardfault.BypassPaths), disable(guardfault.BypassPaths), []int{17}},
 		{string(guardfault.ByRef), disable(guardfault.ByRef), []int{52}},
 		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
 		{string(guardfault.CheckLockBound), disable(guardfault.CheckLockBound), []int{51}},
@@ -276,7 +276,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		}
 		// Only PostgreSQL resolves table names through pg_temp and has
 		// row-level security to go around.
-		if (gf.kind == string(guardfault.SearchPath) || gf.kind == string(guardfault.BypassRelations)) && r.engine != Postgres {
+		if (gf.kind == string(guardfault.SearchPath) || gf.kind == string(guardfault.BypassPaths)) && r.engine != Postgres {
 			must = nil
 		}
 		// (h4-ref) PostgreSQL's policies enforce the rules of tables owned

@@ -432,7 +432,8 @@ func propStartupCheck(p *pt, r *runner) {
 
 // aroundPolicies is P17's part on relations around the policies: each of
 // a view owned by the superuser, a materialized view and a child of table
-// name, granted to the app role, is refused with ErrRLSBypassRelation;
+// name, granted to the app role, and a SECURITY DEFINER function of the
+// superuser reading it, is refused with ErrRLSBypassPath;
 // the view and the materialized view are first shown to read the table's
 // rows as the app role with no scope (so the refusal is of a real path),
 // and the view made security_invoker is accepted and reads none.
@@ -481,7 +482,7 @@ func (r *runner) aroundPolicies(p *pt, owner, app *pgxpool.Pool, name string, ch
 				p.Errorf("control: %s reads %d rows as the app role with no scope, want all %d (the path the check must refuse is not real)", c.what, n, total)
 			}
 		}
-		check(app, postgres.ErrRLSBypassRelation, c.what+" granted to the app role")
+		check(app, postgres.ErrRLSBypassPath, c.what+" granted to the app role")
 		if c.leaks && strings.HasPrefix(c.create, "CREATE VIEW") {
 			if _, err := owner.Exec(ctx, `ALTER VIEW tm_conf_around SET (security_invoker = true)`); err != nil {
 				p.Fatalf("making the view security_invoker: %v", err)
@@ -495,5 +496,19 @@ func (r *runner) aroundPolicies(p *pt, owner, app *pgxpool.Pool, name string, ch
 			p.Fatalf("dropping %s: %v", c.what, err)
 		}
 	}
-	check(app, nil, "after dropping the relations around the policies")
+	// A SECURITY DEFINER function of the superuser, which PUBLIC may
+	// execute, reading the table.
+	what := "a SECURITY DEFINER function of the superuser counting " + name
+	if _, err := owner.Exec(ctx, `CREATE FUNCTION tm_conf_around_f() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS $$ SELECT count(*) FROM `+rel+` $$`); err != nil {
+		p.Fatalf("%s: %v", what, err)
+	}
+	var n int
+	if err := app.QueryRow(ctx, `SELECT tm_conf_around_f()`).Scan(&n); err != nil || n != total || total == 0 {
+		p.Errorf("control: %s counts %d rows as the app role with no scope (%v), want all %d", what, n, err, total)
+	}
+	check(app, postgres.ErrRLSBypassPath, what+", executable by the app role")
+	if _, err := owner.Exec(context.Background(), `DROP FUNCTION tm_conf_around_f()`); err != nil {
+		p.Fatalf("dropping %s: %v", what, err)
+	}
+	check(app, nil, "after dropping the relations and the function around the policies")
 }

@@ -170,7 +170,10 @@ type Canary struct {
 }
 
 // Row is one row: column name to value. Values are nil, bool, integers,
-// floats, strings, []byte or time.Time.
+// floats, strings, []byte or time.Time. A DATE, DATETIME or TIMESTAMP
+// column's value is a time.Time on every engine (the suite's own
+// connection reads them so, MySQL/MariaDB included): a date at midnight
+// UTC.
 type Row map[string]any
 
 // Dataset is the data a Seed function inserted, table by table.

@@ -435,3 +435,60 @@ func TestOwnedByReferenceClaimRace(t *testing.T) {
 		t.Errorf("%d customers reference the claimed address, want 1", n)
 	}
 }
+
+// TestOwnedByReferenceSharedRowNoLever: on PostgreSQL, a store updating
+// its own customer (not the address) while another store holds an open
+// transaction that updated its own customer at the same shared address
+// is not made to wait: the claim lock is taken only for a claim of an
+// address no row in the caller's scope references. Before, both updates
+// took it, so one store's open transaction stalled the other's writes
+// and told it that someone shared the address (a lever and an oracle).
+// Control: a claim of an unreferenced address still queues
+// (TestOwnedByReferenceClaimRace).
+func TestOwnedByReferenceSharedRowNoLever(t *testing.T) {
+	s := newScratch(t, enginePostgres, storesDDL)
+	sch := builder.MustSchema(storesSchemaDef())
+	db, err := s.open(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cust := sch.Table("customers")
+	rename := func(id int64, name string) builder.Update {
+		return built(builder.UpdateTable(cust).Set("name", name).Where(cust.Col("id").Eq(id)).ExpectOne().Build())
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	first := make(chan error, 1)
+	go func() {
+		first <- db.Tx(storeCtx("1"), func(tx *guardedsql.Tx) error {
+			_, err := tx.Exec(storeCtx("1"), rename(12, "a2-renamed"))
+			close(held)
+			if err != nil {
+				return err
+			}
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	ctx, cancel := context.WithTimeout(storeCtx("2"), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = db.Exec(ctx, rename(13, "b2-renamed"))
+	waited := time.Since(start)
+	unblock()
+	if ferr := <-first; ferr != nil {
+		t.Fatalf("store 1's update: %v", ferr)
+	}
+	if err != nil {
+		t.Fatalf("store 2's update of its own customer at the shared address while store 1's transaction is open: %v after %v", err, waited)
+	}
+	if waited > time.Second {
+		t.Errorf("store 2's update waited %v for store 1's transaction", waited)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM customers WHERE name IN ('a2-renamed', 'b2-renamed')`); n != 2 {
+		t.Errorf("%d of the 2 renames landed", n)
+	}
+}

@@ -283,6 +283,23 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 				errs = append(errs, fmt.Errorf("%w: %s.%s is %s in the database, the graph says %s values", ErrTypeDrift, t.Name, c, typ, k))
 			}
 		}
+		// A level column that references a table declared global names
+		// that table's rows as the tenants themselves (Chatwoot's
+		// conversations.account_id -> accounts): global, every tenant
+		// reads every tenant's row.
+		for _, fk := range ct.ForeignKeys {
+			to := g.Tables[graphName(g, fk.RefTable)]
+			if t.Global || to == nil || !to.Global || to.GlobalReason != "" || len(fk.Columns) != 1 {
+				continue
+			}
+			for _, lc := range t.LevelCols {
+				if strings.EqualFold(lc.Col, fk.Columns[0]) {
+					errs = append(errs, fmt.Errorf("%w: %s.%s, a column of level %s, references %s, declared global: its rows are the tenants themselves; "+
+						"declare %s tenant-bound (its key a column of level %s), or give a GlobalReason",
+						ErrGlobalDrift, t.Name, lc.Col, lc.Level.Name, to.Name, to.Name, lc.Level.Name))
+				}
+			}
+		}
 		if t.Global && t.GlobalReason == "" {
 			// Invariant: a table without tenant predicates is one the
 			// database, not only the graph, shows to be tenant-free.
@@ -304,7 +321,9 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 				continue // the referenced table is reported missing
 			}
 			if !slices.ContainsFunc(ct.ForeignKeys, func(cf builder.ForeignKey) bool { return sameFK(fk, cf, cat) }) {
-				errs = append(errs, fmt.Errorf("%w: %s(%s) -> %s(%s) is not a foreign-key constraint of the database",
+				errs = append(errs, fmt.Errorf("%w: %s(%s) -> %s(%s) is not a foreign-key constraint of the database; "+
+					"the graph may declare only what the database enforces: add the constraint in a migration "+
+					"(on PostgreSQL on the partitioned table itself, not only on its partitions)",
 					ErrFKNotEnforced, t.Name, strings.Join(fk.Cols, ","), fk.To.Name, strings.Join(fk.RefCols, ",")))
 			}
 		}

@@ -471,3 +471,43 @@ func TestFKActionsRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestGlobalRootRefused: a table declared global whose rows a level column
+// references (Chatwoot's accounts, referenced by conversations.account_id)
+// holds the tenants themselves: Open refuses it with ErrGlobalDrift unless
+// it gives a GlobalReason; declared tenant-bound (its key a level column)
+// it opens.
+func TestGlobalRootRefused(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE accounts (id INT_T PRIMARY KEY, name KEY_T NOT NULL)`,
+		`CREATE TABLE conversations (id INT_T PRIMARY KEY, account_id INT_T NOT NULL, FOREIGN KEY (account_id) REFERENCES accounts(id))`,
+		`INSERT INTO accounts VALUES (1, 'acme'), (2, 'globex')`,
+	}
+	def := func(accounts builder.TableDef) *builder.Schema {
+		return builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "account", Key: builder.IntKey}},
+			Tables: []builder.TableDef{accounts,
+				{Name: "conversations", Columns: []string{"id", "account_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"account_id": "account"},
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"account_id"}, RefTable: "accounts"}}},
+			},
+		})
+	}
+	global := builder.TableDef{Name: "accounts", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Global: true}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, ddl)
+		_, err := s.open(def(global))
+		if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), "conversations.account_id") || !strings.Contains(err.Error(), "references accounts") {
+			t.Fatalf("accounts declared global: err = %v, want ErrGlobalDrift naming conversations.account_id and accounts", err)
+		}
+		t.Log(err)
+		reasoned := global
+		reasoned.GlobalReason = "test: account names are public"
+		if _, err := s.open(def(reasoned)); err != nil {
+			t.Fatalf("with a GlobalReason: %v", err)
+		}
+		bound := builder.TableDef{Name: "accounts", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "account"}}
+		if _, err := s.open(def(bound)); err != nil {
+			t.Fatalf("accounts tenant-bound: %v", err)
+		}
+	})
+}

@@ -249,6 +249,11 @@
 //   - a lock wait timeout is answered as a miss only when the non-locking
 //     re-read finds the row gone from the scope.
 //
+// On PostgreSQL a write referencing a row owned by reference takes a
+// claim lock on it only when no row in the caller's scope references it
+// yet (a claim two tenants could race for); keeping a reference the caller
+// already holds, to a row shared with other tenants, takes none.
+//
 // Left open: on PostgreSQL an upsert whose conflicting row another tenant
 // has updated and not yet committed waits for that transaction (the
 // engine must know whether the conflict stands, and row-level security

@@ -38,14 +38,14 @@ var (
 	// connected role exists on a tenant-bound table; permissive policies
 	// are OR'ed, so it would widen access.
 	ErrRLSPolicyUnexpected = pgdialect.ErrRLSPolicyUnexpected
-	// ErrRLSBypassRelation: the connected role holds a privilege on a
+	// ErrRLSBypassPath: the connected role holds a privilege on a
 	// relation that reaches a tenant-bound table's rows around its
 	// row-level security: a partition or inheritance child (named directly,
 	// its own row-level security applies), a view that is not
 	// security_invoker owned by a superuser or BYPASSRLS role, or a
 	// materialized view. Revoke the privilege, or make the view
 	// security_invoker. The error names the relation and the table.
-	ErrRLSBypassRelation = pgdialect.ErrRLSBypassRelation
+	ErrRLSBypassPath = pgdialect.ErrRLSBypassPath
 	// ErrRLSTableMissing: a tenant-bound table of the schema does not
 	// resolve on the connection's search_path.
 	ErrRLSTableMissing = pgdialect.ErrRLSTableMissing

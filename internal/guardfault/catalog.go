@@ -26,7 +26,7 @@ const (
 	SearchPath Fix = "search_path"
 )
 
-// BypassRelations: the PostgreSQL start-up check refuses a role that can
+// BypassPaths: the PostgreSQL start-up check refuses a role that can
 // use a partition, a view or a materialized view reaching a tenant-bound
 // table's rows around its row-level security (property 17).
-const BypassRelations Fix = "bypass_relations"
+const BypassPaths Fix = "bypass_paths"

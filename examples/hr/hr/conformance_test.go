@@ -107,7 +107,7 @@ func hrTarget(dsn string, seed uint64) conformance.Target {
 			if err := hr.Create(ctx, db, hr.Engine(engine), d); err != nil {
 				return nil, err
 			}
-			return dataset(d, engine), nil
+			return dataset(d), nil
 		},
 		Tenants: []conformance.Tenant{
 			{Name: "company acme", Grants: grant("acme")},
@@ -210,21 +210,14 @@ func hrCalls(ds *conformance.Dataset, tn conformance.Tenant) []conformance.ToolC
 	return append(calls, conformance.ToolCall{Tool: "headcount_report"})
 }
 
-// dateOn is a seed date as the suite's own connection to engine reads a
-// DATE back: a time.Time at midnight UTC, but the text "YYYY-MM-DD" from
-// MySQL/MariaDB (the suite's connection does not parse times there, and
-// Key compares canonical text).
-func dateOn(engine conformance.Engine) func(string) any {
-	return func(s string) any {
-		if engine == conformance.MySQL {
-			return s
-		}
-		t, err := time.Parse(time.DateOnly, s)
-		if err != nil {
-			panic(err)
-		}
-		return t
+// seedDate is a seed date as the suite's own connection reads a DATE
+// back on every engine: a time.Time at midnight UTC.
+func seedDate(s string) any {
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		panic(err)
 	}
+	return t
 }
 
 func nullInt(v int64) any {
@@ -242,9 +235,9 @@ func nullFloat(v float64) any {
 }
 
 // dataset turns the example's data into the suite's Dataset.
-func dataset(d *hr.Data, engine conformance.Engine) *conformance.Dataset {
+func dataset(d *hr.Data) *conformance.Dataset {
 	ds := &conformance.Dataset{}
-	date := dateOn(engine)
+	date := seedDate
 	for _, r := range d.Regions {
 		ds.Add("regions", conformance.Row{"region_id": r.RegionID, "region_name": r.RegionName})
 	}

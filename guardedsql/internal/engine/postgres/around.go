@@ -29,16 +29,60 @@ import (
 // is neither security_invoker nor owned by a role subject to row-level
 // security — followed through views of views at any depth.
 //
-// Not followed (docs/security.md): functions (a SECURITY DEFINER function
-// reading a tenant-bound table as a bypassing owner is invisible to the
-// catalog's dependencies) and foreign tables.
+// A fourth kind is a function: one that is SECURITY DEFINER runs with its
+// owner's rights, so when the owner is a superuser or has BYPASSRLS it
+// reads every tenant's rows (Pagila's rewards_report(), which PUBLIC may
+// execute, returns every store's customers). A function's body is not in
+// the catalog's dependencies unless it is a SQL-standard body, so a
+// function counts as reaching a table when it depends on it or its source
+// names it as a whole word.
+//
+// Invariant: Check passes only if the connected role has no privilege on
+// any relation (in a schema it can use) that reaches a tenant-bound
+// table's rows around its policies: a partition or inheritance child not
+// itself declared, a materialized view over one, or a view over one that
+// is neither security_invoker nor owned by a role subject to row-level
+// security — followed through views of views at any depth; and it can
+// execute no SECURITY DEFINER function owned by a superuser or BYPASSRLS
+// role (outside extensions) that depends on or names a tenant-bound table.
+//
+// Not followed (docs/engines.md): a function that builds a table's name at
+// run time (dynamic SQL), and foreign tables.
 
-// ErrRLSBypassRelation: the connected role can read or write a relation
-// that reaches a tenant-bound table's rows around its row-level security
-// (a partition or inheritance child, a view run with a bypassing owner's
-// rights, a materialized view). The error names the relation and the
+// ErrRLSBypassPath: the connected role can use a relation or execute a
+// function that reaches a tenant-bound table's rows around its row-level
+// security (a partition or inheritance child, a view run with a bypassing
+// owner's rights, a materialized view, a SECURITY DEFINER function of a
+// bypassing owner). The error names the relation or function and the
 // table, never a row.
-var ErrRLSBypassRelation = fmt.Errorf("%w: the role can use a relation that reaches a tenant-bound table's rows around its row-level security", ErrRLSUnsafe)
+var ErrRLSBypassPath = fmt.Errorf("%w: the role can use a relation or function that reaches a tenant-bound table's rows around its row-level security", ErrRLSUnsafe)
+
+// definerSQL lists the SECURITY DEFINER functions the current role can
+// execute, in schemas it can use, not members of an extension and not the
+// library's own in the current schema ($2: the verifying and exchange
+// functions; $3: the prefix of the reference-counting functions, which
+// RLSDDL generates per table owned by reference, of this graph or another
+// applied in the same schema), which read tenant-bound tables by design
+// and which the rest of Check verifies, whose
+// owner is a superuser or has BYPASSRLS, with the first tenant-bound table
+// ($1, oids) each depends on or names as a whole word in its source.
+const definerSQL = `SELECT f.oid::pg_catalog.regprocedure::text, pg_catalog.pg_get_userbyid(f.proowner)::text, t.rel
+FROM pg_catalog.pg_proc f
+JOIN pg_catalog.pg_roles o ON o.oid = f.proowner AND (o.rolsuper OR o.rolbypassrls)
+CROSS JOIN LATERAL (
+  SELECT c.oid::pg_catalog.regclass::text AS rel FROM pg_catalog.pg_class c
+  WHERE c.oid::int8 = ANY ($1::int8[])
+    AND (f.prosrc ~* ('\m' || pg_catalog.regexp_replace(c.relname::text, '([^[:alnum:]_])', '\\\1', 'g') || '\M')
+         OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                    AND d.objid = f.oid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = c.oid))
+  ORDER BY c.relname LIMIT 1) t
+WHERE f.prosecdef AND f.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace
+  AND NOT (f.pronamespace = pg_catalog.to_regnamespace(pg_catalog.current_schema())
+           AND (f.proname::text = ANY ($2::text[]) OR pg_catalog.starts_with(f.proname::text, $3::text)))
+  AND pg_catalog.has_function_privilege(f.oid, 'EXECUTE') AND pg_catalog.has_schema_privilege(f.pronamespace, 'USAGE')
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend e WHERE e.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                  AND e.objid = f.oid AND e.deptype = 'e')
+ORDER BY 1`
 
 // aroundSQL lists, for the tenant-bound tables ($1, oids), every relation
 // the current role holds a privilege on that reaches their rows around
@@ -79,12 +123,12 @@ WHERE r.why <> '' AND pg_catalog.has_schema_privilege(c.relnamespace, 'USAGE')
        OR pg_catalog.has_any_column_privilege(r.oid, 'SELECT, INSERT, UPDATE'))
 ORDER BY r.oid, r.why`
 
-// checkAround refuses, with ErrRLSBypassRelation, a role that holds a
+// checkAround refuses, with ErrRLSBypassPath, a role that holds a
 // privilege on a relation reaching one of the tenant-bound tables (oids)
 // around its policies; it names the first such relation and how many
 // there are.
-func checkAround(ctx context.Context, q engine.Querier, user string, oids []int64) error {
-	if guardfault.Off(guardfault.BypassRelations) {
+func (d Dialect) checkAround(ctx context.Context, q engine.Querier, user string, oids []int64) error {
+	if guardfault.Off(guardfault.BypassPaths) {
 		return nil
 	}
 	type found struct{ rel, table, why string }
@@ -100,8 +144,30 @@ func checkAround(ctx context.Context, q engine.Querier, user string, oids []int6
 	if err != nil {
 		return fmt.Errorf("guardedsql: reading relations that reach tenant-bound tables: %w", err)
 	}
-	if len(all) == 0 {
+	var fns []found
+	ours := []string{d.ScopeFunc(), d.OpenFunc(), d.ExchangeFunc()}
+	err = eachBounded(ctx, q, definerSQL, []any{oids, ours, d.ns() + "_refs_"}, func(r engine.Rows) error {
+		var f found
+		if err := r.Scan(&f.rel, &f.why, &f.table); err != nil {
+			return err
+		}
+		fns = append(fns, f)
 		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("guardedsql: reading SECURITY DEFINER functions: %w", err)
+	}
+	if len(all)+len(fns) == 0 {
+		return nil
+	}
+	more := ""
+	if n := len(all) + len(fns) - 1; n > 0 {
+		more = fmt.Sprintf("; %d more relation(s) or function(s) like it", n)
+	}
+	if len(all) == 0 {
+		f := fns[0]
+		return fmt.Errorf("%w (role %q can execute function %s, SECURITY DEFINER and owned by %q, a superuser or BYPASSRLS role, which reads table %q with every policy skipped: "+
+			"REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC and from the role, or make it SECURITY INVOKER%s)", ErrRLSBypassPath, user, f.rel, f.why, f.table, f.rel, more)
 	}
 	f := all[0]
 	var how string
@@ -114,9 +180,5 @@ func checkAround(ctx context.Context, q engine.Querier, user string, oids []int6
 	default:
 		how = "through a partition or inheritance child, whose own row-level security applies when it is named directly: revoke the role's privileges on it (the guard reads it through its parent), or declare it"
 	}
-	more := ""
-	if len(all) > 1 {
-		more = fmt.Sprintf("; %d more relation(s) like it", len(all)-1)
-	}
-	return fmt.Errorf("%w (role %q can use %s, which reaches table %q %s%s)", ErrRLSBypassRelation, user, f.rel, f.table, how, more)
+	return fmt.Errorf("%w (role %q can use %s, which reaches table %q %s%s)", ErrRLSBypassPath, user, f.rel, f.table, how, more)
 }

@@ -38,11 +38,15 @@ import (
 // function too), so that the count does not depend on the owner's own
 // row-level security. Without claim it returns the number of referencing
 // rows outside the caller's scope (zero: the caller alone owns the row).
-// With claim it first takes a transaction-scoped advisory lock on (T, key),
+// With claim it returns 0 when no row references the key or one in the
+// caller's scope does; when none in the caller's scope does, it first
+// takes a transaction-scoped advisory lock on (T, key) and counts again,
 // so that two transactions claiming the same unreferenced row queue and the
 // second (in READ COMMITTED, where each statement of the function takes a
-// new snapshot) counts the first's committed reference, and returns 0 when
-// no row references the key or one in the caller's scope does. Being a
+// new snapshot) counts the first's committed reference. A write of a row
+// that keeps a reference the caller already holds (an update of a
+// customer at an address shared with another tenant's customer) takes no
+// lock: another tenant's open transaction must not stall it (issue 26). Being a
 // function, it is also what lets the referring table's own WITH CHECK test
 // the rule (a policy reading its own table recurses). The restrictive
 // policies "<ns>_excl_update" and "<ns>_excl_delete" on T make UPDATE and
@@ -169,11 +173,13 @@ DECLARE
   ta bigint;
   tb bigint;
 BEGIN
-  IF lk THEN
-    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(` + literal(d.ns()+":"+t.Name+":") + ` || k::text, 0));
-  END IF;
   PERFORM pg_catalog.set_config(` + probe + `, 'on', true);
-` + sums.String() + `  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
+` + sums.String() + `  IF lk AND vis = 0 THEN
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(` + literal(d.ns()+":"+t.Name+":") + ` || k::text, 0));
+    total := 0;
+    vis := 0;
+` + sums.String() + `  END IF;
+  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
   IF lk THEN
     RETURN CASE WHEN total = 0 OR vis > 0 THEN 0 ELSE 1 END;
   END IF;

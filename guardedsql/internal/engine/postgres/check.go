@@ -341,7 +341,7 @@ func (d Dialect) Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) 
 		}
 	}
 
-	if err := checkAround(ctx, q, user, oids); err != nil { // around.go
+	if err := d.checkAround(ctx, q, user, oids); err != nil { // around.go
 		return err
 	}
 

@@ -33,6 +33,13 @@ func (Dialect) Classify(err error) (engine.EngineError, bool) {
 		e.Kind = engine.EngineUnique
 	case 787: // SQLITE_CONSTRAINT_FOREIGNKEY: the message does not say which side
 		e.Kind = engine.EngineReferenced
+	case 1811: // SQLITE_CONSTRAINT_TRIGGER
+		// A foreign key's ON DELETE/UPDATE RESTRICT action refuses with
+		// this code and SQLite's fixed text; a user trigger's RAISE has
+		// its own text and stays unclassified.
+		if strings.Contains(se.Error(), "FOREIGN KEY constraint failed") {
+			e.Kind = engine.EngineReferenced
+		}
 	case 1299, 275, 3091: // NOTNULL, CHECK, DATATYPE (strict tables)
 		e.Kind = engine.EngineInvalid
 	case 20: // SQLITE_MISMATCH
