@@ -100,3 +100,40 @@ func TestP36DeleteActions(t *testing.T) {
 		return Target{Name: "carts", DSN: dsn, Graph: def, Seed: seedShape(ddl, data, []string{"shops", "carts", "cart_items"})}
 	}, 36)
 }
+
+// Chatwoot's messages.content_attributes is PostgreSQL json (not jsonb),
+// which has no equality operator: P3's self-join on values shared across
+// tenants picked it and failed with 42883 whatever the guard did. It now
+// joins on a column that can be compared (title).
+func TestP03JSONColumn(t *testing.T) {
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "account", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "accounts", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "account"}},
+			{Name: "messages", Columns: []string{"id", "account_id", "attrs", "title"}, PrimaryKey: []string{"id"}, Parent: "account_id",
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"account_id"}, RefTable: "accounts"}}},
+		},
+	}
+	ddl := func(e Engine) []string {
+		js := "TEXT"
+		switch e {
+		case Postgres:
+			js = "json"
+		case MySQL:
+			js = "JSON"
+		}
+		return []string{
+			`CREATE TABLE accounts (id INTEGER PRIMARY KEY)`,
+			`CREATE TABLE messages (id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL REFERENCES accounts(id), attrs ` + js + ` NOT NULL, title VARCHAR(40) NOT NULL)`,
+		}
+	}
+	i := func(v int64) any { return v }
+	data := map[string][]Row{
+		"accounts": {{"id": i(1)}, {"id": i(2)}, {"id": i(3)}},
+		"messages": {{"id": i(1), "account_id": i(1), "attrs": `{"a": 1}`, "title": "hello"}, {"id": i(2), "account_id": i(2), "attrs": `{"a": 1}`, "title": "hello"},
+			{"id": i(3), "account_id": i(1), "attrs": `{"b": 2}`, "title": "bye"}, {"id": i(4), "account_id": i(3), "attrs": `{"b": 2}`, "title": "bye"}},
+	}
+	expectGreen(t, func(dsn string) Target {
+		return Target{Name: "messages", DSN: dsn, Graph: def, Seed: seedShape(ddl, data, []string{"accounts", "messages"})}
+	}, 3)
+}
