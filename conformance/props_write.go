@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/tenantmcp/tenantmcp/builder"
@@ -125,47 +126,63 @@ func (r *runner) otherValue(table, col string, avoid ...Row) (any, bool) {
 
 var freshSeq atomic.Int64
 
-// fresh returns a copy of template (a row as stored) with new values in
-// the columns of the primary key and of every declared unique key that are
-// not foreign-key columns (nor, in a unique key, level columns), each of
-// its column's type by the live catalog (typedValue): integers above every
-// value in the table, decimals likewise, timestamps, dates and UUIDs
-// that no seed holds, text "tmconf-<n>". The copy stays under
-// the template's parents and level ids, so a per-tenant
-// UNIQUE(company_id, email) is kept by the new email alone.
-func (r *runner) fresh(t *tinfo, template Row) Row {
-	row := maps.Clone(template)
+// varied lists the columns fresh renews: those of the primary key and of
+// every declared unique key that are not foreign-key columns (nor, in a
+// unique key, level columns).
+func varied(t *tinfo) []string {
 	fixed := map[string]bool{}
 	for _, f := range t.fks {
 		for _, c := range f.cols {
 			fixed[c] = true
 		}
 	}
-	vary := slices.Clone(t.pk)
+	var out []string
+	for _, c := range t.pk {
+		if !fixed[c] {
+			out = append(out, c)
+		}
+	}
 	for _, u := range t.unique {
 		for _, c := range u {
-			if levelOf(t, c) == "" && !slices.Contains(vary, c) {
-				vary = append(vary, c)
+			if levelOf(t, c) == "" && !fixed[c] && !slices.Contains(out, c) {
+				out = append(out, c)
 			}
 		}
 	}
-	for _, c := range vary {
-		if fixed[c] {
-			continue
-		}
+	return out
+}
+
+// fresh returns a copy of template (a row as stored) with new values in
+// the columns varied lists, each of its column's type by the live
+// catalog (typedValue): integers above every value in the table (within
+// the range of a narrow integer type: see intRoom), decimals likewise,
+// timestamps, dates and UUIDs that no seed holds, text "tmconf-<n>". The
+// copy stays under the template's parents and level ids, so a per-tenant
+// UNIQUE(company_id, email) is kept by the new email alone.
+func (r *runner) fresh(t *tinfo, template Row) Row {
+	row := maps.Clone(template)
+	for _, c := range varied(t) {
 		n := freshSeq.Add(1)
 		kind := r.columnKind(t.name, c, template[c])
 		var hi int64
 		if kind == kindInt || kind == kindDecimal || isInt(r.data.Tables[t.name], c) {
-			for _, x := range r.data.Tables[t.name] {
-				f, _ := strconv.ParseFloat(number(x[c]), 64)
-				hi = max(hi, int64(f))
-			}
+			hi = r.maxOf(t.name, c)
 			if isInt(r.data.Tables[t.name], c) {
 				kind = kindInt
 			}
 		}
 		if kind == kindInt {
+			// Far above the seeds, unless the column's type ends
+			// sooner (a TINYINT UNSIGNED store_id): then the unused
+			// values between the largest seed and the type's top, in turn.
+			if room, top, narrow := r.intRoom(t.name, c); narrow && hi+1_000_000+n > top {
+				if room > 0 {
+					row[c] = hi + 1 + (n-1)%room
+				} else {
+					row[c] = hi + n // out of range: the callers' noRoom skips first
+				}
+				continue
+			}
 			hi += 1_000_000
 		}
 		if offTypedSeeds.Load() && kind != kindInt {
@@ -174,6 +191,72 @@ func (r *runner) fresh(t *tinfo, template Row) Row {
 		row[c] = typedValue(kind, "tmconf", hi, n)
 	}
 	return row
+}
+
+// maxOf is the largest value of table.col in the seed, as an integer (0
+// for none).
+func (r *runner) maxOf(table, col string) int64 {
+	var hi int64
+	for _, x := range r.data.Tables[table] {
+		f, _ := strconv.ParseFloat(number(x[col]), 64)
+		hi = max(hi, int64(f))
+	}
+	return hi
+}
+
+// intRoom reports, for an integer column whose declared type ends before
+// int64 does (TINYINT, SMALLINT, MEDIUMINT, INT, signed or unsigned, by
+// the live catalog), the type's largest value and how many values lie
+// between the seed's largest and it. SQLite enforces no range.
+func (r *runner) intRoom(table, col string) (room, top int64, narrow bool) {
+	if r.engine == SQLite || r.cat == nil {
+		return 0, 0, false
+	}
+	lt := r.cat.tables[strings.ToLower(table)]
+	if lt == nil {
+		return 0, 0, false
+	}
+	top, narrow = intTypeMax(lt.types[strings.ToLower(col)])
+	if !narrow {
+		return 0, 0, false
+	}
+	return max(0, top-r.maxOf(table, col)), top, true
+}
+
+// intTypeMax is the largest value of a declared integer type ("tinyint(3)
+// unsigned", "smallint", "integer", "int(11)"); false for BIGINT and for
+// anything else.
+func intTypeMax(typ string) (int64, bool) {
+	t := strings.ToLower(strings.TrimSpace(typ))
+	unsigned := strings.Contains(t, "unsigned")
+	pick := func(signed, uns int64) (int64, bool) {
+		if unsigned {
+			return uns, true
+		}
+		return signed, true
+	}
+	switch {
+	case strings.HasPrefix(t, "tinyint"):
+		return pick(127, 255)
+	case strings.HasPrefix(t, "smallint"), t == "int2", t == "smallserial":
+		return pick(32767, 65535)
+	case strings.HasPrefix(t, "mediumint"):
+		return pick(8388607, 16777215)
+	case t == "integer", t == "int", t == "int4", t == "serial", strings.HasPrefix(t, "int("), strings.HasPrefix(t, "int "), strings.HasPrefix(t, "integer "):
+		return pick(2147483647, 4294967295)
+	}
+	return 0, false
+}
+
+// noRoom names a column fresh renews whose integer type holds no value
+// above the seed's largest, or "": a copy of a row cannot get a new key.
+func (r *runner) noRoom(t *tinfo) string {
+	for _, c := range varied(t) {
+		if room, _, narrow := r.intRoom(t.name, c); narrow && room == 0 {
+			return c
+		}
+	}
+	return ""
 }
 
 // insertOf builds an INSERT of rows into t (every column).
@@ -418,6 +501,10 @@ func propInsertForeignParent(p *pt, r *runner) {
 				p.Logf("%s as %s: some foreign key reaches no row the tenant can read; the tenant cannot insert here at all", name, tn)
 				continue
 			}
+			if c := r.noRoom(t); c != "" {
+				p.Logf("%s: the type of %s holds no value above the seed's largest; no copy of a row can be inserted, so not checked", name, c)
+				continue
+			}
 			good := r.fresh(t, template)
 			if err := r.control(ctx, func(tx *guardedsql.Tx) error {
 				res, err := r.exec(ctx, tx, r.insertOf(p, t, good))
@@ -501,6 +588,10 @@ func propInsertForeignRoot(p *pt, r *runner) {
 			}
 			tk := pick(p.rng, keys, 1)
 			if len(tk) == 0 {
+				continue
+			}
+			if c := r.noRoom(t); c != "" {
+				p.Logf("%s: the type of %s holds no value above the seed's largest; no copy of a row can be inserted, so not checked", name, c)
 				continue
 			}
 			template := r.raw.byKey[name][tk[0]]

@@ -66,6 +66,45 @@ func expectGreen(t *testing.T, tg func(dsn string) Target, ids ...int) {
 	})
 }
 
+// Sakila's keys on MariaDB: store_id TINYINT UNSIGNED, staff_id and
+// payment_id SMALLINT UNSIGNED. Fresh keys were a million above the
+// seed's largest, which no such column holds ("invalid value (column
+// store_id, code 1264)"; on PostgreSQL SMALLINT, 22003), and P9 and P10
+// failed. They are now taken from the values above the seed's largest
+// the type holds.
+func TestNarrowIntegerKeys(t *testing.T) {
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "store", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "stores", Columns: []string{"store_id", "name"}, PrimaryKey: []string{"store_id"}, Levels: map[string]string{"store_id": "store"}},
+			{Name: "staff", Columns: []string{"staff_id", "store_id", "name"}, PrimaryKey: []string{"staff_id"}, Parent: "store_id",
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
+		},
+	}
+	ddl := func(e Engine) []string {
+		tiny, small := "TINYINT UNSIGNED", "SMALLINT UNSIGNED"
+		switch e {
+		case Postgres:
+			tiny, small = "SMALLINT", "SMALLINT"
+		case SQLite:
+			tiny, small = "INTEGER", "INTEGER"
+		}
+		return []string{
+			`CREATE TABLE stores (store_id ` + tiny + ` PRIMARY KEY, name VARCHAR(40) NOT NULL)`,
+			`CREATE TABLE staff (staff_id ` + small + ` PRIMARY KEY, store_id ` + tiny + ` NOT NULL REFERENCES stores(store_id), name VARCHAR(40) NOT NULL)`,
+		}
+	}
+	i := func(v int64) any { return v }
+	data := map[string][]Row{
+		"stores": {{"store_id": i(1), "name": "s1"}, {"store_id": i(2), "name": "s2"}, {"store_id": i(3), "name": "s3"}},
+		"staff": {{"staff_id": i(1), "store_id": i(1), "name": "Mike"}, {"staff_id": i(2), "store_id": i(2), "name": "Jon"},
+			{"staff_id": i(3), "store_id": i(3), "name": "Ann"}, {"staff_id": i(4), "store_id": i(1), "name": "Mike"}},
+	}
+	expectGreen(t, func(dsn string) Target {
+		return Target{Name: "stores", DSN: dsn, Graph: def, Seed: seedShape(ddl, data, []string{"stores", "staff"})}
+	}, 9, 10)
+}
+
 // Sakila's payment.rental_id is ON DELETE SET NULL (Chatwoot's Rails
 // schemas use CASCADE): deleting a referenced row is legal there, and P36
 // failed with "DELETE of … (still referenced …) err = <nil>". P36 now
