@@ -158,7 +158,8 @@ func varied(t *tinfo) []string {
 // the range of a narrow integer type: see intRoom), decimals likewise,
 // timestamps, dates and UUIDs that no seed holds, text "tmconf-<n>". The
 // copy stays under the template's parents and level ids, so a per-tenant
-// UNIQUE(company_id, email) is kept by the new email alone.
+// UNIQUE(company_id, email) is kept by the new email alone; a key made of
+// foreign-key columns only is freeRefs' to renew.
 func (r *runner) fresh(t *tinfo, template Row) Row {
 	row := maps.Clone(template)
 	for _, c := range varied(t) {
@@ -257,6 +258,104 @@ func (r *runner) noRoom(t *tinfo) string {
 		}
 	}
 	return ""
+}
+
+// freeRefs renews, in a copy of row, the foreign keys of a unique key (or
+// the primary key) made of foreign-key and level columns only: fresh
+// cannot vary it, so a copy of the row would collide (a join table's
+// UNIQUE(account_id, user_id), Sakila's UNIQUE manager_staff_id). It
+// points one such foreign key at another row tn can read (any row of a
+// global table) whose combination no row of the table holds yet, other
+// references first, the scope parent and level columns last; with
+// keepVisible the copy must stay readable by tn. It returns why not when
+// no such row exists.
+func (r *runner) freeRefs(t *tinfo, row Row, tn Tenant, keepVisible bool) (Row, string) {
+	vary := varied(t)
+	var stuck [][]string
+	for _, u := range append([][]string{t.pk}, t.unique...) {
+		fixed := len(u) > 0
+		for _, c := range u {
+			if slices.Contains(vary, c) || row[c] == nil {
+				fixed = false // renewed by fresh, or NULL: distinct from every row
+			}
+		}
+		if fixed {
+			stuck = append(stuck, u)
+		}
+	}
+	if len(stuck) == 0 {
+		return row, ""
+	}
+	used := func(cand Row) bool {
+		for _, u := range stuck {
+			for _, x := range r.raw.rows[t.name] {
+				same := true
+				for _, c := range u {
+					same = same && canon(x[c]) == canon(cand[c])
+				}
+				if same {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !used(row) {
+		return row, ""
+	}
+	var fks []*fkey
+	for _, f := range t.fks {
+		in := false
+		for _, u := range stuck {
+			for _, c := range f.cols {
+				in = in || slices.Contains(u, c)
+			}
+		}
+		if in {
+			fks = append(fks, f)
+		}
+	}
+	moves := func(f *fkey) bool {
+		if f == t.parent {
+			return true
+		}
+		for _, c := range f.cols {
+			if levelOf(t, c) != "" {
+				return true
+			}
+		}
+		return false
+	}
+	slices.SortStableFunc(fks, func(a, b *fkey) int {
+		switch {
+		case moves(a) == moves(b):
+			return 0
+		case moves(a):
+			return 1
+		}
+		return -1
+	})
+	for _, f := range fks {
+		var targets []Row
+		if to := r.g.tables[f.to]; to != nil && !to.global {
+			for _, k := range sortedKeys(r.or.visible(f.to, tn.Grants)) {
+				targets = append(targets, r.or.row(f.to, k))
+			}
+		} else {
+			targets = r.raw.rows[f.to]
+		}
+		for _, target := range targets {
+			cand := maps.Clone(row)
+			for i, c := range f.cols {
+				cand[c] = target[f.ref[i]]
+			}
+			if used(cand) || keepVisible && !r.or.rowVisible(t.name, cand, tn.Grants) {
+				continue
+			}
+			return cand, ""
+		}
+	}
+	return nil, fmt.Sprintf("a unique key of %s is made of foreign-key columns only (%v), and every combination of rows %s can reference is taken", t.name, stuck, tn)
 }
 
 // insertOf builds an INSERT of rows into t (every column).
@@ -505,6 +604,11 @@ func propInsertForeignParent(p *pt, r *runner) {
 				p.Logf("%s: the type of %s holds no value above the seed's largest; no copy of a row can be inserted, so not checked", name, c)
 				continue
 			}
+			template, why := r.freeRefs(t, template, tn, true)
+			if why != "" {
+				p.Logf("%s; no copy of an own row can be inserted, so not checked", why)
+				continue
+			}
 			good := r.fresh(t, template)
 			if err := r.control(ctx, func(tx *guardedsql.Tx) error {
 				res, err := r.exec(ctx, tx, r.insertOf(p, t, good))
@@ -523,6 +627,22 @@ func propInsertForeignParent(p *pt, r *runner) {
 					for i, c := range f.cols {
 						bad[c] = prow[f.ref[i]]
 					}
+					// A key of foreign-key columns only (a join table's
+					// (inbox_id, user_id)) may name a row the other tenant
+					// has: then no row could be said to be created.
+					free, why := r.freeRefs(t, bad, tn, false)
+					if why == "" {
+						for i, c := range f.cols {
+							if canon(free[c]) != canon(prow[f.ref[i]]) {
+								why = "no free key under it"
+							}
+						}
+					}
+					if why != "" {
+						p.Logf("%s under foreign %s %s as %s: %s; not used", name, f.to, head([]string{k}), tn, why)
+						continue
+					}
+					bad = free
 					_, err := r.exec(ctx, r.db, r.insertOf(p, t, bad))
 					tried++
 					if !refused(err) {
@@ -594,7 +714,11 @@ func propInsertForeignRoot(p *pt, r *runner) {
 				p.Logf("%s: the type of %s holds no value above the seed's largest; no copy of a row can be inserted, so not checked", name, c)
 				continue
 			}
-			template := r.raw.byKey[name][tk[0]]
+			template, why := r.freeRefs(t, r.raw.byKey[name][tk[0]], tn, false)
+			if why != "" {
+				p.Logf("%s; no copy of a row can be inserted, so not checked", why)
+				continue
+			}
 			// Control: the copy with fresh keys, under a scope that also
 			// grants every level id the copy carries.
 			good := r.fresh(t, template)

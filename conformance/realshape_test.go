@@ -66,6 +66,71 @@ func expectGreen(t *testing.T, tg func(dsn string) Target, ids ...int) {
 	})
 }
 
+// Chatwoot's membership tables and Sakila's store.manager_staff_id: a
+// unique key made of foreign-key columns only. The P9 and P10 controls
+// copy an own row with fresh values; fresh renews no foreign-key column,
+// so every copy collided with its template (ErrConflict) and both
+// properties failed. The control now points one of the key's references
+// at another readable row whose combination is free: another user for
+// account_users (a root: P10), inbox_members (a child: P9) and
+// inbox_watchers (primary key (inbox_id, user_id)), another inbox of the
+// account for inbox_settings (UNIQUE inbox_id, a 1:1 child). Accounts 2
+// and 3 have no inbox without settings: that control is skipped with a
+// log, the property still runs on the others.
+func TestUniqueForeignKeyCopies(t *testing.T) {
+	fk := func(col, ref string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+	}
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "account", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "accounts", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "account"}},
+			{Name: "users", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Global: true, GlobalReason: "users belong to accounts through account_users"},
+			{Name: "account_users", Columns: []string{"id", "account_id", "user_id", "role"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"account_id": "account"}, Unique: [][]string{{"account_id", "user_id"}},
+				ForeignKeys: []builder.ForeignKey{fk("account_id", "accounts"), fk("user_id", "users")}},
+			{Name: "inboxes", Columns: []string{"id", "account_id", "name"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"account_id": "account"}, ForeignKeys: []builder.ForeignKey{fk("account_id", "accounts")}},
+			{Name: "inbox_members", Columns: []string{"id", "inbox_id", "user_id"}, PrimaryKey: []string{"id"}, Parent: "inbox_id",
+				Unique: [][]string{{"inbox_id", "user_id"}}, ForeignKeys: []builder.ForeignKey{fk("inbox_id", "inboxes"), fk("user_id", "users")}},
+			{Name: "inbox_watchers", Columns: []string{"inbox_id", "user_id"}, PrimaryKey: []string{"inbox_id", "user_id"}, Parent: "inbox_id",
+				ForeignKeys: []builder.ForeignKey{fk("inbox_id", "inboxes"), fk("user_id", "users")}},
+			{Name: "inbox_settings", Columns: []string{"id", "inbox_id", "color"}, PrimaryKey: []string{"id"}, Parent: "inbox_id",
+				Unique: [][]string{{"inbox_id"}}, ForeignKeys: []builder.ForeignKey{fk("inbox_id", "inboxes")}},
+		},
+	}
+	ddl := func(e Engine) []string {
+		return []string{
+			`CREATE TABLE accounts (id INTEGER PRIMARY KEY, name VARCHAR(40) NOT NULL)`,
+			`CREATE TABLE users (id INTEGER PRIMARY KEY, name VARCHAR(40) NOT NULL)`,
+			`CREATE TABLE account_users (id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL REFERENCES accounts(id), user_id INTEGER NOT NULL REFERENCES users(id), role VARCHAR(20) NOT NULL,
+				CONSTRAINT uniq_user_id_per_account_id UNIQUE (account_id, user_id))`,
+			`CREATE TABLE inboxes (id INTEGER PRIMARY KEY, account_id INTEGER NOT NULL REFERENCES accounts(id), name VARCHAR(40) NOT NULL)`,
+			`CREATE TABLE inbox_members (id INTEGER PRIMARY KEY, inbox_id INTEGER NOT NULL REFERENCES inboxes(id), user_id INTEGER NOT NULL REFERENCES users(id), UNIQUE (inbox_id, user_id))`,
+			`CREATE TABLE inbox_watchers (inbox_id INTEGER NOT NULL REFERENCES inboxes(id), user_id INTEGER NOT NULL REFERENCES users(id), PRIMARY KEY (inbox_id, user_id))`,
+			`CREATE TABLE inbox_settings (id INTEGER PRIMARY KEY, inbox_id INTEGER NOT NULL UNIQUE REFERENCES inboxes(id), color VARCHAR(20) NOT NULL)`,
+		}
+	}
+	i := func(v int64) any { return v }
+	data := map[string][]Row{
+		"accounts": {{"id": i(1), "name": "a1"}, {"id": i(2), "name": "a2"}, {"id": i(3), "name": "a3"}},
+		"users":    {{"id": i(1), "name": "u1"}, {"id": i(2), "name": "u2"}, {"id": i(3), "name": "u3"}, {"id": i(4), "name": "u4"}},
+		"account_users": {{"id": i(1), "account_id": i(1), "user_id": i(1), "role": "admin"}, {"id": i(2), "account_id": i(1), "user_id": i(2), "role": "agent"},
+			{"id": i(3), "account_id": i(2), "user_id": i(1), "role": "admin"}, {"id": i(4), "account_id": i(2), "user_id": i(3), "role": "agent"},
+			{"id": i(5), "account_id": i(3), "user_id": i(4), "role": "admin"}},
+		"inboxes": {{"id": i(10), "account_id": i(1), "name": "support"}, {"id": i(11), "account_id": i(1), "name": "sales"},
+			{"id": i(20), "account_id": i(2), "name": "support"}, {"id": i(30), "account_id": i(3), "name": "support"}},
+		"inbox_members": {{"id": i(100), "inbox_id": i(10), "user_id": i(1)}, {"id": i(101), "inbox_id": i(11), "user_id": i(2)},
+			{"id": i(200), "inbox_id": i(20), "user_id": i(3)}, {"id": i(300), "inbox_id": i(30), "user_id": i(4)}},
+		"inbox_watchers": {{"inbox_id": i(10), "user_id": i(1)}, {"inbox_id": i(11), "user_id": i(2)}, {"inbox_id": i(20), "user_id": i(1)}, {"inbox_id": i(30), "user_id": i(4)}},
+		"inbox_settings": {{"id": i(1000), "inbox_id": i(10), "color": "red"}, {"id": i(2000), "inbox_id": i(20), "color": "red"}, {"id": i(3000), "inbox_id": i(30), "color": "blue"}},
+	}
+	order := []string{"accounts", "users", "account_users", "inboxes", "inbox_members", "inbox_watchers", "inbox_settings"}
+	expectGreen(t, func(dsn string) Target {
+		return Target{Name: "members", DSN: dsn, Graph: def, Seed: seedShape(ddl, data, order)}
+	}, 9, 10)
+}
+
 // Sakila's keys on MariaDB: store_id TINYINT UNSIGNED, staff_id and
 // payment_id SMALLINT UNSIGNED. Fresh keys were a million above the
 // seed's largest, which no such column holds ("invalid value (column
