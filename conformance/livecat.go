@@ -27,7 +27,15 @@ type liveTable struct {
 type liveFK struct {
 	cols, ref []string
 	to        string
+	// onDelete is the ON DELETE action: "no action", "restrict",
+	// "cascade", "set null" or "set default".
+	onDelete string
 }
+
+// blocksDelete reports whether f makes the engine refuse the delete of a
+// row it still references (NO ACTION or RESTRICT); under CASCADE or SET
+// NULL the delete is legal and succeeds.
+func (f liveFK) blocksDelete() bool { return f.onDelete == "no action" || f.onDelete == "restrict" }
 
 // readCatalog reads, keyed by lower-case name, every base table of the scratch database with its
 // columns, declared types, primary key and foreign-key constraints. Every
@@ -121,14 +129,14 @@ func readSQLiteCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTabl
 		for _, p := range pks {
 			t.pk = append(t.pk, p.col)
 		}
-		fks, err := queryStrings(ctx, db, `SELECT id, "table", "from", "to" FROM pragma_foreign_key_list(?) ORDER BY id, seq`, n[0])
+		fks, err := queryStrings(ctx, db, `SELECT id, "table", "from", "to", on_delete FROM pragma_foreign_key_list(?) ORDER BY id, seq`, n[0])
 		if err != nil {
 			return err
 		}
 		last := ""
 		for _, f := range fks {
 			if f[0] != last || len(t.fks) == 0 {
-				t.fks = append(t.fks, liveFK{to: strings.ToLower(f[1])})
+				t.fks = append(t.fks, liveFK{to: strings.ToLower(f[1]), onDelete: strings.ToLower(f[4])})
 				last = f[0]
 			}
 			lf := &t.fks[len(t.fks)-1]
@@ -161,7 +169,8 @@ ORDER BY c.relname, a.attnum`)
 		t.cols = append(t.cols, c[1])
 		t.types[col] = strings.ToLower(c[2])
 	}
-	cons, err := queryStrings(ctx, db, `SELECT c.relname, k.oid::text, k.contype, coalesce(r.relname, ''), a.attname, coalesce(ra.attname, '')
+	cons, err := queryStrings(ctx, db, `SELECT c.relname, k.oid::text, k.contype, coalesce(r.relname, ''), a.attname, coalesce(ra.attname, ''),
+       CASE k.confdeltype WHEN 'a' THEN 'no action' WHEN 'r' THEN 'restrict' WHEN 'c' THEN 'cascade' WHEN 'n' THEN 'set null' WHEN 'd' THEN 'set default' ELSE '' END
 FROM pg_constraint k
 JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 CROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)
@@ -185,7 +194,7 @@ ORDER BY c.relname, k.oid, u.ord`)
 			continue
 		}
 		if k[1] != last {
-			t.fks = append(t.fks, liveFK{to: strings.ToLower(k[3])})
+			t.fks = append(t.fks, liveFK{to: strings.ToLower(k[3]), onDelete: k[6]})
 			last = k[1]
 		}
 		lf := &t.fks[len(t.fks)-1]
@@ -213,10 +222,12 @@ WHERE c.TABLE_SCHEMA = DATABASE() AND t.TABLE_TYPE = 'BASE TABLE' ORDER BY c.TAB
 		t.cols = append(t.cols, c[1])
 		t.types[col] = strings.ToLower(c[2])
 	}
-	keys, err := queryStrings(ctx, db, `SELECT TABLE_NAME, CONSTRAINT_NAME, COLUMN_NAME, coalesce(REFERENCED_TABLE_NAME, ''), coalesce(REFERENCED_COLUMN_NAME, '')
-FROM information_schema.KEY_COLUMN_USAGE
-WHERE TABLE_SCHEMA = DATABASE() AND (CONSTRAINT_NAME = 'PRIMARY' OR REFERENCED_TABLE_NAME IS NOT NULL)
-ORDER BY TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION`)
+	keys, err := queryStrings(ctx, db, `SELECT k.TABLE_NAME, k.CONSTRAINT_NAME, k.COLUMN_NAME, coalesce(k.REFERENCED_TABLE_NAME, ''), coalesce(k.REFERENCED_COLUMN_NAME, ''),
+       lower(coalesce(rc.DELETE_RULE, ''))
+FROM information_schema.KEY_COLUMN_USAGE k
+LEFT JOIN information_schema.REFERENTIAL_CONSTRAINTS rc ON rc.CONSTRAINT_SCHEMA = k.TABLE_SCHEMA AND rc.TABLE_NAME = k.TABLE_NAME AND rc.CONSTRAINT_NAME = k.CONSTRAINT_NAME
+WHERE k.TABLE_SCHEMA = DATABASE() AND (k.CONSTRAINT_NAME = 'PRIMARY' OR k.REFERENCED_TABLE_NAME IS NOT NULL)
+ORDER BY k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION`)
 	if err != nil {
 		return err
 	}
@@ -232,7 +243,7 @@ ORDER BY TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION`)
 			continue
 		}
 		if id := k[0] + "\x00" + k[1]; id != last {
-			t.fks = append(t.fks, liveFK{to: strings.ToLower(k[3])})
+			t.fks = append(t.fks, liveFK{to: strings.ToLower(k[3]), onDelete: k[5]})
 			last = id
 		}
 		lf := &t.fks[len(t.fks)-1]

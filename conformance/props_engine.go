@@ -235,6 +235,13 @@ func propEngineErrors(p *pt, r *runner) {
 			if len(own) == 0 {
 				continue
 			}
+			// Under ON DELETE CASCADE or SET NULL the delete is legal
+			// and succeeds: only a blocking reference makes the engine
+			// refuse it.
+			if action, ok := r.deleteAction(t.parent); !ok {
+				p.Logf("%s: its reference to %s is ON DELETE %s, so deleting a referenced row is legal; not used here", name, t.parent.to, action)
+				continue
+			}
 			row := r.or.row(name, own[0])
 			parent := r.g.tables[t.parent.to]
 			pt := r.sch.Table(parent.name)
@@ -246,8 +253,30 @@ func propEngineErrors(p *pt, r *runner) {
 		}
 	}
 	if tried == 0 {
-		p.Skipf("no tenant-bound table with a single-column scope parent")
+		p.Skipf("no tenant-bound table with a single-column scope parent whose deletes it blocks")
 	}
+}
+
+// deleteAction returns the live catalog's ON DELETE action of f and
+// whether it blocks the delete of a referenced row (NO ACTION, RESTRICT).
+func (r *runner) deleteAction(f *fkey) (string, bool) {
+	lt := r.cat.tables[strings.ToLower(f.from)]
+	if lt == nil {
+		return "unknown", false
+	}
+	for _, lf := range lt.fks {
+		if lf.to != strings.ToLower(f.to) || len(lf.cols) != len(f.cols) {
+			continue
+		}
+		same := true
+		for i, c := range f.cols {
+			same = same && lf.cols[i] == strings.ToLower(c)
+		}
+		if same {
+			return strings.ToUpper(lf.onDelete), lf.blocksDelete()
+		}
+	}
+	return "unknown", false
 }
 
 // P38: a unique key shared by all tenants (here a single-column primary

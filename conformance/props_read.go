@@ -301,7 +301,7 @@ func (r *runner) naturalColumn(table string) string {
 	root := r.g.levels[0].Name
 	rows := r.data.Tables[table]
 	for _, c := range t.cols {
-		if skip[c] {
+		if skip[c] || !r.hasEquality(table, c) {
 			continue
 		}
 		owners := map[string]map[string]bool{}
@@ -337,6 +337,25 @@ func (r *runner) naturalColumn(table string) string {
 		}
 	}
 	return ""
+}
+
+// hasEquality reports whether values of table.col can be compared with
+// "=": PostgreSQL has no equality operator for json (jsonb has one), xml
+// or the geometric types, and refuses a join on them (42883) whatever the
+// guard does.
+func (r *runner) hasEquality(table, col string) bool {
+	if r.engine != Postgres || r.cat == nil {
+		return true
+	}
+	lt := r.cat.tables[strings.ToLower(table)]
+	if lt == nil {
+		return true
+	}
+	switch strings.TrimSuffix(lt.types[strings.ToLower(col)], "[]") {
+	case "json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle":
+		return false
+	}
+	return true
 }
 
 // checkNaturalJoin self-joins table on a column whose values recur across

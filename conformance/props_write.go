@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/tenantmcp/tenantmcp/builder"
@@ -125,47 +126,64 @@ func (r *runner) otherValue(table, col string, avoid ...Row) (any, bool) {
 
 var freshSeq atomic.Int64
 
-// fresh returns a copy of template (a row as stored) with new values in
-// the columns of the primary key and of every declared unique key that are
-// not foreign-key columns (nor, in a unique key, level columns), each of
-// its column's type by the live catalog (typedValue): integers above every
-// value in the table, decimals likewise, timestamps, dates and UUIDs
-// that no seed holds, text "tmconf-<n>". The copy stays under
-// the template's parents and level ids, so a per-tenant
-// UNIQUE(company_id, email) is kept by the new email alone.
-func (r *runner) fresh(t *tinfo, template Row) Row {
-	row := maps.Clone(template)
+// varied lists the columns fresh renews: those of the primary key and of
+// every declared unique key that are not foreign-key columns (nor, in a
+// unique key, level columns).
+func varied(t *tinfo) []string {
 	fixed := map[string]bool{}
 	for _, f := range t.fks {
 		for _, c := range f.cols {
 			fixed[c] = true
 		}
 	}
-	vary := slices.Clone(t.pk)
+	var out []string
+	for _, c := range t.pk {
+		if !fixed[c] {
+			out = append(out, c)
+		}
+	}
 	for _, u := range t.unique {
 		for _, c := range u {
-			if levelOf(t, c) == "" && !slices.Contains(vary, c) {
-				vary = append(vary, c)
+			if levelOf(t, c) == "" && !fixed[c] && !slices.Contains(out, c) {
+				out = append(out, c)
 			}
 		}
 	}
-	for _, c := range vary {
-		if fixed[c] {
-			continue
-		}
+	return out
+}
+
+// fresh returns a copy of template (a row as stored) with new values in
+// the columns varied lists, each of its column's type by the live
+// catalog (typedValue): integers above every value in the table (within
+// the range of a narrow integer type: see intRoom), decimals likewise,
+// timestamps, dates and UUIDs that no seed holds, text "tmconf-<n>". The
+// copy stays under the template's parents and level ids, so a per-tenant
+// UNIQUE(company_id, email) is kept by the new email alone; a key made of
+// foreign-key columns only is freeRefs' to renew.
+func (r *runner) fresh(t *tinfo, template Row) Row {
+	row := maps.Clone(template)
+	for _, c := range varied(t) {
 		n := freshSeq.Add(1)
 		kind := r.columnKind(t.name, c, template[c])
 		var hi int64
 		if kind == kindInt || kind == kindDecimal || isInt(r.data.Tables[t.name], c) {
-			for _, x := range r.data.Tables[t.name] {
-				f, _ := strconv.ParseFloat(number(x[c]), 64)
-				hi = max(hi, int64(f))
-			}
+			hi = r.maxOf(t.name, c)
 			if isInt(r.data.Tables[t.name], c) {
 				kind = kindInt
 			}
 		}
 		if kind == kindInt {
+			// Far above the seeds, unless the column's type ends
+			// sooner (a TINYINT UNSIGNED store_id): then the unused
+			// values between the largest seed and the type's top, in turn.
+			if room, top, narrow := r.intRoom(t.name, c); narrow && hi+1_000_000+n > top {
+				if room > 0 {
+					row[c] = hi + 1 + (n-1)%room
+				} else {
+					row[c] = hi + n // out of range: the callers' noRoom skips first
+				}
+				continue
+			}
 			hi += 1_000_000
 		}
 		if offTypedSeeds.Load() && kind != kindInt {
@@ -174,6 +192,170 @@ func (r *runner) fresh(t *tinfo, template Row) Row {
 		row[c] = typedValue(kind, "tmconf", hi, n)
 	}
 	return row
+}
+
+// maxOf is the largest value of table.col in the seed, as an integer (0
+// for none).
+func (r *runner) maxOf(table, col string) int64 {
+	var hi int64
+	for _, x := range r.data.Tables[table] {
+		f, _ := strconv.ParseFloat(number(x[col]), 64)
+		hi = max(hi, int64(f))
+	}
+	return hi
+}
+
+// intRoom reports, for an integer column whose declared type ends before
+// int64 does (TINYINT, SMALLINT, MEDIUMINT, INT, signed or unsigned, by
+// the live catalog), the type's largest value and how many values lie
+// between the seed's largest and it. SQLite enforces no range.
+func (r *runner) intRoom(table, col string) (room, top int64, narrow bool) {
+	if r.engine == SQLite || r.cat == nil {
+		return 0, 0, false
+	}
+	lt := r.cat.tables[strings.ToLower(table)]
+	if lt == nil {
+		return 0, 0, false
+	}
+	top, narrow = intTypeMax(lt.types[strings.ToLower(col)])
+	if !narrow {
+		return 0, 0, false
+	}
+	return max(0, top-r.maxOf(table, col)), top, true
+}
+
+// intTypeMax is the largest value of a declared integer type ("tinyint(3)
+// unsigned", "smallint", "integer", "int(11)"); false for BIGINT and for
+// anything else.
+func intTypeMax(typ string) (int64, bool) {
+	t := strings.ToLower(strings.TrimSpace(typ))
+	unsigned := strings.Contains(t, "unsigned")
+	pick := func(signed, uns int64) (int64, bool) {
+		if unsigned {
+			return uns, true
+		}
+		return signed, true
+	}
+	switch {
+	case strings.HasPrefix(t, "tinyint"):
+		return pick(127, 255)
+	case strings.HasPrefix(t, "smallint"), t == "int2", t == "smallserial":
+		return pick(32767, 65535)
+	case strings.HasPrefix(t, "mediumint"):
+		return pick(8388607, 16777215)
+	case t == "integer", t == "int", t == "int4", t == "serial", strings.HasPrefix(t, "int("), strings.HasPrefix(t, "int "), strings.HasPrefix(t, "integer "):
+		return pick(2147483647, 4294967295)
+	}
+	return 0, false
+}
+
+// noRoom names a column fresh renews whose integer type holds no value
+// above the seed's largest, or "": a copy of a row cannot get a new key.
+func (r *runner) noRoom(t *tinfo) string {
+	for _, c := range varied(t) {
+		if room, _, narrow := r.intRoom(t.name, c); narrow && room == 0 {
+			return c
+		}
+	}
+	return ""
+}
+
+// freeRefs renews, in a copy of row, the foreign keys of a unique key (or
+// the primary key) made of foreign-key and level columns only: fresh
+// cannot vary it, so a copy of the row would collide (a join table's
+// UNIQUE(account_id, user_id), Sakila's UNIQUE manager_staff_id). It
+// points one such foreign key at another row tn can read (any row of a
+// global table) whose combination no row of the table holds yet, other
+// references first, the scope parent and level columns last; with
+// keepVisible the copy must stay readable by tn. It returns why not when
+// no such row exists.
+func (r *runner) freeRefs(t *tinfo, row Row, tn Tenant, keepVisible bool) (Row, string) {
+	vary := varied(t)
+	var stuck [][]string
+	for _, u := range append([][]string{t.pk}, t.unique...) {
+		fixed := len(u) > 0
+		for _, c := range u {
+			if slices.Contains(vary, c) || row[c] == nil {
+				fixed = false // renewed by fresh, or NULL: distinct from every row
+			}
+		}
+		if fixed {
+			stuck = append(stuck, u)
+		}
+	}
+	if len(stuck) == 0 {
+		return row, ""
+	}
+	used := func(cand Row) bool {
+		for _, u := range stuck {
+			for _, x := range r.raw.rows[t.name] {
+				same := true
+				for _, c := range u {
+					same = same && canon(x[c]) == canon(cand[c])
+				}
+				if same {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !used(row) {
+		return row, ""
+	}
+	var fks []*fkey
+	for _, f := range t.fks {
+		in := false
+		for _, u := range stuck {
+			for _, c := range f.cols {
+				in = in || slices.Contains(u, c)
+			}
+		}
+		if in {
+			fks = append(fks, f)
+		}
+	}
+	moves := func(f *fkey) bool {
+		if f == t.parent {
+			return true
+		}
+		for _, c := range f.cols {
+			if levelOf(t, c) != "" {
+				return true
+			}
+		}
+		return false
+	}
+	slices.SortStableFunc(fks, func(a, b *fkey) int {
+		switch {
+		case moves(a) == moves(b):
+			return 0
+		case moves(a):
+			return 1
+		}
+		return -1
+	})
+	for _, f := range fks {
+		var targets []Row
+		if to := r.g.tables[f.to]; to != nil && !to.global {
+			for _, k := range sortedKeys(r.or.visible(f.to, tn.Grants)) {
+				targets = append(targets, r.or.row(f.to, k))
+			}
+		} else {
+			targets = r.raw.rows[f.to]
+		}
+		for _, target := range targets {
+			cand := maps.Clone(row)
+			for i, c := range f.cols {
+				cand[c] = target[f.ref[i]]
+			}
+			if used(cand) || keepVisible && !r.or.rowVisible(t.name, cand, tn.Grants) {
+				continue
+			}
+			return cand, ""
+		}
+	}
+	return nil, fmt.Sprintf("a unique key of %s is made of foreign-key columns only (%v), and every combination of rows %s can reference is taken", t.name, stuck, tn)
 }
 
 // insertOf builds an INSERT of rows into t (every column).
@@ -418,6 +600,15 @@ func propInsertForeignParent(p *pt, r *runner) {
 				p.Logf("%s as %s: some foreign key reaches no row the tenant can read; the tenant cannot insert here at all", name, tn)
 				continue
 			}
+			if c := r.noRoom(t); c != "" {
+				p.Logf("%s: the type of %s holds no value above the seed's largest; no copy of a row can be inserted, so not checked", name, c)
+				continue
+			}
+			template, why := r.freeRefs(t, template, tn, true)
+			if why != "" {
+				p.Logf("%s; no copy of an own row can be inserted, so not checked", why)
+				continue
+			}
 			good := r.fresh(t, template)
 			if err := r.control(ctx, func(tx *guardedsql.Tx) error {
 				res, err := r.exec(ctx, tx, r.insertOf(p, t, good))
@@ -436,6 +627,22 @@ func propInsertForeignParent(p *pt, r *runner) {
 					for i, c := range f.cols {
 						bad[c] = prow[f.ref[i]]
 					}
+					// A key of foreign-key columns only (a join table's
+					// (inbox_id, user_id)) may name a row the other tenant
+					// has: then no row could be said to be created.
+					free, why := r.freeRefs(t, bad, tn, false)
+					if why == "" {
+						for i, c := range f.cols {
+							if canon(free[c]) != canon(prow[f.ref[i]]) {
+								why = "no free key under it"
+							}
+						}
+					}
+					if why != "" {
+						p.Logf("%s under foreign %s %s as %s: %s; not used", name, f.to, head([]string{k}), tn, why)
+						continue
+					}
+					bad = free
 					_, err := r.exec(ctx, r.db, r.insertOf(p, t, bad))
 					tried++
 					if !refused(err) {
@@ -503,7 +710,15 @@ func propInsertForeignRoot(p *pt, r *runner) {
 			if len(tk) == 0 {
 				continue
 			}
-			template := r.raw.byKey[name][tk[0]]
+			if c := r.noRoom(t); c != "" {
+				p.Logf("%s: the type of %s holds no value above the seed's largest; no copy of a row can be inserted, so not checked", name, c)
+				continue
+			}
+			template, why := r.freeRefs(t, r.raw.byKey[name][tk[0]], tn, false)
+			if why != "" {
+				p.Logf("%s; no copy of a row can be inserted, so not checked", why)
+				continue
+			}
 			// Control: the copy with fresh keys, under a scope that also
 			// grants every level id the copy carries.
 			good := r.fresh(t, template)
