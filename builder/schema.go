@@ -78,9 +78,12 @@ type TableDef struct {
 
 	Global bool
 	// GlobalReason explains why a global table that looks tenant-bound is
-	// global: one with a foreign key into a tenant-bound table or a column
+	// global: one with a foreign key into a tenant-bound table, a column
 	// named like a scope level ("chain", "chain_id", or the name of any
-	// level column). guardedsql's start-up catalog check refuses such a
+	// level column), a column named like a reference to a tenant-bound
+	// table with no foreign key on it ("inbox_id" for inboxes), or one a
+	// level column references (the tenants' own table). guardedsql's
+	// start-up catalog check refuses such a
 	// table without a reason, since declaring a tenant table global
 	// removes every predicate from it. Only for Global tables.
 	GlobalReason string
@@ -139,7 +142,10 @@ type TableDef struct {
 	// that is unreferenced or already visible to the writer. Such a table
 	// needs a one-column primary key, which every referencing foreign key
 	// references, cannot be Global, has no Levels and no Parent, and has no
-	// foreign key into a tenant-bound table.
+	// foreign key into a tenant-bound table. Insert a new row and its
+	// first reference in one transaction (guardedsql's DB.Tx): committed
+	// alone, an unreferenced row may be claimed by any tenant that names
+	// its key first.
 	OwnedByReference bool
 }
 

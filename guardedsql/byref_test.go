@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -490,5 +491,49 @@ func TestOwnedByReferenceSharedRowNoLever(t *testing.T) {
 	}
 	if n := s.count(`SELECT COUNT(*) FROM customers WHERE name IN ('a2-renamed', 'b2-renamed')`); n != 2 {
 		t.Errorf("%d of the 2 renames landed", n)
+	}
+}
+
+// TestOwnedByReferenceKeyTypes: on PostgreSQL a reference to a table owned
+// by reference from a column of a type that cannot become the key's
+// implicitly (a bigint column referencing an integer key: Chatwoot's
+// account_users.user_id -> users.id) stops ApplyRLS with a message naming
+// both columns and the fix, not the engine's "function does not exist"; a
+// narrower column (integer referencing bigint) is accepted.
+func TestOwnedByReferenceKeyTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, ref string
+		ok             bool
+	}{
+		{"bigint column, integer key", "INTEGER", "BIGINT", false},
+		{"integer column, bigint key", "BIGINT", "INTEGER", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScratch(t, enginePostgres, []string{
+				`CREATE TABLE users (id ` + tc.key + ` PRIMARY KEY, email KEY_T NOT NULL)`,
+				`CREATE TABLE accounts (id INT_T PRIMARY KEY)`,
+				`CREATE TABLE account_users (id INT_T PRIMARY KEY, account_id INT_T NOT NULL REFERENCES accounts(id), user_id ` + tc.ref + ` NOT NULL REFERENCES users(id))`,
+			})
+			fk := func(col, ref string) builder.ForeignKey { return builder.ForeignKey{Columns: []string{col}, RefTable: ref} }
+			sch := builder.MustSchema(builder.SchemaDef{
+				Levels: []builder.Level{{Name: "account", Key: builder.IntKey}},
+				Tables: []builder.TableDef{
+					{Name: "users", Columns: []string{"id", "email"}, PrimaryKey: []string{"id"}, OwnedByReference: true},
+					{Name: "accounts", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "account"}},
+					{Name: "account_users", Columns: []string{"id", "account_id", "user_id"}, PrimaryKey: []string{"id"},
+						Levels: map[string]string{"account_id": "account"}, ForeignKeys: []builder.ForeignKey{fk("account_id", "accounts"), fk("user_id", "users")}},
+				},
+			})
+			_, err := s.open(sch)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !tc.ok && (err == nil || !strings.Contains(err.Error(), "account_users.user_id is bigint but users.id") || strings.Contains(err.Error(), "does not exist")):
+				t.Fatalf("err = %v, want the mismatch named", err)
+			}
+			if err != nil {
+				t.Log(err)
+			}
+		})
 	}
 }

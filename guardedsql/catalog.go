@@ -234,6 +234,31 @@ func keyColumns(g *sqlast.Schema) [][2]string {
 // levelLike reports whether column c is named like a scope level of g: a
 // level's name, that name with "_id", or the name of a level column of a
 // tenant-bound table other than a plain "id".
+// refLike returns the tenant-bound table (or one owned by reference) a
+// column is named after the way frameworks name a reference without a
+// database foreign key ("inbox_id" for inboxes, "company_id" for
+// companies, "address_id" for address), or "". Schemas whose framework
+// keeps no foreign keys (Rails' by default) show their tenant rows only by
+// such names, so a global table holding one is asked for a reason.
+func refLike(g *sqlast.Schema, c string) string {
+	c = strings.ToLower(c)
+	base, ok := strings.CutSuffix(c, "_id")
+	if !ok || base == "" {
+		return ""
+	}
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		if t.Global {
+			continue
+		}
+		n := strings.ToLower(t.Name)
+		if n == base || n == base+"s" || n == base+"es" || (strings.HasSuffix(base, "y") && n == base[:len(base)-1]+"ies") {
+			return t.Name
+		}
+	}
+	return ""
+}
+
 func levelLike(g *sqlast.Schema, c string) bool {
 	c = strings.ToLower(c)
 	for _, l := range g.Levels {
@@ -313,6 +338,12 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 				if levelLike(g, c) {
 					errs = append(errs, fmt.Errorf("%w: %s.%s is named like a scope level; declare %s tenant-bound, or give a GlobalReason",
 						ErrGlobalDrift, t.Name, c, t.Name))
+				} else if to := refLike(g, c); to != "" && !slices.ContainsFunc(ct.ForeignKeys, func(fk builder.ForeignKey) bool {
+					return len(fk.Columns) == 1 && strings.EqualFold(fk.Columns[0], c)
+				}) {
+					errs = append(errs, fmt.Errorf("%w: %s.%s is named like a reference to tenant-bound %s, with no foreign key in the database; "+
+						"add the foreign key in a migration and declare %s tenant-bound (Parent or OwnedByReference), or give a GlobalReason",
+						ErrGlobalDrift, t.Name, c, to, t.Name))
 				}
 			}
 		}

@@ -511,3 +511,43 @@ func TestGlobalRootRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestGlobalNamedLikeReferenceRefused: a schema whose framework keeps no
+// foreign keys (Rails: Chatwoot's inbox_members(inbox_id, user_id)) shows
+// its tenant rows only by column names. A table declared global with a
+// column named after a tenant-bound table ("inbox_id" for inboxes) and no
+// foreign key on it is refused with ErrGlobalDrift unless it gives a
+// GlobalReason; a column named after a global table is not.
+func TestGlobalNamedLikeReferenceRefused(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE inboxes (id INT_T PRIMARY KEY, account_id INT_T NOT NULL)`,
+		`CREATE TABLE languages (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE inbox_members (id INT_T PRIMARY KEY, inbox_id INT_T NOT NULL, user_id INT_T NOT NULL, language_id INT_T NULL)`,
+	}
+	def := func(members builder.TableDef) *builder.Schema {
+		return builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "account", Key: builder.IntKey}},
+			Tables: []builder.TableDef{members,
+				{Name: "inboxes", Columns: []string{"id", "account_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"account_id": "account"}},
+				{Name: "languages", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Global: true},
+			},
+		})
+	}
+	members := builder.TableDef{Name: "inbox_members", Columns: []string{"id", "inbox_id", "user_id", "language_id"}, PrimaryKey: []string{"id"}, Global: true}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, ddl)
+		_, err := s.open(def(members))
+		if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), "inbox_members.inbox_id is named like a reference to tenant-bound inboxes") {
+			t.Fatalf("inbox_members declared global: err = %v, want ErrGlobalDrift naming inbox_members.inbox_id", err)
+		}
+		if strings.Contains(err.Error(), "language_id") {
+			t.Errorf("language_id (a global table's) refused too: %v", err)
+		}
+		t.Log(err)
+		reasoned := members
+		reasoned.GlobalReason = "test: membership lists are public"
+		if _, err := s.open(def(reasoned)); err != nil {
+			t.Fatalf("with a GlobalReason: %v", err)
+		}
+	})
+}

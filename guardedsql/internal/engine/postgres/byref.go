@@ -187,14 +187,32 @@ BEGIN
 END`
 		// The key's type is the column's, read where the DDL runs, so that a
 		// bound parameter takes it (and the referring columns' indexes serve
-		// the counts).
+		// the counts). A referring column of another type (an integer key
+		// referenced from a bigint column) could not call the function: the
+		// DDL stops with a message naming both columns rather than the
+		// engine's "function does not exist".
+		var same strings.Builder
+		for _, fk := range t.Referrers {
+			fmt.Fprintf(&same, `
+  SELECT a.atttypid, pg_catalog.format_type(a.atttypid, a.atttypmod) INTO STRICT roid, rtyp
+    FROM pg_catalog.pg_attribute a
+   WHERE a.attrelid = pg_catalog.to_regclass(%s) AND a.attname = %s AND NOT a.attisdropped;
+  IF roid <> koid AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_cast c WHERE c.castsource = roid AND c.casttarget = koid AND c.castcontext = 'i') THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_table_definition', MESSAGE = pg_catalog.format(
+      'tenantmcp: %%s.%%s is %%s but %%s.%%s, the key of a table owned by reference, is %%s: give the referencing column the key''s type (ALTER TABLE … ALTER COLUMN … TYPE)',
+      %s, %s, rtyp, %s, %s, typ);
+  END IF;`, literal(d.Quote(fk.From.Name)), literal(fk.Cols[0]), literal(fk.From.Name), literal(fk.Cols[0]), literal(t.Name), literal(t.PK[0]))
+		}
 		out = append(out, `DO $tm$
 DECLARE
   typ text;
+  rtyp text;
+  koid oid;
+  roid oid;
 BEGIN
-  SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO STRICT typ
+  SELECT a.atttypid, pg_catalog.format_type(a.atttypid, a.atttypmod) INTO STRICT koid, typ
     FROM pg_catalog.pg_attribute a
-   WHERE a.attrelid = pg_catalog.to_regclass(`+literal(d.Quote(t.Name))+`) AND a.attname = `+literal(t.PK[0])+` AND NOT a.attisdropped;
+   WHERE a.attrelid = pg_catalog.to_regclass(`+literal(d.Quote(t.Name))+`) AND a.attname = `+literal(t.PK[0])+` AND NOT a.attisdropped;`+same.String()+`
   EXECUTE pg_catalog.format($f$CREATE OR REPLACE FUNCTION %I(k %s, lk boolean) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL RESTRICTED
 SET search_path = pg_catalog, %I, pg_temp
