@@ -514,7 +514,9 @@ func TestOwnedByReferenceKeyTypes(t *testing.T) {
 				`CREATE TABLE accounts (id INT_T PRIMARY KEY)`,
 				`CREATE TABLE account_users (id INT_T PRIMARY KEY, account_id INT_T NOT NULL REFERENCES accounts(id), user_id ` + tc.ref + ` NOT NULL REFERENCES users(id))`,
 			})
-			fk := func(col, ref string) builder.ForeignKey { return builder.ForeignKey{Columns: []string{col}, RefTable: ref} }
+			fk := func(col, ref string) builder.ForeignKey {
+				return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+			}
 			sch := builder.MustSchema(builder.SchemaDef{
 				Levels: []builder.Level{{Name: "account", Key: builder.IntKey}},
 				Tables: []builder.TableDef{
