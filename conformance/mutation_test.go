@@ -248,6 +248,8 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.KeyedWrites), disable(guardfault.KeyedWrites), []int{49}},
 		{string(guardfault.GuardFirst), disable(guardfault.GuardFirst), []int{50}},
 		{string(guardfault.UndeclaredFK), disable(guardfault.UndeclaredFK), []int{54}},
+		{string(guardfault.GlobalNamedRef), disable(guardfault.GlobalNamedRef), []int{27}},
+		{string(guardfault.GlobalRoot), disable(guardfault.GlobalRoot), []int{27}},
 		{string(guardfault.GlobalReadOnly), disable(guardfault.GlobalReadOnly), []int{55}},
 		{string(guardfault.SharedUnique), disable(guardfault.SharedUnique), []int{56}},
 		{string(guardfault.Triggers), disable(guardfault.Triggers), []int{57}},

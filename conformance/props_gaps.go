@@ -202,7 +202,9 @@ func propPathKey(p *pt, r *runner) {
 }
 
 // propCatalog (P27): the target graph agrees with its catalog, and a
-// table wrongly declared global is refused at Open.
+// table wrongly declared global is refused at Open: one referencing a
+// tenant-bound table, one naming one without a foreign key, and the
+// tenants' own table.
 func propCatalog(p *pt, r *runner) {
 	rep, err := guardedsql.CheckCatalog(p.ctx, r.db)
 	if err != nil {
@@ -211,34 +213,66 @@ func propCatalog(p *pt, r *runner) {
 	if len(rep.Unlisted) > 0 || len(rep.Missing) > 0 {
 		p.Errorf("catalog drift: tables that look tenant-bound but are not in the graph %v; in the graph but not the database %v", rep.Unlisted, rep.Missing)
 	}
-	f := r.gapFixture(p, []string{"g27_rooms", "g27_hotels"}, []string{
-		`CREATE TABLE g27_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
-		`CREATE TABLE g27_rooms (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL REFERENCES g27_hotels(id), secret KEY_T NOT NULL)`,
+	f := r.gapFixture(p, []string{"g27_notes", "g27_rooms", "g27_hotels", "g27_chains"}, []string{
+		`CREATE TABLE g27_chains (id KEY_T PRIMARY KEY)`,
+		`CREATE TABLE g27_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL, FOREIGN KEY (chain_id) REFERENCES g27_chains(id))`,
+		`CREATE TABLE g27_rooms (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, secret KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES g27_hotels(id))`,
+		// A framework that keeps no foreign keys: the hotel is only named.
+		`CREATE TABLE g27_notes (id INT_T PRIMARY KEY, g27_hotel_id INT_T NOT NULL, secret KEY_T NOT NULL)`,
+		`INSERT INTO g27_chains VALUES ('acme'), ('globex')`,
 		`INSERT INTO g27_hotels VALUES (1, 'acme'), (2, 'globex')`,
 		`INSERT INTO g27_rooms VALUES (10, 1, 'acme room'), (11, 2, 'globex room')`,
+		`INSERT INTO g27_notes VALUES (20, 1, 'acme note'), (21, 2, 'globex note')`,
 	})
 	defer f.drop()
-	sch, err := builder.NewSchema(builder.SchemaDef{
-		Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
-		Tables: []builder.TableDef{
-			{Name: "g27_hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
-			{Name: "g27_rooms", Columns: []string{"id", "hotel_id", "secret"}, PrimaryKey: []string{"id"}, Global: true,
-				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "g27_hotels"}}},
-		},
-	})
-	if err != nil {
-		p.Fatalf("schema: %v", err)
+	fk := func(col, ref string) []builder.ForeignKey {
+		return []builder.ForeignKey{{Columns: []string{col}, RefTable: ref}}
 	}
-	db, err := f.open(sch)
-	if errors.Is(err, guardedsql.ErrGlobalDrift) {
-		return
+	chains := builder.TableDef{Name: "g27_chains", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "chain"}}
+	rooms := builder.TableDef{Name: "g27_rooms", Columns: []string{"id", "hotel_id", "secret"}, PrimaryKey: []string{"id"}, ForeignKeys: fk("hotel_id", "g27_hotels")}
+	notes := builder.TableDef{Name: "g27_notes", Columns: []string{"id", "g27_hotel_id", "secret"}, PrimaryKey: []string{"id"}, Global: true,
+		GlobalReason: "conformance control: acknowledged"}
+	hotels := builder.TableDef{Name: "g27_hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"},
+		ForeignKeys: fk("chain_id", "g27_chains")}
+	// Each case declares one table global without a reason, the rest right.
+	for _, c := range []struct {
+		what, table, want string
+		tables            func() []builder.TableDef
+	}{
+		{"g27_rooms (references tenant-bound g27_hotels) declared global", "g27_rooms", "g27_rooms(hotel_id) references tenant-bound g27_hotels", func() []builder.TableDef {
+			r := rooms
+			r.Global = true
+			return []builder.TableDef{chains, hotels, r, notes}
+		}},
+		{"g27_notes (g27_hotel_id names tenant-bound g27_hotels, no foreign key) declared global", "g27_notes", "g27_notes.g27_hotel_id is named like a reference to tenant-bound g27_hotels", func() []builder.TableDef {
+			n := notes
+			n.GlobalReason = ""
+			return []builder.TableDef{chains, hotels, rooms, n}
+		}},
+		{"g27_chains (the tenants, referenced by level column g27_hotels.chain_id) declared global", "g27_chains", "references g27_chains, declared global", func() []builder.TableDef {
+			return []builder.TableDef{{Name: "g27_chains", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Global: true}, hotels, rooms, notes}
+		}},
+	} {
+		sch, err := builder.NewSchema(builder.SchemaDef{Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}}, Tables: c.tables()})
+		if err != nil {
+			p.Fatalf("%s: schema: %v", c.what, err)
+		}
+		db, err := f.open(sch)
+		if errors.Is(err, guardedsql.ErrGlobalDrift) && strings.Contains(err.Error(), c.want) {
+			continue
+		}
+		if err != nil {
+			p.Errorf("%s: Open refused it, but not for that: %v", c.what, err)
+			continue
+		}
+		t := sch.Table(c.table)
+		col := "secret"
+		if c.table == "g27_chains" {
+			col = "id"
+		}
+		got := strs(p, db, gapCtx(p, chainGrant("acme")), builder.Must(builder.Select(t.Col(col)).From(t).Build()))
+		p.Errorf("%s was accepted at Open; chain acme reads %v", c.what, got)
 	}
-	if err != nil {
-		p.Fatalf("open: %v", err)
-	}
-	rooms := sch.Table("g27_rooms")
-	got := strs(p, db, gapCtx(p, chainGrant("acme")), builder.Must(builder.Select(rooms.Col("secret")).From(rooms).Build()))
-	p.Errorf("g27_rooms (references tenant-bound g27_hotels) declared global was accepted at Open; chain acme reads %v", got)
 }
 
 // propCollation (P28): tenant keys compare byte for byte: a level column

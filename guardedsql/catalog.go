@@ -314,7 +314,7 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 		// reads every tenant's row.
 		for _, fk := range ct.ForeignKeys {
 			to := g.Tables[graphName(g, fk.RefTable)]
-			if t.Global || to == nil || !to.Global || to.GlobalReason != "" || len(fk.Columns) != 1 {
+			if t.Global || to == nil || !to.Global || to.GlobalReason != "" || len(fk.Columns) != 1 || guardfault.Off(guardfault.GlobalRoot) {
 				continue
 			}
 			for _, lc := range t.LevelCols {
@@ -338,7 +338,7 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 				if levelLike(g, c) {
 					errs = append(errs, fmt.Errorf("%w: %s.%s is named like a scope level; declare %s tenant-bound, or give a GlobalReason",
 						ErrGlobalDrift, t.Name, c, t.Name))
-				} else if to := refLike(g, c); to != "" && !slices.ContainsFunc(ct.ForeignKeys, func(fk builder.ForeignKey) bool {
+				} else if to := refLike(g, c); to != "" && !guardfault.Off(guardfault.GlobalNamedRef) && !slices.ContainsFunc(ct.ForeignKeys, func(fk builder.ForeignKey) bool {
 					return len(fk.Columns) == 1 && strings.EqualFold(fk.Columns[0], c)
 				}) {
 					errs = append(errs, fmt.Errorf("%w: %s.%s is named like a reference to tenant-bound %s, with no foreign key in the database; "+

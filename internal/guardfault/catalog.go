@@ -30,3 +30,12 @@ const (
 // use a partition, a view or a materialized view reaching a tenant-bound
 // table's rows around its row-level security (property 17).
 const BypassPaths Fix = "bypass_paths"
+
+// GlobalNamedRef and GlobalRoot: Open refuses, without a GlobalReason, a
+// table declared global with a column named like a reference to a
+// tenant-bound table and no foreign key on it, and one a level column
+// references (property 27).
+const (
+	GlobalNamedRef Fix = "global_named_ref"
+	GlobalRoot     Fix = "global_root"
+)
