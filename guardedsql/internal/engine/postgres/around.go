@@ -9,7 +9,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 )
 
-// Relations around the policies.
+// Relations and functions around the policies.
 //
 // A tenant-bound table's policies apply to statements that name the
 // table. Three kinds of relation reach its rows without them: a partition
@@ -21,13 +21,6 @@ import (
 // view, which holds a copy of the rows with no row-level security at all.
 // A migration's `GRANT … ON ALL TABLES IN SCHEMA` hands all three to the
 // application role.
-//
-// Invariant: Check passes only if the connected role has no privilege on
-// any relation (in a schema it can use) that reaches a tenant-bound
-// table's rows around its policies: a partition or inheritance child not
-// itself declared, a materialized view over one, or a view over one that
-// is neither security_invoker nor owned by a role subject to row-level
-// security — followed through views of views at any depth.
 //
 // A fourth kind is a function: one that is SECURITY DEFINER runs with its
 // owner's rights, so when the owner is a superuser or has BYPASSRLS it
@@ -44,7 +37,8 @@ import (
 // is neither security_invoker nor owned by a role subject to row-level
 // security — followed through views of views at any depth; and it can
 // execute no SECURITY DEFINER function owned by a superuser or BYPASSRLS
-// role (outside extensions) that depends on or names a tenant-bound table.
+// role (outside extensions and the library's own) that depends on or
+// names a tenant-bound table.
 //
 // Not followed (docs/engines.md): a function that builds a table's name at
 // run time (dynamic SQL), and foreign tables.
