@@ -381,8 +381,13 @@
 //   - At Open and every engine package's New, on every engine, the
 //     graph is compared with the live catalog as the connected role sees
 //     it (CheckCatalog, errors matching ErrCatalog): a global table with a
-//     foreign key into a tenant-bound table or a level-named column is
-//     refused unless TableDef.GlobalReason explains it (ErrGlobalDrift);
+//     foreign key into a tenant-bound table, a level-named column, a column
+//     named like a reference to a tenant-bound table with no foreign key on
+//     it ("inbox_id"), or a level column of another table pointing at it
+//     is refused unless TableDef.GlobalReason explains it (ErrGlobalDrift);
+//     a trigger, rule or foreign-key action (CASCADE, SET NULL, SET
+//     DEFAULT) that writes a table written for tenants is refused unless
+//     TableDef.Triggers acknowledges it (ErrTrigger);
 //     every foreign key of the graph into a tenant-bound table must be a
 //     constraint of the database, and the connection must enforce foreign
 //     keys (ErrFKNotEnforced: SQLite PRAGMA foreign_keys, MySQL
@@ -405,8 +410,11 @@
 //     naming a level the schema lacks, or an id invalid for its level,
 //     reaches nothing).
 //   - On PostgreSQL, CheckRLS checks the installed row-level security and
-//     the signed context's function and key table, at start-up, on every
-//     new pooled connection and every 30 seconds (postgres.Options.Recheck).
+//     the signed context's function and key table, and that the role can
+//     use no partition, view, materialized view or SECURITY DEFINER
+//     function that reaches a tenant-bound table around the policies
+//     (postgres.ErrRLSBypassPath), at start-up, on every new pooled
+//     connection and every 30 seconds (postgres.Options.Recheck).
 //
 // Still trusted, not checked:
 //
@@ -415,8 +423,8 @@
 //     noticed until the next Open or CheckCatalog.
 //   - Which tables are tenant-bound and which columns carry which level:
 //     at Open the catalog check catches a global table that references a
-//     tenant table or has a level-named column, not one that holds tenant
-//     data under other names. The conformance suite does not trust the
+//     tenant table or has a level-named or reference-named column, not one
+//     that holds tenant data under other names (a polymorphic reference). The conformance suite does not trust the
 //     declaration either: its property 58 attributes every row to tenants
 //     from the live catalog alone (level columns and every enforced
 //     foreign key, both ways) and fails the run on any row, count or value
