@@ -115,7 +115,10 @@ type TableDef struct {
 	// upserts whose conflict target is one are refused even when it is
 	// acknowledged. Primary keys are reported (DB.UniqueOracles), not
 	// refused; acknowledging one (a database-generated id) only records
-	// the reason and lowers its start-up log line to debug level.
+	// the reason and lowers its start-up log line to debug level. List an
+	// acknowledged key in Unique as well: the conformance suite renews the
+	// columns of declared keys when it copies a row, and a copy keeping
+	// the value would conflict.
 	SharedUnique map[string]string
 	// Triggers acknowledges triggers (on PostgreSQL also rules) on this
 	// table, by name, with why they cannot move rows between tenants: a

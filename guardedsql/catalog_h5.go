@@ -94,9 +94,10 @@ func sharedUniques(ctx context.Context, q engine.Querier, d engine.Dialect, g *s
 		if _, ok := sharedAck(t, k.Columns); ok {
 			continue
 		}
-		errs = append(errs, fmt.Errorf("%w: %s unique key %s (%s) lacks the tenant column (%s): an insert conflicts when another tenant holds the value; "+
-			"add the tenant column to the key, or acknowledge it in %s's SharedUnique[%q] with what a conflict reveals",
-			ErrSharedUnique, t.Name, k.Name, strings.Join(k.Columns, ","), strings.Join(tenantPathColumns(t), ","), t.Name, strings.Join(k.Columns, ",")))
+		errs = append(errs, fmt.Errorf("%w: %s unique key %s (%s) has none of the columns through which %s's rows reach their tenant (%s): "+
+			"an insert conflicts when another tenant holds the value; make the key per tenant (add such a column to it), "+
+			"or acknowledge it in %s's SharedUnique[%q] with what a conflict reveals (and list it in Unique, so the suite's copies renew it)",
+			ErrSharedUnique, t.Name, k.Name, strings.Join(k.Columns, ","), t.Name, strings.Join(tenantPathColumns(t), ","), t.Name, strings.Join(k.Columns, ",")))
 	}
 	return errs, nil
 }
