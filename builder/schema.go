@@ -81,8 +81,10 @@ type TableDef struct {
 	// global: one with a foreign key into a tenant-bound table, a column
 	// named like a scope level ("chain", "chain_id", or the name of any
 	// level column), a column named like a reference to a tenant-bound
-	// table with no foreign key on it ("inbox_id" for inboxes), or one a
-	// level column references (the tenants' own table). guardedsql's
+	// table with no foreign key on it ("inbox_id" for inboxes,
+	// "project_id" for sentry_project), a polymorphic reference (a
+	// "taggable_type", "taggable_id" pair), or one a level column
+	// references (the tenants' own table). guardedsql's
 	// start-up catalog check refuses such a
 	// table without a reason, since declaring a tenant table global
 	// removes every predicate from it. Only for Global tables.

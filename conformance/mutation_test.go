@@ -249,6 +249,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.GuardFirst), disable(guardfault.GuardFirst), []int{50}},
 		{string(guardfault.UndeclaredFK), disable(guardfault.UndeclaredFK), []int{54}},
 		{string(guardfault.GlobalNamedRef), disable(guardfault.GlobalNamedRef), []int{27}},
+		{string(guardfault.GlobalPolymorphic), disable(guardfault.GlobalPolymorphic), []int{27}},
 		{string(guardfault.GlobalRoot), disable(guardfault.GlobalRoot), []int{27}},
 		{string(guardfault.GlobalReadOnly), disable(guardfault.GlobalReadOnly), []int{55}},
 		{string(guardfault.SharedUnique), disable(guardfault.SharedUnique), []int{56}},

@@ -203,8 +203,9 @@ func propPathKey(p *pt, r *runner) {
 
 // propCatalog (P27): the target graph agrees with its catalog, and a
 // table wrongly declared global is refused at Open: one referencing a
-// tenant-bound table, one naming one without a foreign key, and the
-// tenants' own table.
+// tenant-bound table, one naming one without a foreign key (by its name,
+// by its name after an application prefix, or by a polymorphic pair), and
+// the tenants' own table.
 func propCatalog(p *pt, r *runner) {
 	rep, err := guardedsql.CheckCatalog(p.ctx, r.db)
 	if err != nil {
@@ -213,16 +214,20 @@ func propCatalog(p *pt, r *runner) {
 	if len(rep.Unlisted) > 0 || len(rep.Missing) > 0 {
 		p.Errorf("catalog drift: tables that look tenant-bound but are not in the graph %v; in the graph but not the database %v", rep.Unlisted, rep.Missing)
 	}
-	f := r.gapFixture(p, []string{"g27_notes", "g27_rooms", "g27_hotels", "g27_chains"}, []string{
+	f := r.gapFixture(p, []string{"g27_taggings", "g27_memos", "g27_notes", "g27_rooms", "g27_hotels", "g27_chains"}, []string{
 		`CREATE TABLE g27_chains (id KEY_T PRIMARY KEY)`,
 		`CREATE TABLE g27_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL, FOREIGN KEY (chain_id) REFERENCES g27_chains(id))`,
 		`CREATE TABLE g27_rooms (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, secret KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES g27_hotels(id))`,
 		// A framework that keeps no foreign keys: the hotel is only named.
 		`CREATE TABLE g27_notes (id INT_T PRIMARY KEY, g27_hotel_id INT_T NOT NULL, secret KEY_T NOT NULL)`,
+		`CREATE TABLE g27_memos (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, secret KEY_T NOT NULL)`,
+		`CREATE TABLE g27_taggings (id INT_T PRIMARY KEY, taggable_type KEY_T NOT NULL, taggable_id INT_T NOT NULL, secret KEY_T NOT NULL)`,
 		`INSERT INTO g27_chains VALUES ('acme'), ('globex')`,
 		`INSERT INTO g27_hotels VALUES (1, 'acme'), (2, 'globex')`,
 		`INSERT INTO g27_rooms VALUES (10, 1, 'acme room'), (11, 2, 'globex room')`,
 		`INSERT INTO g27_notes VALUES (20, 1, 'acme note'), (21, 2, 'globex note')`,
+		`INSERT INTO g27_memos VALUES (30, 1, 'acme memo'), (31, 2, 'globex memo')`,
+		`INSERT INTO g27_taggings VALUES (40, 'g27_hotels', 1, 'acme tag'), (41, 'g27_hotels', 2, 'globex tag')`,
 	})
 	defer f.drop()
 	fk := func(col, ref string) []builder.ForeignKey {
@@ -231,6 +236,10 @@ func propCatalog(p *pt, r *runner) {
 	chains := builder.TableDef{Name: "g27_chains", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "chain"}}
 	rooms := builder.TableDef{Name: "g27_rooms", Columns: []string{"id", "hotel_id", "secret"}, PrimaryKey: []string{"id"}, ForeignKeys: fk("hotel_id", "g27_hotels")}
 	notes := builder.TableDef{Name: "g27_notes", Columns: []string{"id", "g27_hotel_id", "secret"}, PrimaryKey: []string{"id"}, Global: true,
+		GlobalReason: "conformance control: acknowledged"}
+	memos := builder.TableDef{Name: "g27_memos", Columns: []string{"id", "hotel_id", "secret"}, PrimaryKey: []string{"id"}, Global: true,
+		GlobalReason: "conformance control: acknowledged"}
+	taggings := builder.TableDef{Name: "g27_taggings", Columns: []string{"id", "taggable_type", "taggable_id", "secret"}, PrimaryKey: []string{"id"}, Global: true,
 		GlobalReason: "conformance control: acknowledged"}
 	hotels := builder.TableDef{Name: "g27_hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"},
 		ForeignKeys: fk("chain_id", "g27_chains")}
@@ -242,15 +251,25 @@ func propCatalog(p *pt, r *runner) {
 		{"g27_rooms (references tenant-bound g27_hotels) declared global", "g27_rooms", "g27_rooms(hotel_id) references tenant-bound g27_hotels", func() []builder.TableDef {
 			r := rooms
 			r.Global = true
-			return []builder.TableDef{chains, hotels, r, notes}
+			return []builder.TableDef{chains, hotels, r, notes, memos, taggings}
 		}},
 		{"g27_notes (g27_hotel_id names tenant-bound g27_hotels, no foreign key) declared global", "g27_notes", "g27_notes.g27_hotel_id is named like a reference to tenant-bound g27_hotels", func() []builder.TableDef {
 			n := notes
 			n.GlobalReason = ""
-			return []builder.TableDef{chains, hotels, rooms, n}
+			return []builder.TableDef{chains, hotels, rooms, n, memos, taggings}
+		}},
+		{"g27_memos (hotel_id names tenant-bound g27_hotels after its prefix, no foreign key) declared global", "g27_memos", "g27_memos.hotel_id is named like a reference to tenant-bound g27_hotels", func() []builder.TableDef {
+			m := memos
+			m.GlobalReason = ""
+			return []builder.TableDef{chains, hotels, rooms, notes, m, taggings}
+		}},
+		{"g27_taggings (a polymorphic reference taggable_type/taggable_id) declared global", "g27_taggings", "g27_taggings.taggable_id is a polymorphic reference", func() []builder.TableDef {
+			tg := taggings
+			tg.GlobalReason = ""
+			return []builder.TableDef{chains, hotels, rooms, notes, memos, tg}
 		}},
 		{"g27_chains (the tenants, referenced by level column g27_hotels.chain_id) declared global", "g27_chains", "references g27_chains, declared global", func() []builder.TableDef {
-			return []builder.TableDef{{Name: "g27_chains", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Global: true}, hotels, rooms, notes}
+			return []builder.TableDef{{Name: "g27_chains", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Global: true}, hotels, rooms, notes, memos, taggings}
 		}},
 	} {
 		sch, err := builder.NewSchema(builder.SchemaDef{Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}}, Tables: c.tables()})

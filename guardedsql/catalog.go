@@ -231,20 +231,22 @@ func keyColumns(g *sqlast.Schema) [][2]string {
 	return out
 }
 
-// levelLike reports whether column c is named like a scope level of g: a
-// level's name, that name with "_id", or the name of a level column of a
-// tenant-bound table other than a plain "id".
 // refLike returns the tenant-bound table (or one owned by reference) a
 // column is named after the way frameworks name a reference without a
 // database foreign key ("inbox_id" for inboxes, "company_id" for
-// companies, "address_id" for address), or "". Schemas whose framework
-// keeps no foreign keys (Rails' by default) show their tenant rows only by
-// such names, so a global table holding one is asked for a reason.
+// companies, "address_id" for address, "project_id" for Django's
+// sentry_project), or "". Schemas whose framework keeps no foreign keys
+// (Rails' by default) show their tenant rows only by such names, so a
+// global table holding one is asked for a reason.
 func refLike(g *sqlast.Schema, c string) string {
 	c = strings.ToLower(c)
 	base, ok := strings.CutSuffix(c, "_id")
 	if !ok || base == "" {
 		return ""
+	}
+	forms := []string{base, base + "s", base + "es"}
+	if b, ok := strings.CutSuffix(base, "y"); ok {
+		forms = append(forms, b+"ies")
 	}
 	for _, name := range g.Names {
 		t := g.Tables[name]
@@ -252,13 +254,39 @@ func refLike(g *sqlast.Schema, c string) string {
 			continue
 		}
 		n := strings.ToLower(t.Name)
-		if n == base || n == base+"s" || n == base+"es" || (strings.HasSuffix(base, "y") && n == base[:len(base)-1]+"ies") {
-			return t.Name
+		for _, f := range forms {
+			// A prefix is an application's ("sentry_project"), a
+			// schema's ("public.project") or a framework's.
+			if n == f || strings.HasSuffix(n, "_"+f) || strings.HasSuffix(n, "."+f) {
+				return t.Name
+			}
 		}
 	}
 	return ""
 }
 
+// polymorphicRef returns the "<p>_id" column of a pair ("<p>_type",
+// "<p>_id") among cols, the way Rails and Laravel store a reference to a
+// row of any of several tables ("taggable_type", "taggable_id"), or "".
+// Such a reference names no table, and no database foreign key can hold
+// it, so in a schema with tenant-bound tables a global table holding one
+// may hold tenants' row ids.
+func polymorphicRef(cols []string) string {
+	for _, c := range cols {
+		p, ok := strings.CutSuffix(strings.ToLower(c), "_type")
+		if !ok || p == "" {
+			continue
+		}
+		if i := slices.IndexFunc(cols, func(x string) bool { return strings.EqualFold(x, p+"_id") }); i >= 0 {
+			return cols[i]
+		}
+	}
+	return ""
+}
+
+// levelLike reports whether column c is named like a scope level of g: a
+// level's name, that name with "_id", or the name of a level column of a
+// tenant-bound table other than a plain "id".
 func levelLike(g *sqlast.Schema, c string) bool {
 	c = strings.ToLower(c)
 	for _, l := range g.Levels {
@@ -345,6 +373,11 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 						"add the foreign key in a migration and declare %s tenant-bound (Parent or OwnedByReference), or give a GlobalReason",
 						ErrGlobalDrift, t.Name, c, to, t.Name))
 				}
+			}
+			if c := polymorphicRef(ct.Columns); c != "" && !guardfault.Off(guardfault.GlobalPolymorphic) && slices.ContainsFunc(g.Names, func(n string) bool { return !g.Tables[n].Global }) {
+				errs = append(errs, fmt.Errorf("%w: %s.%s is a polymorphic reference (with its _type column) that may hold tenant-bound rows' ids; "+
+					"declare %s tenant-bound (a level column of its own), or give a GlobalReason",
+					ErrGlobalDrift, t.Name, c, t.Name))
 			}
 		}
 		for _, fk := range t.TenantFKs() {

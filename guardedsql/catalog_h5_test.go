@@ -551,3 +551,52 @@ func TestGlobalNamedLikeReferenceRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestGlobalPrefixedOrPolymorphicReferenceRefused: the siblings of
+// TestGlobalNamedLikeReferenceRefused. Django names a table after its
+// application ("sentry_project") but the reference after the model
+// ("project_id"); Rails and Laravel store a reference to any of several
+// tables as a pair ("taggable_type", "taggable_id") no foreign key can
+// hold. Either, in a table declared global without a GlobalReason, may
+// hold tenants' row ids, and is refused with ErrGlobalDrift.
+func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE sentry_project (id INT_T PRIMARY KEY, organization_id INT_T NOT NULL)`,
+		`CREATE TABLE tags (id INT_T PRIMARY KEY, name VARCHAR(40) NOT NULL)`,
+		`CREATE TABLE sentry_option (id INT_T PRIMARY KEY, project_id INT_T NULL, value VARCHAR(40) NULL)`,
+		`CREATE TABLE taggings (id INT_T PRIMARY KEY, tag_id INT_T NOT NULL, taggable_type VARCHAR(40) NOT NULL, taggable_id INT_T NOT NULL)`,
+	}
+	project := builder.TableDef{Name: "sentry_project", Columns: []string{"id", "organization_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"organization_id": "organization"}}
+	tags := builder.TableDef{Name: "tags", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Global: true}
+	option := builder.TableDef{Name: "sentry_option", Columns: []string{"id", "project_id", "value"}, PrimaryKey: []string{"id"}, Global: true}
+	taggings := builder.TableDef{Name: "taggings", Columns: []string{"id", "tag_id", "taggable_type", "taggable_id"}, PrimaryKey: []string{"id"}, Global: true}
+	def := func(tables ...builder.TableDef) *builder.Schema {
+		return builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "organization", Key: builder.IntKey}},
+			Tables: append([]builder.TableDef{project, tags}, tables...),
+		})
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, ddl)
+		for _, c := range []struct {
+			table builder.TableDef
+			want  string
+		}{
+			{option, "sentry_option.project_id is named like a reference to tenant-bound sentry_project"},
+			{taggings, "taggings.taggable_id is a polymorphic reference"},
+		} {
+			_, err := s.open(def(c.table))
+			if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%s declared global: err = %v, want ErrGlobalDrift containing %q", c.table.Name, err, c.want)
+			}
+			if strings.Contains(err.Error(), "tag_id") {
+				t.Errorf("tag_id (a global table's) refused too: %v", err)
+			}
+			reasoned := c.table
+			reasoned.GlobalReason = "test: reviewed"
+			if _, err := s.open(def(reasoned)); err != nil {
+				t.Fatalf("%s with a GlobalReason: %v", c.table.Name, err)
+			}
+		}
+	})
+}

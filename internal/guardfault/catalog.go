@@ -31,11 +31,13 @@ const (
 // table's rows around its row-level security (property 17).
 const BypassPaths Fix = "bypass_paths"
 
-// GlobalNamedRef and GlobalRoot: Open refuses, without a GlobalReason, a
-// table declared global with a column named like a reference to a
-// tenant-bound table and no foreign key on it, and one a level column
-// references (property 27).
+// GlobalNamedRef, GlobalPolymorphic and GlobalRoot: Open refuses, without
+// a GlobalReason, a table declared global with a column named like a
+// reference to a tenant-bound table and no foreign key on it, one with a
+// polymorphic reference (a "<p>_type", "<p>_id" pair), and one a level
+// column references (property 27).
 const (
-	GlobalNamedRef Fix = "global_named_ref"
-	GlobalRoot     Fix = "global_root"
+	GlobalNamedRef    Fix = "global_named_ref"
+	GlobalPolymorphic Fix = "global_polymorphic"
+	GlobalRoot        Fix = "global_root"
 )
