@@ -118,6 +118,9 @@ func TestSchemaErrors(t *testing.T) {
 		"bad identifier": {mod(func(d *builder.SchemaDef) {
 			d.Tables = append(d.Tables, builder.TableDef{Name: "a; DROP TABLE x", Columns: []string{"x"}, Global: true})
 		}), "not a valid identifier"},
+		"schema-qualified table": {mod(func(d *builder.SchemaDef) {
+			d.Tables = append(d.Tables, builder.TableDef{Name: "sales.customer", Columns: []string{"x"}, Global: true})
+		}), "search_path=sales"},
 		"bad column": {mod(func(d *builder.SchemaDef) {
 			d.Tables = append(d.Tables, builder.TableDef{Name: "a", Columns: []string{`x"y`}, Global: true})
 		}), "not a valid identifier"},

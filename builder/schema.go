@@ -200,6 +200,14 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 	folded := map[string]string{}
 	for _, td := range def.Tables {
 		if !validIdent(td.Name) {
+			if _, _, ok := strings.Cut(td.Name, "."); ok {
+				// One schema a graph: the engines read the catalog of the
+				// connection's current schema (PostgreSQL's search_path,
+				// MySQL's database), so a qualified name would name a
+				// table the catalog check never sees.
+				return nil, schemaErr("table name %q is schema-qualified: a schema graph names the tables of one schema, the connection's current one "+
+					"(PostgreSQL: the first schema of search_path, e.g. ?search_path=sales in the DSN; MySQL: the DSN's database)", td.Name)
+			}
 			return nil, schemaErr("table name %q is not a valid identifier", td.Name)
 		}
 		if reserved(td.Name) {
