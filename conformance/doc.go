@@ -141,9 +141,12 @@
 //	   builder.NewSchema (ErrFKTarget) and, when the graph claims a unique key the database
 //	   lacks, by Open (guardedsql.ErrPathKey).
 //	27 Catalog drift: guardedsql.CheckCatalog finds the target's graph and catalog in agreement
-//	   (no error, no unlisted tenant-looking table, nothing missing), and a table wrongly declared
-//	   global (it references a tenant-bound table) is refused at Open with ErrGlobalDrift; if it
-//	   were not, the property reports the other tenant's rows it reads.
+//	   (no error, no unlisted tenant-looking table, nothing missing); a table wrongly declared
+//	   global (it references a tenant-bound table, names one without a foreign key, plainly, behind
+//	   a prefix or as a polymorphic _type/_id pair, or is the tenants' own table) is refused at Open
+//	   with ErrGlobalDrift, and a level column the foreign keys show to hold another table's ids
+//	   (a project id declared a company column, a second company column) with ErrLevelColumn; if
+//	   either were not, the property reports the other tenant's rows it reads.
 //	28 Collation: a level column with a case-insensitive collation (SQLite NOCASE, a PostgreSQL
 //	   nondeterministic ICU collation) is refused at Open (ErrCollation); on MySQL/MariaDB, where
 //	   it is accepted, a grant for "ACME" reads none of tenant "acme"'s rows.
@@ -348,7 +351,11 @@
 //	undeclared FKs between tenant tables (undeclared_fk) 54
 //	global tables read-only (global_read_only)       55
 //	shared unique keys refused (shared_unique)       56
+//	global tables named like references (global_named_ref, global_polymorphic) 27
+//	the tenants' own table declared global (global_root) 27
+//	level columns anchored by foreign keys (level_anchor) 27
 //	triggers and rules refused (triggers)            57
+//	foreign-key actions refused (fk_actions)         57
 //	PostgreSQL: search_path pinned (search_path)     57
 //	PostgreSQL: re-check's lock wait unbounded (check_lock_bound) 51
 //	encoded scope cached by its levels alone (scope_cache_key) 1 and every read property

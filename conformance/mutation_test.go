@@ -251,6 +251,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.GlobalNamedRef), disable(guardfault.GlobalNamedRef), []int{27}},
 		{string(guardfault.GlobalPolymorphic), disable(guardfault.GlobalPolymorphic), []int{27}},
 		{string(guardfault.GlobalRoot), disable(guardfault.GlobalRoot), []int{27}},
+		{string(guardfault.LevelAnchor), disable(guardfault.LevelAnchor), []int{27}},
 		{string(guardfault.GlobalReadOnly), disable(guardfault.GlobalReadOnly), []int{55}},
 		{string(guardfault.SharedUnique), disable(guardfault.SharedUnique), []int{56}},
 		{string(guardfault.Triggers), disable(guardfault.Triggers), []int{57}},

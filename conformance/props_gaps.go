@@ -292,6 +292,79 @@ func propCatalog(p *pt, r *runner) {
 		got := strs(p, db, gapCtx(p, chainGrant("acme")), builder.Must(builder.Select(t.Col(col)).From(t).Build()))
 		p.Errorf("%s was accepted at Open; chain acme reads %v", c.what, got)
 	}
+	f.drop()
+	levelAnchors(p, r)
+}
+
+// levelAnchors (P27, continued): a column declared to carry a level that
+// the database's foreign keys show to hold something else is refused at
+// Open: a project id declared a company column instead of the Parent,
+// and a second company column beside the anchored one. The project and
+// company ids interleave, so either mistake would hand company 1 company
+// 2's issue; the correct declaration is the control.
+func levelAnchors(p *pt, r *runner) {
+	f := r.gapFixture(p, []string{"g27_issues", "g27_projects", "g27_companies"}, []string{
+		`CREATE TABLE g27_companies (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE g27_projects (id INT_T PRIMARY KEY, company_id INT_T NOT NULL, FOREIGN KEY (company_id) REFERENCES g27_companies(id))`,
+		`CREATE TABLE g27_issues (id INT_T PRIMARY KEY, project_id INT_T NOT NULL, secret KEY_T NOT NULL, FOREIGN KEY (project_id) REFERENCES g27_projects(id))`,
+		`INSERT INTO g27_companies VALUES (1), (2)`,
+		`INSERT INTO g27_projects VALUES (1, 2), (2, 1)`,
+		`INSERT INTO g27_issues VALUES (10, 1, 'company 2 issue'), (11, 2, 'company 1 issue')`,
+	})
+	defer f.drop()
+	fk := func(col, ref string) []builder.ForeignKey {
+		return []builder.ForeignKey{{Columns: []string{col}, RefTable: ref}}
+	}
+	company := func(cols ...string) map[string]string {
+		m := map[string]string{}
+		for _, c := range cols {
+			m[c] = "company"
+		}
+		return m
+	}
+	companies := builder.TableDef{Name: "g27_companies", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: company("id")}
+	projects := builder.TableDef{Name: "g27_projects", Columns: []string{"id", "company_id"}, PrimaryKey: []string{"id"}, Levels: company("company_id"),
+		ForeignKeys: fk("company_id", "g27_companies")}
+	issues := builder.TableDef{Name: "g27_issues", Columns: []string{"id", "project_id", "secret"}, PrimaryKey: []string{"id"},
+		ForeignKeys: fk("project_id", "g27_projects"), Parent: "project_id"}
+	ctx := gapCtx(p, scope.Grant{Level: "company", ID: "1"})
+	read := func(what string, tables ...builder.TableDef) (got []string, err error) {
+		sch, err := builder.NewSchema(builder.SchemaDef{Levels: []builder.Level{{Name: "company", Key: builder.IntKey}}, Tables: tables})
+		if err != nil {
+			p.Fatalf("%s: schema: %v", what, err)
+		}
+		db, err := f.open(sch)
+		if err != nil {
+			return nil, err
+		}
+		t := sch.Table("g27_issues")
+		return strs(p, db, ctx, builder.Must(builder.Select(t.Col("secret")).From(t).Build())), nil
+	}
+	if got, err := read("the correct declaration", companies, projects, issues); err != nil || !slices.Equal(got, []string{"company 1 issue"}) {
+		p.Fatalf("control: the correct declaration: company 1 reads %v, err %v; want [company 1 issue]", got, err)
+	}
+	wrongIssues := issues
+	wrongIssues.Parent, wrongIssues.Levels = "", company("project_id")
+	wrongProjects := projects
+	wrongProjects.Levels = company("company_id", "id")
+	for _, c := range []struct {
+		what, want string
+		tables     []builder.TableDef
+	}{
+		{"g27_issues.project_id declared a company column (instead of the Parent)", "g27_issues.project_id is declared a column of level company",
+			[]builder.TableDef{companies, projects, wrongIssues}},
+		{"g27_projects.id declared a second company column", "g27_projects declares both company_id and id for level company",
+			[]builder.TableDef{companies, wrongProjects, issues}},
+	} {
+		got, err := read(c.what, c.tables...)
+		switch {
+		case errors.Is(err, guardedsql.ErrLevelColumn) && strings.Contains(err.Error(), c.want):
+		case err != nil:
+			p.Errorf("%s: Open refused it, but not for that: %v", c.what, err)
+		default:
+			p.Errorf("%s was accepted at Open; company 1 reads %v", c.what, got)
+		}
+	}
 }
 
 // propCollation (P28): tenant keys compare byte for byte: a level column

@@ -72,6 +72,16 @@ var (
 	// Both run with no tenant predicate and can copy, change or delete
 	// another tenant's rows behind the guard.
 	ErrTrigger = fmt.Errorf("%w: trigger, rule or foreign key action on a table of the graph", ErrCatalog)
+	// ErrLevelColumn: a column declared to carry a scope level holds, by
+	// the database's own foreign keys, something else: it maps, in a
+	// foreign key, onto a column of another table that does not carry
+	// that level (ads.campaign_id -> campaigns.id declared a company
+	// column), or it is a second column of the level in its table with
+	// no foreign key or primary key to anchor it (campaigns.id beside
+	// campaigns.company_id). A row is in scope when any of its level
+	// columns matches a grant, so such a column hands rows to the tenant
+	// whose key happens to equal its value.
+	ErrLevelColumn = fmt.Errorf("%w: a level column does not hold that level's keys", ErrCatalog)
 )
 
 // CatalogReport is what CheckCatalog found that does not stop Open.
@@ -353,6 +363,9 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 				}
 			}
 		}
+		if !guardfault.Off(guardfault.LevelAnchor) {
+			errs = append(errs, levelAnchors(g, t, cat)...)
+		}
 		if t.Global && t.GlobalReason == "" {
 			// Invariant: a table without tenant predicates is one the
 			// database, not only the graph, shows to be tenant-free.
@@ -393,6 +406,83 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 		}
 	}
 	return missing, errs
+}
+
+// levelAnchors checks t's level columns against the database's foreign
+// keys (cat, by lower-case name).
+//
+// Invariant: a column declared to carry a level holds that level's keys
+// by the database's own evidence where it has any: every foreign key it
+// is a column of maps it onto a column carrying the same level, and a
+// level column no foreign key anchors is not one of two columns of its
+// level in the table. (A level column with no foreign key at all, the
+// only evidence of its level, is the Rails shape: the guard alone keeps
+// it, writing only the writer's keys into it.)
+func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.TableDef) []error {
+	ct := cat[strings.ToLower(t.Name)]
+	var errs []error
+	anchored := map[string]bool{}
+	for _, lc := range t.LevelCols {
+		for _, fk := range ct.ForeignKeys {
+			i := slices.IndexFunc(fk.Columns, func(c string) bool { return strings.EqualFold(c, lc.Col) })
+			to := g.Tables[graphName(g, fk.RefTable)]
+			if i < 0 || to == nil || to.Global || i >= len(fk.RefColumns) {
+				continue
+			}
+			if carriesLevel(g, cat, to, fk.RefColumns[i], lc.Level, 0) {
+				anchored[lc.Col] = true
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%w: %s.%s is declared a column of level %s, but the database's foreign key %s(%s) -> %s(%s) says it holds %s.%s, "+
+				"which carries no key of level %s: remove %s from %s's Levels (its scope comes through its Parent), or declare the level where its keys are",
+				ErrLevelColumn, t.Name, lc.Col, lc.Level.Name, t.Name, strings.Join(fk.Columns, ","), to.Name, strings.Join(fk.RefColumns, ","), to.Name, fk.RefColumns[i],
+				lc.Level.Name, lc.Col, t.Name))
+		}
+	}
+	for _, lc := range t.LevelCols {
+		if anchored[lc.Col] {
+			continue
+		}
+		if i := slices.IndexFunc(t.LevelCols, func(o sqlast.LevelCol) bool { return o.Col != lc.Col && o.Level == lc.Level }); i >= 0 {
+			errs = append(errs, fmt.Errorf("%w: %s declares both %s and %s for level %s, and no foreign key says %s holds that level's keys: "+
+				"a row is in scope when either matches, so %s's values would hand rows to the tenant with the same key; remove it from Levels",
+				ErrLevelColumn, t.Name, t.LevelCols[i].Col, lc.Col, lc.Level.Name, lc.Col, lc.Col))
+		}
+	}
+	return errs
+}
+
+// levelOfFold is t.LevelOf for a catalog's column name, whose case the
+// engine may have folded.
+func levelOfFold(t *sqlast.Table, c string) *sqlast.Level {
+	for _, lc := range t.LevelCols {
+		if strings.EqualFold(lc.Col, c) {
+			return lc.Level
+		}
+	}
+	return nil
+}
+
+// carriesLevel reports whether column col of tenant-bound table r holds
+// keys of level l: a level column of l, or a column the database's
+// foreign keys map onto one (through the shape Citus recommends, where
+// every table carries the tenant column in its composite keys).
+func carriesLevel(g *sqlast.Schema, cat map[string]*builder.TableDef, r *sqlast.Table, col string, l *sqlast.Level, depth int) bool {
+	if lv := levelOfFold(r, col); lv != nil {
+		return lv == l
+	}
+	ct := cat[strings.ToLower(r.Name)]
+	if ct == nil || depth > 8 {
+		return false
+	}
+	for _, fk := range ct.ForeignKeys {
+		i := slices.IndexFunc(fk.Columns, func(c string) bool { return strings.EqualFold(c, col) })
+		to := g.Tables[graphName(g, fk.RefTable)]
+		if i >= 0 && i < len(fk.RefColumns) && to != nil && !to.Global && carriesLevel(g, cat, to, fk.RefColumns[i], l, depth+1) {
+			return true
+		}
+	}
+	return false
 }
 
 // comparePathKeys checks that every foreign key into a tenant-bound table

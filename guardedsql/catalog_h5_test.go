@@ -600,3 +600,85 @@ func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestLevelColumnAnchored: a column declared to carry a level must hold
+// that level's keys where the database's foreign keys say anything. On
+// the Citus ad-analytics shape (composite keys carrying company_id):
+// ads.campaign_id declared a company column maps onto campaigns.id (a
+// campaign id), campaigns.id declared a second company column beside
+// company_id has no foreign key, and (Django's shape) a link table's
+// project_id declared a level column references projects.id. Each handed
+// one company's rows to the company whose id equals a campaign or
+// project id, and each is refused with ErrLevelColumn. The correct
+// declarations, including clicks carrying company_id onto ads, whose
+// own scope comes through its Parent, open.
+func TestLevelColumnAnchored(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE companies (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE campaigns (company_id INT_T NOT NULL, id INT_T NOT NULL, PRIMARY KEY (company_id, id), FOREIGN KEY (company_id) REFERENCES companies(id))`,
+		`CREATE TABLE ads (company_id INT_T NOT NULL, id INT_T NOT NULL, campaign_id INT_T NOT NULL, PRIMARY KEY (company_id, id),
+			FOREIGN KEY (company_id, campaign_id) REFERENCES campaigns(company_id, id))`,
+		`CREATE TABLE clicks (company_id INT_T NOT NULL, id INT_T NOT NULL, ad_id INT_T NOT NULL, PRIMARY KEY (company_id, id),
+			FOREIGN KEY (company_id, ad_id) REFERENCES ads(company_id, id))`,
+		`CREATE TABLE projects (id INT_T PRIMARY KEY, company_id INT_T NOT NULL, FOREIGN KEY (company_id) REFERENCES companies(id))`,
+		`CREATE TABLE issues (id INT_T PRIMARY KEY, project_id INT_T NOT NULL, FOREIGN KEY (project_id) REFERENCES projects(id))`,
+	}
+	lv := func(cols ...string) map[string]string {
+		m := map[string]string{}
+		for _, c := range cols {
+			m[c] = "company"
+		}
+		return m
+	}
+	fk := func(cols, ref string, refCols string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: strings.Split(cols, ","), RefTable: ref, RefColumns: strings.Split(refCols, ",")}
+	}
+	companies := builder.TableDef{Name: "companies", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: lv("id")}
+	campaigns := builder.TableDef{Name: "campaigns", Columns: []string{"company_id", "id"}, PrimaryKey: []string{"company_id", "id"}, Levels: lv("company_id"),
+		ForeignKeys: []builder.ForeignKey{fk("company_id", "companies", "id")}}
+	ads := builder.TableDef{Name: "ads", Columns: []string{"company_id", "id", "campaign_id"}, PrimaryKey: []string{"company_id", "id"},
+		ForeignKeys: []builder.ForeignKey{fk("company_id,campaign_id", "campaigns", "company_id,id")}, Parent: "campaign_id"}
+	clicks := builder.TableDef{Name: "clicks", Columns: []string{"company_id", "id", "ad_id"}, PrimaryKey: []string{"company_id", "id"}, Levels: lv("company_id"),
+		ForeignKeys: []builder.ForeignKey{fk("company_id,ad_id", "ads", "company_id,id")}}
+	projects := builder.TableDef{Name: "projects", Columns: []string{"id", "company_id"}, PrimaryKey: []string{"id"}, Levels: lv("company_id"),
+		ForeignKeys: []builder.ForeignKey{fk("company_id", "companies", "id")}}
+	issues := builder.TableDef{Name: "issues", Columns: []string{"id", "project_id"}, PrimaryKey: []string{"id"},
+		ForeignKeys: []builder.ForeignKey{fk("project_id", "projects", "id")}, Parent: "project_id"}
+	def := func(tables ...builder.TableDef) (*builder.Schema, error) {
+		return builder.NewSchema(builder.SchemaDef{Levels: []builder.Level{{Name: "company", Key: builder.IntKey}}, Tables: tables})
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, ddl)
+		right := []builder.TableDef{companies, campaigns, ads, clicks, projects, issues}
+		sch, err := def(right...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.open(sch); err != nil {
+			t.Fatalf("the correct declaration: %v", err)
+		}
+		for _, c := range []struct {
+			what string
+			with func(tables []builder.TableDef) // changes the right declaration
+			want string
+		}{
+			{"ads.campaign_id a company column beside its Parent", func(ts []builder.TableDef) { ts[2].Levels = lv("campaign_id") },
+				"ads.campaign_id is declared a column of level company, but the database's foreign key ads(company_id,campaign_id) -> campaigns(company_id,id) says it holds campaigns.id"},
+			{"campaigns.id a second company column", func(ts []builder.TableDef) { ts[1].Levels = lv("company_id", "id") },
+				"campaigns declares both company_id and id for level company, and no foreign key says id holds"},
+			{"issues.project_id a company column instead of its Parent", func(ts []builder.TableDef) { ts[5].Levels = lv("project_id"); ts[5].Parent = "" },
+				"issues.project_id is declared a column of level company, but the database's foreign key issues(project_id) -> projects(id) says it holds projects.id"},
+		} {
+			ts := slices.Clone(right)
+			c.with(ts)
+			sch, err := def(ts...)
+			if err != nil {
+				t.Fatalf("%s: schema: %v", c.what, err)
+			}
+			_, err = s.open(sch)
+			if !errors.Is(err, guardedsql.ErrLevelColumn) || !errors.Is(err, guardedsql.ErrCatalog) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: err = %v, want ErrLevelColumn containing %q", c.what, err, c.want)
+			}
+		}
+	})
+}

@@ -389,7 +389,10 @@
 //     is refused unless TableDef.GlobalReason explains it (ErrGlobalDrift);
 //     a trigger, rule or foreign-key action (CASCADE, SET NULL, SET
 //     DEFAULT) that writes a table written for tenants is refused unless
-//     TableDef.Triggers acknowledges it (ErrTrigger);
+//     TableDef.Triggers acknowledges it (ErrTrigger); a level column that a
+//     foreign key of the database maps onto a column carrying no key of
+//     that level, or a second column of one level that no foreign key
+//     anchors, is refused (ErrLevelColumn);
 //     every foreign key of the graph into a tenant-bound table must be a
 //     constraint of the database, and the connection must enforce foreign
 //     keys (ErrFKNotEnforced: SQLite PRAGMA foreign_keys, MySQL

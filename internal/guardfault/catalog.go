@@ -41,3 +41,8 @@ const (
 	GlobalPolymorphic Fix = "global_polymorphic"
 	GlobalRoot        Fix = "global_root"
 )
+
+// LevelAnchor: Open refuses a level column the database's foreign keys
+// show to hold another table's non-level column, or a second column of
+// one level anchored by no foreign key or primary key (property 27).
+const LevelAnchor Fix = "level_anchor"
