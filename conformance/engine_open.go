@@ -72,6 +72,10 @@ func (s *scratch) openGuarded(ctx context.Context, sch *builder.Schema, opts gua
 		if err != nil {
 			return nil, nil, err
 		}
+		// As guardedsql.Open and gmysql.Config do: ExpectOne counts rows
+		// matched, not rows changed (an own row updated to the value it
+		// holds, NULL over NULL, is still one row).
+		cfg.ClientFoundRows = true
 		raw, err := sql.Open("mysql", cfg.FormatDSN())
 		if err != nil {
 			return nil, nil, err

@@ -299,7 +299,8 @@ func propCatalog(p *pt, r *runner) {
 // levelAnchors (P27, continued): a column declared to carry a level that
 // the database's foreign keys show to hold something else is refused at
 // Open: a project id declared a company column instead of the Parent,
-// and a second company column beside the anchored one. The project and
+// a second company column beside the anchored one, and the project's own
+// id declared its company column (Levels copied from the companies). The project and
 // company ids interleave, so either mistake would hand company 1 company
 // 2's issue; the correct declaration is the control.
 func levelAnchors(p *pt, r *runner) {
@@ -347,6 +348,8 @@ func levelAnchors(p *pt, r *runner) {
 	wrongIssues.Parent, wrongIssues.Levels = "", company("project_id")
 	wrongProjects := projects
 	wrongProjects.Levels = company("company_id", "id")
+	copiedProjects := projects
+	copiedProjects.Levels = company("id")
 	for _, c := range []struct {
 		what, want string
 		tables     []builder.TableDef
@@ -355,6 +358,8 @@ func levelAnchors(p *pt, r *runner) {
 			[]builder.TableDef{companies, projects, wrongIssues}},
 		{"g27_projects.id declared a second company column", "g27_projects declares both company_id and id for level company",
 			[]builder.TableDef{companies, wrongProjects, issues}},
+		{"g27_projects.id declared the company column (Levels copied from g27_companies)", "g27_projects.id, a column of g27_projects's primary key, is declared the column of level company",
+			[]builder.TableDef{companies, copiedProjects, issues}},
 	} {
 		got, err := read(c.what, c.tables...)
 		switch {

@@ -414,8 +414,9 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 // Invariant: a column declared to carry a level holds that level's keys
 // by the database's own evidence where it has any: every foreign key it
 // is a column of maps it onto a column carrying the same level, and a
-// level column no foreign key anchors is not one of two columns of its
-// level in the table. (A level column with no foreign key at all, the
+// level column no foreign key anchors is neither one of two columns of
+// its level in the table nor a column of the primary key beside another
+// column whose foreign key carries the level. (A level column with no foreign key at all, the
 // only evidence of its level, is the Rails shape: the guard alone keeps
 // it, writing only the writer's keys into it.)
 func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.TableDef) []error {
@@ -447,6 +448,30 @@ func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.Tab
 			errs = append(errs, fmt.Errorf("%w: %s declares both %s and %s for level %s, and no foreign key says %s holds that level's keys: "+
 				"a row is in scope when either matches, so %s's values would hand rows to the tenant with the same key; remove it from Levels",
 				ErrLevelColumn, t.Name, t.LevelCols[i].Col, lc.Col, lc.Level.Name, lc.Col, lc.Col))
+			continue
+		}
+		// The row's own key declared the level while another column's
+		// foreign key carries it: Levels copied from the tenants' table
+		// ({"id": "company"} on campaigns, whose company_id references
+		// companies).
+		if !slices.ContainsFunc(ct.PrimaryKey, func(c string) bool { return strings.EqualFold(c, lc.Col) }) {
+			continue
+		}
+	keys:
+		for _, fk := range ct.ForeignKeys {
+			to := g.Tables[graphName(g, fk.RefTable)]
+			if to == nil || to.Global {
+				continue
+			}
+			for i, c := range fk.Columns {
+				if i < len(fk.RefColumns) && !strings.EqualFold(c, lc.Col) && levelOfFold(t, c) == nil && carriesLevel(g, cat, to, fk.RefColumns[i], lc.Level, 0) {
+					errs = append(errs, fmt.Errorf("%w: %s.%s, a column of %s's primary key, is declared the column of level %s, but the database's foreign key %s(%s) -> %s(%s) says %s.%s holds that level's keys: "+
+						"declare %s, not %s, in %s's Levels (or its foreign key as the Parent)",
+						ErrLevelColumn, t.Name, lc.Col, t.Name, lc.Level.Name, t.Name, strings.Join(fk.Columns, ","), to.Name, strings.Join(fk.RefColumns, ","), t.Name, c,
+						c, lc.Col, t.Name))
+					break keys
+				}
+			}
 		}
 	}
 	return errs

@@ -606,7 +606,8 @@ func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 // the Citus ad-analytics shape (composite keys carrying company_id):
 // ads.campaign_id declared a company column maps onto campaigns.id (a
 // campaign id), campaigns.id declared a second company column beside
-// company_id has no foreign key, and (Django's shape) a link table's
+// company_id, or instead of it, has no foreign key (clicks.id likewise),
+// and (Django's shape) a link table's
 // project_id declared a level column references projects.id. Each handed
 // one company's rows to the company whose id equals a campaign or
 // project id, and each is refused with ErrLevelColumn. The correct
@@ -666,6 +667,10 @@ func TestLevelColumnAnchored(t *testing.T) {
 				"ads.campaign_id is declared a column of level company, but the database's foreign key ads(company_id,campaign_id) -> campaigns(company_id,id) says it holds campaigns.id"},
 			{"campaigns.id a second company column", func(ts []builder.TableDef) { ts[1].Levels = lv("company_id", "id") },
 				"campaigns declares both company_id and id for level company, and no foreign key says id holds"},
+			{"campaigns.id the company column instead of company_id", func(ts []builder.TableDef) { ts[1].Levels = lv("id") },
+				"campaigns.id, a column of campaigns's primary key, is declared the column of level company, but the database's foreign key campaigns(company_id) -> companies(id) says campaigns.company_id holds"},
+			{"clicks.id the company column instead of company_id", func(ts []builder.TableDef) { ts[3].Levels = lv("id") },
+				"clicks.id, a column of clicks's primary key, is declared the column of level company, but the database's foreign key clicks(company_id,ad_id) -> ads(company_id,id) says clicks.company_id holds"},
 			{"issues.project_id a company column instead of its Parent", func(ts []builder.TableDef) { ts[5].Levels = lv("project_id"); ts[5].Parent = "" },
 				"issues.project_id is declared a column of level company, but the database's foreign key issues(project_id) -> projects(id) says it holds projects.id"},
 		} {
