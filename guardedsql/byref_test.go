@@ -539,3 +539,27 @@ func TestOwnedByReferenceKeyTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyRLSKeyTypeDrift: a level declared with text keys over bigint
+// columns is refused by ApplyRLS before any DDL with Open's error
+// (ErrTypeDrift naming the column), not PostgreSQL's "operator does not
+// exist" from inside a CREATE POLICY.
+func TestApplyRLSKeyTypeDrift(t *testing.T) {
+	s := newScratch(t, enginePostgres, []string{
+		`CREATE TABLE accounts (id BIGINT PRIMARY KEY)`,
+		`CREATE TABLE notes (id BIGINT PRIMARY KEY, account_id BIGINT NOT NULL REFERENCES accounts(id))`,
+	})
+	sch := builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "account", Key: builder.TextKey}},
+		Tables: []builder.TableDef{
+			{Name: "accounts", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "account"}},
+			{Name: "notes", Columns: []string{"id", "account_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"account_id": "account"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"account_id"}, RefTable: "accounts"}}},
+		},
+	})
+	_, err := s.open(sch)
+	if !errors.Is(err, guardedsql.ErrTypeDrift) || !strings.Contains(err.Error(), "notes.account_id is bigint in the database, the graph says text values") ||
+		strings.Contains(err.Error(), "operator does not exist") || strings.Contains(err.Error(), "CREATE POLICY") {
+		t.Fatalf("err = %v, want ErrTypeDrift naming notes.account_id, before any DDL", err)
+	}
+}

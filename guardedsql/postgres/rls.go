@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql"
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	pgdialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres/pgxdriver"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
@@ -98,7 +101,9 @@ func rlsDDL(sch *builder.Schema, d pgdialect.Dialect) ([]string, error) {
 // ApplyRLS runs RLSDDL(sch) in one transaction on owner, which must be
 // connected as the tables' owner (or a superuser): migrations are the
 // application's choice, this is the ready-made one. On any error nothing
-// is changed. With opts.Key it also installs that key (as [AddKey]). Seed
+// is changed; a level or foreign-key column whose type is not of the kind
+// the graph says is refused before any DDL ([guardedsql.ErrTypeDrift]).
+// With opts.Key it also installs that key (as [AddKey]). Seed
 // or migrate data as that owner before applying: with FORCE ROW LEVEL
 // SECURITY the owner, too, sees only rows of a signed scope ([SignScope]).
 func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts Options) error {
@@ -114,6 +119,9 @@ func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts O
 	if err != nil {
 		return err
 	}
+	if err := keyTypes(ctx, tx, sch, d); err != nil {
+		return errors.Join(err, tx.Rollback(ctx))
+	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {
 			return errors.Join(fmt.Errorf("guardedsql: applying row-level security: %w (in %q)", err, s), tx.Rollback(ctx))
@@ -126,4 +134,40 @@ func ApplyRLS(ctx context.Context, owner TxBeginner, sch *builder.Schema, opts O
 		}
 	}
 	return tx.Commit(ctx)
+}
+
+// keyTypes refuses, before any DDL, a level or foreign-key column whose
+// type in the database is not of the kind the graph says (a bigint column
+// of a level declared with text keys): the policies would compare them
+// and PostgreSQL stop at "operator does not exist" deep in a CREATE
+// POLICY. The error is Open's for the same mistake ([guardedsql.ErrTypeDrift]).
+// Tables not created yet are left to the DDL.
+func keyTypes(ctx context.Context, q engine.Querier, sch *builder.Schema, d pgdialect.Dialect) error {
+	g, ok := sqlast.SchemaOf(sch)
+	if !ok {
+		return fmt.Errorf("%w: nil or zero schema", guardedsql.ErrInvalid)
+	}
+	defs, _, err := d.Catalog(ctx, q, nil)
+	if err != nil {
+		return fmt.Errorf("guardedsql: applying row-level security: reading the catalog: %w", err)
+	}
+	var errs []error
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		i := slices.IndexFunc(defs, func(td builder.TableDef) bool { return strings.EqualFold(td.Name, t.Name) })
+		if i < 0 {
+			continue
+		}
+		for col, typ := range defs[i].Types {
+			c := slices.IndexFunc(t.Columns, func(x string) bool { return strings.EqualFold(x, col) })
+			if c < 0 {
+				continue
+			}
+			if k, ck := t.ColumnKind(t.Columns[c]), sqlast.TypeKind(typ); k != 0 && ck != 0 && k != ck {
+				errs = append(errs, fmt.Errorf("%w: %s.%s is %s in the database, the graph says %s values", guardedsql.ErrTypeDrift, t.Name, t.Columns[c], typ, k))
+			}
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
 }
