@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/scope"
@@ -184,4 +185,38 @@ func (g *graph) grantSet(grants []scope.Grant) grantSet {
 		out[gr.Level][id] = true
 	}
 	return out
+}
+
+// addLiveUniques adds to each table's unique keys those of the live
+// catalog the declaration leaves out (a per-tenant unique_together the
+// graph does not list): the suite's copies of rows must vary them, or its
+// controls fail on a conflict that says nothing of the cause. Keys on
+// columns the graph does not declare are left out (the suite cannot vary
+// them).
+func (g *graph) addLiveUniques(live map[string]*liveTable) {
+	for _, name := range g.names {
+		t, lt := g.tables[name], live[strings.ToLower(name)]
+		if lt == nil {
+			continue
+		}
+	keys:
+		for _, lk := range lt.uniques {
+			var key []string
+			for _, c := range lk {
+				i := slices.IndexFunc(t.cols, func(x string) bool { return strings.EqualFold(x, c) })
+				if i < 0 {
+					continue keys
+				}
+				key = append(key, t.cols[i])
+			}
+			same := func(u []string) bool {
+				return len(u) == len(key) && !slices.ContainsFunc(u, func(c string) bool {
+					return !slices.ContainsFunc(key, func(k string) bool { return strings.EqualFold(k, c) })
+				})
+			}
+			if !same(t.pk) && !slices.ContainsFunc(t.unique, same) {
+				t.unique = append(t.unique, key)
+			}
+		}
+	}
 }

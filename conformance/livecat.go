@@ -20,6 +20,9 @@ type liveTable struct {
 	types map[string]string // lower-case column -> declared type, lower case
 	pk    []string          // lower case
 	fks   []liveFK
+	// uniques are the unique keys other than the primary key, lower case:
+	// plain column lists only (no partial or expression index).
+	uniques [][]string
 }
 
 // liveFK is one foreign-key constraint of the catalog, every name lower
@@ -145,9 +148,32 @@ func readSQLiteCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTabl
 				lf.ref = append(lf.ref, strings.ToLower(f[3]))
 			}
 		}
+		idx, err := queryStrings(ctx, db, `SELECT name FROM pragma_index_list(?) WHERE "unique" = 1 AND origin <> 'pk' AND partial = 0 ORDER BY name`, n[0])
+		if err != nil {
+			return err
+		}
+		for _, x := range idx {
+			cols, err := queryStrings(ctx, db, `SELECT coalesce(name, '') FROM pragma_index_info(?) ORDER BY seqno`, x[0])
+			if err != nil {
+				return err
+			}
+			var key []string
+			for _, c := range cols {
+				key = append(key, strings.ToLower(c[0]))
+			}
+			t.addUnique(key)
+		}
 		out[strings.ToLower(t.name)] = t
 	}
 	return nil
+}
+
+// addUnique records key unless it is empty or names an expression (an
+// empty column name).
+func (t *liveTable) addUnique(key []string) {
+	if len(key) > 0 && !slices.Contains(key, "") {
+		t.uniques = append(t.uniques, key)
+	}
 }
 
 func readPostgresCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTable) error {
@@ -201,7 +227,33 @@ ORDER BY c.relname, k.oid, u.ord`)
 		lf.cols = append(lf.cols, col)
 		lf.ref = append(lf.ref, strings.ToLower(k[5]))
 	}
+	idx, err := queryStrings(ctx, db, `SELECT c.relname, i.indexrelid::text, a.attname
+FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS u(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.attnum
+WHERE n.nspname = current_schema() AND i.indisunique AND NOT i.indisprimary AND i.indpred IS NULL AND i.indexprs IS NULL
+ORDER BY c.relname, i.indexrelid, u.ord`)
+	if err != nil {
+		return err
+	}
+	groupUniques(out, idx)
 	return nil
+}
+
+// groupUniques adds to out the unique keys of rows (table, index id,
+// column), ordered by table and index.
+func groupUniques(out map[string]*liveTable, rows [][]string) {
+	for i := 0; i < len(rows); {
+		j := i
+		var key []string
+		for ; j < len(rows) && rows[j][0] == rows[i][0] && rows[j][1] == rows[i][1]; j++ {
+			key = append(key, strings.ToLower(rows[j][2]))
+		}
+		if t := out[strings.ToLower(rows[i][0])]; t != nil {
+			t.addUnique(key)
+		}
+		i = j
+	}
 }
 
 func readMySQLCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTable) error {
@@ -250,5 +302,12 @@ ORDER BY k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION`)
 		lf.cols = append(lf.cols, col)
 		lf.ref = append(lf.ref, strings.ToLower(k[4]))
 	}
+	idx, err := queryStrings(ctx, db, `SELECT TABLE_NAME, INDEX_NAME, coalesce(COLUMN_NAME, '') FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY'
+ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX`)
+	if err != nil {
+		return err
+	}
+	groupUniques(out, idx)
 	return nil
 }

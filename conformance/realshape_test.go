@@ -241,3 +241,36 @@ func TestP03JSONColumn(t *testing.T) {
 		return Target{Name: "messages", DSN: dsn, Graph: def, Seed: seedShape(ddl, data, []string{"accounts", "messages"})}
 	}, 3)
 }
+
+// Sentry's sentry_team: UNIQUE (organization_id, slug), a per-tenant key
+// the declaration leaves out of TableDef.Unique (Open accepts it: it holds
+// the tenant column). The copies of P7, P10 and P45 kept the slug and
+// collided with their template ("conflict (... organization_id, slug)"),
+// failing a correct declaration with no word of the cause. The suite now
+// reads the unique keys from the live catalog and varies them too.
+func TestUndeclaredTenantUnique(t *testing.T) {
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "teams", Columns: []string{"id", "organization_id", "slug"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"organization_id": "org"}, ForeignKeys: []builder.ForeignKey{{Columns: []string{"organization_id"}, RefTable: "orgs"}}},
+		},
+	}
+	ddl := func(e Engine) []string {
+		return []string{
+			`CREATE TABLE orgs (id INTEGER PRIMARY KEY, name VARCHAR(40) NOT NULL)`,
+			`CREATE TABLE teams (id INTEGER PRIMARY KEY, organization_id INTEGER NOT NULL REFERENCES orgs(id), slug VARCHAR(40) NOT NULL,
+				CONSTRAINT teams_org_slug UNIQUE (organization_id, slug))`,
+		}
+	}
+	i := func(v int64) any { return v }
+	data := map[string][]Row{
+		"orgs": {{"id": i(1), "name": "acme"}, {"id": i(2), "name": "globex"}, {"id": i(3), "name": "initech"}},
+		"teams": {{"id": i(1), "organization_id": i(1), "slug": "web"}, {"id": i(2), "organization_id": i(2), "slug": "web"},
+			{"id": i(3), "organization_id": i(1), "slug": "ops"}, {"id": i(4), "organization_id": i(2), "slug": "ops"}, {"id": i(5), "organization_id": i(3), "slug": "web"}},
+	}
+	expectGreen(t, func(dsn string) Target {
+		return Target{Name: "teams", DSN: dsn, Graph: def, Seed: seedShape(ddl, data, []string{"orgs", "teams"})}
+	}, 7, 10, 45)
+}

@@ -312,6 +312,7 @@ func (r *runner) setup(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	r.g.addLiveUniques(live)
 	lvl, err := levelColumns(r.target, r.target.Graph, live)
 	if err != nil {
 		return fail(err)
