@@ -460,8 +460,8 @@ func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.Tab
 	keys:
 		for _, fk := range ct.ForeignKeys {
 			to := g.Tables[graphName(g, fk.RefTable)]
-			if to == nil || to.Global {
-				continue
+			if to == nil || to.Global || to == t {
+				continue // a self-reference (a parent company) names another row of t
 			}
 			for i, c := range fk.Columns {
 				if i < len(fk.RefColumns) && !strings.EqualFold(c, lc.Col) && levelOfFold(t, c) == nil && carriesLevel(g, cat, to, fk.RefColumns[i], lc.Level, 0) {

@@ -615,7 +615,7 @@ func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 // own scope comes through its Parent, open.
 func TestLevelColumnAnchored(t *testing.T) {
 	ddl := []string{
-		`CREATE TABLE companies (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE companies (id INT_T PRIMARY KEY, parent_id INT_T NULL, FOREIGN KEY (parent_id) REFERENCES companies(id))`,
 		`CREATE TABLE campaigns (company_id INT_T NOT NULL, id INT_T NOT NULL, PRIMARY KEY (company_id, id), FOREIGN KEY (company_id) REFERENCES companies(id))`,
 		`CREATE TABLE ads (company_id INT_T NOT NULL, id INT_T NOT NULL, campaign_id INT_T NOT NULL, PRIMARY KEY (company_id, id),
 			FOREIGN KEY (company_id, campaign_id) REFERENCES campaigns(company_id, id))`,
@@ -634,7 +634,9 @@ func TestLevelColumnAnchored(t *testing.T) {
 	fk := func(cols, ref string, refCols string) builder.ForeignKey {
 		return builder.ForeignKey{Columns: strings.Split(cols, ","), RefTable: ref, RefColumns: strings.Split(refCols, ",")}
 	}
-	companies := builder.TableDef{Name: "companies", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: lv("id")}
+	// A holding's subsidiaries: a self-reference beside the level column.
+	companies := builder.TableDef{Name: "companies", Columns: []string{"id", "parent_id"}, PrimaryKey: []string{"id"}, Levels: lv("id"),
+		ForeignKeys: []builder.ForeignKey{fk("parent_id", "companies", "id")}}
 	campaigns := builder.TableDef{Name: "campaigns", Columns: []string{"company_id", "id"}, PrimaryKey: []string{"company_id", "id"}, Levels: lv("company_id"),
 		ForeignKeys: []builder.ForeignKey{fk("company_id", "companies", "id")}}
 	ads := builder.TableDef{Name: "ads", Columns: []string{"company_id", "id", "campaign_id"}, PrimaryKey: []string{"company_id", "id"},
