@@ -299,18 +299,23 @@ func propCatalog(p *pt, r *runner) {
 // levelAnchors (P27, continued): a column declared to carry a level that
 // the database's foreign keys show to hold something else is refused at
 // Open: a project id declared a company column instead of the Parent,
-// a second company column beside the anchored one, and the project's own
-// id declared its company column (Levels copied from the companies). The project and
+// a second company column beside the anchored one, the project's own id
+// declared its company column (Levels copied from the companies), and,
+// with no foreign key to tell, a project id declared the company column
+// of a table that has a company_id. The project and
 // company ids interleave, so either mistake would hand company 1 company
 // 2's issue; the correct declaration is the control.
 func levelAnchors(p *pt, r *runner) {
-	f := r.gapFixture(p, []string{"g27_issues", "g27_projects", "g27_companies"}, []string{
+	f := r.gapFixture(p, []string{"g27_tickets", "g27_issues", "g27_projects", "g27_companies"}, []string{
 		`CREATE TABLE g27_companies (id INT_T PRIMARY KEY)`,
 		`CREATE TABLE g27_projects (id INT_T PRIMARY KEY, company_id INT_T NOT NULL, FOREIGN KEY (company_id) REFERENCES g27_companies(id))`,
 		`CREATE TABLE g27_issues (id INT_T PRIMARY KEY, project_id INT_T NOT NULL, secret KEY_T NOT NULL, FOREIGN KEY (project_id) REFERENCES g27_projects(id))`,
 		`INSERT INTO g27_companies VALUES (1), (2)`,
 		`INSERT INTO g27_projects VALUES (1, 2), (2, 1)`,
 		`INSERT INTO g27_issues VALUES (10, 1, 'company 2 issue'), (11, 2, 'company 1 issue')`,
+		// A framework that keeps no foreign keys: only the names tell.
+		`CREATE TABLE g27_tickets (id INT_T PRIMARY KEY, company_id INT_T NOT NULL, project_id INT_T NOT NULL, secret KEY_T NOT NULL)`,
+		`INSERT INTO g27_tickets VALUES (20, 2, 1, 'company 2 ticket'), (21, 1, 2, 'company 1 ticket')`,
 	})
 	defer f.drop()
 	fk := func(col, ref string) []builder.ForeignKey {
@@ -328,8 +333,9 @@ func levelAnchors(p *pt, r *runner) {
 		ForeignKeys: fk("company_id", "g27_companies")}
 	issues := builder.TableDef{Name: "g27_issues", Columns: []string{"id", "project_id", "secret"}, PrimaryKey: []string{"id"},
 		ForeignKeys: fk("project_id", "g27_projects"), Parent: "project_id"}
+	tickets := builder.TableDef{Name: "g27_tickets", Columns: []string{"id", "company_id", "project_id", "secret"}, PrimaryKey: []string{"id"}, Levels: company("company_id")}
 	ctx := gapCtx(p, scope.Grant{Level: "company", ID: "1"})
-	read := func(what string, tables ...builder.TableDef) (got []string, err error) {
+	read := func(what, table string, tables ...builder.TableDef) (got []string, err error) {
 		sch, err := builder.NewSchema(builder.SchemaDef{Levels: []builder.Level{{Name: "company", Key: builder.IntKey}}, Tables: tables})
 		if err != nil {
 			p.Fatalf("%s: schema: %v", what, err)
@@ -338,12 +344,16 @@ func levelAnchors(p *pt, r *runner) {
 		if err != nil {
 			return nil, err
 		}
-		t := sch.Table("g27_issues")
+		t := sch.Table(table)
 		return strs(p, db, ctx, builder.Must(builder.Select(t.Col("secret")).From(t).Build())), nil
 	}
-	if got, err := read("the correct declaration", companies, projects, issues); err != nil || !slices.Equal(got, []string{"company 1 issue"}) {
-		p.Fatalf("control: the correct declaration: company 1 reads %v, err %v; want [company 1 issue]", got, err)
+	for table, want := range map[string]string{"g27_issues": "company 1 issue", "g27_tickets": "company 1 ticket"} {
+		if got, err := read("the correct declaration", table, companies, projects, issues, tickets); err != nil || !slices.Equal(got, []string{want}) {
+			p.Fatalf("control: the correct declaration: company 1 reads %v of %s, err %v; want [%s]", got, table, err, want)
+		}
 	}
+	wrongTickets := tickets
+	wrongTickets.Levels = company("project_id")
 	wrongIssues := issues
 	wrongIssues.Parent, wrongIssues.Levels = "", company("project_id")
 	wrongProjects := projects
@@ -351,17 +361,19 @@ func levelAnchors(p *pt, r *runner) {
 	copiedProjects := projects
 	copiedProjects.Levels = company("id")
 	for _, c := range []struct {
-		what, want string
-		tables     []builder.TableDef
+		what, want, table string
+		tables            []builder.TableDef
 	}{
-		{"g27_issues.project_id declared a company column (instead of the Parent)", "g27_issues.project_id is declared a column of level company",
-			[]builder.TableDef{companies, projects, wrongIssues}},
-		{"g27_projects.id declared a second company column", "g27_projects declares both company_id and id for level company",
-			[]builder.TableDef{companies, wrongProjects, issues}},
-		{"g27_projects.id declared the company column (Levels copied from g27_companies)", "g27_projects.id, a column of g27_projects's primary key, is declared the column of level company",
-			[]builder.TableDef{companies, copiedProjects, issues}},
+		{"g27_issues.project_id declared a company column (instead of the Parent)", "g27_issues.project_id is declared a column of level company", "g27_issues",
+			[]builder.TableDef{companies, projects, wrongIssues, tickets}},
+		{"g27_projects.id declared a second company column", "g27_projects declares both company_id and id for level company", "g27_issues",
+			[]builder.TableDef{companies, wrongProjects, issues, tickets}},
+		{"g27_projects.id declared the company column (Levels copied from g27_companies)", "g27_projects.id, a column of g27_projects's primary key, is declared the column of level company", "g27_issues",
+			[]builder.TableDef{companies, copiedProjects, issues, tickets}},
+		{"g27_tickets.project_id declared the company column (no foreign keys; company_id beside it)", "g27_tickets.project_id is declared the column of level company, but g27_tickets also has company_id", "g27_tickets",
+			[]builder.TableDef{companies, projects, issues, wrongTickets}},
 	} {
-		got, err := read(c.what, c.tables...)
+		got, err := read(c.what, c.table, c.tables...)
 		switch {
 		case errors.Is(err, guardedsql.ErrLevelColumn) && strings.Contains(err.Error(), c.want):
 		case err != nil:

@@ -73,12 +73,15 @@ var (
 	// another tenant's rows behind the guard.
 	ErrTrigger = fmt.Errorf("%w: trigger, rule or foreign key action on a table of the graph", ErrCatalog)
 	// ErrLevelColumn: a column declared to carry a scope level holds, by
-	// the database's own foreign keys, something else: it maps, in a
-	// foreign key, onto a column of another table that does not carry
-	// that level (ads.campaign_id -> campaigns.id declared a company
-	// column), or it is a second column of the level in its table with
-	// no foreign key or primary key to anchor it (campaigns.id beside
-	// campaigns.company_id). A row is in scope when any of its level
+	// the database's own foreign keys or its names, something else: it
+	// maps, in a foreign key, onto a column of another table that does
+	// not carry that level (ads.campaign_id -> campaigns.id declared a
+	// company column); it is a second column of the level in its table
+	// that no foreign key anchors (campaigns.id beside
+	// campaigns.company_id); it is a primary-key column while another
+	// column's foreign key carries the level; or, anchored by nothing, it
+	// sits beside an undeclared column named like the level
+	// (tickets.project_id beside tickets.company_id). A row is in scope when any of its level
 	// columns matches a grant, so such a column hands rows to the tenant
 	// whose key happens to equal its value.
 	ErrLevelColumn = fmt.Errorf("%w: a level column does not hold that level's keys", ErrCatalog)
@@ -414,9 +417,10 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 // Invariant: a column declared to carry a level holds that level's keys
 // by the database's own evidence where it has any: every foreign key it
 // is a column of maps it onto a column carrying the same level, and a
-// level column no foreign key anchors is neither one of two columns of
-// its level in the table nor a column of the primary key beside another
-// column whose foreign key carries the level. (A level column with no foreign key at all, the
+// level column no foreign key anchors is not one of two columns of its
+// level in the table, nor beside an undeclared column named like the
+// level, nor a column of the primary key beside another column whose
+// foreign key carries the level. (A level column with no foreign key at all, the
 // only evidence of its level, is the Rails shape: the guard alone keeps
 // it, writing only the writer's keys into it.)
 func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.TableDef) []error {
@@ -454,27 +458,48 @@ func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.Tab
 		// foreign key carries it: Levels copied from the tenants' table
 		// ({"id": "company"} on campaigns, whose company_id references
 		// companies).
-		if !slices.ContainsFunc(ct.PrimaryKey, func(c string) bool { return strings.EqualFold(c, lc.Col) }) {
+		if pkRefused(g, cat, t, ct, lc, &errs) {
 			continue
 		}
-	keys:
-		for _, fk := range ct.ForeignKeys {
-			to := g.Tables[graphName(g, fk.RefTable)]
-			if to == nil || to.Global || to == t {
-				continue // a self-reference (a parent company) names another row of t
-			}
-			for i, c := range fk.Columns {
-				if i < len(fk.RefColumns) && !strings.EqualFold(c, lc.Col) && levelOfFold(t, c) == nil && carriesLevel(g, cat, to, fk.RefColumns[i], lc.Level, 0) {
-					errs = append(errs, fmt.Errorf("%w: %s.%s, a column of %s's primary key, is declared the column of level %s, but the database's foreign key %s(%s) -> %s(%s) says %s.%s holds that level's keys: "+
-						"declare %s, not %s, in %s's Levels (or its foreign key as the Parent)",
-						ErrLevelColumn, t.Name, lc.Col, t.Name, lc.Level.Name, t.Name, strings.Join(fk.Columns, ","), to.Name, strings.Join(fk.RefColumns, ","), t.Name, c,
-						c, lc.Col, t.Name))
-					break keys
-				}
-			}
+		// No foreign key says anything (a Rails schema): the name may. A
+		// level column beside an undeclared column named like the level
+		// (inbox_id declared the account column of conversations, which
+		// has an account_id) is the wrong one.
+		if x := slices.IndexFunc(ct.Columns, func(c string) bool {
+			n := strings.ToLower(c)
+			return !strings.EqualFold(c, lc.Col) && levelOfFold(t, c) == nil && (n == lc.Level.Name || n == lc.Level.Name+"_id")
+		}); x >= 0 {
+			errs = append(errs, fmt.Errorf("%w: %s.%s is declared the column of level %s, but %s also has %s, named like the level, undeclared: "+
+				"declare %s, not %s, in %s's Levels",
+				ErrLevelColumn, t.Name, lc.Col, lc.Level.Name, t.Name, ct.Columns[x], ct.Columns[x], lc.Col, t.Name))
 		}
 	}
 	return errs
+}
+
+// pkRefused appends to errs, and reports, a column of t's primary key
+// declared level lc.Level while another column's foreign key carries
+// that level.
+func pkRefused(g *sqlast.Schema, cat map[string]*builder.TableDef, t *sqlast.Table, ct *builder.TableDef, lc sqlast.LevelCol, errs *[]error) bool {
+	if !slices.ContainsFunc(ct.PrimaryKey, func(c string) bool { return strings.EqualFold(c, lc.Col) }) {
+		return false
+	}
+	for _, fk := range ct.ForeignKeys {
+		to := g.Tables[graphName(g, fk.RefTable)]
+		if to == nil || to.Global || to == t {
+			continue // a self-reference (a parent company) names another row of t
+		}
+		for i, c := range fk.Columns {
+			if i < len(fk.RefColumns) && !strings.EqualFold(c, lc.Col) && levelOfFold(t, c) == nil && carriesLevel(g, cat, to, fk.RefColumns[i], lc.Level, 0) {
+				*errs = append(*errs, fmt.Errorf("%w: %s.%s, a column of %s's primary key, is declared the column of level %s, but the database's foreign key %s(%s) -> %s(%s) says %s.%s holds that level's keys: "+
+					"declare %s, not %s, in %s's Levels (or its foreign key as the Parent)",
+					ErrLevelColumn, t.Name, lc.Col, t.Name, lc.Level.Name, t.Name, strings.Join(fk.Columns, ","), to.Name, strings.Join(fk.RefColumns, ","), t.Name, c,
+					c, lc.Col, t.Name))
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // levelOfFold is t.LevelOf for a catalog's column name, whose case the

@@ -607,7 +607,9 @@ func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 // ads.campaign_id declared a company column maps onto campaigns.id (a
 // campaign id), campaigns.id declared a second company column beside
 // company_id, or instead of it, has no foreign key (clicks.id likewise),
-// and (Django's shape) a link table's
+// a column with no foreign key declared the level beside one named like
+// it (Rails: tickets.project_id, not company_id), and (Django's shape) a
+// link table's
 // project_id declared a level column references projects.id. Each handed
 // one company's rows to the company whose id equals a campaign or
 // project id, and each is refused with ErrLevelColumn. The correct
@@ -623,6 +625,8 @@ func TestLevelColumnAnchored(t *testing.T) {
 			FOREIGN KEY (company_id, ad_id) REFERENCES ads(company_id, id))`,
 		`CREATE TABLE projects (id INT_T PRIMARY KEY, company_id INT_T NOT NULL, FOREIGN KEY (company_id) REFERENCES companies(id))`,
 		`CREATE TABLE issues (id INT_T PRIMARY KEY, project_id INT_T NOT NULL, FOREIGN KEY (project_id) REFERENCES projects(id))`,
+		// Rails: no foreign keys at all.
+		`CREATE TABLE tickets (id INT_T PRIMARY KEY, company_id INT_T NOT NULL, project_id INT_T NOT NULL)`,
 	}
 	lv := func(cols ...string) map[string]string {
 		m := map[string]string{}
@@ -647,12 +651,13 @@ func TestLevelColumnAnchored(t *testing.T) {
 		ForeignKeys: []builder.ForeignKey{fk("company_id", "companies", "id")}}
 	issues := builder.TableDef{Name: "issues", Columns: []string{"id", "project_id"}, PrimaryKey: []string{"id"},
 		ForeignKeys: []builder.ForeignKey{fk("project_id", "projects", "id")}, Parent: "project_id"}
+	tickets := builder.TableDef{Name: "tickets", Columns: []string{"id", "company_id", "project_id"}, PrimaryKey: []string{"id"}, Levels: lv("company_id")}
 	def := func(tables ...builder.TableDef) (*builder.Schema, error) {
 		return builder.NewSchema(builder.SchemaDef{Levels: []builder.Level{{Name: "company", Key: builder.IntKey}}, Tables: tables})
 	}
 	forEachEngine(t, func(t *testing.T, e engine) {
 		s := newScratch(t, e, ddl)
-		right := []builder.TableDef{companies, campaigns, ads, clicks, projects, issues}
+		right := []builder.TableDef{companies, campaigns, ads, clicks, projects, issues, tickets}
 		sch, err := def(right...)
 		if err != nil {
 			t.Fatal(err)
@@ -673,6 +678,8 @@ func TestLevelColumnAnchored(t *testing.T) {
 				"campaigns.id, a column of campaigns's primary key, is declared the column of level company, but the database's foreign key campaigns(company_id) -> companies(id) says campaigns.company_id holds"},
 			{"clicks.id the company column instead of company_id", func(ts []builder.TableDef) { ts[3].Levels = lv("id") },
 				"clicks.id, a column of clicks's primary key, is declared the column of level company, but the database's foreign key clicks(company_id,ad_id) -> ads(company_id,id) says clicks.company_id holds"},
+			{"tickets.project_id the company column, no foreign keys (Rails)", func(ts []builder.TableDef) { ts[6].Levels = lv("project_id") },
+				"tickets.project_id is declared the column of level company, but tickets also has company_id, named like the level, undeclared"},
 			{"issues.project_id a company column instead of its Parent", func(ts []builder.TableDef) { ts[5].Levels = lv("project_id"); ts[5].Parent = "" },
 				"issues.project_id is declared a column of level company, but the database's foreign key issues(project_id) -> projects(id) says it holds projects.id"},
 		} {
