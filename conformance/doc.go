@@ -354,6 +354,7 @@
 //	global tables named like references (global_named_ref, global_polymorphic) 27
 //	the tenants' own table declared global (global_root) 27
 //	level columns anchored by foreign keys (level_anchor) 27
+//	claims need the row to exist (by_ref_exists)     52
 //	triggers and rules refused (triggers)            57
 //	foreign-key actions refused (fk_actions)         57
 //	PostgreSQL: search_path pinned (search_path)     57

@@ -259,6 +259,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.SearchPath), disable(guardfault.SearchPath), []int{57}},
 		{string(guardfault.BypassPaths), disable(guardfault.BypassPaths), []int{17}},
 		{string(guardfault.ByRef), disable(guardfault.ByRef), []int{52}},
+		{string(guardfault.ByRefExists), disable(guardfault.ByRefExists), []int{52}},
 		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
 		{string(guardfault.CheckLockBound), disable(guardfault.CheckLockBound), []int{51}},
 		{string(guardfault.ExchangeCounter), installed(guardfault.ExchangeCounter), []int{35}},

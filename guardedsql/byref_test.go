@@ -563,3 +563,71 @@ func TestApplyRLSKeyTypeDrift(t *testing.T) {
 		t.Fatalf("err = %v, want ErrTypeDrift naming notes.account_id, before any DDL", err)
 	}
 }
+
+// TestOwnedByReferenceClaimExistence: pointing a row at an address only
+// another store's rows reference, and at an address that does not exist,
+// fail alike (the same error, word for word) on every write kind, so a
+// tool that shows its errors does not tell another tenant's address from
+// no address. Claiming an unreferenced address that exists still works.
+func TestOwnedByReferenceClaimExistence(t *testing.T) {
+	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
+		s := newScratch(t, e, storesDDL)
+		sch := builder.MustSchema(storesSchemaDef())
+		db, err := s.open(sch, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cust := sch.Table("customers")
+		src := cust.As("src")
+		s1 := storeCtx("1")
+		// 103 is store 2's alone; 999 is no address. Customer 10 (store 1)
+		// lives at 102, so the INSERT ... SELECT adds 1 or 897 to it.
+		kinds := []struct {
+			name string
+			m    func(addr int64) builder.Mutation
+		}{
+			{"insert", func(a int64) builder.Mutation {
+				return built(builder.InsertInto(cust).Columns("id", "store_id", "address_id").Values(14, 1, a).Build())
+			}},
+			{"update", func(a int64) builder.Mutation {
+				return built(builder.UpdateTable(cust).Set("address_id", a).Where(cust.Col("id").Eq(10)).ExpectOne().Build())
+			}},
+			{"plain update", func(a int64) builder.Mutation {
+				return built(builder.UpdateTable(cust).Set("address_id", a).Where(cust.Col("id").Eq(10)).Build())
+			}},
+			{"upsert", func(a int64) builder.Mutation {
+				return built(builder.InsertInto(cust).Columns("id", "store_id", "address_id", "name").Values(15, 1, a, "x").OnConflict("id").DoUpdate("name").Build())
+			}},
+			{"insert select", func(a int64) builder.Mutation {
+				return built(builder.InsertInto(cust).Columns("id", "store_id", "address_id").
+					Select(mustQuery(t, builder.Select(src.Col("id").Add(1000), src.Col("store_id"), src.Col("address_id").Add(a-102)).From(src).Where(src.Col("id").Eq(10)))).Build())
+			}},
+		}
+		for _, k := range kinds {
+			res1, foreign := db.Exec(s1, k.m(103))
+			res2, missing := db.Exec(s1, k.m(999))
+			if foreign == nil && missing == nil {
+				// A plain UPDATE skips the row it may not write: it must
+				// then skip it alike.
+				if res1.RowsAffected != 0 || res2.RowsAffected != 0 {
+					t.Errorf("%s: %d and %d rows written, want 0", k.name, res1.RowsAffected, res2.RowsAffected)
+				}
+				continue
+			}
+			if !errors.Is(foreign, guardedsql.ErrNotFound) {
+				t.Errorf("%s at store 2's address: err = %v, want ErrNotFound", k.name, foreign)
+			}
+			if foreign == nil || missing == nil || foreign.Error() != missing.Error() {
+				t.Errorf("%s: store 2's address answers %q, a missing one %q: want the same", k.name, foreign, missing)
+			}
+		}
+		if n := s.count(`SELECT COUNT(*) FROM customers WHERE (store_id = 1 AND address_id IN (103, 999)) OR id > 13`); n != 0 {
+			t.Fatalf("%d customers written at store 2's or a missing address", n)
+		}
+		// Control: the orphan address 105 exists and no one references it,
+		// so store 1 may claim it.
+		if _, err := db.Exec(s1, kinds[0].m(105)); err != nil {
+			t.Errorf("store 1 claims the unreferenced address: %v", err)
+		}
+	})
+}

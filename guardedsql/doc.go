@@ -57,7 +57,10 @@
 //     security will not return it: insert the key);
 //   - a tenant row may be made to reference (INSERT, UPDATE, upsert,
 //     INSERT ... SELECT) only a row that is unreferenced or already visible
-//     to the writer; otherwise the write fails with ErrNotFound. Two
+//     to the writer; otherwise the write fails with ErrNotFound, from the
+//     guard's own check and word for word as it does for a key no row has
+//     (not from the database's foreign key, whose error would tell the two
+//     apart). Two
 //     transactions claiming the same unreferenced row: on PostgreSQL the
 //     check takes an advisory lock on the row's key, so the second waits
 //     and (READ COMMITTED) is refused; SQLite has one writer; on
@@ -490,8 +493,11 @@
 //   - A row of a table owned by reference that nothing references any more
 //     (its last referencing row pointed elsewhere or deleted) can be
 //     claimed by any tenant that knows its key, and then read: delete such
-//     rows when they stop being referenced. Whether a key is referenced by
-//     another tenant is revealed (a claim fails), never by whom or what.
+//     rows when they stop being referenced. A claim of a row that other
+//     tenants reference fails exactly as a claim of a missing row does (the
+//     same error, from the guard's check, before the database's foreign
+//     key), so it reveals only that the key is not claimable, never by
+//     whom or what.
 //   - On MariaDB/MySQL under READ COMMITTED two tenants claiming the same
 //     unreferenced row at the same instant can both succeed (the row is
 //     then shared: readable by both, writable by neither).

@@ -14,4 +14,10 @@ const (
 	// rental whose clerk is another store's; conformance property 53 must
 	// notice.
 	ConsistencyPaths Fix = "consistency_paths"
+	// ByRefExists: a claim of a row owned by reference needs the row to
+	// exist, so that a row only other tenants reference is refused exactly
+	// as a missing one is (by the guard, with one error text) and not by the
+	// database's foreign key. Disabled, a tool that shows its errors tells
+	// another tenant's row from no row; conformance property 52 must notice.
+	ByRefExists Fix = "by_ref_exists"
 )

@@ -114,11 +114,13 @@ func (r *renderer) exclusiveGuard(t *sqlast.Table, alias string) engine.Frag {
 }
 
 // claimCheck is true when the row of fk.To (owned by reference) keyed by
-// the value v may be referenced by a row the caller writes: no row
-// references it yet, or some row in the caller's scope does.
+// the value v may be referenced by a row the caller writes: it exists, and
+// no row references it yet or some row in the caller's scope does.
 //
 // Invariant: a tenant row never comes to reference a row of a table owned
-// by reference that only other tenants' rows reference.
+// by reference that only other tenants' rows reference, and such a row is
+// refused exactly as a missing one is (by the guard, not by the database's
+// foreign key), so the refusal does not tell another tenant's row from none.
 func (r *renderer) claimCheck(fk *sqlast.FK, v any) engine.Frag {
 	t := fk.To
 	if kind := t.ColumnKind(t.PK[0]); kind != 0 && !guardfault.Off(guardfault.Typed) {
@@ -135,8 +137,15 @@ func (r *renderer) claimCheck(fk *sqlast.FK, v any) engine.Frag {
 	if rc, ok := r.d.(engine.RefCounter); ok {
 		return rc.Claimable(t, key)
 	}
+	a := r.newAlias()
 	var f fb
-	f.s("(")
+	if guardfault.Off(guardfault.ByRefExists) {
+		f.s("(")
+	} else {
+		f.s("EXISTS (SELECT 1 FROM ", r.q(t.Name), " AS ", r.q(a), " WHERE ", r.col(a, t.PK[0]), " = ")
+		f.arg(v)
+		f.s(" AND (")
+	}
 	for i, fk := range t.Referrers {
 		if i > 0 {
 			f.s(" AND ")
@@ -146,12 +155,15 @@ func (r *renderer) claimCheck(fk *sqlast.FK, v any) engine.Frag {
 		f.frag(key)
 		f.s(")")
 	}
-	a := r.newAlias()
-	f.s(" OR EXISTS (SELECT 1 FROM ", r.q(t.Name), " AS ", r.q(a), " WHERE ", r.col(a, t.PK[0]), " = ")
+	b := r.newAlias()
+	f.s(" OR EXISTS (SELECT 1 FROM ", r.q(t.Name), " AS ", r.q(b), " WHERE ", r.col(b, t.PK[0]), " = ")
 	f.arg(v)
 	f.s(" AND ")
-	f.frag(r.byRefGuard(t, a))
+	f.frag(r.byRefGuard(t, b))
 	f.s("))")
+	if !guardfault.Off(guardfault.ByRefExists) {
+		f.s(")")
+	}
 	return f.done()
 }
 

@@ -209,7 +209,7 @@ func faulted(s *sqlast.Select) bool {
 	}
 	for _, f := range []guardfault.Fix{guardfault.GuardFirst, guardfault.Windows, guardfault.ByRef, guardfault.Typed,
 		guardfault.ConsistencyPaths, guardfault.SetBranch, guardfault.CTEBody, guardfault.GlobalReadOnly,
-		guardfault.UpsertConflict, guardfault.NullableFK} {
+		guardfault.UpsertConflict, guardfault.NullableFK, guardfault.ByRefExists} {
 		if guardfault.Off(f) {
 			return true
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -29,17 +30,20 @@ import (
 // not a member: Check refuses otherwise), search_path pinned (pg_catalog,
 // the tables' schema, pg_temp). It counts, per referring table, every
 // referencing row (the owner sees them all: as a role that bypasses
-// row-level security, or through the SELECT policy "<ns>_refs", which
-// applies to the owner only and only while the function sets
+// row-level security, or through the SELECT policy "<ns>_refs" on each
+// referring table and on T itself, whose rows it must see to tell an
+// unreferenced row from a missing one, which applies to the owner only and only while the function sets
 // "<ns>.refprobe", a setting any role can write that admits nothing to a
 // role the policy does not name) and, of those, the rows in the caller's
 // scope by the referring table's full policy expression, evaluated
 // explicitly (the signed scope of the caller's transaction verifies in the
 // function too), so that the count does not depend on the owner's own
-// row-level security. Without claim it returns the number of referencing
-// rows outside the caller's scope (zero: the caller alone owns the row).
-// With claim it returns 0 when no row references the key or one in the
-// caller's scope does; when none in the caller's scope does, it first
+// row-level security. Without claim it returns 1 when some referencing
+// row is outside the caller's scope, else 0 (the caller alone owns the
+// row): never how many. With claim it returns 0 when the row exists and no
+// row references it, or one in the caller's scope does, and 1 otherwise (a
+// missing row answers as another tenant's does); when none in the caller's
+// scope references it, it first
 // takes a transaction-scoped advisory lock on (T, key) and counts again,
 // so that two transactions claiming the same unreferenced row queue and the
 // second (in READ COMMITTED, where each statement of the function takes a
@@ -53,7 +57,8 @@ import (
 // DELETE need the row to be the caller's alone under row-level security as
 // well. What the function
 // returns reveals whether a key is referenced outside the caller's scope,
-// never by whom or what: the existence oracle of a shared unique key.
+// never by whom, how often or what: the existence oracle of a shared unique
+// key.
 
 // RefFunc is the name of the reference-counting function of t.
 func (d Dialect) RefFunc(t *sqlast.Table) string {
@@ -107,15 +112,24 @@ func (pg *policyGen) byRefExprs(t *sqlast.Table) (using, check string) {
 	return "(" + strings.Join(terms, " OR ") + ")", "true"
 }
 
-// referrerTables returns the distinct tables that reference a table owned
-// by reference in g, sorted.
-func referrerTables(g *sqlast.Schema) []string {
+// probeTables returns, sorted, the tables the counting functions' owner
+// reads under the probe policy: every table that references a table owned
+// by reference, and each such referenced table (whose rows the function
+// must see to tell a claimable row from a missing one).
+func probeTables(g *sqlast.Schema) []string {
 	var out []string
+	add := func(n string) {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
 	for _, n := range g.Names {
-		for _, fk := range g.Tables[n].Referrers {
-			if !slices.Contains(out, fk.From.Name) {
-				out = append(out, fk.From.Name)
-			}
+		t := g.Tables[n]
+		if t.ByRef && len(t.Referrers) > 0 {
+			add(t.Name)
+		}
+		for _, fk := range t.Referrers {
+			add(fk.From.Name)
 		}
 	}
 	slices.Sort(out)
@@ -127,7 +141,7 @@ func referrerTables(g *sqlast.Schema) []string {
 func (d Dialect) byRefDDL(g *sqlast.Schema) []string {
 	var out, excl []string
 	probe := d.Quote(d.RefProbePolicy())
-	for _, r := range referrerTables(g) {
+	for _, r := range probeTables(g) {
 		qr := d.Quote(r)
 		out = append(out,
 			"DROP POLICY IF EXISTS "+probe+" ON "+qr,
@@ -166,12 +180,21 @@ func (d Dialect) byRefDDL(g *sqlast.Schema) []string {
 		for _, q := range sel {
 			fmt.Fprintf(&sums, "  SELECT t.a, t.b INTO ta, tb FROM %s AS t(a, b);\n  total := total + ta;\n  vis := vis + tb;\n", q)
 		}
+		// An unreferenced key is claimable only if its row exists: refused
+		// here, a missing row is refused exactly as another tenant's is,
+		// before the database's foreign key could tell the two apart.
+		exists := "  IF lk AND total = 0 THEN\n    present := EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS " + d.Quote(t.Name) +
+			" WHERE " + d.Quote(t.PK[0]) + " = k);\n  END IF;\n"
+		if guardfault.Off(guardfault.ByRefExists) {
+			exists = "  present := true;\n"
+		}
 		body := `
 DECLARE
   vis bigint := 0;
   total bigint := 0;
   ta bigint;
   tb bigint;
+  present boolean := true;
 BEGIN
   PERFORM pg_catalog.set_config(` + probe + `, 'on', true);
 ` + sums.String() + `  IF lk AND vis = 0 THEN
@@ -179,11 +202,11 @@ BEGIN
     total := 0;
     vis := 0;
 ` + sums.String() + `  END IF;
-  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
+` + exists + `  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
   IF lk THEN
-    RETURN CASE WHEN total = 0 OR vis > 0 THEN 0 ELSE 1 END;
+    RETURN CASE WHEN total = 0 AND NOT present THEN 1 WHEN total = 0 OR vis > 0 THEN 0 ELSE 1 END;
   END IF;
-  RETURN total - vis;
+  RETURN CASE WHEN total > vis THEN 1 ELSE 0 END;
 END`
 		// The key's type is the column's, read where the DDL runs, so that a
 		// bound parameter takes it (and the referring columns' indexes serve
@@ -226,7 +249,7 @@ $tm$`)
 }
 
 // checkByRefSQL lists, for the counting functions named $1 and the probe
-// policy named $2 on the tables $3, what is installed: each function with
+// policy named $2 on the tables $3 (probeTables), what is installed: each function with
 // whether it is SECURITY DEFINER and owned by the verifying function's
 // owner, and each table with whether that owner's probe policy is on it.
 const checkByRefSQL = `WITH o AS (SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid = pg_catalog.to_regproc($4))
@@ -258,7 +281,7 @@ func (d Dialect) checkByRef(ctx context.Context, q engine.Querier, g *sqlast.Sch
 		return nil
 	}
 	var missing []string
-	err := each(ctx, q, checkByRefSQL, []any{fns, d.RefProbePolicy(), referrerTables(g), d.Quote(d.ScopeFunc()), byref, d.ExclPolicy("UPDATE"), d.ExclPolicy("DELETE")}, func(r engine.Rows) error {
+	err := each(ctx, q, checkByRefSQL, []any{fns, d.RefProbePolicy(), probeTables(g), d.Quote(d.ScopeFunc()), byref, d.ExclPolicy("UPDATE"), d.ExclPolicy("DELETE")}, func(r engine.Rows) error {
 		var kind, name string
 		var ok bool
 		if err := r.Scan(&kind, &name, &ok); err != nil {
