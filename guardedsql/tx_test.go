@@ -469,3 +469,62 @@ func TestTakeFreeUnit(t *testing.T) {
 		}
 	})
 }
+
+// TestDeferredForeignKeyAtCommit: PostgreSQL checks a DEFERRABLE INITIALLY
+// DEFERRED foreign key (Django declares every key so) at COMMIT: inside
+// DB.Tx the breaking statement succeeds and Tx returns the commit's
+// failure as ErrReferenced or ErrNotFound, with nothing written
+// (docs/transactions.md).
+func TestDeferredForeignKeyAtCommit(t *testing.T) {
+	s := newScratch(t, enginePostgres, []string{
+		`CREATE TABLE dstores (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE ditems (id INT_T PRIMARY KEY, store_id INT_T NOT NULL REFERENCES dstores(id))`,
+		`CREATE TABLE dnotes (id INT_T PRIMARY KEY, item_id INT_T NOT NULL REFERENCES ditems(id) DEFERRABLE INITIALLY DEFERRED, body KEY_T NULL)`,
+		`INSERT INTO dstores VALUES (1), (2)`,
+		`INSERT INTO ditems VALUES (10, 1), (11, 2), (12, 1)`,
+	})
+	fk := func(col, ref string) builder.ForeignKey { return builder.ForeignKey{Columns: []string{col}, RefTable: ref} }
+	sch := builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "store", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "dstores", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "store"}},
+			{Name: "ditems", Columns: []string{"id", "store_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"store_id": "store"},
+				ForeignKeys: []builder.ForeignKey{fk("store_id", "dstores")}},
+			{Name: "dnotes", Columns: []string{"id", "item_id", "body"}, PrimaryKey: []string{"id"}, Parent: "item_id",
+				ForeignKeys: []builder.ForeignKey{fk("item_id", "ditems")}},
+		},
+	})
+	db, err := s.open(sch, guardedsql.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, notes := sch.Table("ditems"), sch.Table("dnotes")
+	s1 := storeCtx("1")
+	var stmtErr error
+	err = db.Tx(s1, func(tx *guardedsql.Tx) error {
+		if _, err := tx.Exec(s1, built(builder.InsertInto(notes).Columns("id", "item_id", "body").Values(20, 10, "n").Build())); err != nil {
+			return err
+		}
+		_, stmtErr = tx.Exec(s1, built(builder.DeleteFrom(items).Where(items.Col("id").Eq(10)).ExpectOne().Build()))
+		return stmtErr
+	})
+	if stmtErr != nil {
+		t.Fatalf("the DELETE breaking a deferred key failed at the statement (%v): the test assumes PostgreSQL defers it", stmtErr)
+	}
+	if !errors.Is(err, guardedsql.ErrReferenced) && !errors.Is(err, guardedsql.ErrNotFound) {
+		t.Fatalf("Tx = %v, want the commit's failure as ErrReferenced or ErrNotFound", err)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM dnotes`); n != 0 {
+		t.Errorf("%d notes written by the failed transaction", n)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM ditems`); n != 3 {
+		t.Errorf("%d items left, want 3", n)
+	}
+	// Control: the same transaction without the DELETE commits.
+	if err := db.Tx(s1, func(tx *guardedsql.Tx) error {
+		_, err := tx.Exec(s1, built(builder.InsertInto(notes).Columns("id", "item_id", "body").Values(21, 12, "n").Build()))
+		return err
+	}); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+}
