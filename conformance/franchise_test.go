@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -493,4 +494,35 @@ func TestSuiteFixesAreLoadBearing(t *testing.T) {
 			passes(t, &offTypedSeeds, franchiseTarget(dsn, false), 9, e != SQLite)
 		})
 	})
+}
+
+// TestUncheckedKeysReported: a foreign key declared Unchecked (the clerk of
+// a rental, "clerks serve every store") is listed in the report and in the
+// summary with its reason, so that the run says what it did not check.
+func TestUncheckedKeysReported(t *testing.T) {
+	tg := franchiseTarget("", false)
+	tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
+	for i := range tg.Graph.Tables {
+		if td := &tg.Graph.Tables[i]; td.Name == "rental" {
+			td.ForeignKeys = slices.Clone(td.ForeignKeys)
+			for k := range td.ForeignKeys {
+				if slices.Equal(td.ForeignKeys[k].Columns, []string{"staff_id"}) {
+					td.ForeignKeys[k].Unchecked = "clerks serve every store"
+				}
+			}
+		}
+	}
+	tg.Schema, tg.Tools = builder.MustSchema(tg.Graph), nil
+	rep := Run(t, tg)
+	want := UncheckedKey{Table: "rental", Columns: []string{"staff_id"}, RefTable: "staff", Reason: "clerks serve every store"}
+	if len(rep.Unchecked) != 1 || !reflect.DeepEqual(rep.Unchecked[0], want) {
+		t.Fatalf("report lists unchecked keys %+v, want [%+v]", rep.Unchecked, want)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "rental(staff_id) -> staff: clerks serve every store") {
+		t.Errorf("summary does not list the unchecked key:\n%s", b.String())
+	}
 }

@@ -25,6 +25,20 @@ type Report struct {
 	// Shared lists the run's acknowledgements of shared tables
 	// (Target.Shared), which property 58 exempts, with their reasons.
 	Shared []Acknowledgement
+	// Unchecked lists the graph's foreign keys declared
+	// builder.ForeignKey.Unchecked, with their reasons: the guard does not
+	// check the rows they reference, and no property follows ownership
+	// through them, so a tenant may write a link to another tenant's row
+	// there. Listed so that the opt-out is read, not assumed.
+	Unchecked []UncheckedKey
+}
+
+// UncheckedKey is one foreign key of the graph declared Unchecked.
+type UncheckedKey struct {
+	Table    string
+	Columns  []string
+	RefTable string
+	Reason   string
 }
 
 // Acknowledgement is one table a run acknowledged as shared.
@@ -212,6 +226,15 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 	}
 	if len(acks) > 0 {
 		b.WriteString("\nAcknowledged shared by the run (Target.Shared; property 58 does not check them):\n" + strings.Join(acks, "\n") + "\n")
+	}
+	var unchecked []string
+	for i, r := range reports {
+		for _, k := range r.Unchecked {
+			unchecked = append(unchecked, fmt.Sprintf("  %s %s(%s) -> %s: %s", labels[i], k.Table, strings.Join(k.Columns, ", "), k.RefTable, k.Reason))
+		}
+	}
+	if len(unchecked) > 0 {
+		b.WriteString("\nUnchecked foreign keys (ForeignKey.Unchecked: the guard lets a tenant's row reference another tenant's row there, and no property checks them):\n" + strings.Join(unchecked, "\n") + "\n")
 	}
 	var fails []string
 	for i, r := range reports {

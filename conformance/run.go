@@ -76,6 +76,14 @@ func Run(t *testing.T, target Target) *Report {
 		rep.Shared = append(rep.Shared, Acknowledgement{Table: table, Reason: target.Shared[table], OwnedRows: r.cat.owned(table)})
 		t.Logf("acknowledged shared by the run: %s (%s); the live catalog attributes %d of its rows to tenants", table, target.Shared[table], r.cat.owned(table))
 	}
+	for _, td := range target.Graph.Tables {
+		for _, fk := range td.ForeignKeys {
+			if fk.Unchecked != "" {
+				rep.Unchecked = append(rep.Unchecked, UncheckedKey{Table: td.Name, Columns: slices.Clone(fk.Columns), RefTable: fk.RefTable, Reason: fk.Unchecked})
+				t.Logf("unchecked foreign key %s(%s) -> %s (%s): not checked on writes, no ownership followed through it", td.Name, strings.Join(fk.Columns, ", "), fk.RefTable, fk.Unchecked)
+			}
+		}
+	}
 	if rep.Embedded {
 		t.Logf("no target DSN: target %s on embedded SQLite (%s, %s)", target.Name, rep.Version, rep.Where)
 	} else {
