@@ -70,6 +70,18 @@ func storeModes(t *testing.T, fn func(t *testing.T, e engine, opts guardedsql.Op
 	})
 }
 
+// openStores creates the stores fixture on e and opens it guarded.
+func openStores(t *testing.T, e engine, opts guardedsql.Options) (*scratch, *builder.Schema, *guardedsql.DB) {
+	t.Helper()
+	s := newScratch(t, e, storesDDL)
+	sch := builder.MustSchema(storesSchemaDef())
+	db, err := s.open(sch, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, sch, db
+}
+
 func storeCtx(id string) context.Context {
 	return grantCtx(scope.Grant{Level: "store", ID: id})
 }
@@ -99,12 +111,7 @@ func built[M any](m M, err error) M {
 // to no one; joins, subqueries and aggregates see the same rows.
 func TestOwnedByReferenceRead(t *testing.T) {
 	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
-		s := newScratch(t, e, storesDDL)
-		sch := builder.MustSchema(storesSchemaDef())
-		db, err := s.open(sch, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, sch, db := openStores(t, e, opts)
 		addr, cust := sch.Table("addresses"), sch.Table("customers")
 		all := mustQuery(t, builder.Select(addr.Col("id")).From(addr))
 		for store, want := range map[string][]int64{"1": {100, 102, 104, 106}, "2": {101, 103, 104, 107}, "3": nil} {
@@ -138,12 +145,7 @@ func TestOwnedByReferenceRead(t *testing.T) {
 // statement kind.
 func TestOwnedByReferenceWrite(t *testing.T) {
 	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
-		s := newScratch(t, e, storesDDL)
-		sch := builder.MustSchema(storesSchemaDef())
-		db, err := s.open(sch, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, sch, db := openStores(t, e, opts)
 		addr, cust := sch.Table("addresses"), sch.Table("customers")
 		src := cust.As("src")
 		s1, s2 := storeCtx("1"), storeCtx("2")
@@ -245,12 +247,7 @@ func TestOwnedByReferenceWrite(t *testing.T) {
 // so is its payment. An Unchecked clerk key is not checked.
 func TestConsistencyPaths(t *testing.T) {
 	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
-		s := newScratch(t, e, storesDDL)
-		sch := builder.MustSchema(storesSchemaDef())
-		db, err := s.open(sch, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, sch, db := openStores(t, e, opts)
 		ren, pay := sch.Table("rentals"), sch.Table("payments")
 		src := ren.As("src")
 		s1, s2 := storeCtx("1"), storeCtx("2")
@@ -571,12 +568,7 @@ func TestApplyRLSKeyTypeDrift(t *testing.T) {
 // no address. Claiming an unreferenced address that exists still works.
 func TestOwnedByReferenceClaimExistence(t *testing.T) {
 	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
-		s := newScratch(t, e, storesDDL)
-		sch := builder.MustSchema(storesSchemaDef())
-		db, err := s.open(sch, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, sch, db := openStores(t, e, opts)
 		cust := sch.Table("customers")
 		src := cust.As("src")
 		s1 := storeCtx("1")
@@ -628,6 +620,44 @@ func TestOwnedByReferenceClaimExistence(t *testing.T) {
 		// so store 1 may claim it.
 		if _, err := db.Exec(s1, kinds[0].m(105)); err != nil {
 			t.Errorf("store 1 claims the unreferenced address: %v", err)
+		}
+	})
+}
+
+// TestUndeclarableReachedThroughByRef: a table left out of the graph whose
+// only path to a tenant is a table owned by reference (Zulip's huddle,
+// which references a recipient) is reported apart from the tables the
+// graph should list: no declaration fits it (Global would show every
+// tenant's rows to all, OwnedByReference needs referrers, a Parent must be
+// tenant-bound), and the guard cannot reach it.
+func TestUndeclarableReachedThroughByRef(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, append(slices.Clone(storesDDL),
+			`CREATE TABLE address_notes (id INT_T PRIMARY KEY, address_id INT_T NOT NULL REFERENCES addresses(id), note KEY_T NULL)`,
+			`CREATE TABLE customer_notes (id INT_T PRIMARY KEY, customer_id INT_T NOT NULL REFERENCES customers(id))`))
+		db, err := s.open(builder.MustSchema(storesSchemaDef()), guardedsql.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := guardedsql.CheckCatalog(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rep.Undeclarable, []string{"address_notes"}) || !slices.Equal(rep.Unlisted, []string{"customer_notes"}) {
+			t.Errorf("report: unlisted %v, undeclarable %v; want [customer_notes], [address_notes]", rep.Unlisted, rep.Undeclarable)
+		}
+		// The builder's refusals say so, rather than sending the author
+		// from one declaration to the other.
+		for name, td := range map[string]builder.TableDef{
+			"parent":             {Name: "address_notes", Columns: []string{"id", "address_id", "note"}, PrimaryKey: []string{"id"}, Parent: "address_id"},
+			"owned by reference": {Name: "address_notes", Columns: []string{"id", "address_id", "note"}, PrimaryKey: []string{"id"}, OwnedByReference: true},
+		} {
+			def := storesSchemaDef()
+			td.ForeignKeys = []builder.ForeignKey{{Columns: []string{"address_id"}, RefTable: "addresses"}}
+			def.Tables = append(def.Tables, td)
+			if _, err := builder.NewSchema(def); err == nil || !strings.Contains(err.Error(), "leave it out of the graph") {
+				t.Errorf("%s: %v; want a refusal saying to leave address_notes out of the graph", name, err)
+			}
 		}
 	})
 }

@@ -483,7 +483,9 @@ func TestDeferredForeignKeyAtCommit(t *testing.T) {
 		`INSERT INTO dstores VALUES (1), (2)`,
 		`INSERT INTO ditems VALUES (10, 1), (11, 2), (12, 1)`,
 	})
-	fk := func(col, ref string) builder.ForeignKey { return builder.ForeignKey{Columns: []string{col}, RefTable: ref} }
+	fk := func(col, ref string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+	}
 	sch := builder.MustSchema(builder.SchemaDef{
 		Levels: []builder.Level{{Name: "store", Key: builder.IntKey}},
 		Tables: []builder.TableDef{
