@@ -428,7 +428,7 @@ func pickParent(t *sqlast.Table, parent string) (*sqlast.FK, error) {
 					return nil, schemaErr("parent %s.%s references global table %q, which carries no scope", t.Name, parent, fk.To.Name)
 				}
 				if fk.To.ByRef {
-					return nil, schemaErr("parent %s.%s references %q, which is owned by reference and carries no scope of its own", t.Name, parent, fk.To.Name)
+					return nil, schemaErr("parent %s.%s references %q, which is owned by reference and carries no scope of its own: a table reached only through a table owned by reference cannot be declared yet; leave it out of the graph (the guard cannot reach it; grant the application role nothing on it)", t.Name, parent, fk.To.Name)
 				}
 				return fk, nil
 			}
@@ -767,6 +767,10 @@ func checkByRefDecl(t *sqlast.Table, td TableDef) error {
 		return schemaErr("table %q is owned by reference and needs a one-column primary key", t.Name)
 	}
 	for _, fk := range t.FKs {
+		if fk.To.ByRef {
+			return schemaErr("table %q is owned by reference and cannot reference %q, which is owned by reference too: "+
+				"a table reached only through a table owned by reference cannot be declared yet; leave it out of the graph (the guard cannot reach it; grant the application role nothing on it)", t.Name, fk.To.Name)
+		}
 		if !fk.To.Global {
 			// The advice names both ways out: a Parent through the
 			// referenced table gives each row to that table's tenant, not

@@ -93,9 +93,14 @@
 //	   key list changes (rolled back), an own row cannot move under a foreign parent or level id.
 //	 8 DELETE of foreign rows: 0 rows affected and no error (a constraint error would mean the
 //	   engine tried), ExpectOne ErrNotFound, only the own row of a mixed key list (rolled back).
-//	 9 INSERT under a foreign parent (or referencing any foreign tenant row): refused by the guard,
-//	   no row created, a two-row insert with one such row creates neither; the same row under own
-//	   parents is accepted (control, rolled back).
+//	 9 INSERT under a foreign parent (or referencing any foreign tenant row, from a root's foreign
+//	   keys too): refused by the guard in the same words as the same INSERT naming a key no row
+//	   has, no row created, a two-row insert with one such row creates neither; the same row under
+//	   own parents is accepted (control, rolled back). Also fails on every foreign key declared
+//	   Unchecked into a tenant-bound table that lets a tenant reference another's row, unless the
+//	   run acknowledges it (Target.Unchecked), and on every column the live catalog takes for a
+//	   level column (named like one) that the graph leaves undeclared and the guard lets a tenant
+//	   fill with another tenant's id (writes rolled back).
 //	10 INSERT of a root row whose level ids are not granted: refused, no row; accepted under a
 //	   scope that grants its ids (control, rolled back).
 //	11 Hierarchy: an upper-level grant reads the oracle's rows, which include exactly the union of
@@ -204,7 +209,11 @@
 //	   references owning rows through enforced foreign keys owns their pairs too, transitively
 //	   (a row with several paths belongs to every tenant one of them leads to); a row owning
 //	   nothing that owning rows reference owns their pairs (owned by reference: an address
-//	   belongs to the stores whose customers point at it; so does a country). Which catalog
+//	   belongs to the stores whose customers point at it; so does a country), and passes them on
+//	   to rows that reference it and own nothing either (a huddle whose recipient a realm's rows
+//	   point at is the realm's, even declared global). A row's own level column decides its id
+//	   of that level: a path does not add another (a message whose realm_id says realm 1 is
+//	   realm 1's alone, whoever its sender). Which catalog
 //	   columns carry a level: Target.LevelColumns, or by default every level column the graph
 //	   declares plus every column of the database named like one that is not the whole
 //	   primary key of its table (every store_id carries "store"); foreign keys carry it on

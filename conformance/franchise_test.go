@@ -497,32 +497,44 @@ func TestSuiteFixesAreLoadBearing(t *testing.T) {
 }
 
 // TestUncheckedKeysReported: a foreign key declared Unchecked (the clerk of
-// a rental, "clerks serve every store") is listed in the report and in the
-// summary with its reason, so that the run says what it did not check.
+// a rental, "clerks serve every store") lets a store write a rental with
+// another store's clerk: P9 fails the run on it unless the run
+// acknowledges the key (Target.Unchecked), and the report and summary list
+// it with its reason either way.
 func TestUncheckedKeysReported(t *testing.T) {
-	tg := franchiseTarget("", false)
-	tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
-	for i := range tg.Graph.Tables {
-		if td := &tg.Graph.Tables[i]; td.Name == "rental" {
-			td.ForeignKeys = slices.Clone(td.ForeignKeys)
-			for k := range td.ForeignKeys {
-				if slices.Equal(td.ForeignKeys[k].Columns, []string{"staff_id"}) {
-					td.ForeignKeys[k].Unchecked = "clerks serve every store"
+	forEachDSN(t, func(t *testing.T, dsn string) {
+		tg := franchiseTarget(dsn, false)
+		tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
+		for i := range tg.Graph.Tables {
+			if td := &tg.Graph.Tables[i]; td.Name == "rental" {
+				td.ForeignKeys = slices.Clone(td.ForeignKeys)
+				for k := range td.ForeignKeys {
+					if slices.Equal(td.ForeignKeys[k].Columns, []string{"staff_id"}) {
+						td.ForeignKeys[k].Unchecked = "clerks serve every store"
+					}
 				}
 			}
 		}
-	}
-	tg.Schema, tg.Tools = builder.MustSchema(tg.Graph), nil
-	rep := Run(t, tg)
-	want := UncheckedKey{Table: "rental", Columns: []string{"staff_id"}, RefTable: "staff", Reason: "clerks serve every store"}
-	if len(rep.Unchecked) != 1 || !reflect.DeepEqual(rep.Unchecked[0], want) {
-		t.Fatalf("report lists unchecked keys %+v, want [%+v]", rep.Unchecked, want)
-	}
-	var b strings.Builder
-	if err := WriteTable(&b, rep); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "rental(staff_id) -> staff: clerks serve every store") {
-		t.Errorf("summary does not list the unchecked key:\n%s", b.String())
-	}
+		tg.Schema, tg.Tools = builder.MustSchema(tg.Graph), nil
+		out, err := runSome(t, tg, 9)
+		if err != nil {
+			t.Fatalf("setup: %v", err)
+		}
+		if o := out[9]; !o.failed || !strings.Contains(strings.Join(o.msgs, "\n"), `Target.Unchecked["rental.staff_id"]`) {
+			t.Fatalf("P9 with an unacknowledged Unchecked clerk key: failed=%v, %q; want a failure naming Target.Unchecked[\"rental.staff_id\"]", o.failed, o.msgs)
+		}
+		tg.Unchecked = map[string]string{"rental.staff_id": "a clerk of any store may serve a rental"}
+		rep := Run(t, tg)
+		want := UncheckedKey{Table: "rental", Columns: []string{"staff_id"}, RefTable: "staff", Reason: "clerks serve every store", Acknowledged: "a clerk of any store may serve a rental"}
+		if len(rep.Unchecked) != 1 || !reflect.DeepEqual(rep.Unchecked[0], want) {
+			t.Fatalf("report lists unchecked keys %+v, want [%+v]", rep.Unchecked, want)
+		}
+		var b strings.Builder
+		if err := WriteTable(&b, rep); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "rental(staff_id) -> staff: clerks serve every store; acknowledged by the run: a clerk of any store may serve a rental") {
+			t.Errorf("summary does not list the unchecked key:\n%s", b.String())
+		}
+	})
 }

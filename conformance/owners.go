@@ -21,11 +21,16 @@ import (
 //  2. a row that references an owned row through an enforced foreign key
 //     owns that row's pairs as well, transitively (children belong to their
 //     parents' tenants; a row with several paths belongs to every tenant
-//     one of them leads to);
+//     one of them leads to), except pairs of a level whose id the row's own
+//     level column gives (a message whose realm_id says realm 1 is realm
+//     1's, whoever its sender is);
 //  3. a row that owns nothing by 1–2 but is referenced by rows that own
 //     pairs owns theirs, transitively (rows owned by reference: an address
 //     belongs to the tenants whose customers, staff or stores point at it;
-//     so does a country their hotels are in).
+//     so does a country their hotels are in); and such a row's pairs flow
+//     on to the rows that reference it and own nothing by 1–2 either (a
+//     huddle whose recipient the realm's subscriptions point at is the
+//     realm's, whatever the graph declares it).
 //
 // Ownership does not flow out of a table the run acknowledges as shared
 // ([Target.Shared]): its rows receive pairs (so the summary can say how
@@ -104,6 +109,7 @@ func levelColumns(tg Target, def builder.SchemaDef, cat map[string]*liveTable) (
 // attributes its rows.
 func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liveTable, levels map[string]string, shared map[string]bool) (*catOracle, error) {
 	c := &catOracle{tables: cat, rows: map[string][]Row{}, owners: map[string][]pairs{}, levels: levels, idx: map[string]map[string][]int{}}
+	ownLevels := map[string][]map[string]bool{} // table -> row -> levels its own columns give
 	names := make([]string, 0, len(cat))
 	for n := range cat {
 		names = append(names, n)
@@ -144,19 +150,22 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 			return nil, err
 		}
 		own := make([]pairs, len(c.rows[n]))
+		lv := make([]map[string]bool, len(c.rows[n]))
 		for i, row := range c.rows[n] {
-			own[i] = pairs{}
+			own[i], lv[i] = pairs{}, map[string]bool{}
 			for col := range t.types {
 				if l, ok := levels[n+"."+col]; ok && row[col] != nil {
 					own[i][pairOf(l, row[col].(string))] = true
+					lv[i][l] = true
 				}
 			}
 		}
 		c.owners[n] = own
+		ownLevels[n] = lv
 	}
 	// 2: along foreign keys, from owning rows to the rows that reference
 	// them, until nothing changes (sets only grow; bounded by the number
-	// of pairs).
+	// of pairs). A row's own level column decides its id of that level.
 	for changed := true; changed; {
 		changed = false
 		c.eachReference(func(from string, i int, to string, j int) {
@@ -164,6 +173,9 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 				return
 			}
 			for p := range c.owners[to][j] {
+				if l, _, _ := strings.Cut(p, "\x1f"); ownLevels[from][i][l] {
+					continue
+				}
 				if !c.owners[from][i][p] {
 					c.owners[from][i][p] = true
 					changed = true
@@ -179,18 +191,27 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 		}
 		anchored[n] = a
 	}
-	// 3: against foreign keys, into rows that own nothing of their own.
+	// 3: against foreign keys, into rows that own nothing of their own,
+	// and from those on along foreign keys into rows that reference them
+	// and own nothing of their own either.
+	add := func(dst string, dj int, src string, sj int) bool {
+		grew := false
+		for p := range c.owners[src][sj] {
+			if !c.owners[dst][dj][p] {
+				c.owners[dst][dj][p] = true
+				grew = true
+			}
+		}
+		return grew
+	}
 	for changed := true; changed; {
 		changed = false
 		c.eachReference(func(from string, i int, to string, j int) {
-			if anchored[to][j] || shared[from] {
-				return
+			if !anchored[to][j] && !shared[from] && add(to, j, from, i) {
+				changed = true
 			}
-			for p := range c.owners[from][i] {
-				if !c.owners[to][j][p] {
-					c.owners[to][j][p] = true
-					changed = true
-				}
+			if !anchored[from][i] && !anchored[to][j] && !shared[to] && add(from, i, to, j) {
+				changed = true
 			}
 		})
 	}

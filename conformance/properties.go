@@ -28,7 +28,7 @@ var properties = []*property{
 	{id: 6, name: "pagination", title: "Pagination and ordering leak nothing", criterion: "pages partition own rows, in key order", fn: propPagination},
 	{id: 7, name: "update_foreign", title: "UPDATE of a foreign row touches 0 rows", criterion: "0 affected; ExpectOne ErrNotFound; db = seed", fn: propUpdateForeign},
 	{id: 8, name: "delete_foreign", title: "DELETE of a foreign row touches 0 rows", criterion: "0 affected, no error; db = seed", fn: propDeleteForeign},
-	{id: 9, name: "insert_foreign_parent", title: "INSERT under a foreign parent rejected", criterion: "refused; no row; own-parent control accepted", fn: propInsertForeignParent},
+	{id: 9, name: "insert_foreign_parent", title: "INSERT under a foreign parent rejected", criterion: "refused, word for word as under a missing parent; no row; own-parent control accepted", fn: propInsertForeignParent},
 	{id: 10, name: "insert_foreign_root", title: "INSERT of a foreign root rejected", criterion: "refused; no row; granted control accepted", fn: propInsertForeignRoot},
 	{id: 11, name: "hierarchy", title: "Hierarchical grant (chain sees hotels)", criterion: "upper = oracle = union of children; lower = self", fn: propHierarchy},
 	{id: 12, name: "siblings", title: "Sibling isolation (hotels of one chain)", criterion: "0 sibling rows read; writes ErrNotFound", fn: propSiblings},

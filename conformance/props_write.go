@@ -579,17 +579,19 @@ func propDeleteForeign(p *pt, r *runner) {
 }
 
 // P9: INSERT of a row whose scope parent (or any other referenced
-// tenant-bound row) belongs to another tenant is refused by the guard and
-// creates no row; a multi-row insert with one such row creates none; the
-// same row under an own parent is accepted (in a rolled-back control).
+// tenant-bound row, a root's included) belongs to another tenant is
+// refused by the guard, in the same words as the same INSERT naming a key
+// no row has, and creates no row; a multi-row insert with one such row
+// creates none; the same row under an own parent is accepted (in a
+// rolled-back control).
 func propInsertForeignParent(p *pt, r *runner) {
 	tried := 0
 	for _, tn := range r.tenants {
 		ctx := r.scoped(p.ctx, tn)
 		for _, name := range r.g.bound {
 			t := r.g.tables[name]
-			if t.parent == nil {
-				continue // roots: property 10
+			if t.parent == nil && len(r.g.tenantFKs(t)) == 0 {
+				continue // a root's level ids: property 10
 			}
 			own := pick(p.rng, sortedKeys(r.or.visible(name, tn.Grants)), 1)
 			if len(own) == 0 {
@@ -610,8 +612,25 @@ func propInsertForeignParent(p *pt, r *runner) {
 				continue
 			}
 			good := r.fresh(t, template)
-			if err := r.control(ctx, func(tx *guardedsql.Tx) error {
-				res, err := r.exec(ctx, tx, r.insertOf(p, t, good))
+			// A root's copy carries fresh level ids where its key is a
+			// level column (a company's id): the scope grants those, so
+			// that a refusal is the foreign key's alone.
+			within := func(skip []string, rows ...Row) context.Context {
+				if t.parent != nil {
+					return ctx
+				}
+				grants := slices.Clone(tn.Grants)
+				for _, row := range rows {
+					for _, lc := range t.levelCols {
+						if row[lc.col] != nil && !slices.Contains(skip, lc.col) {
+							grants = append(grants, scope.Grant{Level: lc.level, ID: canon(row[lc.col])})
+						}
+					}
+				}
+				return grantsCtx(p.ctx, grants)
+			}
+			if err := r.control(within(nil, good), func(tx *guardedsql.Tx) error {
+				res, err := r.exec(within(nil, good), tx, r.insertOf(p, t, good))
 				if err == nil && res.RowsAffected != 1 {
 					err = fmt.Errorf("%d rows affected", res.RowsAffected)
 				}
@@ -643,15 +662,25 @@ func propInsertForeignParent(p *pt, r *runner) {
 						continue
 					}
 					bad = free
-					_, err := r.exec(ctx, r.db, r.insertOf(p, t, bad))
+					_, err := r.exec(within(f.cols, bad), r.db, r.insertOf(p, t, bad))
 					tried++
 					if !refused(err) {
 						p.Errorf("INSERT into %s with %v = foreign %s %s as %s: %v; want the guard's refusal (ErrNotFound)", name, f.cols, f.to, head([]string{k}), tn, err)
 					}
 					r.absent(p, t, bad, "INSERT into %s under foreign %s %s as %s", name, f.to, head([]string{k}), tn)
+					// The refusal must not tell another tenant's row from
+					// no row: the same INSERT with a key no row has fails
+					// with the same words.
+					if miss, ok := r.missingRef(f, bad, prow); ok && err != nil {
+						_, errMiss := r.exec(within(f.cols, miss), r.db, r.insertOf(p, t, miss))
+						if errMiss == nil || errMiss.Error() != err.Error() {
+							p.Errorf("INSERT into %s with %v = foreign %s %s as %s answers %q, with a key no row has %v: the answers tell another tenant's row from none", name, f.cols, f.to, head([]string{k}), tn, err, errMiss)
+						}
+						r.absent(p, t, miss, "INSERT into %s under a missing %s as %s", name, f.to, tn)
+					}
 					// All or none: an own row together with the foreign one.
 					ok2 := r.fresh(t, template)
-					_, err = r.exec(ctx, r.db, r.insertOf(p, t, ok2, bad))
+					_, err = r.exec(within(f.cols, ok2, bad), r.db, r.insertOf(p, t, ok2, bad))
 					if !refused(err) {
 						p.Errorf("two-row INSERT into %s (own parent, foreign %s %s) as %s: %v; want refused", name, f.to, head([]string{k}), tn, err)
 					}
@@ -659,11 +688,146 @@ func propInsertForeignParent(p *pt, r *runner) {
 					r.absent(p, t, bad, "two-row INSERT into %s with one foreign parent as %s (foreign row)", name, tn)
 				}
 			}
+			r.uncheckedKeys(p, t, tn, template, within)
+			r.undeclaredLevelColumns(p, t, tn, template, within)
 		}
 	}
 	if tried == 0 {
 		p.Skipf("no child table has an own row to copy and a foreign parent to aim at")
 	}
+}
+
+// undeclaredLevelColumns writes, in a transaction it rolls back, a copy of
+// the own row template with another tenant's id in each column of t that
+// the live catalog takes for a level column (Target.LevelColumns, or named
+// like a declared one: a stored company_id beside the Parent order_id) but
+// the graph does not declare, and fails on each such write the guard
+// accepts: nothing checks that column, so a tenant writes rows that claim
+// another tenant (and that anything reading the column, property 58's
+// oracle included, gives to it).
+func (r *runner) undeclaredLevelColumns(p *pt, t *tinfo, tn Tenant, template Row, within func(skip []string, rows ...Row) context.Context) {
+	if r.cat == nil {
+		return
+	}
+	prefix := strings.ToLower(t.name) + "."
+	for _, tc := range slices.Sorted(maps.Keys(r.cat.levels)) {
+		col, ok := strings.CutPrefix(tc, prefix)
+		if !ok {
+			continue
+		}
+		level := r.cat.levels[tc]
+		if slices.ContainsFunc(t.levelCols, func(lc levelCol) bool { return strings.EqualFold(lc.col, col) }) {
+			continue
+		}
+		name := col
+		for c := range template {
+			if strings.EqualFold(c, col) {
+				name = c
+			}
+		}
+		ids := r.foreignLevelIDs(tn, level)
+		if len(ids) == 0 {
+			continue
+		}
+		id := pick(p.rng, ids, 1)[0]
+		bad := r.fresh(t, template)
+		bad[name] = r.levelValue(level, id)
+		ctx := within(nil, bad)
+		err := r.control(ctx, func(tx *guardedsql.Tx) error {
+			_, err := r.exec(ctx, tx, r.insertOf(p, t, bad))
+			return err
+		})
+		if err == nil {
+			p.Errorf("INSERT into %s with %s = %s %s, another tenant's, as %s was accepted: %s is named like a column of level %s but the graph does not declare it, so nothing checks what a tenant writes there; declare it in Levels (the guard then checks written values), or name the level columns in Target.LevelColumns if it is not one", t.name, name, level, id, tn, name, level)
+		}
+	}
+}
+
+// uncheckedKeys writes, in a transaction it rolls back, a copy of the own
+// row template that references another tenant's row through each foreign
+// key of t declared Unchecked into a tenant-bound table, and fails on each
+// such write the guard accepts unless the run acknowledges the key
+// (Target.Unchecked): the declaration's reason is not the run's.
+func (r *runner) uncheckedKeys(p *pt, t *tinfo, tn Tenant, template Row, within func(skip []string, rows ...Row) context.Context) {
+	for _, f := range t.fks {
+		if !f.unchecked || r.g.tables[f.to].global || f.to == t.name {
+			continue
+		}
+		ack, acked := "", false
+		for _, c := range f.cols {
+			if why, ok := r.target.Unchecked[t.name+"."+c]; ok {
+				ack, acked = why, true
+			}
+		}
+		for _, k := range pick(p.rng, r.or.foreignTarget(f.to, tn.Grants), 1) {
+			prow := r.or.row(f.to, k)
+			bad := r.fresh(t, template)
+			for i, c := range f.cols {
+				bad[c] = prow[f.ref[i]]
+			}
+			if free, why := r.freeRefs(t, bad, tn, false); why != "" || !maps.EqualFunc(free, bad, func(a, b any) bool { return canon(a) == canon(b) }) {
+				continue
+			}
+			ctx := within(f.cols, bad)
+			err := r.control(ctx, func(tx *guardedsql.Tx) error {
+				_, err := r.exec(ctx, tx, r.insertOf(p, t, bad))
+				return err
+			})
+			switch {
+			case err != nil:
+				p.Logf("INSERT into %s with Unchecked %v = foreign %s %s as %s: refused (%v)", t.name, f.cols, f.to, head([]string{k}), tn, err)
+			case acked:
+				p.Logf("INSERT into %s with Unchecked %v = foreign %s %s as %s: accepted, as the run acknowledges (%s)", t.name, f.cols, f.to, head([]string{k}), tn, ack)
+			default:
+				p.Errorf("INSERT into %s with %v = foreign %s %s as %s was accepted: the key is declared Unchecked, so a tenant's row may reference another tenant's row there (and another tenant's key is accepted where a missing one fails, which reveals the keys other tenants hold); check the key, or acknowledge it in Target.Unchecked[%q] with the reason", t.name, f.cols, f.to, head([]string{k}), tn, t.name+"."+f.cols[0])
+			}
+		}
+	}
+}
+
+// missingRef returns row with the columns of f set to a key that no row of
+// f.to has: prow's, with the referenced columns the suite varies given
+// fresh values. False when f references none of those.
+func (r *runner) missingRef(f *fkey, row, prow Row) (Row, bool) {
+	fresh := r.fresh(r.g.tables[f.to], prow)
+	out := maps.Clone(row)
+	changed := false
+	for i, c := range f.cols {
+		out[c] = fresh[f.ref[i]]
+		changed = changed || canon(fresh[f.ref[i]]) != canon(prow[f.ref[i]])
+	}
+	return out, changed
+}
+
+// ownedRefs returns a copy of row whose foreign keys to tenant-bound
+// tables point at rows some tenant has, replacing a reference to a row of
+// no tenant (a NULL level column) by one to a row that has one; why not
+// when the referenced table has none.
+func (r *runner) ownedRefs(p *pt, t *tinfo, row Row) (Row, string) {
+	out := maps.Clone(row)
+	for _, f := range r.g.tenantFKs(t) {
+		if r.g.tables[f.to].byRef {
+			continue // its rows' tenants are their referrers'
+		}
+		pi, ok := r.or.parentRow(f, out)
+		if !ok || len(r.or.levelsOf(f.to, r.data.Tables[f.to][pi], 0)) > 0 {
+			continue
+		}
+		var owned []string
+		for _, k := range r.or.keys[f.to] {
+			if len(r.or.levelsOf(f.to, r.or.row(f.to, k), 0)) > 0 {
+				owned = append(owned, k)
+			}
+		}
+		if len(owned) == 0 {
+			return nil, fmt.Sprintf("%s: every row of %s belongs to no tenant", t.name, f.to)
+		}
+		target := r.or.row(f.to, pick(p.rng, owned, 1)[0])
+		for i, c := range f.cols {
+			out[c] = target[f.ref[i]]
+		}
+	}
+	return out, ""
 }
 
 // readableRefs returns a copy of row whose foreign keys to tenant-bound
@@ -715,6 +879,14 @@ func propInsertForeignRoot(p *pt, r *runner) {
 				continue
 			}
 			template, why := r.freeRefs(t, r.raw.byKey[name][tk[0]], tn, false)
+			if why != "" {
+				p.Logf("%s; no copy of a row can be inserted, so not checked", why)
+				continue
+			}
+			// A reference to a row no tenant has (a NULL level: Odoo's
+			// shared partner) would fail the control under any scope:
+			// point it at a row that has a tenant.
+			template, why = r.ownedRefs(p, t, template)
 			if why != "" {
 				p.Logf("%s; no copy of a row can be inserted, so not checked", why)
 				continue
@@ -773,6 +945,14 @@ func propInsertForeignRoot(p *pt, r *runner) {
 			}
 			if r.or.rowVisible(name, bad, tn.Grants) {
 				p.Logf("%s as %s: could not build a root row outside the scope", name, tn)
+				continue
+			}
+			// A key made of level and foreign-key columns only (an
+			// allowed-companies table's (cid, user_id)) may name a row
+			// another tenant already has: no row could be said to be
+			// created then.
+			if free, _ := r.freeRefs(t, bad, tn, false); !maps.EqualFunc(free, bad, func(a, b any) bool { return canon(a) == canon(b) }) {
+				p.Logf("%s as %s: the row outside the scope has a key a seeded row holds; not used", name, tn)
 				continue
 			}
 			_, err := r.exec(ctx, r.db, r.insertOf(p, t, bad))

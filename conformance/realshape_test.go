@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/tenantmcp/tenantmcp/builder"
 )
 
@@ -273,4 +275,25 @@ func TestUndeclaredTenantUnique(t *testing.T) {
 	expectGreen(t, func(dsn string) Target {
 		return Target{Name: "teams", DSN: dsn, Graph: def, Seed: seedShape(ddl, data, []string{"orgs", "teams"})}
 	}, 7, 10, 45)
+}
+
+// TestCanonNumericZero: pgx scans a PostgreSQL numeric zero without its
+// scale (0.00 arrives as Numeric{Int: 0, Exp: 0}), so the suite's
+// comparisons must take it for the seeded "0.00"; they failed P45 and P47
+// of a correct declaration with a NUMERIC column (the Odoo probe). Other
+// values keep their scale and text stays text.
+func TestCanonNumericZero(t *testing.T) {
+	zero := pgtype.Numeric{Int: big.NewInt(0), Exp: 0, Valid: true}
+	for _, seeded := range []any{"0.00", []byte("0.0"), "-0.00", 0, int64(0), 0.0} {
+		if canon(zero) != canon(seeded) {
+			t.Errorf("canon(numeric zero) = %q, canon(%#v) = %q: want equal", canon(zero), seeded, canon(seeded))
+		}
+	}
+	for _, c := range []struct {
+		a, b any
+	}{{"0.01", "0"}, {"10.00", "0"}, {"0.0.0", "0"}, {"abc", "0"}, {"", "0"}, {".", "0"}, {pgtype.Numeric{Int: big.NewInt(150), Exp: -2, Valid: true}, "0"}} {
+		if canon(c.a) == canon(c.b) {
+			t.Errorf("canon(%#v) = canon(%#v) = %q: want different", c.a, c.b, canon(c.a))
+		}
+	}
 }

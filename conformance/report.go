@@ -26,10 +26,10 @@ type Report struct {
 	// (Target.Shared), which property 58 exempts, with their reasons.
 	Shared []Acknowledgement
 	// Unchecked lists the graph's foreign keys declared
-	// builder.ForeignKey.Unchecked, with their reasons: the guard does not
-	// check the rows they reference, and no property follows ownership
-	// through them, so a tenant may write a link to another tenant's row
-	// there. Listed so that the opt-out is read, not assumed.
+	// builder.ForeignKey.Unchecked, with their reasons and the run's
+	// acknowledgements (Target.Unchecked): the guard does not check the
+	// rows they reference, so a tenant may write a link to another
+	// tenant's row there. Listed so that the opt-out is read, not assumed.
 	Unchecked []UncheckedKey
 }
 
@@ -38,7 +38,10 @@ type UncheckedKey struct {
 	Table    string
 	Columns  []string
 	RefTable string
-	Reason   string
+	Reason   string // the declaration's (ForeignKey.Unchecked)
+	// Acknowledged is the run's reason (Target.Unchecked), empty when the
+	// run does not acknowledge the key: property 9 then fails on it.
+	Acknowledged string
 }
 
 // Acknowledgement is one table a run acknowledged as shared.
@@ -230,11 +233,15 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 	var unchecked []string
 	for i, r := range reports {
 		for _, k := range r.Unchecked {
-			unchecked = append(unchecked, fmt.Sprintf("  %s %s(%s) -> %s: %s", labels[i], k.Table, strings.Join(k.Columns, ", "), k.RefTable, k.Reason))
+			ack := "not acknowledged by the run (property 9 fails on it)"
+			if k.Acknowledged != "" {
+				ack = "acknowledged by the run: " + k.Acknowledged
+			}
+			unchecked = append(unchecked, fmt.Sprintf("  %s %s(%s) -> %s: %s; %s", labels[i], k.Table, strings.Join(k.Columns, ", "), k.RefTable, k.Reason, ack))
 		}
 	}
 	if len(unchecked) > 0 {
-		b.WriteString("\nUnchecked foreign keys (ForeignKey.Unchecked: the guard lets a tenant's row reference another tenant's row there, and no property checks them):\n" + strings.Join(unchecked, "\n") + "\n")
+		b.WriteString("\nUnchecked foreign keys (ForeignKey.Unchecked: the guard lets a tenant's row reference another tenant's row there):\n" + strings.Join(unchecked, "\n") + "\n")
 	}
 	var fails []string
 	for i, r := range reports {

@@ -79,8 +79,14 @@ func Run(t *testing.T, target Target) *Report {
 	for _, td := range target.Graph.Tables {
 		for _, fk := range td.ForeignKeys {
 			if fk.Unchecked != "" {
-				rep.Unchecked = append(rep.Unchecked, UncheckedKey{Table: td.Name, Columns: slices.Clone(fk.Columns), RefTable: fk.RefTable, Reason: fk.Unchecked})
-				t.Logf("unchecked foreign key %s(%s) -> %s (%s): not checked on writes, no ownership followed through it", td.Name, strings.Join(fk.Columns, ", "), fk.RefTable, fk.Unchecked)
+				k := UncheckedKey{Table: td.Name, Columns: slices.Clone(fk.Columns), RefTable: fk.RefTable, Reason: fk.Unchecked}
+				for _, c := range fk.Columns {
+					if why, ok := target.Unchecked[td.Name+"."+c]; ok {
+						k.Acknowledged = why
+					}
+				}
+				rep.Unchecked = append(rep.Unchecked, k)
+				t.Logf("unchecked foreign key %s(%s) -> %s (%s): not checked on writes; acknowledged by the run: %q", td.Name, strings.Join(fk.Columns, ", "), fk.RefTable, fk.Unchecked, k.Acknowledged)
 			}
 		}
 	}

@@ -92,6 +92,18 @@ type Target struct {
 	// reason.
 	Shared map[string]string
 
+	// Unchecked acknowledges, per foreign key declared
+	// builder.ForeignKey.Unchecked ("rental.staff_id", the table and one of
+	// the key's columns), that a tenant's row may reference another
+	// tenant's row there, with the reason. Property 9 writes such a
+	// reference through every Unchecked key into a tenant-bound table (in
+	// a transaction it rolls back) and fails the run on each key not
+	// acknowledged here: the guard accepts another tenant's key where a
+	// missing one fails, which also reveals which keys other tenants hold.
+	// Like Shared, the acknowledgement is the run's, not the schema's, and
+	// the summary prints each key with both reasons.
+	Unchecked map[string]string
+
 	// LevelColumns names the catalog columns that carry a level id
 	// ("stores.store_id": "store"), for the catalog oracle of property 58.
 	// Nil derives them: every level column the graph declares, plus every
@@ -207,9 +219,9 @@ func canon(v any) string {
 	case nil:
 		return "\x00NULL"
 	case string:
-		return x
+		return canonZero(x)
 	case []byte:
-		return string(x)
+		return canonZero(string(x))
 	case int:
 		return strconv.FormatInt(int64(x), 10)
 	case int8:
@@ -251,6 +263,30 @@ func canon(v any) string {
 		}
 	}
 	return fmt.Sprint(v)
+}
+
+// canonZero returns "0" for a decimal zero written with a scale ("0.00",
+// "-0.0"), which pgx scans from PostgreSQL as a numeric zero without one,
+// and s otherwise.
+func canonZero(s string) string {
+	if s == "" || s == "0" {
+		return s
+	}
+	t := strings.TrimLeft(s, "+-")
+	digits := 0
+	for i, c := range t {
+		switch {
+		case c == '0':
+			digits++
+		case c == '.' && !strings.Contains(t[i+1:], "."):
+		default:
+			return s
+		}
+	}
+	if digits == 0 {
+		return s
+	}
+	return "0"
 }
 
 func canonFloat(f float64) string {

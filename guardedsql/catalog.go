@@ -94,6 +94,15 @@ type CatalogReport struct {
 	// column named like a level). The guard cannot reach them, but raw SQL
 	// can, and they are usually a table the graph should list.
 	Unlisted []string
+	// Undeclarable: tables of the database that the graph leaves out and
+	// whose only paths to a tenant lead through tables owned by reference
+	// (a huddle that references a recipient, which the rows that reference
+	// it own). No declaration fits them yet: Global would show every
+	// tenant's rows to every tenant, OwnedByReference needs rows that
+	// reference them, and a Parent must be tenant-bound. Left out, the
+	// guard cannot reach them; raw SQL can, so grant the application role
+	// nothing on them.
+	Undeclarable []string
 	// Missing: tables ("t") and columns ("t.c") of the graph that the
 	// database lacks (not migrated yet). Statements using them fail at
 	// the database; their foreign keys and collations go unchecked.
@@ -149,6 +158,9 @@ func startupCatalog(ctx context.Context, db *DB) error {
 	db.oracles = findUniqueOracles(ctx, db.d, db.base, db.g, db.logger)
 	if db.logger != nil && len(rep.Unlisted) > 0 {
 		db.logger.WarnContext(ctx, "guardedsql: tables that look tenant-bound are not in the schema graph", "tables", rep.Unlisted)
+	}
+	if db.logger != nil && len(rep.Undeclarable) > 0 {
+		db.logger.WarnContext(ctx, "guardedsql: tables reached only through tables owned by reference cannot be declared; the guard cannot reach them, so grant the application role nothing on them", "tables", rep.Undeclarable)
 	}
 	if db.logger != nil && len(rep.Missing) > 0 {
 		db.logger.WarnContext(ctx, "guardedsql: tables and columns of the schema graph are missing from the database", "missing", rep.Missing)
@@ -213,7 +225,7 @@ func checkCatalog(ctx context.Context, q engine.Querier, d engine.Dialect, g *sq
 	if err := errors.Join(errs...); err != nil {
 		return CatalogReport{}, err
 	}
-	rep.Unlisted = unlisted(g, defs)
+	rep.Unlisted, rep.Undeclarable = unlisted(g, defs)
 	return rep, nil
 }
 
@@ -591,20 +603,28 @@ func graphName(g *sqlast.Schema, name string) string {
 
 // unlisted returns the catalog tables the graph lacks that reference a
 // tenant-bound table of the graph or have a level-named column.
-func unlisted(g *sqlast.Schema, defs []builder.TableDef) []string {
-	var out []string
+func unlisted(g *sqlast.Schema, defs []builder.TableDef) (out, undeclarable []string) {
 	for _, td := range defs {
 		if graphName(g, td.Name) != "" {
 			continue
 		}
-		looks := slices.ContainsFunc(td.Columns, func(c string) bool { return levelLike(g, c) }) ||
-			slices.ContainsFunc(td.ForeignKeys, func(fk builder.ForeignKey) bool {
-				to := g.Tables[graphName(g, fk.RefTable)]
-				return to != nil && !to.Global
-			})
-		if looks {
+		levelNamed := slices.ContainsFunc(td.Columns, func(c string) bool { return levelLike(g, c) })
+		var bound, byRef bool
+		for _, fk := range td.ForeignKeys {
+			switch to := g.Tables[graphName(g, fk.RefTable)]; {
+			case to == nil || to.Global:
+			case to.ByRef:
+				byRef = true
+			default:
+				bound = true
+			}
+		}
+		switch {
+		case levelNamed || bound:
 			out = append(out, td.Name)
+		case byRef:
+			undeclarable = append(undeclarable, td.Name)
 		}
 	}
-	return out
+	return out, undeclarable
 }

@@ -38,7 +38,7 @@ import (
 // of a table owned by reference that another tenant's row references too,
 // a row one of whose consistency paths leads to a row outside the scope, or
 // an UPDATE that would point one of them there. It matches ErrNotFound.
-var ErrSharedRow = fmt.Errorf("%w: the row is in scope, but after the write it would be tied to rows outside the tenant scope (a foreign key to another tenant's row, or another tenant's reference to it)", ErrNotFound)
+var ErrSharedRow = fmt.Errorf("%w: the row is in scope, but after the write it would be tied to rows outside the tenant scope (a foreign key to a row outside it: another tenant's, no tenant's or a missing one; or another tenant's reference to it)", ErrNotFound)
 
 // byRefGuard is true for a row of t (owned by reference, under alias) that
 // some row of a Referrer in scope references.
