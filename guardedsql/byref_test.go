@@ -661,3 +661,44 @@ func TestUndeclarableReachedThroughByRef(t *testing.T) {
 		}
 	})
 }
+
+// TestLevelsAndParentRawSQL: on PostgreSQL a table with its own level
+// column and a scope parent that does not carry it (a note with store_id
+// and customer_id, Parent customer_id) admits a row whose level column is
+// in scope; its WITH CHECK must still test the parent, or raw SQL as the
+// application role points an own-store note at another store's customer
+// (the guard refuses it). Found on Zulip's messages (realm_id and sender).
+func TestLevelsAndParentRawSQL(t *testing.T) {
+	s := newScratch(t, enginePostgres, append(slices.Clone(storesDDL),
+		`CREATE TABLE notes (id INT_T PRIMARY KEY, store_id INT_T NOT NULL REFERENCES stores(id), customer_id INT_T NOT NULL REFERENCES customers(id), body KEY_T NULL)`,
+		`INSERT INTO notes VALUES (70, 1, 10, 'a'), (71, 2, 11, 'b')`))
+	def := storesSchemaDef()
+	def.Tables = append(def.Tables, builder.TableDef{Name: "notes", Columns: []string{"id", "store_id", "customer_id", "body"}, PrimaryKey: []string{"id"},
+		Levels: map[string]string{"store_id": "store"}, Parent: "customer_id",
+		ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}, {Columns: []string{"customer_id"}, RefTable: "customers"}}})
+	sch := builder.MustSchema(def)
+	db, err := s.open(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const doc = `{"store":[1]}`
+	for _, q := range []string{
+		`INSERT INTO notes VALUES (72, 1, 11, 'x')`,
+		`UPDATE notes SET customer_id = 11 WHERE id = 70`,
+	} {
+		if err := s.appExec(doc, q); err == nil {
+			t.Errorf("raw SQL as store 1 pointed its note at store 2's customer: %s", q)
+		}
+	}
+	if n := s.count(`SELECT COUNT(*) FROM notes WHERE store_id = 1 AND customer_id = 11`); n != 0 {
+		t.Fatalf("%d store-1 notes on store 2's customer", n)
+	}
+	// The guard refuses the same, and both accept the own customer.
+	notes := sch.Table("notes")
+	if _, err := db.Exec(storeCtx("1"), built(builder.InsertInto(notes).Columns("id", "store_id", "customer_id").Values(73, 1, 11).Build())); !errors.Is(err, guardedsql.ErrNotFound) {
+		t.Errorf("guarded insert on store 2's customer: %v, want ErrNotFound", err)
+	}
+	if err := s.appExec(doc, `INSERT INTO notes VALUES (74, 1, 12, 'own')`); err != nil {
+		t.Errorf("control: raw insert on the own customer: %v", err)
+	}
+}

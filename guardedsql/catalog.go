@@ -290,19 +290,31 @@ func refLike(g *sqlast.Schema, c string) string {
 	return ""
 }
 
-// polymorphicRef returns the "<p>_id" column of a pair ("<p>_type",
-// "<p>_id") among cols, the way Rails and Laravel store a reference to a
-// row of any of several tables ("taggable_type", "taggable_id"), or "".
-// Such a reference names no table, and no database foreign key can hold
-// it, so in a schema with tenant-bound tables a global table holding one
-// may hold tenants' row ids.
+// polymorphicRef returns the id column of a polymorphic reference among
+// cols, or "": a pair ("<p>_type", "<p>_id"), the way Rails and Laravel
+// store a reference to a row of any of several tables ("taggable_type",
+// "taggable_id"); the bare pair ("type", "type_id"), Zulip's recipient;
+// or Django's generic relation ("content_type_id", "object_id"). Such a
+// reference names no table, and no database foreign key can hold it, so
+// in a schema with tenant-bound tables a global table holding one may
+// hold tenants' row ids.
 func polymorphicRef(cols []string) string {
+	has := func(name string) int {
+		return slices.IndexFunc(cols, func(x string) bool { return strings.EqualFold(x, name) })
+	}
+	for _, pair := range [][2]string{{"type", "type_id"}, {"content_type_id", "object_id"}, {"content_type", "object_id"}} {
+		if has(pair[0]) >= 0 {
+			if i := has(pair[1]); i >= 0 {
+				return cols[i]
+			}
+		}
+	}
 	for _, c := range cols {
 		p, ok := strings.CutSuffix(strings.ToLower(c), "_type")
 		if !ok || p == "" {
 			continue
 		}
-		if i := slices.IndexFunc(cols, func(x string) bool { return strings.EqualFold(x, p+"_id") }); i >= 0 {
+		if i := has(p + "_id"); i >= 0 {
 			return cols[i]
 		}
 	}

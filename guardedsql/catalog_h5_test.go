@@ -557,19 +557,27 @@ func TestGlobalNamedLikeReferenceRefused(t *testing.T) {
 // application ("sentry_project") but the reference after the model
 // ("project_id"); Rails and Laravel store a reference to any of several
 // tables as a pair ("taggable_type", "taggable_id") no foreign key can
-// hold. Either, in a table declared global without a GlobalReason, may
-// hold tenants' row ids, and is refused with ErrGlobalDrift.
+// hold, and so do Zulip ("type", "type_id") and Django's generic relations
+// ("content_type_id", "object_id"). Either, in a table declared global
+// without a GlobalReason, may hold tenants' row ids, and is refused with
+// ErrGlobalDrift.
 func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 	ddl := []string{
 		`CREATE TABLE sentry_project (id INT_T PRIMARY KEY, organization_id INT_T NOT NULL)`,
 		`CREATE TABLE tags (id INT_T PRIMARY KEY, name VARCHAR(40) NOT NULL)`,
 		`CREATE TABLE sentry_option (id INT_T PRIMARY KEY, project_id INT_T NULL, value VARCHAR(40) NULL)`,
 		`CREATE TABLE taggings (id INT_T PRIMARY KEY, tag_id INT_T NOT NULL, taggable_type VARCHAR(40) NOT NULL, taggable_id INT_T NOT NULL)`,
+		`CREATE TABLE recipients (id INT_T PRIMARY KEY, type INT_T NOT NULL, type_id INT_T NOT NULL)`,
+		`CREATE TABLE audit_entries (id INT_T PRIMARY KEY, content_type_id INT_T NOT NULL, object_id VARCHAR(40) NOT NULL)`,
 	}
 	project := builder.TableDef{Name: "sentry_project", Columns: []string{"id", "organization_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"organization_id": "organization"}}
 	tags := builder.TableDef{Name: "tags", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Global: true}
 	option := builder.TableDef{Name: "sentry_option", Columns: []string{"id", "project_id", "value"}, PrimaryKey: []string{"id"}, Global: true}
 	taggings := builder.TableDef{Name: "taggings", Columns: []string{"id", "tag_id", "taggable_type", "taggable_id"}, PrimaryKey: []string{"id"}, Global: true}
+	// Zulip's recipient (type, type_id) and Django's generic relation
+	// (content_type_id, object_id).
+	recipients := builder.TableDef{Name: "recipients", Columns: []string{"id", "type", "type_id"}, PrimaryKey: []string{"id"}, Global: true}
+	audit := builder.TableDef{Name: "audit_entries", Columns: []string{"id", "content_type_id", "object_id"}, PrimaryKey: []string{"id"}, Global: true}
 	def := func(tables ...builder.TableDef) *builder.Schema {
 		return builder.MustSchema(builder.SchemaDef{
 			Levels: []builder.Level{{Name: "organization", Key: builder.IntKey}},
@@ -584,6 +592,8 @@ func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 		}{
 			{option, "sentry_option.project_id is named like a reference to tenant-bound sentry_project"},
 			{taggings, "taggings.taggable_id is a polymorphic reference"},
+			{recipients, "recipients.type_id is a polymorphic reference"},
+			{audit, "audit_entries.object_id is a polymorphic reference"},
 		} {
 			_, err := s.open(def(c.table))
 			if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), c.want) {

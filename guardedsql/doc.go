@@ -387,7 +387,8 @@
 //     foreign key into a tenant-bound table, a level-named column, a column
 //     named like a reference to a tenant-bound table with no foreign key on
 //     it ("inbox_id", "project_id" for sentry_project), a polymorphic
-//     reference ("taggable_type", "taggable_id"), or a level column of
+//     reference ("taggable_type", "taggable_id"; "type", "type_id";
+//     Django's "content_type_id", "object_id"), or a level column of
 //     another table pointing at it
 //     is refused unless TableDef.GlobalReason explains it (ErrGlobalDrift);
 //     a trigger, rule or foreign-key action (CASCADE, SET NULL, SET

@@ -318,7 +318,11 @@ func (d Dialect) checkByRef(ctx context.Context, q engine.Querier, g *sqlast.Sch
 func (pg *policyGen) pathsCheckExpr(t *sqlast.Table, check string) string {
 	var terms []string
 	for _, fk := range t.TenantFKs() {
-		if fk == t.Parent || fk.To == t {
+		// The scope parent is the USING expression's, unless t has level
+		// columns of its own: a row is in scope when one of them is, so
+		// the parent must be tested here too, or a row in scope by its
+		// level column could point at another tenant's parent.
+		if fk == t.Parent && len(t.LevelCols) == 0 || fk.To == t {
 			continue
 		}
 		if !slices.ContainsFunc(fk.Cols, func(c string) bool { return t.LevelOf(c) == nil }) {
