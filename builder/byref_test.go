@@ -120,3 +120,34 @@ func TestTenancyOwnedByReference(t *testing.T) {
 		t.Errorf("unknown unchecked column: %v", err)
 	}
 }
+
+// TestOwnedByReferenceUpsertRefused: an upsert into a table owned by
+// reference is refused at Build, on every engine alike (PostgreSQL's
+// policies refused every such upsert with an engine error, MariaDB failed
+// a fresh key as not found, SQLite inserted it); an upsert into the
+// tenant-bound table that references it still builds.
+func TestOwnedByReferenceUpsertRefused(t *testing.T) {
+	sch := builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "store", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "addresses", Columns: []string{"id", "line"}, PrimaryKey: []string{"id"}, OwnedByReference: true},
+			{Name: "customers", Columns: []string{"id", "store_id", "address_id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"store_id": "store"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"address_id"}, RefTable: "addresses"}}},
+		},
+	})
+	addr, cust := sch.Table("addresses"), sch.Table("customers")
+	for _, b := range []builder.InsertBuilder{
+		builder.InsertInto(addr).Columns("id", "line").Values(1, "x").OnConflict("id").DoUpdate("line"),
+		builder.InsertInto(addr).Columns("id", "line").Values(1, "x").OnConflict("id").DoNothing(),
+	} {
+		if _, err := b.Build(); !errors.Is(err, builder.ErrInvalid) || !strings.Contains(err.Error(), "owned by reference") {
+			t.Errorf("upsert into addresses: %v, want builder.ErrInvalid naming the table owned by reference", err)
+		}
+	}
+	if _, err := builder.InsertInto(addr).Columns("id", "line").Values(1, "x").Build(); err != nil {
+		t.Errorf("plain insert into addresses: %v", err)
+	}
+	if _, err := builder.InsertInto(cust).Columns("id", "store_id", "address_id", "name").Values(1, 1, 1, "n").OnConflict("id").DoUpdate("name").Build(); err != nil {
+		t.Errorf("upsert into customers: %v", err)
+	}
+}

@@ -30,6 +30,8 @@ type conflictSpec struct {
 // caller's scope: a conflict with another tenant's row changes nothing and
 // guardedsql reports it as ErrNotFound, the error of any other write that
 // reaches no row in scope (see guardedsql's doc for the engines).
+// Build refuses an upsert into a table owned by reference
+// (TableDef.OwnedByReference), whose new rows are visible to no one.
 func (b InsertBuilder) OnConflict(cols ...string) ConflictBuilder {
 	return ConflictBuilder{b: b, target: slices.Clone(cols)}
 }
@@ -101,6 +103,14 @@ func (b InsertBuilder) buildWrites(s *sqlast.Insert) error {
 		if !slices.Contains(s.Cols, c) {
 			return invalid("INSERT into %s: conflict column %s is not among Columns", t.Name, c)
 		}
+	}
+	if t.ByRef {
+		// A new row of a table owned by reference is visible to no one,
+		// and the engines disagree on what a conflict with one does
+		// (PostgreSQL's policies test the proposed row's visibility before
+		// the conflict, refusing every such upsert; MariaDB could not read
+		// a fresh row back), so the upsert is refused on all of them.
+		return invalid("INSERT into %s: OnConflict on a table owned by reference: a new row there is visible to no one until a row in scope references it; INSERT the row, or UPDATE it where the caller's rows reference it", t.Name)
 	}
 	if why, shared := sharedKey(t, on.target); shared && !samePK(t, on.target) && !guardfault.Off(guardfault.SharedUnique) {
 		// Invariant: an upsert never resolves a conflict with another

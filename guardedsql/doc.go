@@ -54,7 +54,8 @@
 //     [ErrSharedRow], which matches ErrNotFound; a plain one skips it);
 //   - INSERT creates an unreferenced row, visible to no one until a row in
 //     scope references it (no RETURNING on PostgreSQL, whose row-level
-//     security will not return it: insert the key);
+//     security will not return it: insert the key; no upsert on any
+//     engine, which builder refuses);
 //   - a tenant row may be made to reference (INSERT, UPDATE, upsert,
 //     INSERT ... SELECT) only a row that is unreferenced or already visible
 //     to the writer; otherwise the write fails with ErrNotFound, from the
