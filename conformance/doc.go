@@ -209,9 +209,9 @@
 //	   references owning rows through enforced foreign keys owns their pairs too, transitively
 //	   (a row with several paths belongs to every tenant one of them leads to); a row owning
 //	   nothing that owning rows reference owns their pairs (owned by reference: an address
-//	   belongs to the stores whose customers point at it; so does a country), and passes them on
-//	   to rows that reference it and own nothing either (a huddle whose recipient a realm's rows
-//	   point at is the realm's, even declared global). A row's own level column decides its id
+//	   belongs to the stores whose customers point at it; so does a country), and a row that
+//	   still owns nothing (nothing owning references it) owns the pairs of the rows it references
+//	   (a huddle whose recipient a realm's rows point at is the realm's, even declared global). A row's own level column decides its id
 //	   of that level: a path does not add another (a message whose realm_id says realm 1 is
 //	   realm 1's alone, whoever its sender). Which catalog
 //	   columns carry a level: Target.LevelColumns, or by default every level column the graph

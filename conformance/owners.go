@@ -27,10 +27,11 @@ import (
 //  3. a row that owns nothing by 1–2 but is referenced by rows that own
 //     pairs owns theirs, transitively (rows owned by reference: an address
 //     belongs to the tenants whose customers, staff or stores point at it;
-//     so does a country their hotels are in); and such a row's pairs flow
-//     on to the rows that reference it and own nothing by 1–2 either (a
-//     huddle whose recipient the realm's subscriptions point at is the
-//     realm's, whatever the graph declares it).
+//     so does a country their hotels are in);
+//  4. a row that still owns nothing (no owning row references it either)
+//     owns the pairs of the rows it references, transitively (a huddle
+//     whose recipient the realm's subscriptions point at is the realm's,
+//     whatever the graph declares it).
 //
 // Ownership does not flow out of a table the run acknowledges as shared
 // ([Target.Shared]): its rows receive pairs (so the summary can say how
@@ -191,31 +192,50 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 		}
 		anchored[n] = a
 	}
-	// 3: against foreign keys, into rows that own nothing of their own,
-	// and from those on along foreign keys into rows that reference them
-	// and own nothing of their own either.
-	add := func(dst string, dj int, src string, sj int) bool {
-		grew := false
-		for p := range c.owners[src][sj] {
-			if !c.owners[dst][dj][p] {
-				c.owners[dst][dj][p] = true
-				grew = true
+	// 3: against foreign keys, into rows that own nothing of their own.
+	for changed := true; changed; {
+		changed = false
+		c.eachReference(func(from string, i int, to string, j int) {
+			if !anchored[to][j] && !shared[from] && c.add(to, j, from, i) {
+				changed = true
 			}
+		})
+	}
+	// 4: along foreign keys again, into the rows that still own nothing
+	// (no owning row references them either), from the rows they
+	// reference: a huddle that nothing references takes the tenants of its
+	// recipient. Only those: a location its departments own does not also
+	// take every tenant of its country.
+	empty := map[string][]bool{}
+	for n, own := range c.owners {
+		e := make([]bool, len(own))
+		for i, p := range own {
+			e[i] = len(p) == 0
 		}
-		return grew
+		empty[n] = e
 	}
 	for changed := true; changed; {
 		changed = false
 		c.eachReference(func(from string, i int, to string, j int) {
-			if !anchored[to][j] && !shared[from] && add(to, j, from, i) {
-				changed = true
-			}
-			if !anchored[from][i] && !anchored[to][j] && !shared[to] && add(from, i, to, j) {
+			if empty[from][i] && !shared[to] && c.add(from, i, to, j) {
 				changed = true
 			}
 		})
 	}
 	return c, nil
+}
+
+// add adds the pairs of row sj of src to row dj of dst and reports whether
+// any was new.
+func (c *catOracle) add(dst string, dj int, src string, sj int) bool {
+	grew := false
+	for p := range c.owners[src][sj] {
+		if !c.owners[dst][dj][p] {
+			c.owners[dst][dj][p] = true
+			grew = true
+		}
+	}
+	return grew
 }
 
 // eachReference calls fn for every row i of a table that references row j
