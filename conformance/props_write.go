@@ -732,12 +732,7 @@ func (r *runner) undeclaredLevelColumns(p *pt, t *tinfo, tn Tenant, template Row
 		id := pick(p.rng, ids, 1)[0]
 		bad := r.fresh(t, template)
 		bad[name] = r.levelValue(level, id)
-		ctx := within(nil, bad)
-		err := r.control(ctx, func(tx *guardedsql.Tx) error {
-			_, err := r.exec(ctx, tx, r.insertOf(p, t, bad))
-			return err
-		})
-		if err == nil {
+		if err := r.tryInsert(p, within(nil, bad), t, bad); err == nil {
 			p.Errorf("INSERT into %s with %s = %s %s, another tenant's, as %s was accepted: %s is named like a column of level %s but the graph does not declare it, so nothing checks what a tenant writes there; declare it in Levels (the guard then checks written values), or name the level columns in Target.LevelColumns if it is not one", t.name, name, level, id, tn, name, level)
 		}
 	}
@@ -765,14 +760,10 @@ func (r *runner) uncheckedKeys(p *pt, t *tinfo, tn Tenant, template Row, within 
 			for i, c := range f.cols {
 				bad[c] = prow[f.ref[i]]
 			}
-			if free, why := r.freeRefs(t, bad, tn, false); why != "" || !maps.EqualFunc(free, bad, func(a, b any) bool { return canon(a) == canon(b) }) {
+			if r.keyTaken(t, bad, tn) {
 				continue
 			}
-			ctx := within(f.cols, bad)
-			err := r.control(ctx, func(tx *guardedsql.Tx) error {
-				_, err := r.exec(ctx, tx, r.insertOf(p, t, bad))
-				return err
-			})
+			err := r.tryInsert(p, within(f.cols, bad), t, bad)
 			switch {
 			case err != nil:
 				p.Logf("INSERT into %s with Unchecked %v = foreign %s %s as %s: refused (%v)", t.name, f.cols, f.to, head([]string{k}), tn, err)
@@ -783,6 +774,23 @@ func (r *runner) uncheckedKeys(p *pt, t *tinfo, tn Tenant, template Row, within 
 			}
 		}
 	}
+}
+
+// keyTaken reports whether row's unique key made of foreign-key and level
+// columns only (which fresh cannot renew) is one a seeded row already
+// holds, so that no row could be said to be created by inserting it.
+func (r *runner) keyTaken(t *tinfo, row Row, tn Tenant) bool {
+	free, why := r.freeRefs(t, row, tn, false)
+	return why != "" || !maps.EqualFunc(free, row, func(a, b any) bool { return canon(a) == canon(b) })
+}
+
+// tryInsert inserts row into t as ctx's caller in a transaction it rolls
+// back, and returns the insert's error.
+func (r *runner) tryInsert(p *pt, ctx context.Context, t *tinfo, row Row) error {
+	return r.control(ctx, func(tx *guardedsql.Tx) error {
+		_, err := r.exec(ctx, tx, r.insertOf(p, t, row))
+		return err
+	})
 }
 
 // missingRef returns row with the columns of f set to a key that no row of
@@ -951,7 +959,7 @@ func propInsertForeignRoot(p *pt, r *runner) {
 			// allowed-companies table's (cid, user_id)) may name a row
 			// another tenant already has: no row could be said to be
 			// created then.
-			if free, _ := r.freeRefs(t, bad, tn, false); !maps.EqualFunc(free, bad, func(a, b any) bool { return canon(a) == canon(b) }) {
+			if r.keyTaken(t, bad, tn) {
 				p.Logf("%s as %s: the row outside the scope has a key a seeded row holds; not used", name, tn)
 				continue
 			}
