@@ -364,6 +364,7 @@
 //	the tenants' own table declared global (global_root) 27
 //	level columns anchored by foreign keys (level_anchor) 27
 //	claims need the row to exist (by_ref_exists)     52
+//	PostgreSQL: WITH CHECK tests the parent beside level columns (level_parent_check) 16 (TestLevelParentCheckCaught: the hotel has no such table)
 //	triggers and rules refused (triggers)            57
 //	foreign-key actions refused (fk_actions)         57
 //	PostgreSQL: search_path pinned (search_path)     57

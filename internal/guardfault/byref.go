@@ -20,4 +20,11 @@ const (
 	// database's foreign key. Disabled, a tool that shows its errors tells
 	// another tenant's row from no row; conformance property 52 must notice.
 	ByRefExists Fix = "by_ref_exists"
+	// LevelParentCheck: on PostgreSQL the WITH CHECK expression of a table
+	// with level columns of its own tests its scope parent too (a row is in
+	// scope by its level column, so USING never looks at the parent).
+	// Disabled, raw SQL as the application role points a row of its own
+	// tenant at another tenant's parent row; conformance property 16 must
+	// notice.
+	LevelParentCheck Fix = "level_parent_check"
 )
