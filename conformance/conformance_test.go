@@ -62,7 +62,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tg = Target{Name: env.GraphFile, DSN: dsn, Graph: def, Seed: SyntheticSeed(def, 1), Shared: env.Shared}
+			tg = Target{Name: env.GraphFile, DSN: dsn, Graph: def, Seed: SyntheticSeed(def, 1), Shared: env.Shared, Unchecked: env.Unchecked}
 		} else {
 			tg = hotelTarget(dsn, seed)
 		}

@@ -25,6 +25,9 @@
 //	                              schema, with synthetic data (SyntheticSeed)
 //	TENANTMCP_CONFORMANCE_SHARED  for a graph file's run, tables every tenant may read
 //	                              (Target.Shared): "table=reason" items separated by ";"
+//	TENANTMCP_CONFORMANCE_UNCHECKED for a graph file's run, foreign keys declared Unchecked that
+//	                              a tenant's row may point across tenants through (Target.Unchecked):
+//	                              "table.column=reason" items separated by ";"
 //	TENANTMCP_CONFORMANCE_REPS    repetitions, each in a new random order (default 1)
 //	TENANTMCP_CONFORMANCE_SEED    the order seed (default from the clock; always printed)
 //	TENANTMCP_CONFORMANCE_SUMMARY also write the summary table to this file

@@ -31,6 +31,10 @@ const (
 	// (Target.Shared, which property 58 exempts): "table=reason" items
 	// separated by ";" ("labels=task labels every org picks from").
 	EnvShared = "TENANTMCP_CONFORMANCE_SHARED"
+	// EnvUnchecked acknowledges foreign keys declared Unchecked for a run
+	// on a graph file (Target.Unchecked, which property 9 accepts):
+	// "table.column=reason" items separated by ";".
+	EnvUnchecked = "TENANTMCP_CONFORMANCE_UNCHECKED"
 	// EnvSummary names a file the summary table is also written to (go
 	// test shows a passing package's output only with -v).
 	EnvSummary = "TENANTMCP_CONFORMANCE_SUMMARY"
@@ -45,6 +49,7 @@ type Env struct {
 	Mutate      string
 	SummaryFile string
 	Shared      map[string]string // from EnvShared
+	Unchecked   map[string]string // from EnvUnchecked
 }
 
 // FromEnv reads the environment variables above.
@@ -61,16 +66,12 @@ func FromEnv() (Env, error) {
 			return Env{}, fmt.Errorf("%s: %w", EnvDSN, err)
 		}
 	}
-	if v := strings.TrimSpace(os.Getenv(EnvShared)); v != "" {
-		e.Shared = map[string]string{}
-		for _, item := range strings.Split(v, ";") {
-			table, why, ok := strings.Cut(item, "=")
-			table, why = strings.TrimSpace(table), strings.TrimSpace(why)
-			if !ok || table == "" || why == "" {
-				return Env{}, fmt.Errorf("%s: item %q is not table=reason", EnvShared, item)
-			}
-			e.Shared[table] = why
-		}
+	var err error
+	if e.Shared, err = reasons(EnvShared, "table"); err != nil {
+		return Env{}, err
+	}
+	if e.Unchecked, err = reasons(EnvUnchecked, "table.column"); err != nil {
+		return Env{}, err
 	}
 	if v := os.Getenv(EnvRepetitions); v != "" {
 		n, err := strconv.Atoi(v)
@@ -87,6 +88,25 @@ func FromEnv() (Env, error) {
 		e.OrderSeed = n
 	}
 	return e, nil
+}
+
+// reasons reads the variable name as "key=reason" items separated by
+// ";" (nil when unset); what names the key's form in the error.
+func reasons(name, what string) (map[string]string, error) {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, item := range strings.Split(v, ";") {
+		key, why, ok := strings.Cut(item, "=")
+		key, why = strings.TrimSpace(key), strings.TrimSpace(why)
+		if !ok || key == "" || why == "" {
+			return nil, fmt.Errorf("%s: item %q is not %s=reason", name, item, what)
+		}
+		m[key] = why
+	}
+	return m, nil
 }
 
 // EngineOf names the engine a DSN selects ("" is the embedded SQLite).

@@ -538,3 +538,60 @@ func TestUncheckedKeysReported(t *testing.T) {
 		}
 	})
 }
+
+// TestUncheckedAcknowledgementValidated: an acknowledgement that names no
+// foreign key declared Unchecked (a typo, a key since checked) or gives no
+// reason is refused before anything runs, like Target.Shared's.
+func TestUncheckedAcknowledgementValidated(t *testing.T) {
+	tg := franchiseTarget("", false)
+	for key, want := range map[string]string{
+		"rental.staff_id":  "names no foreign key the graph declares Unchecked", // declared checked
+		"rental":           "names no foreign key",
+		"no_such.staff_id": "names no foreign key",
+	} {
+		tg.Unchecked = map[string]string{key: "a reason"}
+		if _, err := newRunner(tg); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Target.Unchecked[%q]: %v, want an error containing %q", key, err, want)
+		}
+	}
+	tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
+	for i := range tg.Graph.Tables {
+		if td := &tg.Graph.Tables[i]; td.Name == "rental" {
+			td.ForeignKeys = slices.Clone(td.ForeignKeys)
+			for k := range td.ForeignKeys {
+				if slices.Equal(td.ForeignKeys[k].Columns, []string{"staff_id"}) {
+					td.ForeignKeys[k].Unchecked = "clerks serve every store"
+				}
+			}
+		}
+	}
+	tg.Schema = builder.MustSchema(tg.Graph)
+	tg.Unchecked = map[string]string{"rental.staff_id": " "}
+	if _, err := newRunner(tg); err == nil || !strings.Contains(err.Error(), "without a reason") {
+		t.Errorf("acknowledgement without a reason: %v", err)
+	}
+	tg.Unchecked = map[string]string{"rental.staff_id": "a clerk of any store may serve a rental"}
+	if _, err := newRunner(tg); err != nil {
+		t.Errorf("a valid acknowledgement: %v", err)
+	}
+}
+
+// TestEnvAcknowledgements: a graph file's run takes both acknowledgements
+// from the environment, and refuses an item without a reason.
+func TestEnvAcknowledgements(t *testing.T) {
+	t.Setenv(EnvDSN, "")
+	t.Setenv(EnvShared, "countries=ISO codes; labels = picked by every org")
+	t.Setenv(EnvUnchecked, "rental.staff_id=a clerk of any store may serve")
+	e, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(e.Shared, map[string]string{"countries": "ISO codes", "labels": "picked by every org"}) ||
+		!reflect.DeepEqual(e.Unchecked, map[string]string{"rental.staff_id": "a clerk of any store may serve"}) {
+		t.Fatalf("Shared %q, Unchecked %q", e.Shared, e.Unchecked)
+	}
+	t.Setenv(EnvUnchecked, "rental.staff_id")
+	if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "is not table.column=reason") {
+		t.Fatalf("an item without a reason: %v", err)
+	}
+}

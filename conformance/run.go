@@ -273,7 +273,35 @@ func newRunner(target Target) (*runner, error) {
 			return nil, fmt.Errorf("conformance: Target.Shared acknowledges table %q without a reason", table)
 		}
 	}
+	for key, why := range target.Unchecked {
+		if !namesUncheckedKey(target.Graph, key) {
+			return nil, fmt.Errorf("conformance: Target.Unchecked acknowledges %q, which names no foreign key the graph declares Unchecked (want \"table.column\")", key)
+		}
+		if strings.TrimSpace(why) == "" {
+			return nil, fmt.Errorf("conformance: Target.Unchecked acknowledges %q without a reason", key)
+		}
+	}
 	return &runner{target: target, engine: e, g: g, sch: sch, touched: map[string]map[int]bool{}}, nil
+}
+
+// namesUncheckedKey reports whether key ("table.column") names a column
+// of a foreign key that def declares Unchecked.
+func namesUncheckedKey(def builder.SchemaDef, key string) bool {
+	table, col, ok := strings.Cut(key, ".")
+	if !ok {
+		return false
+	}
+	for _, td := range def.Tables {
+		if td.Name != table {
+			continue
+		}
+		for _, fk := range td.ForeignKeys {
+			if fk.Unchecked != "" && slices.Contains(fk.Columns, col) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sameSchema checks that a caller's Schema declares what the Graph does.
