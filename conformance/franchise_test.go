@@ -503,19 +503,8 @@ func TestSuiteFixesAreLoadBearing(t *testing.T) {
 // it with its reason either way.
 func TestUncheckedKeysReported(t *testing.T) {
 	forEachDSN(t, func(t *testing.T, dsn string) {
-		tg := franchiseTarget(dsn, false)
-		tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
-		for i := range tg.Graph.Tables {
-			if td := &tg.Graph.Tables[i]; td.Name == "rental" {
-				td.ForeignKeys = slices.Clone(td.ForeignKeys)
-				for k := range td.ForeignKeys {
-					if slices.Equal(td.ForeignKeys[k].Columns, []string{"staff_id"}) {
-						td.ForeignKeys[k].Unchecked = "clerks serve every store"
-					}
-				}
-			}
-		}
-		tg.Schema, tg.Tools = builder.MustSchema(tg.Graph), nil
+		tg := uncheckedClerk(franchiseTarget(dsn, false))
+		tg.Tools = nil
 		out, err := runSome(t, tg, 9)
 		if err != nil {
 			t.Fatalf("setup: %v", err)
@@ -554,18 +543,7 @@ func TestUncheckedAcknowledgementValidated(t *testing.T) {
 			t.Errorf("Target.Unchecked[%q]: %v, want an error containing %q", key, err, want)
 		}
 	}
-	tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
-	for i := range tg.Graph.Tables {
-		if td := &tg.Graph.Tables[i]; td.Name == "rental" {
-			td.ForeignKeys = slices.Clone(td.ForeignKeys)
-			for k := range td.ForeignKeys {
-				if slices.Equal(td.ForeignKeys[k].Columns, []string{"staff_id"}) {
-					td.ForeignKeys[k].Unchecked = "clerks serve every store"
-				}
-			}
-		}
-	}
-	tg.Schema = builder.MustSchema(tg.Graph)
+	tg = uncheckedClerk(tg)
 	tg.Unchecked = map[string]string{"rental.staff_id": " "}
 	if _, err := newRunner(tg); err == nil || !strings.Contains(err.Error(), "without a reason") {
 		t.Errorf("acknowledgement without a reason: %v", err)
@@ -594,4 +572,21 @@ func TestEnvAcknowledgements(t *testing.T) {
 	if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "is not table.column=reason") {
 		t.Fatalf("an item without a reason: %v", err)
 	}
+}
+
+// uncheckedClerk returns tg with rental.staff_id declared Unchecked.
+func uncheckedClerk(tg Target) Target {
+	tg.Graph.Tables = slices.Clone(tg.Graph.Tables)
+	for i := range tg.Graph.Tables {
+		if td := &tg.Graph.Tables[i]; td.Name == "rental" {
+			td.ForeignKeys = slices.Clone(td.ForeignKeys)
+			for k := range td.ForeignKeys {
+				if slices.Equal(td.ForeignKeys[k].Columns, []string{"staff_id"}) {
+					td.ForeignKeys[k].Unchecked = "clerks serve every store"
+				}
+			}
+		}
+	}
+	tg.Schema = builder.MustSchema(tg.Graph)
+	return tg
 }
