@@ -264,9 +264,8 @@ func keyColumns(g *sqlast.Schema) [][2]string {
 // (Rails' by default) show their tenant rows only by such names, so a
 // global table holding one is asked for a reason.
 func refLike(g *sqlast.Schema, c string) string {
-	c = strings.ToLower(c)
-	base, ok := strings.CutSuffix(c, "_id")
-	if !ok || base == "" {
+	base := refBase(c)
+	if base == "" {
 		return ""
 	}
 	forms := []string{base, base + "s", base + "es"}
@@ -288,6 +287,22 @@ func refLike(g *sqlast.Schema, c string) string {
 		}
 	}
 	return ""
+}
+
+// refBase returns what a column named like a reference names, lower
+// case, or "": "channel" for channel_id (snake case), ChannelId, channelId,
+// channelID (camel case, Mattermost's and .NET's) and channelid (the
+// camel case name folded by PostgreSQL).
+func refBase(c string) string {
+	c = strings.ToLower(c)
+	if base, ok := strings.CutSuffix(c, "_id"); ok {
+		return base
+	}
+	base, _ := strings.CutSuffix(c, "id")
+	if len(base) < 2 || base == c {
+		return ""
+	}
+	return base
 }
 
 // polymorphicRef returns the id column of a polymorphic reference among
@@ -327,7 +342,7 @@ func polymorphicRef(cols []string) string {
 func levelLike(g *sqlast.Schema, c string) bool {
 	c = strings.ToLower(c)
 	for _, l := range g.Levels {
-		if c == l.Name || c == l.Name+"_id" {
+		if c == l.Name || c == l.Name+"_id" || c == l.Name+"id" {
 			return true
 		}
 	}

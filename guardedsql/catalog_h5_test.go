@@ -560,7 +560,8 @@ func TestGlobalNamedLikeReferenceRefused(t *testing.T) {
 // hold, and so do Zulip ("type", "type_id") and Django's generic relations
 // ("content_type_id", "object_id"). Either, in a table declared global
 // without a GlobalReason, may hold tenants' row ids, and is refused with
-// ErrGlobalDrift.
+// ErrGlobalDrift. So is a reference or level named in camel case with no
+// separator (Mattermost's ChannelId, folded to channelid).
 func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 	ddl := []string{
 		`CREATE TABLE sentry_project (id INT_T PRIMARY KEY, organization_id INT_T NOT NULL)`,
@@ -569,6 +570,10 @@ func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 		`CREATE TABLE taggings (id INT_T PRIMARY KEY, tag_id INT_T NOT NULL, taggable_type VARCHAR(40) NOT NULL, taggable_id INT_T NOT NULL)`,
 		`CREATE TABLE recipients (id INT_T PRIMARY KEY, type INT_T NOT NULL, type_id INT_T NOT NULL)`,
 		`CREATE TABLE audit_entries (id INT_T PRIMARY KEY, content_type_id INT_T NOT NULL, object_id VARCHAR(40) NOT NULL)`,
+		// Mattermost's shape: no foreign keys, camel-case names (folded
+		// to projectid by PostgreSQL when unquoted).
+		`CREATE TABLE option_camel (id INT_T PRIMARY KEY, projectid INT_T NULL)`,
+		`CREATE TABLE option_org (id INT_T PRIMARY KEY, organizationid INT_T NULL)`,
 	}
 	project := builder.TableDef{Name: "sentry_project", Columns: []string{"id", "organization_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"organization_id": "organization"}}
 	tags := builder.TableDef{Name: "tags", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Global: true}
@@ -578,6 +583,8 @@ func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 	// (content_type_id, object_id).
 	recipients := builder.TableDef{Name: "recipients", Columns: []string{"id", "type", "type_id"}, PrimaryKey: []string{"id"}, Global: true}
 	audit := builder.TableDef{Name: "audit_entries", Columns: []string{"id", "content_type_id", "object_id"}, PrimaryKey: []string{"id"}, Global: true}
+	camel := builder.TableDef{Name: "option_camel", Columns: []string{"id", "projectid"}, PrimaryKey: []string{"id"}, Global: true}
+	camelLevel := builder.TableDef{Name: "option_org", Columns: []string{"id", "organizationid"}, PrimaryKey: []string{"id"}, Global: true}
 	def := func(tables ...builder.TableDef) *builder.Schema {
 		return builder.MustSchema(builder.SchemaDef{
 			Levels: []builder.Level{{Name: "organization", Key: builder.IntKey}},
@@ -594,6 +601,8 @@ func TestGlobalPrefixedOrPolymorphicReferenceRefused(t *testing.T) {
 			{taggings, "taggings.taggable_id is a polymorphic reference"},
 			{recipients, "recipients.type_id is a polymorphic reference"},
 			{audit, "audit_entries.object_id is a polymorphic reference"},
+			{camel, "option_camel.projectid is named like a reference to tenant-bound sentry_project"},
+			{camelLevel, "option_org.organizationid is named like a scope level"},
 		} {
 			_, err := s.open(def(c.table))
 			if !errors.Is(err, guardedsql.ErrGlobalDrift) || !strings.Contains(err.Error(), c.want) {
