@@ -295,6 +295,9 @@ func (o *oracle) levelIDs() map[string][]string {
 	for _, name := range o.g.bound {
 		for _, lv := range o.lv[name] {
 			for l, id := range lv {
+				if !scope.ValidID(id) {
+					continue // "" for "no tenant": no grant names it
+				}
 				if seen[l] == nil {
 					seen[l] = map[string]bool{}
 				}

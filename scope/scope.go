@@ -307,6 +307,12 @@ func ValidLevel(name string) bool {
 	return true
 }
 
+// ValidID reports whether id can be a grant's id: 1 to [MaxIDLength]
+// bytes of UTF-8 text without control characters. A level column's value
+// that is not (an empty string standing for "no tenant", as Mattermost's
+// direct-message channels hold) names no tenant: no grant can reach it.
+func ValidID(id string) bool { return validText(id, MaxIDLength) }
+
 // validText rejects empty, over-long, non-UTF-8 and control-character text.
 func validText(s string, max int) bool {
 	if s == "" || len(s) > max || !utf8.ValidString(s) {
@@ -354,7 +360,7 @@ func mint(subject string, grants []Grant, roles []string) (Scope, error) {
 		if !ValidLevel(g.Level) {
 			return fmt.Errorf("%w: level %q is not a lower-case identifier", ErrInvalid, g.Level)
 		}
-		if !validText(g.ID, MaxIDLength) {
+		if !ValidID(g.ID) {
 			return fmt.Errorf("%w: grant id at level %q must be 1-%d printable characters", ErrInvalid, g.Level, MaxIDLength)
 		}
 		return nil
