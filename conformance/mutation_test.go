@@ -263,6 +263,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
 		{string(guardfault.CheckLockBound), disable(guardfault.CheckLockBound), []int{51}},
 		{string(guardfault.ExchangeCounter), installed(guardfault.ExchangeCounter), []int{35}},
+		{string(guardfault.LevelColumnCheck), installed(guardfault.LevelColumnCheck), []int{16}},
 		{string(guardfault.ScopeCacheKey), disable(guardfault.ScopeCacheKey), []int{1}},
 		{string(guardfault.RenderCacheKey), disable(guardfault.RenderCacheKey), []int{1}},
 	} {
@@ -293,7 +294,8 @@ func mutationCheck(t *testing.T, dsn string) {
 		}
 		// Only PostgreSQL re-checks its row-level security while serving
 		// and signs its scope context.
-		if (gf.kind == string(guardfault.RecheckOffCaller) || gf.kind == string(guardfault.CheckLockBound) || gf.kind == string(guardfault.ExchangeCounter)) && r.engine != Postgres {
+		if (gf.kind == string(guardfault.RecheckOffCaller) || gf.kind == string(guardfault.CheckLockBound) || gf.kind == string(guardfault.ExchangeCounter) ||
+			gf.kind == string(guardfault.LevelColumnCheck)) && r.engine != Postgres {
 			must = nil
 		}
 		// Issue 26: only InnoDB locks what it scans (PostgreSQL tests its

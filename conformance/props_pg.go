@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tenantmcp/tenantmcp/builder"
@@ -274,6 +276,7 @@ func propRLSRaw(p *pt, r *runner) {
 				p.Fatalf("rollback to savepoint: %v", err)
 			}
 		}
+		r.rawLevelColumns(p, tx, tn)
 		if err := tx.Rollback(p.ctx); err != nil {
 			p.Fatalf("rollback: %v", err)
 		}
@@ -298,6 +301,66 @@ func propRLSRaw(p *pt, r *runner) {
 	for _, name := range r.g.bound {
 		if got, err := r.pgKeys(p.ctx, conn, name); err != nil || len(got) != 0 {
 			p.Errorf("raw SELECT from %s after the scoped transaction committed: %d rows, %v; want none", name, len(got), err)
+		}
+	}
+}
+
+// rawLevelColumns is P16's test of each level column on its own: in tx,
+// under tn's signed scope, an own row's level column (not its identity)
+// set to an id of that level that no visible row of the table holds and
+// tn was not granted (another tenant's chain for a hotel's manager,
+// another workspace's project for a workspace) must be refused by
+// row-level security (SQLSTATE 42501) or change no row, though a foreign
+// key covers the column and the row stays in scope by another one. An
+// attempt that fails for another reason (a unique key) proves nothing and
+// is only logged.
+func (r *runner) rawLevelColumns(p *pt, tx pgx.Tx, tn Tenant) {
+	granted := func(level, id string) bool {
+		return slices.ContainsFunc(tn.Grants, func(g scope.Grant) bool { return g.Level == level && g.ID == id })
+	}
+	for _, name := range r.g.bound {
+		t := r.g.tables[name]
+		own := sortedKeys(r.or.visible(name, tn.Grants))
+		foreign := r.or.foreign(name, tn.Grants)
+		if len(own) == 0 || len(foreign) == 0 {
+			continue
+		}
+		for _, lc := range t.levelCols {
+			if len(t.pk) == 1 && t.pk[0] == lc.col {
+				continue // the row's identity: the guard's and the policy's rule exempt it
+			}
+			held := map[string]bool{}
+			for _, k := range own {
+				held[fmt.Sprint(r.or.row(name, k)[lc.col])] = true
+			}
+			var v any
+			for _, k := range foreign {
+				if x := r.or.row(name, k)[lc.col]; x != nil && !held[fmt.Sprint(x)] && !granted(lc.level, fmt.Sprint(x)) {
+					v = x
+					break
+				}
+			}
+			if v == nil {
+				continue
+			}
+			k := own[0]
+			where, args := pgWhere(t.pk, r.or.row(name, k), 2)
+			if _, err := tx.Exec(p.ctx, "SAVEPOINT tm_conf"); err != nil {
+				p.Fatalf("savepoint: %v", err)
+			}
+			tag, err := tx.Exec(p.ctx, "UPDATE "+Postgres.quote(name)+" SET "+Postgres.quote(lc.col)+" = $1 WHERE "+where, append([]any{v}, args...)...)
+			var pe *pgconn.PgError
+			switch {
+			case err == nil && tag.RowsAffected() != 0:
+				p.Errorf("raw UPDATE of own %s %s as %s set %s to %v, an id of level %s its scope does not reach, and row-level security accepted it: that tenant now reads the row", name, k, tn, lc.col, v, lc.level)
+			case err == nil, errors.As(err, &pe) && pe.Code == "42501":
+				p.Logf("raw UPDATE of own %s %s as %s setting %s to another tenant's %v: refused", name, k, tn, lc.col, v)
+			default:
+				p.Logf("raw UPDATE of own %s %s as %s setting %s to %v failed for another reason (proves nothing): %v", name, k, tn, lc.col, v, err)
+			}
+			if _, err := tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT tm_conf"); err != nil {
+				p.Fatalf("rollback to savepoint: %v", err)
+			}
 		}
 	}
 }

@@ -702,3 +702,71 @@ func TestLevelsAndParentRawSQL(t *testing.T) {
 		t.Errorf("control: raw insert on the own customer: %v", err)
 	}
 }
+
+// TestLevelColumnsRawSQL: under row-level security alone (raw SQL as the
+// application role, signed scope), a row in scope by one level column
+// cannot carry another tenant's id in another, though a foreign key covers
+// it (keep.go). From the Plane probe (issues with workspace_id and
+// project_id) and the hotel's shape (hotels.chain_id beside the hotel's
+// own id): a project's member moved its project, or its issue, to another
+// org; an org planted an issue in another org's project. Each is refused,
+// as the guard refuses it; a member's update that keeps the level columns
+// and an org's insert under its own project pass.
+func TestLevelColumnsRawSQL(t *testing.T) {
+	s := newScratch(t, enginePostgres, []string{
+		`CREATE TABLE orgs (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE projects (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), name KEY_T NULL)`,
+		`CREATE TABLE issues (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), project_id INT_T NOT NULL REFERENCES projects(id), name KEY_T NULL)`,
+		`INSERT INTO orgs VALUES (1), (2)`,
+		`INSERT INTO projects VALUES (10, 1, 'a'), (11, 2, 'b')`,
+		`INSERT INTO issues VALUES (30, 1, 10, 'x'), (31, 2, 11, 'y')`,
+	})
+	fk := func(col, ref string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+	}
+	sch := builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "projects", Columns: []string{"id", "org_id", "name"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"org_id": "org", "id": "project"}, ForeignKeys: []builder.ForeignKey{fk("org_id", "orgs")}},
+			{Name: "issues", Columns: []string{"id", "org_id", "project_id", "name"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"org_id": "org", "project_id": "project"}, ForeignKeys: []builder.ForeignKey{fk("org_id", "orgs"), fk("project_id", "projects")}},
+		},
+	})
+	db, err := s.open(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const member, org = `{"project":[10]}`, `{"org":[1]}`
+	for _, c := range []struct{ doc, q string }{
+		{member, `UPDATE projects SET org_id = 2 WHERE id = 10`},
+		{member, `UPDATE issues SET org_id = 2 WHERE id = 30`},
+		{member, `INSERT INTO issues VALUES (41, 2, 10, 'moved')`},
+		{org, `INSERT INTO issues VALUES (40, 1, 11, 'planted')`},
+		{org, `UPDATE issues SET project_id = 11 WHERE id = 30`},
+	} {
+		if err := s.appExec(c.doc, c.q); err == nil {
+			t.Errorf("raw SQL as %s: %s was accepted", c.doc, c.q)
+		}
+	}
+	if n := s.count(`SELECT COUNT(*) FROM projects WHERE org_id = 2`) + s.count(`SELECT COUNT(*) FROM issues WHERE org_id = 2 OR project_id = 11`); n != 2 {
+		t.Fatalf("org 2 holds %d projects and issues, want its own 2", n)
+	}
+	for _, c := range []struct{ doc, q string }{
+		{member, `UPDATE projects SET name = 'own' WHERE id = 10`},
+		{member, `UPDATE issues SET name = 'own' WHERE id = 30`},
+		{org, `INSERT INTO issues VALUES (42, 1, 10, 'filed')`},
+		{org, `INSERT INTO projects VALUES (12, 1, 'new')`},
+	} {
+		if err := s.appExec(c.doc, c.q); err != nil {
+			t.Errorf("control: raw SQL as %s: %s: %v", c.doc, c.q, err)
+		}
+	}
+	// The guard refuses the moves too.
+	ctx := grantCtx(scope.Grant{Level: "project", ID: "10"})
+	projects := sch.Table("projects")
+	if _, err := db.Exec(ctx, builder.Must(builder.UpdateTable(projects).Set("org_id", 2).Where(projects.Col("id").Eq(10)).ExpectOne().Build())); err == nil {
+		t.Errorf("guarded move of project 10 to org 2 accepted")
+	}
+}

@@ -370,7 +370,9 @@
 //   - At every write: a level column is checked on its own unless a tenant
 //     foreign key that includes it is fully non-NULL in the written row
 //     (a composite key with a NULL part is not checked by the engine,
-//     MATCH SIMPLE); on PostgreSQL the policies' WITH CHECK does the same.
+//     MATCH SIMPLE); on PostgreSQL the policies' WITH CHECK tests every
+//     level column on its own (it cannot tell which columns an UPDATE
+//     assigned, so it also admits the value the row already holds).
 //     Every foreign key into a tenant-bound table that is not Unchecked is
 //     checked on every write kind, the parent and the consistency paths
 //     alike, and an UPDATE or DELETE also needs the consistency paths it

@@ -75,7 +75,11 @@ var (
 // through the verifying function (a table with no level column of its own
 // and a single-column scope parent defers to its parent's policy instead:
 // the foreign key holds one of the keys the parent's policy admits), plus
-// a marker comment that CheckRLS compares. Run them in one transaction as the tables' owner
+// a marker comment that CheckRLS compares. The WITH CHECK expressions call
+// one "tenantmcp_keep_<table>_<column>" function (SECURITY INVOKER) per
+// level column that is not its table's identity: it tells whether the row
+// already holds the value, which a writer may keep though its scope does
+// not reach it (a hotel's manager updating its hotel keeps the chain). Run them in one transaction as the tables' owner
 // (ApplyRLS does); they drop and re-create the policies, so re-running them
 // after a schema change is how policies are updated. Global tables are not
 // touched.

@@ -27,4 +27,11 @@ const (
 	// tenant at another tenant's parent row; conformance property 16 must
 	// notice.
 	LevelParentCheck Fix = "level_parent_check"
+	// LevelColumnCheck: on PostgreSQL the WITH CHECK expression tests each
+	// level column on its own (granted, the key of a row the writer sees,
+	// or unchanged), also where a foreign key covers it. Disabled, raw SQL
+	// as the application role moves a row it holds by one level column
+	// into another tenant by another (a hotel's manager moves the hotel to
+	// another chain); conformance property 16 must notice.
+	LevelColumnCheck Fix = "level_column_check"
 )

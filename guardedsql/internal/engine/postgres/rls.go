@@ -75,6 +75,7 @@ func (d Dialect) RLSDDL(g *sqlast.Schema) []string {
 	if len(ps) > 0 {
 		out = append(out, d.signedDDL()...)
 		out = append(out, d.byRefDDL(g)...) // (h4-ref): before the policies that call its functions
+		out = append(out, d.keepDDL(g)...)  // keep.go: likewise
 	}
 	for _, p := range ps {
 		qt := d.Quote(p.Table)
@@ -372,7 +373,8 @@ func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 		if lc.Col == t.Identity {
 			continue
 		}
-		var full []string
+		c := pg.col("", lc.Col)
+		alts := []string{c + " IS NULL", c + " = ANY (" + pg.ids(lc.Level) + ")"}
 		single := false
 		for _, fk := range t.TenantFKs() {
 			if !slices.Contains(fk.Cols, lc.Col) {
@@ -380,19 +382,24 @@ func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 			}
 			if len(fk.Cols) == 1 {
 				single = true
-				break
+				if fk.To != t && !fk.To.ByRef { // keep.go: a row the writer sees
+					sub := pg.alias()
+					alts = append(alts, "EXISTS (SELECT 1 FROM "+pg.d.Quote(fk.To.Name)+" AS "+pg.d.Quote(sub)+" WHERE "+pg.col(sub, fk.RefCols[0])+" = "+c+")")
+				}
+				continue
 			}
 			nn := make([]string, len(fk.Cols))
 			for i, c := range fk.Cols {
 				nn[i] = pg.col("", c) + " IS NOT NULL"
 			}
-			full = append(full, "("+strings.Join(nn, " AND ")+")")
+			alts = append(alts, "("+strings.Join(nn, " AND ")+")")
 		}
-		if single {
-			continue
+		if single && guardfault.Off(guardfault.LevelColumnCheck) {
+			continue // the behaviour before keep.go: the foreign key was trusted
 		}
-		c := pg.col("", lc.Col)
-		alts := append([]string{c + " IS NULL", c + " = ANY (" + pg.ids(lc.Level) + ")"}, full...)
+		if len(t.PK) > 0 {
+			alts = append(alts, pg.keepCall(t, lc.Col))
+		}
 		terms = append(terms, "("+strings.Join(alts, " OR ")+")")
 	}
 	if len(terms) == 0 {

@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// Level columns under WITH CHECK.
+//
+// USING admits a row when one of its anchors is in scope, so WITH CHECK
+// tests every level column on its own: otherwise a row in scope by one
+// level column could carry another tenant's id in another, and that
+// tenant would read it. A workspace planted an issue in another
+// workspace's project (project_id), a project's member moved its issue to
+// another workspace (workspace_id), a hotel's manager moved the hotel to
+// another chain (hotels.chain_id), all through raw SQL as the application
+// role, where the guard refused the same. The guard tests each level
+// column a statement assigns; a policy cannot tell which columns an
+// UPDATE assigned, so it admits a level column's value when it is NULL,
+// granted at its level, the key of a row the writer sees through a
+// single-column foreign key on the column, or the value the row already
+// holds: the keep function of the column, SECURITY INVOKER, reads the
+// row by its primary key as the caller, so it finds only a row the
+// caller's scope admits (the one being updated), never another tenant's.
+// The row's own identity column (hotels.id) is exempt, as in the guard.
+//
+// Invariant: under row-level security a write leaves each level column of
+// a row NULL, unchanged, or holding an id the writer's scope reaches.
+
+// KeepFunc is the name of the function that tells whether the row of t
+// keyed by its primary key holds the value given for column col.
+func (d Dialect) KeepFunc(t *sqlast.Table, col string) string {
+	name := d.ns() + "_keep_" + t.Name + "_" + col
+	if len(name) > 63 {
+		sum := sha256.Sum256([]byte(t.Name + "\x00" + col))
+		name = d.ns() + "_keep_" + hex.EncodeToString(sum[:8])
+	}
+	return name
+}
+
+// keepCall is the policy term "col keeps the value the row holds".
+func (pg *policyGen) keepCall(t *sqlast.Table, col string) string {
+	args := make([]string, 0, len(t.PK)+1)
+	for _, k := range t.PK {
+		args = append(args, pg.col("", k))
+	}
+	return pg.d.Quote(pg.d.KeepFunc(t, col)) + "(" + strings.Join(append(args, pg.col("", col)), ", ") + ")"
+}
+
+// keepDDL returns the statements that create the keep functions the
+// policies of g call (writeCheckExpr), each with its parameters typed as
+// the columns are where the DDL runs.
+func (d Dialect) keepDDL(g *sqlast.Schema) []string {
+	var out []string
+	for _, n := range g.Names {
+		t := g.Tables[n]
+		if t.Global || t.ByRef || len(t.PK) == 0 {
+			continue
+		}
+		for _, lc := range t.LevelCols {
+			if lc.Col == t.Identity {
+				continue
+			}
+			cols := append(append([]string{}, t.PK...), lc.Col)
+			var where, names []string
+			for i, c := range cols[:len(t.PK)] {
+				where = append(where, "o."+d.Quote(c)+" = $"+strconv.Itoa(i+1))
+			}
+			where = append(where, "o."+d.Quote(lc.Col)+" = $"+strconv.Itoa(len(cols)))
+			for _, c := range cols {
+				names = append(names, literal(c))
+			}
+			body := "\nBEGIN\n  RETURN EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS o WHERE " + strings.Join(where, " AND ") + ");\nEND\n"
+			fn := literal(d.KeepFunc(t, lc.Col))
+			out = append(out, `DO $tm$
+DECLARE
+  cols text[] := ARRAY[`+strings.Join(names, ", ")+`];
+  typs text[];
+  sig text;
+BEGIN
+  SELECT pg_catalog.array_agg(pg_catalog.format_type(a.atttypid, a.atttypmod) ORDER BY x.n) INTO typs
+    FROM pg_catalog.unnest(cols) WITH ORDINALITY AS x(name, n)
+    JOIN pg_catalog.pg_attribute a ON a.attrelid = pg_catalog.to_regclass(`+literal(d.Quote(t.Name))+`) AND a.attname = x.name AND NOT a.attisdropped;
+  IF pg_catalog.cardinality(typs) IS DISTINCT FROM pg_catalog.cardinality(cols) THEN
+    RAISE EXCEPTION USING ERRCODE = 'undefined_column', MESSAGE = 'tenantmcp: '||`+literal(t.Name)+`||' lacks a column of its primary key or '||`+literal(lc.Col)+`;
+  END IF;
+  sig := pg_catalog.array_to_string(typs, ', ');
+  EXECUTE pg_catalog.format($f$CREATE OR REPLACE FUNCTION %I(%s) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY INVOKER PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS %L$f$, `+fn+`, sig, pg_catalog.replace(`+literal(body)+`, '@SCHEMA@', pg_catalog.quote_ident(pg_catalog.current_schema())));
+  EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I(%s) FROM PUBLIC', `+fn+`, sig);
+  EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I(%s) TO PUBLIC', `+fn+`, sig);
+END
+$tm$`)
+		}
+	}
+	return out
+}
