@@ -10,11 +10,11 @@ import (
 )
 
 // Mattermost's shape (from a new-user probe): a direct-message channel
-// belongs to no team and holds team_id '' (an empty string, not NULL).
+// belongs to no team and holds the empty string in team_id (not NULL).
 // No grant can name "" (scope.ValidID), so such rows are in no tenant's
 // scope; the suite took "" for a tenant's id and could not start (default
 // tenants) or stopped in properties 45 and 46. Now the correct declaration
-// passes every property on every engine, the '' channel and its post
+// passes every property on every engine, the team-less channel and its post
 // invisible to every team.
 func TestEmptyLevelValueIsNoTenant(t *testing.T) {
 	ddl := func(Engine) []string {

@@ -159,6 +159,25 @@ func (o *oracle) visible(table string, grants []scope.Grant) map[string]bool {
 	return out
 }
 
+// reachedIDs returns the ids at level of the rows grants see, in every
+// tenant-bound table: a workspace's projects, a project's workspace. An id
+// outside it and not granted is another tenant's, whatever the hierarchy.
+func (o *oracle) reachedIDs(grants []scope.Grant, level string) map[string]bool {
+	out := map[string]bool{}
+	for _, name := range o.g.bound {
+		if o.g.tables[name].byRef {
+			continue
+		}
+		vis := o.visible(name, grants)
+		for i, k := range o.keys[name] {
+			if id, ok := o.lv[name][i][level]; ok && vis[k] {
+				out[id] = true
+			}
+		}
+	}
+	return out
+}
+
 // writable returns, in key order, the rows of table that grants may
 // update or delete (with leaves, only those no row references): the
 // visible rows whose every path is in scope (pathsInScope). The write

@@ -145,13 +145,14 @@ func propCrossTenantID(p *pt, r *runner) {
 	}
 }
 
-// foreignLevelIDs are ids at level that appear in the data but are not
-// granted to tn.
+// foreignLevelIDs are ids at level that appear in the data but are neither
+// granted to tn nor held by a row tn sees (see reachedIDs).
 func (r *runner) foreignLevelIDs(tn Tenant, level string) []string {
 	gs := r.g.grantSet(tn.Grants)
+	reached := r.or.reachedIDs(tn.Grants, level)
 	var out []string
 	for _, id := range r.or.levelIDs()[level] {
-		if !gs[level][id] {
+		if !gs[level][id] && !reached[id] {
 			out = append(out, id)
 		}
 	}
