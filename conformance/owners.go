@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -52,6 +53,9 @@ type catOracle struct {
 	owners map[string][]pairs    // lower-case name -> row -> pairs
 	levels map[string]string     // "table.column" (lower case) -> level
 	idx    map[string]map[string][]int
+	// implied are references the catalog has no foreign key for, taken
+	// from column names (impliedRefs), per lower-case table name.
+	implied map[string][]liveFK
 }
 
 // pairs is a set of "level\x1fid".
@@ -108,8 +112,8 @@ func levelColumns(tg Target, def builder.SchemaDef, cat map[string]*liveTable) (
 
 // newCatOracle reads every table of the catalog whole, as the owner, and
 // attributes its rows.
-func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liveTable, levels map[string]string, shared map[string]bool) (*catOracle, error) {
-	c := &catOracle{tables: cat, rows: map[string][]Row{}, owners: map[string][]pairs{}, levels: levels, idx: map[string]map[string][]int{}}
+func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liveTable, levels map[string]string, shared map[string]bool, implied map[string][]liveFK) (*catOracle, error) {
+	c := &catOracle{tables: cat, rows: map[string][]Row{}, owners: map[string][]pairs{}, levels: levels, idx: map[string]map[string][]int{}, implied: implied}
 	ownLevels := map[string][]map[string]bool{} // table -> row -> levels its own columns give
 	names := make([]string, 0, len(cat))
 	for n := range cat {
@@ -225,6 +229,69 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 	return c, nil
 }
 
+// impliedRefs returns, for the tables in globals (lower case: those the
+// graph declares global), each column named like a reference to another
+// table of the catalog (channel_id, ChannelId or channelid to channels;
+// a prefixed name, sentry_project, matches project_id) that no foreign key
+// of the catalog covers, as a reference to that table's single-column
+// primary key. Mattermost's schema has no foreign keys at all: its posts
+// declared global leaked every team's messages while the catalog, by its
+// constraints alone, attributed them to no one. A value that matches no
+// key references nothing, so a column only named like a reference costs
+// nothing; one whose values do match is a reference, constraint or not.
+func impliedRefs(cat map[string]*liveTable, globals map[string]bool) map[string][]liveFK {
+	out := map[string][]liveFK{}
+	for name := range globals {
+		t := cat[name]
+		if t == nil {
+			continue
+		}
+	cols:
+		for _, col := range t.cols {
+			lc := strings.ToLower(col)
+			for _, f := range t.fks {
+				if slices.Contains(f.cols, lc) {
+					continue cols
+				}
+			}
+			if len(t.pk) == 1 && t.pk[0] == lc {
+				continue
+			}
+			if to := refTarget(cat, lc); to != "" && to != name {
+				out[name] = append(out[name], liveFK{cols: []string{lc}, ref: slices.Clone(cat[to].pk), to: to})
+			}
+		}
+	}
+	return out
+}
+
+// refTarget returns the table of cat (with a single-column primary key)
+// that col, lower case, is named like a reference to, or "".
+func refTarget(cat map[string]*liveTable, col string) string {
+	base, ok := strings.CutSuffix(col, "_id")
+	if !ok {
+		base, ok = strings.CutSuffix(col, "id")
+	}
+	if !ok || len(base) < 2 {
+		return ""
+	}
+	forms := []string{base, base + "s", base + "es"}
+	if b, ok := strings.CutSuffix(base, "y"); ok {
+		forms = append(forms, b+"ies")
+	}
+	for _, n := range slices.Sorted(maps.Keys(cat)) {
+		if len(cat[n].pk) != 1 {
+			continue
+		}
+		for _, f := range forms {
+			if n == f || strings.HasSuffix(n, "_"+f) || strings.HasSuffix(n, "."+f) {
+				return n
+			}
+		}
+	}
+	return ""
+}
+
 // add adds the pairs of row sj of src to row dj of dst and reports whether
 // any was new.
 func (c *catOracle) add(dst string, dj int, src string, sj int) bool {
@@ -242,7 +309,7 @@ func (c *catOracle) add(dst string, dj int, src string, sj int) bool {
 // of another (or the same) table through a foreign key of the catalog.
 func (c *catOracle) eachReference(fn func(from string, i int, to string, j int)) {
 	for from, t := range c.tables {
-		for _, f := range t.fks {
+		for _, f := range append(slices.Clone(t.fks), c.implied[from]...) {
 			if c.tables[f.to] == nil || len(f.ref) != len(f.cols) {
 				continue
 			}

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -15,11 +16,21 @@ func init() {
 		criterion: "every table, every tenant: 0 rows/count owned (catalog: levels + enforced FKs) by others, unless Target.Shared", fn: propCatalogOracle})
 }
 
+// impliedText renders references of table: "posts.channelid -> channels".
+func impliedText(table string, refs []liveFK) string {
+	out := make([]string, len(refs))
+	for i, f := range refs {
+		out[i] = table + "." + strings.Join(f.cols, ",") + " -> " + f.to
+	}
+	return strings.Join(out, ", ")
+}
+
 // P58: the declaration is not trusted. For every table of the graph,
 // global ones included, and every tenant, the rows a guarded SELECT of
 // all its columns returns and its COUNT(*) include no row that the
 // catalog oracle (owners.go: level columns and every enforced foreign key
-// of the live database, in both directions) attributes to other tenants
+// of the live database, in both directions, and a global table's columns
+// named like references that no foreign key covers) attributes to other tenants
 // only, unless the run acknowledges the table as shared (Target.Shared);
 // nor do MIN and MAX of its integer and text columns (extremesOwn).
 // The graph's own reading of which rows a tenant sees (the oracle of
@@ -27,6 +38,9 @@ func init() {
 func propCatalogOracle(p *pt, r *runner) {
 	if offCatalogOracle.Load() {
 		return
+	}
+	for _, n := range slices.Sorted(maps.Keys(r.cat.implied)) {
+		p.Logf("%s is declared global and the database has no foreign key on %s: the catalog oracle follows them as references, by their names", n, impliedText(n, r.cat.implied[n]))
 	}
 	checked, rowsRead := 0, 0
 	own := map[string]int{} // tenant -> rows read that the catalog gives it
@@ -109,6 +123,9 @@ func propCatalogOracle(p *pt, r *runner) {
 				advice := "declare " + name + " tenant-bound (or owned by reference)"
 				if !t.global {
 					advice = "check " + name + "'s level columns, parents and paths"
+				}
+				if refs := r.cat.implied[lt]; len(refs) > 0 {
+					advice += fmt.Sprintf(" (the catalog oracle followed %s, named like references with no foreign key: add the foreign keys in a migration to declare them)", impliedText(lt, refs))
 				}
 				p.Errorf("%s (declared %s) as %s: %d of %d rows returned belong, by the live catalog, to other tenants only (e.g. %s %s, owned by %s); "+
 					"%s, or acknowledge it in Target.Shared if every tenant may read it",

@@ -363,7 +363,13 @@ func (r *runner) setup(ctx context.Context) error {
 	for table := range r.target.Shared {
 		shared[strings.ToLower(table)] = true
 	}
-	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl, shared)
+	globals := map[string]bool{}
+	for _, td := range r.target.Graph.Tables {
+		if td.Global {
+			globals[strings.ToLower(td.Name)] = true
+		}
+	}
+	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl, shared, impliedRefs(live, globals))
 	if err != nil {
 		return fail(err)
 	}
