@@ -770,3 +770,49 @@ func TestLevelColumnsRawSQL(t *testing.T) {
 		t.Errorf("guarded move of project 10 to org 2 accepted")
 	}
 }
+
+// TestLevelsAndParentDisagreeingRow: a note that carries store 1 in its
+// own level column but hangs on store 2's customer (Mattermost's probe: a
+// webhook of team 1 on team 2's channel) is store 1's to read, by its
+// level column, and no one's to change: its parent is a path like any
+// other once the table has level columns of its own. Before, store 1
+// deleted it. On every engine, and on PostgreSQL with row-level security
+// alone.
+func TestLevelsAndParentDisagreeingRow(t *testing.T) {
+	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
+		s := newScratch(t, e, append(slices.Clone(storesDDL),
+			`CREATE TABLE notes (id INT_T PRIMARY KEY, store_id INT_T NOT NULL REFERENCES stores(id), customer_id INT_T NOT NULL REFERENCES customers(id), body KEY_T NULL)`,
+			`INSERT INTO notes VALUES (70, 1, 10, 'own'), (71, 1, 11, 'disagrees')`))
+		def := storesSchemaDef()
+		def.Tables = append(def.Tables, builder.TableDef{Name: "notes", Columns: []string{"id", "store_id", "customer_id", "body"}, PrimaryKey: []string{"id"},
+			Levels: map[string]string{"store_id": "store"}, Parent: "customer_id",
+			ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}, {Columns: []string{"customer_id"}, RefTable: "customers"}}})
+		sch := builder.MustSchema(def)
+		db, err := s.open(sch, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes := sch.Table("notes")
+		if got := byrefIDs(t, storeCtx("1"), db, builder.Must(builder.Select(notes.Col("id")).From(notes).OrderBy(notes.Col("id").Asc()).Build())); !slices.Equal(got, []int64{70, 71}) {
+			t.Fatalf("store 1 reads notes %v, want [70 71] (by its level column)", got)
+		}
+		for _, q := range []builder.Mutation{
+			builder.Must(builder.UpdateTable(notes).Set("body", "x").Where(notes.Col("id").Eq(71)).Build()),
+			builder.Must(builder.DeleteFrom(notes).Where(notes.Col("id").Eq(71)).Build()),
+		} {
+			res, err := db.Exec(storeCtx("1"), q)
+			if err == nil && res.RowsAffected != 0 {
+				t.Errorf("store 1 changed note 71 (on store 2's customer): %d rows", res.RowsAffected)
+			}
+		}
+		if _, err := db.Exec(storeCtx("1"), builder.Must(builder.UpdateTable(notes).Set("body", "x").Where(notes.Col("id").Eq(71)).ExpectOne().Build())); !errors.Is(err, guardedsql.ErrSharedRow) {
+			t.Errorf("ExpectOne update of note 71: %v, want ErrSharedRow", err)
+		}
+		if res, err := db.Exec(storeCtx("1"), builder.Must(builder.UpdateTable(notes).Set("body", "y").Where(notes.Col("id").Eq(70)).Build())); err != nil || res.RowsAffected != 1 {
+			t.Errorf("control: store 1 updates its own note 70: %d rows, %v", res.RowsAffected, err)
+		}
+		if n := s.count(`SELECT COUNT(*) FROM notes WHERE id = 71 AND body = 'disagrees'`); n != 1 {
+			t.Fatalf("note 71 changed")
+		}
+	})
+}

@@ -77,7 +77,8 @@
 // writer's scope) unless declared Unchecked with a reason. An existing row
 // whose paths lead to different tenants (store A's customer, store B's
 // clerk) is visible by its parent path only (to store A, with its
-// payments), and writable by no one: an UPDATE or DELETE of it, or of a
+// payments; a row of a table with level columns of its own, by them, its
+// parent then being a path like the others), and writable by no one: an UPDATE or DELETE of it, or of a
 // row whose own consistency path leads outside the scope, needs every
 // consistency path it leaves unchanged to reach a row in scope too, so an
 // ExpectOne write fails with ErrSharedRow and neither store completes the

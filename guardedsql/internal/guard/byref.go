@@ -170,7 +170,8 @@ func (r *renderer) claimCheck(fk *sqlast.FK, v any) engine.Frag {
 // consistencyGuard returns, for an UPDATE or DELETE of t's rows under
 // alias, the conditions that every consistency path the statement leaves
 // unassigned (not in assigned) leads to a row in scope or to none (a NULL
-// key). The scope parent is the read guard's; keys into tables owned by
+// key). The scope parent is the read guard's (unless t has level columns
+// of its own); keys into tables owned by
 // reference are covered by the row itself (a row in scope referencing it
 // makes it visible); a key into t itself is not tested (MySQL cannot read
 // an UPDATE's target table in its WHERE), nor one all of whose columns are
@@ -184,7 +185,10 @@ func (r *renderer) consistencyGuard(t *sqlast.Table, alias string, assigned map[
 	}
 	var out []engine.Frag
 	for _, fk := range t.TenantFKs() {
-		if fk == t.Parent || fk.To == t || fk.To.ByRef {
+		// The scope parent is the read guard's, unless t has level columns
+		// of its own: the row is then in scope by them, and its parent is a
+		// path like any other (a webhook of team 1 on team 2's channel).
+		if fk == t.Parent && len(t.LevelCols) == 0 || fk.To == t || fk.To.ByRef {
 			continue
 		}
 		if !sqlast.SameTenancy(fk) {
