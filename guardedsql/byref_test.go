@@ -816,3 +816,68 @@ func TestLevelsAndParentDisagreeingRow(t *testing.T) {
 		}
 	})
 }
+
+// TestLevelColumnAgreesWithParent: Django's ProjectBaseModel (Plane) stores
+// an issue's workspace_id beside its project_id, both level columns. A
+// member granted one project sees no workspace row, so the guard refused
+// every issue it filed (the workspace's foreign key pointed at a row out of
+// its scope): the project's members could not create their own rows. A
+// level value now also passes when it is the level's id of another row the
+// written row references and the writer sees (the project's workspace).
+// Another workspace's id, or another workspace's project, is still refused,
+// through the guard and under row-level security alone.
+func TestLevelColumnAgreesWithParent(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, []string{
+			`CREATE TABLE workspaces (id INT_T PRIMARY KEY)`,
+			`CREATE TABLE projects (id INT_T PRIMARY KEY, workspace_id INT_T NOT NULL REFERENCES workspaces(id))`,
+			`CREATE TABLE issues (id INT_T PRIMARY KEY, workspace_id INT_T NOT NULL REFERENCES workspaces(id), project_id INT_T NOT NULL REFERENCES projects(id), name KEY_T NULL)`,
+			`INSERT INTO workspaces VALUES (1), (2)`,
+			`INSERT INTO projects VALUES (1, 1), (2, 2), (3, 1)`,
+			`INSERT INTO issues VALUES (10, 1, 1, 'a'), (11, 2, 2, 'b')`,
+		})
+		fk := func(col, ref string) builder.ForeignKey {
+			return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+		}
+		sch := builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "workspace", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
+			Tables: []builder.TableDef{
+				{Name: "workspaces", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "workspace"}},
+				{Name: "projects", Columns: []string{"id", "workspace_id"}, PrimaryKey: []string{"id"},
+					Levels: map[string]string{"workspace_id": "workspace", "id": "project"}, ForeignKeys: []builder.ForeignKey{fk("workspace_id", "workspaces")}},
+				{Name: "issues", Columns: []string{"id", "workspace_id", "project_id", "name"}, PrimaryKey: []string{"id"},
+					Levels:      map[string]string{"workspace_id": "workspace", "project_id": "project"},
+					ForeignKeys: []builder.ForeignKey{fk("workspace_id", "workspaces"), fk("project_id", "projects")}},
+			},
+		})
+		db, err := s.open(sch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		issues := sch.Table("issues")
+		ins := func(id, ws, project int) builder.Mutation {
+			return builder.Must(builder.InsertInto(issues).Columns("id", "workspace_id", "project_id", "name").Values(id, ws, project, "filed").Build())
+		}
+		member := grantCtx(scope.Grant{Level: "project", ID: "1"})
+		if _, err := db.Exec(member, ins(20, 1, 1)); err != nil {
+			t.Errorf("project 1's member files an issue of project 1 in its workspace 1: %v", err)
+		}
+		for _, c := range []struct{ id, ws, project int }{{21, 2, 1}, {22, 1, 3}, {23, 2, 2}, {24, 1, 2}} {
+			if _, err := db.Exec(member, ins(c.id, c.ws, c.project)); !errors.Is(err, guardedsql.ErrNotFound) {
+				t.Errorf("project 1's member files an issue in workspace %d, project %d: %v, want ErrNotFound", c.ws, c.project, err)
+			}
+		}
+		if e.name != "postgres" {
+			return
+		}
+		const doc = `{"project":[1]}`
+		if err := s.appExec(doc, `INSERT INTO issues VALUES (30, 1, 1, 'raw')`); err != nil {
+			t.Errorf("raw SQL as project 1's member files an issue of project 1: %v", err)
+		}
+		for _, q := range []string{`INSERT INTO issues VALUES (31, 2, 1, 'x')`, `INSERT INTO issues VALUES (32, 1, 3, 'x')`, `INSERT INTO issues VALUES (33, 1, 2, 'x')`} {
+			if err := s.appExec(doc, q); err == nil {
+				t.Errorf("raw SQL as project 1's member: %s accepted", q)
+			}
+		}
+	})
+}

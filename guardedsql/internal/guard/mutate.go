@@ -39,6 +39,12 @@ func (r *renderer) valueInScope(lvl *sqlast.Level, v sqlast.Value) engine.Frag {
 // would match '7eleven' for 7, or fail quoting a stored key); a value that
 // cannot be of that kind references no row.
 func (r *renderer) parentCheck(fk *sqlast.FK, vals map[string]sqlast.Value) engine.Frag {
+	return r.parentCheckAlso(fk, vals, "", nil)
+}
+
+// parentCheckAlso is parentCheck, and (unless col is "") the referenced
+// row's column col holds v, already bound as its kind.
+func (r *renderer) parentCheckAlso(fk *sqlast.FK, vals map[string]sqlast.Value, col string, v any) engine.Frag {
 	args := make([]any, len(fk.RefCols))
 	for i, c := range fk.RefCols {
 		v := vals[fk.Cols[i]].V
@@ -61,6 +67,11 @@ func (r *renderer) parentCheck(fk *sqlast.FK, vals map[string]sqlast.Value) engi
 	for i, c := range fk.RefCols {
 		f.s(r.col(a, c), " = ")
 		f.arg(args[i])
+		f.s(" AND ")
+	}
+	if col != "" {
+		f.s(r.col(a, col), " = ")
+		f.arg(v)
 		f.s(" AND ")
 	}
 	f.frag(r.readGuard(fk.To, a))
@@ -99,7 +110,19 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 			checks = append(checks, r.claimCheck(fk, vals[fk.Cols[0]].V)) // byref.go
 			viaFK = true
 		default:
-			checks = append(checks, r.parentCheck(fk, vals))
+			c := r.parentCheck(fk, vals)
+			if alt := r.agreeChecks(t, fk, vals); len(alt) > 0 {
+				var f fb
+				f.s("(")
+				f.frag(c)
+				for _, a := range alt {
+					f.s(" OR ")
+					f.frag(a)
+				}
+				f.s(")")
+				c = f.done()
+			}
+			checks = append(checks, c)
 			viaFK = true
 		}
 	}
@@ -146,6 +169,43 @@ func (r *renderer) writeChecks(t *sqlast.Table, vals map[string]sqlast.Value, in
 		}
 	}
 	return checks, viaFK, nil
+}
+
+// agreeChecks returns, for a single-column foreign key fk of t made of a
+// level column (an issue's workspace_id), the alternatives to its parent
+// check that the value agrees with another row the written row
+// references and the writer sees (the issue's project, in scope, belongs
+// to that workspace): a writer granted a project, who sees no workspace
+// row, may then file the project's issues, which carry their workspace.
+// The value is the referenced row's own, so it names no tenant the writer
+// does not already reach through that row.
+func (r *renderer) agreeChecks(t *sqlast.Table, fk *sqlast.FK, vals map[string]sqlast.Value) []engine.Frag {
+	if len(fk.Cols) != 1 {
+		return nil
+	}
+	lvl := t.LevelOf(fk.Cols[0])
+	if lvl == nil {
+		return nil
+	}
+	v, ok := engine.LevelValue(lvl, vals[fk.Cols[0]].V)
+	if !ok {
+		return nil
+	}
+	var out []engine.Frag
+	for _, other := range t.TenantFKs() {
+		if other == fk || other.To.ByRef || len(other.Cols) != 1 {
+			continue
+		}
+		if w, ok := vals[other.Cols[0]]; !ok || w.V == nil {
+			continue
+		}
+		for _, lc := range other.To.LevelCols {
+			if lc.Level == lvl && lc.Col != other.RefCols[0] {
+				out = append(out, r.parentCheckAlso(other, vals, lc.Col, v))
+			}
+		}
+	}
+	return out
 }
 
 // coveredByFK reports whether column c of t is part of a tenant foreign key

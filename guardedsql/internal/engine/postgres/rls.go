@@ -374,6 +374,7 @@ func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 			continue
 		}
 		c := pg.col("", lc.Col)
+		outer := pg.col(t.Name, lc.Col) // inside a subquery, where a column of its own could shadow c
 		alts := []string{c + " IS NULL", c + " = ANY (" + pg.ids(lc.Level) + ")"}
 		single := false
 		for _, fk := range t.TenantFKs() {
@@ -384,7 +385,7 @@ func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 				single = true
 				if fk.To != t && !fk.To.ByRef { // keep.go: a row the writer sees
 					sub := pg.alias()
-					alts = append(alts, "EXISTS (SELECT 1 FROM "+pg.d.Quote(fk.To.Name)+" AS "+pg.d.Quote(sub)+" WHERE "+pg.col(sub, fk.RefCols[0])+" = "+c+")")
+					alts = append(alts, "EXISTS (SELECT 1 FROM "+pg.d.Quote(fk.To.Name)+" AS "+pg.d.Quote(sub)+" WHERE "+pg.col(sub, fk.RefCols[0])+" = "+outer+")")
 				}
 				continue
 			}
@@ -396,6 +397,22 @@ func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 		}
 		if single && guardfault.Off(guardfault.LevelColumnCheck) {
 			continue // the behaviour before keep.go: the foreign key was trusted
+		}
+		if single {
+			// keep.go: the level's id of another row the row references
+			// and the writer sees (an issue's workspace, its project's).
+			for _, other := range t.TenantFKs() {
+				if len(other.Cols) != 1 || other.To.ByRef || other.To == t || other.Cols[0] == lc.Col {
+					continue
+				}
+				for _, olc := range other.To.LevelCols {
+					if olc.Level == lc.Level && olc.Col != other.RefCols[0] {
+						sub := pg.alias()
+						alts = append(alts, "EXISTS (SELECT 1 FROM "+pg.d.Quote(other.To.Name)+" AS "+pg.d.Quote(sub)+" WHERE "+
+							pg.col(sub, other.RefCols[0])+" = "+pg.col(t.Name, other.Cols[0])+" AND "+pg.col(sub, olc.Col)+" = "+outer+")")
+					}
+				}
+			}
 		}
 		if len(t.PK) > 0 {
 			alts = append(alts, pg.keepCall(t, lc.Col))
