@@ -669,18 +669,7 @@ func TestUndeclarableReachedThroughByRef(t *testing.T) {
 // application role points an own-store note at another store's customer
 // (the guard refuses it). Found on Zulip's messages (realm_id and sender).
 func TestLevelsAndParentRawSQL(t *testing.T) {
-	s := newScratch(t, enginePostgres, append(slices.Clone(storesDDL),
-		`CREATE TABLE notes (id INT_T PRIMARY KEY, store_id INT_T NOT NULL REFERENCES stores(id), customer_id INT_T NOT NULL REFERENCES customers(id), body KEY_T NULL)`,
-		`INSERT INTO notes VALUES (70, 1, 10, 'a'), (71, 2, 11, 'b')`))
-	def := storesSchemaDef()
-	def.Tables = append(def.Tables, builder.TableDef{Name: "notes", Columns: []string{"id", "store_id", "customer_id", "body"}, PrimaryKey: []string{"id"},
-		Levels: map[string]string{"store_id": "store"}, Parent: "customer_id",
-		ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}, {Columns: []string{"customer_id"}, RefTable: "customers"}}})
-	sch := builder.MustSchema(def)
-	db, err := s.open(sch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sch, db := openNotes(t, enginePostgres, `(70, 1, 10, 'a'), (71, 2, 11, 'b')`, guardedsql.Options{})
 	const doc = `{"store":[1]}`
 	for _, q := range []string{
 		`INSERT INTO notes VALUES (72, 1, 11, 'x')`,
@@ -713,31 +702,7 @@ func TestLevelsAndParentRawSQL(t *testing.T) {
 // as the guard refuses it; a member's update that keeps the level columns
 // and an org's insert under its own project pass.
 func TestLevelColumnsRawSQL(t *testing.T) {
-	s := newScratch(t, enginePostgres, []string{
-		`CREATE TABLE orgs (id INT_T PRIMARY KEY)`,
-		`CREATE TABLE projects (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), name KEY_T NULL)`,
-		`CREATE TABLE issues (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), project_id INT_T NOT NULL REFERENCES projects(id), name KEY_T NULL)`,
-		`INSERT INTO orgs VALUES (1), (2)`,
-		`INSERT INTO projects VALUES (10, 1, 'a'), (11, 2, 'b')`,
-		`INSERT INTO issues VALUES (30, 1, 10, 'x'), (31, 2, 11, 'y')`,
-	})
-	fk := func(col, ref string) builder.ForeignKey {
-		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
-	}
-	sch := builder.MustSchema(builder.SchemaDef{
-		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
-		Tables: []builder.TableDef{
-			{Name: "orgs", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
-			{Name: "projects", Columns: []string{"id", "org_id", "name"}, PrimaryKey: []string{"id"},
-				Levels: map[string]string{"org_id": "org", "id": "project"}, ForeignKeys: []builder.ForeignKey{fk("org_id", "orgs")}},
-			{Name: "issues", Columns: []string{"id", "org_id", "project_id", "name"}, PrimaryKey: []string{"id"},
-				Levels: map[string]string{"org_id": "org", "project_id": "project"}, ForeignKeys: []builder.ForeignKey{fk("org_id", "orgs"), fk("project_id", "projects")}},
-		},
-	})
-	db, err := s.open(sch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sch, db := openOrgProjects(t, enginePostgres)
 	const member, org = `{"project":[10]}`, `{"org":[1]}`
 	for _, c := range []struct{ doc, q string }{
 		{member, `UPDATE projects SET org_id = 2 WHERE id = 10`},
@@ -757,7 +722,7 @@ func TestLevelColumnsRawSQL(t *testing.T) {
 		{member, `UPDATE projects SET name = 'own' WHERE id = 10`},
 		{member, `UPDATE issues SET name = 'own' WHERE id = 30`},
 		{org, `INSERT INTO issues VALUES (42, 1, 10, 'filed')`},
-		{org, `INSERT INTO projects VALUES (12, 1, 'new')`},
+		{org, `INSERT INTO projects VALUES (13, 1, 'new')`},
 	} {
 		if err := s.appExec(c.doc, c.q); err != nil {
 			t.Errorf("control: raw SQL as %s: %s: %v", c.doc, c.q, err)
@@ -780,18 +745,7 @@ func TestLevelColumnsRawSQL(t *testing.T) {
 // alone.
 func TestLevelsAndParentDisagreeingRow(t *testing.T) {
 	storeModes(t, func(t *testing.T, e engine, opts guardedsql.Options) {
-		s := newScratch(t, e, append(slices.Clone(storesDDL),
-			`CREATE TABLE notes (id INT_T PRIMARY KEY, store_id INT_T NOT NULL REFERENCES stores(id), customer_id INT_T NOT NULL REFERENCES customers(id), body KEY_T NULL)`,
-			`INSERT INTO notes VALUES (70, 1, 10, 'own'), (71, 1, 11, 'disagrees')`))
-		def := storesSchemaDef()
-		def.Tables = append(def.Tables, builder.TableDef{Name: "notes", Columns: []string{"id", "store_id", "customer_id", "body"}, PrimaryKey: []string{"id"},
-			Levels: map[string]string{"store_id": "store"}, Parent: "customer_id",
-			ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}, {Columns: []string{"customer_id"}, RefTable: "customers"}}})
-		sch := builder.MustSchema(def)
-		db, err := s.open(sch, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, sch, db := openNotes(t, e, `(70, 1, 10, 'own'), (71, 1, 11, 'disagrees')`, opts)
 		notes := sch.Table("notes")
 		if got := byrefIDs(t, storeCtx("1"), db, builder.Must(builder.Select(notes.Col("id")).From(notes).OrderBy(notes.Col("id").Asc()).Build())); !slices.Equal(got, []int64{70, 71}) {
 			t.Fatalf("store 1 reads notes %v, want [70 71] (by its level column)", got)
@@ -828,56 +782,84 @@ func TestLevelsAndParentDisagreeingRow(t *testing.T) {
 // through the guard and under row-level security alone.
 func TestLevelColumnAgreesWithParent(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine) {
-		s := newScratch(t, e, []string{
-			`CREATE TABLE workspaces (id INT_T PRIMARY KEY)`,
-			`CREATE TABLE projects (id INT_T PRIMARY KEY, workspace_id INT_T NOT NULL REFERENCES workspaces(id))`,
-			`CREATE TABLE issues (id INT_T PRIMARY KEY, workspace_id INT_T NOT NULL REFERENCES workspaces(id), project_id INT_T NOT NULL REFERENCES projects(id), name KEY_T NULL)`,
-			`INSERT INTO workspaces VALUES (1), (2)`,
-			`INSERT INTO projects VALUES (1, 1), (2, 2), (3, 1)`,
-			`INSERT INTO issues VALUES (10, 1, 1, 'a'), (11, 2, 2, 'b')`,
-		})
-		fk := func(col, ref string) builder.ForeignKey {
-			return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
-		}
-		sch := builder.MustSchema(builder.SchemaDef{
-			Levels: []builder.Level{{Name: "workspace", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
-			Tables: []builder.TableDef{
-				{Name: "workspaces", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "workspace"}},
-				{Name: "projects", Columns: []string{"id", "workspace_id"}, PrimaryKey: []string{"id"},
-					Levels: map[string]string{"workspace_id": "workspace", "id": "project"}, ForeignKeys: []builder.ForeignKey{fk("workspace_id", "workspaces")}},
-				{Name: "issues", Columns: []string{"id", "workspace_id", "project_id", "name"}, PrimaryKey: []string{"id"},
-					Levels:      map[string]string{"workspace_id": "workspace", "project_id": "project"},
-					ForeignKeys: []builder.ForeignKey{fk("workspace_id", "workspaces"), fk("project_id", "projects")}},
-			},
-		})
-		db, err := s.open(sch)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, sch, db := openOrgProjects(t, e)
 		issues := sch.Table("issues")
-		ins := func(id, ws, project int) builder.Mutation {
-			return builder.Must(builder.InsertInto(issues).Columns("id", "workspace_id", "project_id", "name").Values(id, ws, project, "filed").Build())
+		ins := func(id, org, project int) builder.Mutation {
+			return builder.Must(builder.InsertInto(issues).Columns("id", "org_id", "project_id", "name").Values(id, org, project, "filed").Build())
 		}
-		member := grantCtx(scope.Grant{Level: "project", ID: "1"})
-		if _, err := db.Exec(member, ins(20, 1, 1)); err != nil {
-			t.Errorf("project 1's member files an issue of project 1 in its workspace 1: %v", err)
+		member := grantCtx(scope.Grant{Level: "project", ID: "10"})
+		if _, err := db.Exec(member, ins(20, 1, 10)); err != nil {
+			t.Errorf("project 10's member files an issue of project 10 in its org 1: %v", err)
 		}
-		for _, c := range []struct{ id, ws, project int }{{21, 2, 1}, {22, 1, 3}, {23, 2, 2}, {24, 1, 2}} {
-			if _, err := db.Exec(member, ins(c.id, c.ws, c.project)); !errors.Is(err, guardedsql.ErrNotFound) {
-				t.Errorf("project 1's member files an issue in workspace %d, project %d: %v, want ErrNotFound", c.ws, c.project, err)
+		for _, c := range []struct{ id, org, project int }{{21, 2, 10}, {22, 1, 12}, {23, 2, 11}, {24, 1, 11}} {
+			if _, err := db.Exec(member, ins(c.id, c.org, c.project)); !errors.Is(err, guardedsql.ErrNotFound) {
+				t.Errorf("project 10's member files an issue in org %d, project %d: %v, want ErrNotFound", c.org, c.project, err)
 			}
 		}
 		if e.name != "postgres" {
 			return
 		}
-		const doc = `{"project":[1]}`
-		if err := s.appExec(doc, `INSERT INTO issues VALUES (30, 1, 1, 'raw')`); err != nil {
-			t.Errorf("raw SQL as project 1's member files an issue of project 1: %v", err)
+		const doc = `{"project":[10]}`
+		if err := s.appExec(doc, `INSERT INTO issues VALUES (40, 1, 10, 'raw')`); err != nil {
+			t.Errorf("raw SQL as project 10's member files an issue of project 10: %v", err)
 		}
-		for _, q := range []string{`INSERT INTO issues VALUES (31, 2, 1, 'x')`, `INSERT INTO issues VALUES (32, 1, 3, 'x')`, `INSERT INTO issues VALUES (33, 1, 2, 'x')`} {
+		for _, q := range []string{`INSERT INTO issues VALUES (41, 2, 10, 'x')`, `INSERT INTO issues VALUES (42, 1, 12, 'x')`, `INSERT INTO issues VALUES (43, 1, 11, 'x')`} {
 			if err := s.appExec(doc, q); err == nil {
-				t.Errorf("raw SQL as project 1's member: %s accepted", q)
+				t.Errorf("raw SQL as project 10's member: %s accepted", q)
 			}
 		}
 	})
+}
+
+// openOrgProjects creates, on e, two orgs, their projects (10 and 12 are
+// org 1's, 11 org 2's) and issues that store both level columns (Plane's
+// shape), and opens it guarded.
+func openOrgProjects(t *testing.T, e engine) (*scratch, *builder.Schema, *guardedsql.DB) {
+	t.Helper()
+	s := newScratch(t, e, []string{
+		`CREATE TABLE orgs (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE projects (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), name KEY_T NULL)`,
+		`CREATE TABLE issues (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), project_id INT_T NOT NULL REFERENCES projects(id), name KEY_T NULL)`,
+		`INSERT INTO orgs VALUES (1), (2)`,
+		`INSERT INTO projects VALUES (10, 1, 'a'), (11, 2, 'b'), (12, 1, 'c')`,
+		`INSERT INTO issues VALUES (30, 1, 10, 'x'), (31, 2, 11, 'y')`,
+	})
+	fk := func(col, ref string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+	}
+	sch := builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "projects", Columns: []string{"id", "org_id", "name"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"org_id": "org", "id": "project"}, ForeignKeys: []builder.ForeignKey{fk("org_id", "orgs")}},
+			{Name: "issues", Columns: []string{"id", "org_id", "project_id", "name"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"org_id": "org", "project_id": "project"}, ForeignKeys: []builder.ForeignKey{fk("org_id", "orgs"), fk("project_id", "projects")}},
+		},
+	})
+	db, err := s.open(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, sch, db
+}
+
+// openNotes adds to the stores fixture, on e, notes that carry their store
+// in a level column beside a scope parent that does not carry it (a
+// customer), with the rows values, and opens it guarded with opts.
+func openNotes(t *testing.T, e engine, values string, opts guardedsql.Options) (*scratch, *builder.Schema, *guardedsql.DB) {
+	t.Helper()
+	s := newScratch(t, e, append(slices.Clone(storesDDL),
+		`CREATE TABLE notes (id INT_T PRIMARY KEY, store_id INT_T NOT NULL REFERENCES stores(id), customer_id INT_T NOT NULL REFERENCES customers(id), body KEY_T NULL)`,
+		`INSERT INTO notes VALUES `+values))
+	def := storesSchemaDef()
+	def.Tables = append(def.Tables, builder.TableDef{Name: "notes", Columns: []string{"id", "store_id", "customer_id", "body"}, PrimaryKey: []string{"id"},
+		Levels: map[string]string{"store_id": "store"}, Parent: "customer_id",
+		ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}, {Columns: []string{"customer_id"}, RefTable: "customers"}}})
+	sch := builder.MustSchema(def)
+	db, err := s.open(sch, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, sch, db
 }
