@@ -88,7 +88,7 @@ func sharedUniques(ctx context.Context, q engine.Querier, d engine.Dialect, g *s
 	var errs []error
 	for _, k := range keys {
 		t := g.Tables[graphName(g, k.Table)]
-		if t == nil || t.Global || k.Primary || slices.Contains(k.Columns, "") || sharesTenant(t, k.Columns) {
+		if t == nil || t.Global || k.Primary || slices.Contains(k.Columns, "") || sharesTenant(t, k.Columns) || throughCheckedKey(t, k.Columns) {
 			continue
 		}
 		if _, ok := sharedAck(t, k.Columns); ok {
@@ -100,6 +100,27 @@ func sharedUniques(ctx context.Context, q engine.Querier, d engine.Dialect, g *s
 			ErrSharedUnique, t.Name, k.Name, strings.Join(k.Columns, ","), t.Name, strings.Join(tenantPathColumns(t), ","), t.Name, strings.Join(k.Columns, ",")))
 	}
 	return errs, nil
+}
+
+// throughCheckedKey reports whether the key cols include every column of
+// a checked foreign key of t into a table of the same tenancy (a cycle's
+// issue: UNIQUE (issue_id) on cycle_issues). The guard writes such a key
+// only pointing at a row in the writer's scope, so the row it could
+// collide with references that same row and is the writer's tenant's too:
+// the conflict tells nothing of another tenant. A key up the hierarchy (an
+// org-level row several projects reference) is not such a key.
+func throughCheckedKey(t *sqlast.Table, cols []string) bool {
+	for _, fk := range t.TenantFKs() {
+		if fk.To.ByRef || fk.To == t || !sqlast.SameTenancy(fk) {
+			continue
+		}
+		if !slices.ContainsFunc(fk.Cols, func(c string) bool {
+			return !slices.ContainsFunc(cols, func(k string) bool { return strings.EqualFold(k, c) })
+		}) {
+			return true
+		}
+	}
+	return false
 }
 
 // sharesTenant reports whether the key cols include a tenant path column

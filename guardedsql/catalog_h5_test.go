@@ -715,3 +715,67 @@ func TestLevelColumnAnchored(t *testing.T) {
 		}
 	})
 }
+
+// TestUniqueThroughCheckedKeyNotShared: a unique key made of a checked
+// foreign key into a table of the same tenancy (Plane's cycle_issues
+// UNIQUE (issue_id): an issue is in one cycle) reveals nothing of another
+// tenant, and Open no longer asks for a SharedUnique acknowledgement, which
+// also forbade the upserts the application makes on it. Another tenant's
+// guest, already booked, is refused as not found, as a free or missing one
+// is; an own guest already booked collides (ErrConflict) with the
+// writer's own row. A key over a plain column beside it is still refused.
+func TestUniqueThroughCheckedKeyNotShared(t *testing.T) {
+	ddl := []string{
+		`CREATE TABLE hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
+		`CREATE TABLE guests (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL REFERENCES hotels(id))`,
+		`CREATE TABLE rooms (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL REFERENCES hotels(id))`,
+		`CREATE TABLE stays (id INT_T PRIMARY KEY, room_id INT_T NOT NULL REFERENCES rooms(id), guest_id INT_T NOT NULL REFERENCES guests(id), note KEY_T NULL)`,
+		`CREATE UNIQUE INDEX stays_guest ON stays (guest_id)`,
+		`INSERT INTO hotels VALUES (1, 'acme'), (2, 'globex')`,
+		`INSERT INTO guests VALUES (10, 1), (11, 2), (12, 1), (13, 2)`,
+		`INSERT INTO rooms VALUES (20, 1), (21, 2)`,
+		`INSERT INTO stays VALUES (30, 20, 10, NULL), (31, 21, 11, NULL)`,
+	}
+	fk := func(col, ref string) builder.ForeignKey {
+		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
+	}
+	def := func(unique string) *builder.Schema {
+		return builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
+			Tables: []builder.TableDef{
+				{Name: "hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
+				{Name: "guests", Columns: []string{"id", "hotel_id"}, PrimaryKey: []string{"id"}, Parent: "hotel_id", ForeignKeys: []builder.ForeignKey{fk("hotel_id", "hotels")}},
+				{Name: "rooms", Columns: []string{"id", "hotel_id"}, PrimaryKey: []string{"id"}, Parent: "hotel_id", ForeignKeys: []builder.ForeignKey{fk("hotel_id", "hotels")}},
+				{Name: "stays", Columns: []string{"id", "room_id", "guest_id", "note"}, PrimaryKey: []string{"id"}, Parent: "room_id", Unique: [][]string{{unique}},
+					ForeignKeys: []builder.ForeignKey{fk("room_id", "rooms"), fk("guest_id", "guests")}},
+			},
+		})
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, ddl)
+		sch := def("guest_id")
+		db, err := s.open(sch)
+		if err != nil {
+			t.Fatalf("UNIQUE (guest_id) through the checked key refused: %v", err)
+		}
+		stays := sch.Table("stays")
+		ins := func(id, room, guest int) error {
+			_, err := db.Exec(grantCtx(chainG("acme")), builder.Must(builder.InsertInto(stays).Columns("id", "room_id", "guest_id").Values(id, room, guest).Build()))
+			return err
+		}
+		foreignBooked, missing := ins(40, 20, 11), ins(41, 20, 99)
+		if !errors.Is(foreignBooked, guardedsql.ErrNotFound) || missing == nil || foreignBooked.Error() != missing.Error() {
+			t.Errorf("globex's booked guest: %v; a missing guest: %v; want the same ErrNotFound", foreignBooked, missing)
+		}
+		if err := ins(42, 20, 10); !errors.Is(err, guardedsql.ErrConflict) {
+			t.Errorf("acme's own booked guest: %v, want ErrConflict (with acme's own stay)", err)
+		}
+		if err := ins(43, 20, 12); err != nil {
+			t.Errorf("control: acme's free guest: %v", err)
+		}
+	})
+	s := newScratch(t, engineSQLite, append(slices.Clone(ddl), `CREATE UNIQUE INDEX stays_note ON stays (note)`))
+	if _, err := s.open(def("note")); !errors.Is(err, guardedsql.ErrSharedUnique) || !strings.Contains(err.Error(), "(note)") {
+		t.Errorf("UNIQUE (note) beside it: %v, want ErrSharedUnique", err)
+	}
+}
