@@ -369,6 +369,7 @@
 //	claims need the row to exist (by_ref_exists)     52
 //	PostgreSQL: WITH CHECK tests the parent beside level columns (level_parent_check) 16 (TestLevelParentCheckCaught: the hotel has no such table)
 //	PostgreSQL: WITH CHECK tests each level column on its own (level_column_check) 16
+//	PostgreSQL: WITH CHECK tests keys up the hierarchy (up_key_check) 16 (TestUpKeyCheckCaught: the hotel has none)
 //	triggers and rules refused (triggers)            57
 //	foreign-key actions refused (fk_actions)         57
 //	PostgreSQL: search_path pinned (search_path)     57

@@ -191,8 +191,10 @@ func propPooledContext(p *pt, r *runner) {
 // P16: raw SQL as the app role, bypassing the guard: without the scope
 // setting every tenant-bound table returns zero rows; with a tenant's
 // scope set in a transaction it returns exactly that tenant's rows, cannot
-// update another tenant's rows or insert under another tenant's parent;
-// and after COMMIT the connection has no scope again.
+// update another tenant's rows or insert under another tenant's parent,
+// set a level column of its own row to an id its scope does not reach
+// (rawLevelColumns) or point a key up the hierarchy at a row it does not
+// see (rawUpKeys); and after COMMIT the connection has no scope again.
 func propRLSRaw(p *pt, r *runner) {
 	conn, err := pgx.Connect(p.ctx, r.sc.guardedDSN)
 	if err != nil {
@@ -277,6 +279,7 @@ func propRLSRaw(p *pt, r *runner) {
 			}
 		}
 		r.rawLevelColumns(p, tx, tn)
+		r.rawUpKeys(p, tx, tn)
 		if err := tx.Rollback(p.ctx); err != nil {
 			p.Fatalf("rollback: %v", err)
 		}
@@ -357,6 +360,86 @@ func (r *runner) rawLevelColumns(p *pt, tx pgx.Tx, tn Tenant) {
 				p.Logf("raw UPDATE of own %s %s as %s setting %s to another tenant's %v: refused", name, k, tn, lc.col, v)
 			default:
 				p.Logf("raw UPDATE of own %s %s as %s setting %s to %v failed for another reason (proves nothing): %v", name, k, tn, lc.col, v, err)
+			}
+			if _, err := tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT tm_conf"); err != nil {
+				p.Fatalf("rollback to savepoint: %v", err)
+			}
+		}
+	}
+}
+
+// reach returns the levels table t reaches: its level columns' and, along
+// its scope parent, its parent's.
+func (g *graph) reach(t *tinfo) map[string]bool {
+	out := map[string]bool{}
+	for seen := map[string]bool{}; t != nil && !seen[t.name]; {
+		seen[t.name] = true
+		for _, lc := range t.levelCols {
+			out[lc.level] = true
+		}
+		if t.parent == nil {
+			break
+		}
+		t = g.tables[t.parent.to]
+	}
+	return out
+}
+
+// rawUpKeys is P16's test of the checked foreign keys up the hierarchy (a
+// project's task and its org-level assignee: the referenced table does not
+// reach every level the row's does): in tx, under tn's signed scope, an
+// own row's key set to a row tn does not see must be refused by row-level
+// security (SQLSTATE 42501) or change no row; accepted, raw SQL points the
+// row at another tenant's row and tells its key from a missing one.
+func (r *runner) rawUpKeys(p *pt, tx pgx.Tx, tn Tenant) {
+	for _, name := range r.g.bound {
+		t := r.g.tables[name]
+		own := sortedKeys(r.or.visible(name, tn.Grants))
+		if len(own) == 0 || t.byRef {
+			continue
+		}
+		from := r.g.reach(t)
+		for _, f := range r.g.tenantFKs(t) {
+			to := r.g.tables[f.to]
+			if to.byRef || f.to == name || f == t.parent {
+				continue
+			}
+			up := false
+			for l := range from {
+				up = up || !r.g.reach(to)[l]
+			}
+			if !up || slices.ContainsFunc(f.cols, func(c string) bool {
+				return slices.ContainsFunc(t.levelCols, func(lc levelCol) bool { return lc.col == c })
+			}) {
+				continue
+			}
+			// Not the key the row holds already: keeping it is allowed.
+			k := own[0]
+			holds := Key(r.or.row(name, k), f.cols)
+			targets := slices.DeleteFunc(r.or.foreign(f.to, tn.Grants), func(x string) bool { return Key(r.or.row(f.to, x), f.ref) == holds })
+			if len(targets) == 0 {
+				continue
+			}
+			trow := r.or.row(f.to, targets[0])
+			set := make([]string, len(f.cols))
+			args := make([]any, len(f.cols))
+			for i, c := range f.cols {
+				set[i] = fmt.Sprintf("%s = $%d", Postgres.quote(c), i+1)
+				args[i] = trow[f.ref[i]]
+			}
+			where, wargs := pgWhere(t.pk, r.or.row(name, k), len(f.cols)+1)
+			if _, err := tx.Exec(p.ctx, "SAVEPOINT tm_conf"); err != nil {
+				p.Fatalf("savepoint: %v", err)
+			}
+			tag, err := tx.Exec(p.ctx, "UPDATE "+Postgres.quote(name)+" SET "+strings.Join(set, ", ")+" WHERE "+where, append(args, wargs...)...)
+			var pe *pgconn.PgError
+			switch {
+			case err == nil && tag.RowsAffected() != 0:
+				p.Errorf("raw UPDATE of own %s %s as %s set %v to %s %s, a row up the hierarchy its scope does not see, and row-level security accepted it", name, k, tn, f.cols, f.to, targets[0])
+			case err == nil, errors.As(err, &pe) && pe.Code == "42501":
+				p.Logf("raw UPDATE of own %s %s as %s pointing %v at unseen %s %s: refused", name, k, tn, f.cols, f.to, targets[0])
+			default:
+				p.Logf("raw UPDATE of own %s %s as %s pointing %v at %s %s failed for another reason (proves nothing): %v", name, k, tn, f.cols, f.to, targets[0], err)
 			}
 			if _, err := tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT tm_conf"); err != nil {
 				p.Fatalf("rollback to savepoint: %v", err)

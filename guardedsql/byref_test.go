@@ -816,27 +816,11 @@ func TestLevelColumnAgreesWithParent(t *testing.T) {
 // shape), and opens it guarded.
 func openOrgProjects(t *testing.T, e engine) (*scratch, *builder.Schema, *guardedsql.DB) {
 	t.Helper()
-	s := newScratch(t, e, []string{
-		`CREATE TABLE orgs (id INT_T PRIMARY KEY)`,
-		`CREATE TABLE projects (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), name KEY_T NULL)`,
+	s := newScratch(t, e, append(slices.Clone(orgProjectsDDL),
 		`CREATE TABLE issues (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), project_id INT_T NOT NULL REFERENCES projects(id), name KEY_T NULL)`,
-		`INSERT INTO orgs VALUES (1), (2)`,
-		`INSERT INTO projects VALUES (10, 1, 'a'), (11, 2, 'b'), (12, 1, 'c')`,
-		`INSERT INTO issues VALUES (30, 1, 10, 'x'), (31, 2, 11, 'y')`,
-	})
-	fk := func(col, ref string) builder.ForeignKey {
-		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
-	}
-	sch := builder.MustSchema(builder.SchemaDef{
-		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
-		Tables: []builder.TableDef{
-			{Name: "orgs", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
-			{Name: "projects", Columns: []string{"id", "org_id", "name"}, PrimaryKey: []string{"id"},
-				Levels: map[string]string{"org_id": "org", "id": "project"}, ForeignKeys: []builder.ForeignKey{fk("org_id", "orgs")}},
-			{Name: "issues", Columns: []string{"id", "org_id", "project_id", "name"}, PrimaryKey: []string{"id"},
-				Levels: map[string]string{"org_id": "org", "project_id": "project"}, ForeignKeys: []builder.ForeignKey{fk("org_id", "orgs"), fk("project_id", "projects")}},
-		},
-	})
+		`INSERT INTO issues VALUES (30, 1, 10, 'x'), (31, 2, 11, 'y')`))
+	sch := builder.MustSchema(orgProjectsDef(builder.TableDef{Name: "issues", Columns: []string{"id", "org_id", "project_id", "name"}, PrimaryKey: []string{"id"},
+		Levels: map[string]string{"org_id": "org", "project_id": "project"}, ForeignKeys: []builder.ForeignKey{fkOf("org_id", "orgs"), fkOf("project_id", "projects")}}))
 	db, err := s.open(sch)
 	if err != nil {
 		t.Fatal(err)
@@ -862,4 +846,79 @@ func openNotes(t *testing.T, e engine, values string, opts guardedsql.Options) (
 		t.Fatal(err)
 	}
 	return s, sch, db
+}
+
+// TestUpHierarchyKeyRawSQL: a key up the hierarchy (a project's task and
+// its org-level assignee) is one a project's member never sees the target
+// of, so the policies left it to the guard; raw SQL as the application
+// role then pointed an org's task at another org's member, and told that
+// member's id (accepted) from a missing one (the foreign key's 23503).
+// WITH CHECK now needs the assignee to be a row the writer sees or the one
+// the row already holds: the attacks fail with the policy's 42501, alike,
+// and a member's update that keeps the assignee passes.
+func TestUpHierarchyKeyRawSQL(t *testing.T) {
+	s := newScratch(t, enginePostgres, append(slices.Clone(orgProjectsDDL),
+		`CREATE TABLE members (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id))`,
+		`CREATE TABLE tasks (id INT_T PRIMARY KEY, project_id INT_T NOT NULL REFERENCES projects(id), assignee_id INT_T NULL REFERENCES members(id), name KEY_T NULL)`,
+		`INSERT INTO members VALUES (20, 1), (21, 2)`,
+		`INSERT INTO tasks VALUES (30, 10, 20, 'a'), (31, 11, 21, 'b')`))
+	sch := builder.MustSchema(orgProjectsDef(
+		builder.TableDef{Name: "members", Columns: []string{"id", "org_id"}, PrimaryKey: []string{"id"},
+			Levels: map[string]string{"org_id": "org"}, ForeignKeys: []builder.ForeignKey{fkOf("org_id", "orgs")}},
+		builder.TableDef{Name: "tasks", Columns: []string{"id", "project_id", "assignee_id", "name"}, PrimaryKey: []string{"id"}, Parent: "project_id",
+			ForeignKeys: []builder.ForeignKey{fkOf("project_id", "projects"), fkOf("assignee_id", "members")}}))
+	if _, err := s.open(sch); err != nil {
+		t.Fatal(err)
+	}
+	const org, member = `{"org":[1]}`, `{"project":[10]}`
+	for _, c := range []struct{ doc, q string }{
+		{org, `INSERT INTO tasks VALUES (40, 10, 21, 'x')`},
+		{org, `UPDATE tasks SET assignee_id = 21 WHERE id = 30`},
+		{member, `UPDATE tasks SET assignee_id = 21 WHERE id = 30`},
+		{member, `INSERT INTO tasks VALUES (41, 10, 20, 'x')`}, // the guard refuses it too: the member sees no member row
+	} {
+		if err := s.appExec(c.doc, c.q); err == nil {
+			t.Errorf("raw SQL as %s: %s accepted", c.doc, c.q)
+		}
+	}
+	foreign, missing := s.appExec(org, `INSERT INTO tasks VALUES (42, 10, 21, 'x')`), s.appExec(org, `INSERT INTO tasks VALUES (43, 10, 99, 'x')`)
+	if foreign == nil || missing == nil || !strings.Contains(foreign.Error(), "42501") || !strings.Contains(missing.Error(), "42501") {
+		t.Errorf("another org's member: %v; a missing member: %v; want the policy's refusal (42501) for both", foreign, missing)
+	}
+	for _, c := range []struct{ doc, q string }{
+		{org, `INSERT INTO tasks VALUES (44, 10, 20, 'own')`},
+		{member, `UPDATE tasks SET name = 'kept' WHERE id = 30`},
+		{member, `UPDATE tasks SET assignee_id = NULL WHERE id = 44`},
+	} {
+		if err := s.appExec(c.doc, c.q); err != nil {
+			t.Errorf("control: raw SQL as %s: %s: %v", c.doc, c.q, err)
+		}
+	}
+	if n := s.count(`SELECT COUNT(*) FROM tasks WHERE assignee_id = 21`); n != 1 {
+		t.Fatalf("%d tasks assigned to org 2's member, want its own 1", n)
+	}
+}
+
+// orgProjectsDDL creates two orgs and their projects (10 and 12 are org
+// 1's, 11 org 2's); orgProjectsDef declares them, with extra tables.
+var orgProjectsDDL = []string{
+	`CREATE TABLE orgs (id INT_T PRIMARY KEY)`,
+	`CREATE TABLE projects (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), name KEY_T NULL)`,
+	`INSERT INTO orgs VALUES (1), (2)`,
+	`INSERT INTO projects VALUES (10, 1, 'a'), (11, 2, 'b'), (12, 1, 'c')`,
+}
+
+func orgProjectsDef(extra ...builder.TableDef) builder.SchemaDef {
+	return builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
+		Tables: append([]builder.TableDef{
+			{Name: "orgs", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "projects", Columns: []string{"id", "org_id", "name"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"org_id": "org", "id": "project"}, ForeignKeys: []builder.ForeignKey{fkOf("org_id", "orgs")}},
+		}, extra...),
+	}
+}
+
+func fkOf(col, ref string) builder.ForeignKey {
+	return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
 }

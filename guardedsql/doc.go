@@ -86,7 +86,9 @@
 // MySQL UPDATE cannot read its own table), nor one into a table that does
 // not reach every level the row's table reaches (a project task's
 // organisation-level assignee): a grant of such a level that sees the row
-// never sees the referenced row, so that key is checked only when written.
+// never sees the referenced row, so that key is checked only when written
+// (on PostgreSQL the policies admit it when it names a row the writer sees
+// or stays what the row holds).
 //
 // Derived tables, CTE bodies and every branch of a set operation are
 // guarded like subqueries: each schema table reference in them gets its

@@ -34,4 +34,11 @@ const (
 	// into another tenant by another (a hotel's manager moves the hotel to
 	// another chain); conformance property 16 must notice.
 	LevelColumnCheck Fix = "level_column_check"
+	// UpKeyCheck: on PostgreSQL the WITH CHECK expression tests a checked
+	// foreign key up the hierarchy (a project's task, its org's assignee):
+	// a row the writer sees, or the value the row holds. Disabled, raw SQL
+	// as the application role points its row at another tenant's row there
+	// and tells another tenant's key from a missing one;
+	// TestUpHierarchyKeyRawSQL must notice.
+	UpKeyCheck Fix = "up_key_check"
 )

@@ -329,7 +329,8 @@ func (pg *policyGen) pathsCheckExpr(t *sqlast.Table, check string) string {
 		if !slices.ContainsFunc(fk.Cols, func(c string) bool { return t.LevelOf(c) == nil }) {
 			continue // t's own level columns: the USING expression tests them
 		}
-		if !fk.To.ByRef && !sqlast.SameTenancy(fk) {
+		up := !fk.To.ByRef && !sqlast.SameTenancy(fk)
+		if up && (guardfault.Off(guardfault.UpKeyCheck) || len(t.PK) == 0) {
 			continue // up the hierarchy: left to the guard's value checks
 		}
 		var nulls []string
@@ -354,6 +355,16 @@ func (pg *policyGen) pathsCheckExpr(t *sqlast.Table, check string) string {
 				rhs[i] = pg.col(sub, fk.RefCols[i])
 			}
 			in = "(" + strings.Join(lhs, ", ") + ") IN (SELECT " + strings.Join(rhs, ", ") + " FROM " + from + ")"
+		}
+		if up {
+			// keep.go: a grant of the row's finer level never sees the
+			// referenced row (a project's task, its org's assignee), so
+			// the key may also stay what the row holds.
+			keeps := make([]string, len(fk.Cols))
+			for i, c := range fk.Cols {
+				keeps[i] = pg.keepCall(t, c)
+			}
+			in = "(" + in + " OR (" + strings.Join(keeps, " AND ") + "))"
 		}
 		terms = append(terms, "("+strings.Join(nulls, " OR ")+" OR "+in+")")
 	}

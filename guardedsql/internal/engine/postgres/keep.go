@@ -3,6 +3,7 @@ package postgres
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,8 +29,16 @@ import (
 // caller's scope admits (the one being updated), never another tenant's.
 // The row's own identity column (hotels.id) is exempt, as in the guard.
 //
+// A checked foreign key up the hierarchy (a project's task, its org-level
+// assignee) is tested the same way (pathsCheckExpr): a row the writer
+// sees, or the value the row holds. A grant of the task's project never
+// sees the org's members, so without the second arm no project member
+// could update its tasks; without the test, raw SQL pointed a task at
+// another org's member and told that member's id from a missing one.
+//
 // Invariant: under row-level security a write leaves each level column of
-// a row NULL, unchanged, or holding an id the writer's scope reaches.
+// a row, and each key up the hierarchy, NULL, unchanged, or naming what the
+// writer's scope reaches.
 
 // KeepFunc is the name of the function that tells whether the row of t
 // keyed by its primary key holds the value given for column col.
@@ -51,6 +60,29 @@ func (pg *policyGen) keepCall(t *sqlast.Table, col string) string {
 	return pg.d.Quote(pg.d.KeepFunc(t, col)) + "(" + strings.Join(append(args, pg.col("", col)), ", ") + ")"
 }
 
+// keepCols returns the columns of t whose keep function the policy of t
+// calls: its level columns but its identity (writeCheckExpr), and the
+// columns of its checked foreign keys up the hierarchy (pathsCheckExpr).
+func keepCols(t *sqlast.Table) []string {
+	var out []string
+	for _, lc := range t.LevelCols {
+		if lc.Col != t.Identity {
+			out = append(out, lc.Col)
+		}
+	}
+	for _, fk := range t.TenantFKs() {
+		if fk.To.ByRef || fk.To == t || sqlast.SameTenancy(fk) {
+			continue
+		}
+		for _, c := range fk.Cols {
+			if !slices.Contains(out, c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
 // keepDDL returns the statements that create the keep functions the
 // policies of g call (writeCheckExpr), each with its parameters typed as
 // the columns are where the DDL runs.
@@ -61,21 +93,18 @@ func (d Dialect) keepDDL(g *sqlast.Schema) []string {
 		if t.Global || t.ByRef || len(t.PK) == 0 {
 			continue
 		}
-		for _, lc := range t.LevelCols {
-			if lc.Col == t.Identity {
-				continue
-			}
-			cols := append(append([]string{}, t.PK...), lc.Col)
+		for _, col := range keepCols(t) {
+			cols := append(append([]string{}, t.PK...), col)
 			var where, names []string
 			for i, c := range cols[:len(t.PK)] {
 				where = append(where, "o."+d.Quote(c)+" = $"+strconv.Itoa(i+1))
 			}
-			where = append(where, "o."+d.Quote(lc.Col)+" = $"+strconv.Itoa(len(cols)))
+			where = append(where, "o."+d.Quote(col)+" = $"+strconv.Itoa(len(cols)))
 			for _, c := range cols {
 				names = append(names, literal(c))
 			}
 			body := "\nBEGIN\n  RETURN EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS o WHERE " + strings.Join(where, " AND ") + ");\nEND\n"
-			fn := literal(d.KeepFunc(t, lc.Col))
+			fn := literal(d.KeepFunc(t, col))
 			out = append(out, `DO $tm$
 DECLARE
   cols text[] := ARRAY[`+strings.Join(names, ", ")+`];
@@ -86,7 +115,7 @@ BEGIN
     FROM pg_catalog.unnest(cols) WITH ORDINALITY AS x(name, n)
     JOIN pg_catalog.pg_attribute a ON a.attrelid = pg_catalog.to_regclass(`+literal(d.Quote(t.Name))+`) AND a.attname = x.name AND NOT a.attisdropped;
   IF pg_catalog.cardinality(typs) IS DISTINCT FROM pg_catalog.cardinality(cols) THEN
-    RAISE EXCEPTION USING ERRCODE = 'undefined_column', MESSAGE = 'tenantmcp: '||`+literal(t.Name)+`||' lacks a column of its primary key or '||`+literal(lc.Col)+`;
+    RAISE EXCEPTION USING ERRCODE = 'undefined_column', MESSAGE = 'tenantmcp: '||`+literal(t.Name)+`||' lacks a column of its primary key or '||`+literal(col)+`;
   END IF;
   sig := pg_catalog.array_to_string(typs, ', ');
   EXECUTE pg_catalog.format($f$CREATE OR REPLACE FUNCTION %I(%s) RETURNS boolean
