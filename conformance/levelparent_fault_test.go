@@ -100,7 +100,88 @@ func TestUpKeyCheckCaught(t *testing.T) {
 				ForeignKeys: []builder.ForeignKey{fk("project_id", "projects"), fk("assignee_id", "members")}},
 		},
 	}
-	seed := seedShape(ddl, d, []string{"orgs", "projects", "members", "tasks"})
+	p16FaultCaught(t, def, seedShape(ddl, d, []string{"orgs", "projects", "members", "tasks"}), guardfault.UpKeyCheck, "a row its scope does not see (up the hierarchy")
+}
+
+// TestCompositeLevelCheckCaught: Citus's shape, every table carrying the
+// org and referencing its parent by a composite key ((org_id,
+// workspace_id) onto workspaces (org_id, id)). With the WITH CHECK term
+// that wants a visible row holding the tuple replaced by the old trust in
+// a fully non-NULL key (guardfault.CompositeLevelCheck), property 16 must
+// fail: raw SQL as the application role moves an own project, with both
+// columns at once, into another org's workspace. With it, P16 passes.
+func TestCompositeLevelCheckCaught(t *testing.T) {
+	ddl := func(Engine) []string {
+		return []string{
+			`CREATE TABLE orgs (id INTEGER PRIMARY KEY, name VARCHAR(20) NOT NULL)`,
+			`CREATE TABLE workspaces (id INTEGER PRIMARY KEY, org_id INTEGER NOT NULL REFERENCES orgs(id), name VARCHAR(20) NOT NULL, UNIQUE (org_id, id))`,
+			`CREATE TABLE projects (id INTEGER PRIMARY KEY, org_id INTEGER NOT NULL, workspace_id INTEGER NOT NULL, name VARCHAR(20) NOT NULL,
+				FOREIGN KEY (org_id, workspace_id) REFERENCES workspaces(org_id, id))`,
+		}
+	}
+	d := map[string][]Row{}
+	i := func(v int) any { return int64(v) }
+	for o := 1; o <= 3; o++ {
+		d["orgs"] = append(d["orgs"], Row{"id": i(o), "name": fmt.Sprintf("org%d", o)})
+		for k := 0; k < 2; k++ {
+			w := 10 + o + 3*k // interleaved across orgs
+			d["workspaces"] = append(d["workspaces"], Row{"id": i(w), "org_id": i(o), "name": fmt.Sprintf("w%d", w)})
+			for j := 0; j < 2; j++ { // two projects a workspace: P16 runs as a project's member too
+				p := 20 + o + 3*k + 6*j
+				d["projects"] = append(d["projects"], Row{"id": i(p), "org_id": i(o), "workspace_id": i(w), "name": fmt.Sprintf("p%d", p)})
+			}
+		}
+	}
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}, {Name: "workspace", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "workspaces", Columns: []string{"id", "org_id", "name"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"id": "workspace", "org_id": "org"}, ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"}}},
+			{Name: "projects", Columns: []string{"id", "org_id", "workspace_id", "name"}, PrimaryKey: []string{"id"},
+				Levels:      map[string]string{"id": "project", "org_id": "org", "workspace_id": "workspace"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id", "workspace_id"}, RefTable: "workspaces", RefColumns: []string{"org_id", "id"}}}},
+		},
+	}
+	p16FaultCaught(t, def, seedShape(ddl, d, []string{"orgs", "workspaces", "projects"}), guardfault.CompositeLevelCheck, "raw UPDATE of own projects")
+}
+
+// TestSelfKeyCheckCaught: documents nested under documents (Outline's
+// parentDocumentId). With the WITH CHECK term for a key of a table into
+// itself removed (guardfault.SelfKeyCheck), property 16 must fail: raw SQL
+// as the application role points an own document at another org's. With
+// it, P16 passes on the same schema.
+func TestSelfKeyCheckCaught(t *testing.T) {
+	ddl := func(Engine) []string {
+		return []string{
+			`CREATE TABLE orgs (id INTEGER PRIMARY KEY, name VARCHAR(20) NOT NULL)`,
+			`CREATE TABLE docs (id INTEGER PRIMARY KEY, org_id INTEGER NOT NULL REFERENCES orgs(id), parent_id INTEGER NULL REFERENCES docs(id), title VARCHAR(20) NOT NULL)`,
+		}
+	}
+	d := map[string][]Row{}
+	i := func(v int) any { return int64(v) }
+	for o := 1; o <= 3; o++ {
+		d["orgs"] = append(d["orgs"], Row{"id": i(o), "name": fmt.Sprintf("org%d", o)})
+		top, sub := 10+o, 13+o // interleaved across orgs
+		d["docs"] = append(d["docs"], Row{"id": i(top), "org_id": i(o), "parent_id": nil, "title": fmt.Sprintf("d%d", top)},
+			Row{"id": i(sub), "org_id": i(o), "parent_id": i(top), "title": fmt.Sprintf("d%d", sub)})
+	}
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "docs", Columns: []string{"id", "org_id", "parent_id", "title"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"org_id": "org"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"}, {Columns: []string{"parent_id"}, RefTable: "docs"}}},
+		},
+	}
+	p16FaultCaught(t, def, seedShape(ddl, d, []string{"orgs", "docs"}), guardfault.SelfKeyCheck, "pointing [parent_id] at docs")
+}
+
+// p16FaultCaught runs property 16 on def seeded by seed, on each
+// PostgreSQL DSN, with fix in place (P16 must pass) and switched off (P16
+// must fail with a message containing want).
+func p16FaultCaught(t *testing.T, def builder.SchemaDef, seed func(context.Context, *sql.DB, Engine) (*Dataset, error), fix guardfault.Fix, want string) {
+	t.Helper()
 	forEachDSN(t, func(t *testing.T, dsn string) {
 		if e, _ := EngineOf(dsn); e != Postgres {
 			t.Skipf("%s: only PostgreSQL's row-level security confines raw SQL (property 16 runs there alone)", e)
@@ -108,10 +189,9 @@ func TestUpKeyCheckCaught(t *testing.T) {
 		for _, faulty := range []bool{false, true} {
 			t.Run(fmt.Sprintf("fault=%v", faulty), func(t *testing.T) {
 				if faulty {
-					defer guardfault.Disable(guardfault.UpKeyCheck)()
+					defer guardfault.Disable(fix)()
 				}
-				tg := Target{Name: "tasks", DSN: dsn, Graph: def, Seed: func(ctx context.Context, db *sql.DB, e Engine) (*Dataset, error) { return seed(ctx, db, e) }}
-				out, err := runSome(t, tg, 16)
+				out, err := runSome(t, Target{Name: string(fix), DSN: dsn, Graph: def, Seed: seed}, 16)
 				if err != nil {
 					t.Fatalf("setup: %v", err)
 				}
@@ -120,10 +200,13 @@ func TestUpKeyCheckCaught(t *testing.T) {
 				switch {
 				case o.skip != "":
 					t.Fatalf("P16 skipped: %s", o.skip)
-				case faulty && (!o.failed || !strings.Contains(all, "a row up the hierarchy its scope does not see")):
-					t.Fatalf("fault %s: P16 failed=%v %q", guardfault.UpKeyCheck, o.failed, o.msgs)
+				case faulty && (!o.failed || !strings.Contains(all, want)):
+					t.Fatalf("fault %s: P16 failed=%v %q; want a failure containing %q", fix, o.failed, o.msgs, want)
 				case !faulty && o.failed:
 					t.Fatalf("P16 failed on the correct policies: %q", o.msgs)
+				}
+				if faulty {
+					t.Logf("caught: %s", o.msgs[0])
 				}
 			})
 		}

@@ -267,16 +267,8 @@ func propRLSRaw(p *pt, r *runner) {
 			for i, c := range t.cols {
 				cols[i], phs[i], vals[i] = Postgres.quote(c), fmt.Sprintf("$%d", i+1), row[c]
 			}
-			if _, err := tx.Exec(p.ctx, "SAVEPOINT tm_conf"); err != nil {
-				p.Fatalf("savepoint: %v", err)
-			}
-			_, err := tx.Exec(p.ctx, "INSERT INTO "+Postgres.quote(name)+" ("+strings.Join(cols, ", ")+") VALUES ("+strings.Join(phs, ", ")+")", vals...)
-			if err == nil {
-				p.Errorf("raw INSERT into %s under a foreign %s as %s passed the row-level security", name, t.parent.to, tn)
-			}
-			if _, err := tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT tm_conf"); err != nil {
-				p.Fatalf("rollback to savepoint: %v", err)
-			}
+			what := fmt.Sprintf("raw INSERT into %s under a foreign %s as %s", name, t.parent.to, tn)
+			r.rawAttempt(p, tx, what, "INSERT INTO "+Postgres.quote(name)+" ("+strings.Join(cols, ", ")+") VALUES ("+strings.Join(phs, ", ")+")", vals...)
 		}
 		r.rawLevelColumns(p, tx, tn)
 		r.rawUpKeys(p, tx, tn)
@@ -313,10 +305,12 @@ func propRLSRaw(p *pt, r *runner) {
 // set to an id of that level that no visible row of the table holds and
 // tn was not granted (another tenant's chain for a hotel's manager,
 // another workspace's project for a workspace) must be refused by
-// row-level security (SQLSTATE 42501) or change no row, though a foreign
-// key covers the column and the row stays in scope by another one. An
-// attempt that fails for another reason (a unique key) proves nothing and
-// is only logged.
+// row-level security, though a foreign key covers the column and the row
+// stays in scope by another one. The value comes from another tenant's
+// row, and the other columns of every composite key covering the column
+// take that row's values with it ((org_id, workspace_id) moved together):
+// changed alone, the database's foreign key would refuse the tuple after
+// the policy had admitted it, and the attempt would prove nothing.
 func (r *runner) rawLevelColumns(p *pt, tx pgx.Tx, tn Tenant) {
 	granted := func(level, id string) bool {
 		return slices.ContainsFunc(tn.Grants, func(g scope.Grant) bool { return g.Level == level && g.ID == id })
@@ -336,35 +330,67 @@ func (r *runner) rawLevelColumns(p *pt, tx pgx.Tx, tn Tenant) {
 			for _, k := range own {
 				held[fmt.Sprint(r.or.row(name, k)[lc.col])] = true
 			}
-			var v any
+			var from Row
 			for _, k := range foreign {
 				if x := r.or.row(name, k)[lc.col]; x != nil && !held[fmt.Sprint(x)] && !granted(lc.level, fmt.Sprint(x)) {
-					v = x
+					from = r.or.row(name, k)
 					break
 				}
 			}
-			if v == nil {
+			if from == nil {
 				continue
 			}
+			cols := []string{lc.col}
+			for _, f := range r.g.tenantFKs(t) {
+				if len(f.cols) > 1 && slices.Contains(f.cols, lc.col) {
+					for _, c := range f.cols {
+						if !slices.Contains(cols, c) && !slices.Contains(t.pk, c) {
+							cols = append(cols, c)
+						}
+					}
+				}
+			}
+			set := make([]string, len(cols))
+			args := make([]any, len(cols))
+			for i, c := range cols {
+				set[i] = fmt.Sprintf("%s = $%d", Postgres.quote(c), i+1)
+				args[i] = from[c]
+			}
 			k := own[0]
-			where, args := pgWhere(t.pk, r.or.row(name, k), 2)
-			if _, err := tx.Exec(p.ctx, "SAVEPOINT tm_conf"); err != nil {
-				p.Fatalf("savepoint: %v", err)
-			}
-			tag, err := tx.Exec(p.ctx, "UPDATE "+Postgres.quote(name)+" SET "+Postgres.quote(lc.col)+" = $1 WHERE "+where, append([]any{v}, args...)...)
-			var pe *pgconn.PgError
-			switch {
-			case err == nil && tag.RowsAffected() != 0:
-				p.Errorf("raw UPDATE of own %s %s as %s set %s to %v, an id of level %s its scope does not reach, and row-level security accepted it: that tenant now reads the row", name, k, tn, lc.col, v, lc.level)
-			case err == nil, errors.As(err, &pe) && pe.Code == "42501":
-				p.Logf("raw UPDATE of own %s %s as %s setting %s to another tenant's %v: refused", name, k, tn, lc.col, v)
-			default:
-				p.Logf("raw UPDATE of own %s %s as %s setting %s to %v failed for another reason (proves nothing): %v", name, k, tn, lc.col, v, err)
-			}
-			if _, err := tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT tm_conf"); err != nil {
-				p.Fatalf("rollback to savepoint: %v", err)
-			}
+			where, wargs := pgWhere(t.pk, r.or.row(name, k), len(cols)+1)
+			what := fmt.Sprintf("raw UPDATE of own %s %s as %s setting %v to another tenant's %v (level %s)", name, k, tn, cols, args, lc.level)
+			r.rawAttempt(p, tx, what, "UPDATE "+Postgres.quote(name)+" SET "+strings.Join(set, ", ")+" WHERE "+where, append(args, wargs...)...)
 		}
+	}
+}
+
+// rawAttempt runs one of P16's raw writes, which row-level security must
+// refuse, in a savepoint of tx, and judges it: refused (SQLSTATE 42501, or
+// no row changed), accepted (a row changed), or refused by an integrity
+// constraint (SQLSTATE class 23), which PostgreSQL checks only after the
+// row has passed WITH CHECK (ExecWithCheckOptions runs before
+// ExecConstraints, the unique indexes and the foreign-key triggers), so
+// the policy accepted it too and another tenant's key, or its existence,
+// is what stopped it. Any other error (a type, a cast) proves nothing and
+// is logged.
+func (r *runner) rawAttempt(p *pt, tx pgx.Tx, what, q string, args ...any) {
+	if _, err := tx.Exec(p.ctx, "SAVEPOINT tm_conf"); err != nil {
+		p.Fatalf("savepoint: %v", err)
+	}
+	tag, err := tx.Exec(p.ctx, q, args...)
+	var pe *pgconn.PgError
+	switch {
+	case err == nil && tag.RowsAffected() != 0:
+		p.Errorf("%s: row-level security accepted it, and that tenant now reads the row", what)
+	case err == nil, errors.As(err, &pe) && pe.Code == "42501":
+		p.Logf("%s: refused", what)
+	case pe != nil && strings.HasPrefix(pe.Code, "23"):
+		p.Errorf("%s: row-level security accepted it; only the constraint %s refused it afterwards (SQLSTATE %s), which tells the other tenant's keys from missing ones", what, pe.ConstraintName, pe.Code)
+	default:
+		p.Logf("%s: failed for another reason (proves nothing): %v", what, err)
+	}
+	if _, err := tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT tm_conf"); err != nil {
+		p.Fatalf("rollback to savepoint: %v", err)
 	}
 }
 
@@ -387,7 +413,8 @@ func (g *graph) reach(t *tinfo) map[string]bool {
 
 // rawUpKeys is P16's test of the checked foreign keys up the hierarchy (a
 // project's task and its org-level assignee: the referenced table does not
-// reach every level the row's does): in tx, under tn's signed scope, an
+// reach every level the row's does) and into the table itself (a
+// document's parent document): in tx, under tn's signed scope, an
 // own row's key set to a row tn does not see must be refused by row-level
 // security (SQLSTATE 42501) or change no row; accepted, raw SQL points the
 // row at another tenant's row and tells its key from a missing one.
@@ -401,14 +428,14 @@ func (r *runner) rawUpKeys(p *pt, tx pgx.Tx, tn Tenant) {
 		from := r.g.reach(t)
 		for _, f := range r.g.tenantFKs(t) {
 			to := r.g.tables[f.to]
-			if to.byRef || f.to == name || f == t.parent {
+			if to.byRef || f == t.parent {
 				continue
 			}
-			up := false
+			up := f.to == name // a key into the table itself: tested alike
 			for l := range from {
 				up = up || !r.g.reach(to)[l]
 			}
-			if !up || slices.ContainsFunc(f.cols, func(c string) bool {
+			if !up || f.to != name && slices.ContainsFunc(f.cols, func(c string) bool {
 				return slices.ContainsFunc(t.levelCols, func(lc levelCol) bool { return lc.col == c })
 			}) {
 				continue
@@ -428,22 +455,8 @@ func (r *runner) rawUpKeys(p *pt, tx pgx.Tx, tn Tenant) {
 				args[i] = trow[f.ref[i]]
 			}
 			where, wargs := pgWhere(t.pk, r.or.row(name, k), len(f.cols)+1)
-			if _, err := tx.Exec(p.ctx, "SAVEPOINT tm_conf"); err != nil {
-				p.Fatalf("savepoint: %v", err)
-			}
-			tag, err := tx.Exec(p.ctx, "UPDATE "+Postgres.quote(name)+" SET "+strings.Join(set, ", ")+" WHERE "+where, append(args, wargs...)...)
-			var pe *pgconn.PgError
-			switch {
-			case err == nil && tag.RowsAffected() != 0:
-				p.Errorf("raw UPDATE of own %s %s as %s set %v to %s %s, a row up the hierarchy its scope does not see, and row-level security accepted it", name, k, tn, f.cols, f.to, targets[0])
-			case err == nil, errors.As(err, &pe) && pe.Code == "42501":
-				p.Logf("raw UPDATE of own %s %s as %s pointing %v at unseen %s %s: refused", name, k, tn, f.cols, f.to, targets[0])
-			default:
-				p.Logf("raw UPDATE of own %s %s as %s pointing %v at %s %s failed for another reason (proves nothing): %v", name, k, tn, f.cols, f.to, targets[0], err)
-			}
-			if _, err := tx.Exec(p.ctx, "ROLLBACK TO SAVEPOINT tm_conf"); err != nil {
-				p.Fatalf("rollback to savepoint: %v", err)
-			}
+			what := fmt.Sprintf("raw UPDATE of own %s %s as %s pointing %v at %s %s, a row its scope does not see (up the hierarchy or in the table itself)", name, k, tn, f.cols, f.to, targets[0])
+			r.rawAttempt(p, tx, what, "UPDATE "+Postgres.quote(name)+" SET "+strings.Join(set, ", ")+" WHERE "+where, append(args, wargs...)...)
 		}
 	}
 }

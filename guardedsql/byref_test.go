@@ -561,6 +561,48 @@ func TestApplyRLSKeyTypeDrift(t *testing.T) {
 	}
 }
 
+// TestUUIDLevelColumnRefused: a team's uuid key (Outline ships them) was
+// refused by PostgreSQL deep inside a CREATE POLICY ("operator does not
+// exist: uuid = text"), and opened on MariaDB, whose guard then compared
+// the 16 raw bytes with the scope's text and every read returned no rows.
+// Both now refuse it at the start with ErrTypeDrift naming the column and
+// the remedy (text); SQLite, where a column declared UUID holds the text,
+// opens and reads.
+func TestUUIDLevelColumnRefused(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s := newScratch(t, e, []string{
+			`CREATE TABLE teams (id UUID PRIMARY KEY)`,
+			`CREATE TABLE docs (id INT_T PRIMARY KEY, team_id UUID NOT NULL REFERENCES teams(id))`,
+			`INSERT INTO teams VALUES ('0b5c5a4e-8f0e-4a57-9d3a-1c2f3e4d5a6b'), ('1c6d6b5f-9a1f-4b68-8e4b-2d3a4f5e6b7c')`,
+			`INSERT INTO docs VALUES (1, '0b5c5a4e-8f0e-4a57-9d3a-1c2f3e4d5a6b'), (2, '1c6d6b5f-9a1f-4b68-8e4b-2d3a4f5e6b7c')`,
+		})
+		sch := builder.MustSchema(builder.SchemaDef{
+			Levels: []builder.Level{{Name: "team", Key: builder.TextKey}},
+			Tables: []builder.TableDef{
+				{Name: "teams", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "team"}},
+				{Name: "docs", Columns: []string{"id", "team_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"team_id": "team"},
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"team_id"}, RefTable: "teams"}}},
+			},
+		})
+		db, err := s.open(sch)
+		if e.name == "sqlite" {
+			if err != nil {
+				t.Fatalf("SQLite, UUID-declared text: %v", err)
+			}
+			docs := sch.Table("docs")
+			got := byrefIDs(t, grantCtx(scope.Grant{Level: "team", ID: "1c6d6b5f-9a1f-4b68-8e4b-2d3a4f5e6b7c"}), db, builder.Must(builder.Select(docs.Col("id")).From(docs).Build()))
+			if !slices.Equal(got, []int64{2}) {
+				t.Errorf("SQLite: the team reads %v, want [2]", got)
+			}
+			return
+		}
+		if !errors.Is(err, guardedsql.ErrTypeDrift) || !strings.Contains(err.Error(), "is uuid in the database") || !strings.Contains(err.Error(), "store it as text") ||
+			strings.Contains(err.Error(), "operator does not exist") {
+			t.Fatalf("err = %v, want ErrTypeDrift naming the uuid column and the remedy", err)
+		}
+	})
+}
+
 // TestOwnedByReferenceClaimExistence: pointing a row at an address only
 // another store's rows reference, and at an address that does not exist,
 // fail alike (the same error, word for word) on every write kind, so a
@@ -896,6 +938,127 @@ func TestUpHierarchyKeyRawSQL(t *testing.T) {
 	}
 	if n := s.count(`SELECT COUNT(*) FROM tasks WHERE assignee_id = 21`); n != 1 {
 		t.Fatalf("%d tasks assigned to org 2's member, want its own 1", n)
+	}
+}
+
+// TestCompositeLevelKeyRawSQL: in Citus's shape every table carries the
+// org and references its parent by a composite key, (org_id, workspace_id)
+// onto workspaces (org_id, id). The key proves only that some workspace,
+// perhaps another org's, holds the tuple; WITH CHECK trusted it when fully
+// non-NULL, so raw SQL as a project's member (its project in scope by its
+// own id) moved the project into another org's workspace. Each level
+// column it covers must now be granted, held by a row the writer sees with
+// the whole tuple, or kept; a foreign tuple and a missing one are refused
+// alike (42501, before the foreign key is checked), and the holders of the
+// org, the workspace and the project still write their own.
+func TestCompositeLevelKeyRawSQL(t *testing.T) {
+	s := newScratch(t, enginePostgres, []string{
+		`CREATE TABLE orgs (id INT_T PRIMARY KEY)`,
+		`CREATE TABLE workspaces (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), UNIQUE (org_id, id))`,
+		`CREATE TABLE projects (id INT_T PRIMARY KEY, org_id INT_T NOT NULL, workspace_id INT_T NOT NULL, name KEY_T NULL, FOREIGN KEY (org_id, workspace_id) REFERENCES workspaces(org_id, id))`,
+		`INSERT INTO orgs VALUES (1), (2)`,
+		`INSERT INTO workspaces VALUES (5, 1), (6, 2), (7, 1)`,
+		`INSERT INTO projects VALUES (10, 1, 5, 'a'), (11, 2, 6, 'b')`,
+	})
+	sch := builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}, {Name: "workspace", Key: builder.IntKey}, {Name: "project", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "workspaces", Columns: []string{"id", "org_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "workspace", "org_id": "org"},
+				ForeignKeys: []builder.ForeignKey{fkOf("org_id", "orgs")}},
+			{Name: "projects", Columns: []string{"id", "org_id", "workspace_id", "name"}, PrimaryKey: []string{"id"},
+				Levels:      map[string]string{"id": "project", "org_id": "org", "workspace_id": "workspace"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id", "workspace_id"}, RefTable: "workspaces", RefColumns: []string{"org_id", "id"}}}},
+		},
+	})
+	db, err := s.open(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const member, ws, org = `{"project":[10]}`, `{"workspace":[5]}`, `{"org":[1]}`
+	for _, c := range []struct{ doc, q string }{
+		{member, `UPDATE projects SET org_id = 2, workspace_id = 6 WHERE id = 10`},
+		{ws, `UPDATE projects SET org_id = 2, workspace_id = 6 WHERE id = 10`},
+		{org, `UPDATE projects SET org_id = 2, workspace_id = 6 WHERE id = 10`},
+		{member, `INSERT INTO projects VALUES (12, 2, 6, 'planted')`},
+	} {
+		if err := s.appExec(c.doc, c.q); err == nil {
+			t.Errorf("raw SQL as %s: %s accepted", c.doc, c.q)
+		}
+	}
+	foreign := s.appExec(member, `UPDATE projects SET org_id = 2, workspace_id = 6 WHERE id = 10`)
+	missing := s.appExec(member, `UPDATE projects SET org_id = 2, workspace_id = 9 WHERE id = 10`)
+	if foreign == nil || missing == nil || !strings.Contains(foreign.Error(), "42501") || !strings.Contains(missing.Error(), "42501") {
+		t.Errorf("another org's workspace: %v; a missing one: %v; want the policy's refusal (42501) for both", foreign, missing)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM projects WHERE org_id = 2`); n != 1 {
+		t.Fatalf("org 2 holds %d projects, want its own 1", n)
+	}
+	for _, c := range []struct{ doc, q string }{
+		{member, `UPDATE projects SET name = 'kept' WHERE id = 10`},
+		{org, `UPDATE projects SET workspace_id = 7 WHERE id = 10`},
+		{ws, `INSERT INTO projects VALUES (13, 1, 5, 'filed')`},
+		{org, `INSERT INTO projects VALUES (14, 1, 7, 'filed')`},
+	} {
+		if err := s.appExec(c.doc, c.q); err != nil {
+			t.Errorf("control: raw SQL as %s: %s: %v", c.doc, c.q, err)
+		}
+	}
+	// The guard refuses the move too.
+	projects := sch.Table("projects")
+	mv := builder.Must(builder.UpdateTable(projects).Set("org_id", 2).Set("workspace_id", 6).Where(projects.Col("id").Eq(10)).ExpectOne().Build())
+	if _, err := db.Exec(grantCtx(scope.Grant{Level: "project", ID: "10"}), mv); !errors.Is(err, guardedsql.ErrNotFound) {
+		t.Errorf("guarded move of project 10 into org 2's workspace: %v, want ErrNotFound", err)
+	}
+}
+
+// TestSelfKeyRawSQL: a key of a table into itself (Outline's
+// documents.parentDocumentId, comments.parentCommentId) was left out of
+// WITH CHECK (a policy reading its own table recurses), so raw SQL as the
+// application role filed an org's document under another org's, moved its
+// own there, and told that org's document ids (accepted) from missing ones
+// (the foreign key's 23503). The sees function, SECURITY INVOKER, now
+// wants a parent the writer sees, or the one the row holds: each attack
+// fails with the policy's 42501, alike, and the org's own nesting passes.
+func TestSelfKeyRawSQL(t *testing.T) {
+	s := newScratch(t, enginePostgres, append(slices.Clone(orgProjectsDDL),
+		`CREATE TABLE docs (id INT_T PRIMARY KEY, org_id INT_T NOT NULL REFERENCES orgs(id), parent_id INT_T NULL REFERENCES docs(id), title KEY_T NULL)`,
+		`INSERT INTO docs VALUES (50, 1, NULL, 'a'), (51, 2, NULL, 'b'), (52, 1, 50, 'c')`))
+	sch := builder.MustSchema(orgProjectsDef(builder.TableDef{Name: "docs", Columns: []string{"id", "org_id", "parent_id", "title"}, PrimaryKey: []string{"id"},
+		Levels: map[string]string{"org_id": "org"}, ForeignKeys: []builder.ForeignKey{fkOf("org_id", "orgs"), fkOf("parent_id", "docs")}}))
+	db, err := s.open(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const org = `{"org":[1]}`
+	for _, q := range []string{
+		`INSERT INTO docs VALUES (60, 1, 51, 'under 51')`,
+		`UPDATE docs SET parent_id = 51 WHERE id = 52`,
+	} {
+		if err := s.appExec(org, q); err == nil {
+			t.Errorf("raw SQL as org 1: %s accepted", q)
+		}
+	}
+	foreign, missing := s.appExec(org, `INSERT INTO docs VALUES (61, 1, 51, 'x')`), s.appExec(org, `INSERT INTO docs VALUES (62, 1, 99, 'x')`)
+	if foreign == nil || missing == nil || !strings.Contains(foreign.Error(), "42501") || !strings.Contains(missing.Error(), "42501") {
+		t.Errorf("another org's document: %v; a missing one: %v; want the policy's refusal (42501) for both", foreign, missing)
+	}
+	if n := s.count(`SELECT COUNT(*) FROM docs WHERE parent_id = 51`); n != 0 {
+		t.Fatalf("%d documents under org 2's document", n)
+	}
+	for _, q := range []string{
+		`INSERT INTO docs VALUES (63, 1, 50, 'own')`,
+		`UPDATE docs SET parent_id = NULL WHERE id = 52`,
+		`UPDATE docs SET title = 'kept', parent_id = 50 WHERE id = 63`,
+	} {
+		if err := s.appExec(org, q); err != nil {
+			t.Errorf("control: raw SQL as org 1: %s: %v", q, err)
+		}
+	}
+	docs := sch.Table("docs")
+	ins := builder.Must(builder.InsertInto(docs).Columns("id", "org_id", "parent_id").Values(64, 1, 51).Build())
+	if _, err := db.Exec(grantCtx(scope.Grant{Level: "org", ID: "1"}), ins); !errors.Is(err, guardedsql.ErrNotFound) {
+		t.Errorf("guarded insert under org 2's document: %v, want ErrNotFound", err)
 	}
 }
 

@@ -41,4 +41,19 @@ const (
 	// and tells another tenant's key from a missing one;
 	// TestUpHierarchyKeyRawSQL must notice.
 	UpKeyCheck Fix = "up_key_check"
+	// CompositeLevelCheck: on PostgreSQL the WITH CHECK expression admits
+	// a level column covered by a composite foreign key only when a row
+	// the writer sees holds the tuple (or the column is granted, or kept).
+	// Disabled, a fully non-NULL composite key is trusted, and raw SQL as
+	// a project's member moves its project, by its identity in scope, to
+	// another org's workspace ((org_id, workspace_id) is that org's);
+	// conformance property 16 must notice.
+	CompositeLevelCheck Fix = "composite_level_check"
+	// SelfKeyCheck: on PostgreSQL the WITH CHECK expression tests a
+	// checked foreign key of a table into itself (a document's parent
+	// document): a row the writer sees, or the value the row holds.
+	// Disabled, raw SQL as the application role files its row under
+	// another tenant's and tells that tenant's ids from missing ones;
+	// conformance property 16 must notice.
+	SelfKeyCheck Fix = "self_key_check"
 )

@@ -312,9 +312,11 @@ func (d Dialect) checkByRef(ctx context.Context, q engine.Querier, g *sqlast.Sch
 // (issue 25 §2): every consistency path (a checked tenant foreign key
 // besides the scope parent) references a row the role sees, or none (a
 // NULL part); a key into a table owned by reference references a row that
-// nothing references yet or that the role sees. A key into t itself is left
-// to the guard (a policy reading its own table recurses), and so is one
-// made of t's own level columns, which the USING expression tests.
+// nothing references yet or that the role sees; a key into t itself, a row
+// the role sees through a function (selfKeyCheck: a policy reading its own
+// table recurses). One made of t's own level columns alone is
+// writeCheckExpr's, which wants a row the writer sees holding the whole
+// tuple.
 func (pg *policyGen) pathsCheckExpr(t *sqlast.Table, check string) string {
 	var terms []string
 	for _, fk := range t.TenantFKs() {
@@ -323,7 +325,13 @@ func (pg *policyGen) pathsCheckExpr(t *sqlast.Table, check string) string {
 		// the parent must be tested here too, or a row in scope by its
 		// level column could point at another tenant's parent.
 		ownLevels := len(t.LevelCols) > 0 && !guardfault.Off(guardfault.LevelParentCheck)
-		if fk == t.Parent && !ownLevels || fk.To == t {
+		if fk.To == t {
+			if len(t.PK) > 0 && !guardfault.Off(guardfault.SelfKeyCheck) {
+				terms = append(terms, pg.selfKeyCheck(t, fk))
+			}
+			continue
+		}
+		if fk == t.Parent && !ownLevels {
 			continue
 		}
 		if !slices.ContainsFunc(fk.Cols, func(c string) bool { return t.LevelOf(c) == nil }) {
@@ -372,4 +380,23 @@ func (pg *policyGen) pathsCheckExpr(t *sqlast.Table, check string) string {
 		return check
 	}
 	return "(" + check + " AND " + strings.Join(terms, " AND ") + ")"
+}
+
+// selfKeyCheck is the WITH CHECK term of fk, a key of t into t itself (a
+// document's parent document): NULL in part, a row the writer sees (read
+// by the sees function, SECURITY INVOKER, as the caller: a subquery on t
+// in t's own policy would recurse), or the value the row already holds
+// (a grant of a finer level may not see its row's parent). Without it,
+// raw SQL as the application role filed a team's document under another
+// team's, and told that team's ids from missing ones (Outline probe).
+func (pg *policyGen) selfKeyCheck(t *sqlast.Table, fk *sqlast.FK) string {
+	nulls := make([]string, len(fk.Cols))
+	args := make([]string, len(fk.Cols))
+	keeps := make([]string, len(fk.Cols))
+	for i, c := range fk.Cols {
+		nulls[i] = pg.col("", c) + " IS NULL"
+		args[i] = pg.col("", c)
+		keeps[i] = pg.keepCall(t, c)
+	}
+	return "(" + strings.Join(nulls, " OR ") + " OR " + pg.d.Quote(pg.d.SeesFunc(t, fk)) + "(" + strings.Join(args, ", ") + ") OR (" + strings.Join(keeps, " AND ") + "))"
 }

@@ -23,8 +23,9 @@ import (
 // column a statement assigns; a policy cannot tell which columns an
 // UPDATE assigned, so it admits a level column's value when it is NULL,
 // granted at its level, the key of a row the writer sees through a
-// single-column foreign key on the column, or the value the row already
-// holds: the keep function of the column, SECURITY INVOKER, reads the
+// foreign key covering the column (through a composite key, a row holding
+// the whole tuple: Citus's (org_id, workspace_id) proves only that some
+// org's workspace holds it), or the value the row already holds: the keep function of the column, SECURITY INVOKER, reads the
 // row by its primary key as the caller, so it finds only a row the
 // caller's scope admits (the one being updated), never another tenant's.
 // The row's own identity column (hotels.id) is exempt, as in the guard.
@@ -62,7 +63,8 @@ func (pg *policyGen) keepCall(t *sqlast.Table, col string) string {
 
 // keepCols returns the columns of t whose keep function the policy of t
 // calls: its level columns but its identity (writeCheckExpr), and the
-// columns of its checked foreign keys up the hierarchy (pathsCheckExpr).
+// columns of its checked foreign keys up the hierarchy and into t itself
+// (pathsCheckExpr).
 func keepCols(t *sqlast.Table) []string {
 	var out []string
 	for _, lc := range t.LevelCols {
@@ -71,7 +73,7 @@ func keepCols(t *sqlast.Table) []string {
 		}
 	}
 	for _, fk := range t.TenantFKs() {
-		if fk.To.ByRef || fk.To == t || sqlast.SameTenancy(fk) {
+		if fk.To.ByRef || fk.To != t && sqlast.SameTenancy(fk) {
 			continue
 		}
 		for _, c := range fk.Cols {
@@ -84,8 +86,9 @@ func keepCols(t *sqlast.Table) []string {
 }
 
 // keepDDL returns the statements that create the keep functions the
-// policies of g call (writeCheckExpr), each with its parameters typed as
-// the columns are where the DDL runs.
+// policies of g call (writeCheckExpr), and the sees functions of their
+// keys into their own table (pathsCheckExpr), each with its parameters
+// typed as the columns are where the DDL runs.
 func (d Dialect) keepDDL(g *sqlast.Schema) []string {
 	var out []string
 	for _, n := range g.Names {
@@ -94,39 +97,68 @@ func (d Dialect) keepDDL(g *sqlast.Schema) []string {
 			continue
 		}
 		for _, col := range keepCols(t) {
-			cols := append(append([]string{}, t.PK...), col)
-			var where, names []string
-			for i, c := range cols[:len(t.PK)] {
-				where = append(where, "o."+d.Quote(c)+" = $"+strconv.Itoa(i+1))
-			}
-			where = append(where, "o."+d.Quote(col)+" = $"+strconv.Itoa(len(cols)))
-			for _, c := range cols {
-				names = append(names, literal(c))
-			}
-			body := "\nBEGIN\n  RETURN EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS o WHERE " + strings.Join(where, " AND ") + ");\nEND\n"
-			fn := literal(d.KeepFunc(t, col))
-			out = append(out, `DO $tm$
+			out = append(out, d.existsFuncDDL(t, d.KeepFunc(t, col), append(append([]string{}, t.PK...), col)))
+		}
+		for _, fk := range selfKeys(t) {
+			out = append(out, d.existsFuncDDL(t, d.SeesFunc(t, fk), fk.RefCols))
+		}
+	}
+	return out
+}
+
+// existsFuncDDL creates the function fn(cols...) that tells whether a row
+// of t the caller sees holds those values in cols: SECURITY INVOKER, so
+// the caller's policy confines what it reads.
+func (d Dialect) existsFuncDDL(t *sqlast.Table, fn string, cols []string) string {
+	var where, names []string
+	for i, c := range cols {
+		where = append(where, "o."+d.Quote(c)+" = $"+strconv.Itoa(i+1))
+		names = append(names, literal(c))
+	}
+	body := "\nBEGIN\n  RETURN EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS o WHERE " + strings.Join(where, " AND ") + ");\nEND\n"
+	f := literal(fn)
+	return `DO $tm$
 DECLARE
-  cols text[] := ARRAY[`+strings.Join(names, ", ")+`];
+  cols text[] := ARRAY[` + strings.Join(names, ", ") + `];
   typs text[];
   sig text;
 BEGIN
   SELECT pg_catalog.array_agg(pg_catalog.format_type(a.atttypid, a.atttypmod) ORDER BY x.n) INTO typs
     FROM pg_catalog.unnest(cols) WITH ORDINALITY AS x(name, n)
-    JOIN pg_catalog.pg_attribute a ON a.attrelid = pg_catalog.to_regclass(`+literal(d.Quote(t.Name))+`) AND a.attname = x.name AND NOT a.attisdropped;
+    JOIN pg_catalog.pg_attribute a ON a.attrelid = pg_catalog.to_regclass(` + literal(d.Quote(t.Name)) + `) AND a.attname = x.name AND NOT a.attisdropped;
   IF pg_catalog.cardinality(typs) IS DISTINCT FROM pg_catalog.cardinality(cols) THEN
-    RAISE EXCEPTION USING ERRCODE = 'undefined_column', MESSAGE = 'tenantmcp: '||`+literal(t.Name)+`||' lacks a column of its primary key or '||`+literal(col)+`;
+    RAISE EXCEPTION USING ERRCODE = 'undefined_column', MESSAGE = 'tenantmcp: '||` + literal(t.Name) + `||' lacks one of the columns '||` + literal(strings.Join(cols, ", ")) + `;
   END IF;
   sig := pg_catalog.array_to_string(typs, ', ');
   EXECUTE pg_catalog.format($f$CREATE OR REPLACE FUNCTION %I(%s) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY INVOKER PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
-AS %L$f$, `+fn+`, sig, pg_catalog.replace(`+literal(body)+`, '@SCHEMA@', pg_catalog.quote_ident(pg_catalog.current_schema())));
-  EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I(%s) FROM PUBLIC', `+fn+`, sig);
-  EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I(%s) TO PUBLIC', `+fn+`, sig);
+AS %L$f$, ` + f + `, sig, pg_catalog.replace(` + literal(body) + `, '@SCHEMA@', pg_catalog.quote_ident(pg_catalog.current_schema())));
+  EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %I(%s) FROM PUBLIC', ` + f + `, sig);
+  EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I(%s) TO PUBLIC', ` + f + `, sig);
 END
-$tm$`)
+$tm$`
+}
+
+// selfKeys returns t's checked foreign keys into t itself (a document's
+// parent document, a comment's parent comment).
+func selfKeys(t *sqlast.Table) []*sqlast.FK {
+	var out []*sqlast.FK
+	for _, fk := range t.TenantFKs() {
+		if fk.To == t {
+			out = append(out, fk)
 		}
 	}
 	return out
+}
+
+// SeesFunc is the name of the function that tells whether the caller sees
+// the row of t that fk, a key of t into t, references.
+func (d Dialect) SeesFunc(t *sqlast.Table, fk *sqlast.FK) string {
+	name := d.ns() + "_sees_" + t.Name + "_" + strings.Join(fk.Cols, "_")
+	if len(name) > 63 {
+		sum := sha256.Sum256([]byte(t.Name + "\x00" + strings.Join(fk.Cols, "\x00")))
+		name = d.ns() + "_sees_" + hex.EncodeToString(sum[:8])
+	}
+	return name
 }

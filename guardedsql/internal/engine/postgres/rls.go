@@ -19,9 +19,10 @@ type Policy struct {
 	Name  string
 	// Expr is the USING expression: the row lies under a grant.
 	Expr string
-	// Check is the WITH CHECK expression: Expr, and every level column a
-	// composite foreign key might leave unchecked holds a granted id (see
-	// writeCheckExpr).
+	// Check is the WITH CHECK expression: Expr, every level column NULL,
+	// granted, reached through a row the writer sees, or unchanged
+	// (writeCheckExpr), and the other checked keys as the guard tests
+	// them (pathsCheckExpr).
 	Check string
 	// Marker identifies the generated policy (namespace, generator
 	// version, hash of setting, table and expression); RLSDDL stores it,
@@ -353,17 +354,15 @@ func (pg *policyGen) shapeTerm(t *sqlast.Table, anchors []sqlast.Anchor) string 
 }
 
 // writeCheckExpr is the WITH CHECK expression of t: expr, and every level
-// column of t holds a granted id or is NULL, unless a foreign key vouches
-// for it: a single-column tenant foreign key (the referenced row must be
-// in scope by its own policy), or a multi-column one that is fully
-// non-NULL in the row (with a NULL part the engine does not check the key,
-// MATCH SIMPLE). The row's own identity column (hotels.id carrying the
-// hotel level) is exempt: a chain writer creates hotels whose ids it was
-// not granted. Without these terms a writer whose grant the row meets
-// through another anchor (a hotel-1 writer, through the row's room) could
-// set the column to another tenant's id, which that tenant's grant then
-// reads. This is the guard's own write rule (guard.writeChecks), with
-// NULL admitted because the policy cannot tell INSERT from UPDATE.
+// column of t (its own identity column exempt: a chain writer creates
+// hotels whose ids it was not granted) NULL, granted at its level, the
+// key of a row the writer sees through a foreign key covering it (all of
+// a composite key's columns matched: the key only proves that some row,
+// perhaps another tenant's, holds the tuple), the level's id of another
+// row the written row references and the writer sees, or the value the
+// row already holds (keep.go states the rule and its invariant). This is
+// the guard's own write rule (guard.writeChecks), with NULL and the kept
+// value admitted because the policy cannot tell INSERT from UPDATE.
 func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 	if guardfault.Off(guardfault.NullableFK) {
 		return expr
@@ -389,11 +388,25 @@ func (pg *policyGen) writeCheckExpr(t *sqlast.Table, expr string) string {
 				}
 				continue
 			}
-			nn := make([]string, len(fk.Cols))
-			for i, c := range fk.Cols {
-				nn[i] = pg.col("", c) + " IS NOT NULL"
+			if guardfault.Off(guardfault.CompositeLevelCheck) {
+				// The behaviour before: a fully non-NULL composite key
+				// was trusted, though the tuple may be another tenant's.
+				nn := make([]string, len(fk.Cols))
+				for i, c := range fk.Cols {
+					nn[i] = pg.col("", c) + " IS NOT NULL"
+				}
+				alts = append(alts, "("+strings.Join(nn, " AND ")+")")
+				continue
 			}
-			alts = append(alts, "("+strings.Join(nn, " AND ")+")")
+			if fk.To == t || fk.To.ByRef {
+				continue // a policy reading its own table recurses: keep and the guard
+			}
+			sub := pg.alias()
+			on := make([]string, len(fk.Cols))
+			for i := range fk.Cols {
+				on[i] = pg.col(sub, fk.RefCols[i]) + " = " + pg.col(t.Name, fk.Cols[i])
+			}
+			alts = append(alts, "EXISTS (SELECT 1 FROM "+pg.d.Quote(fk.To.Name)+" AS "+pg.d.Quote(sub)+" WHERE "+strings.Join(on, " AND ")+")")
 		}
 		if single && guardfault.Off(guardfault.LevelColumnCheck) {
 			continue // the behaviour before keep.go: the foreign key was trusted
