@@ -58,11 +58,17 @@ type ForeignKey struct {
 //
 // A table is either Global (shared reference data: no tenant predicate, and
 // guarded code may not write it) or tenant-bound. A tenant-bound table
-// reaches the scope levels through its own level columns (Levels), through
-// its Parent foreign key, or both; a row is in scope when any grant matches
-// any level reachable that way. When Parent is empty and the table has no
-// level columns, the parent is inferred if exactly one foreign key points at
-// a tenant-bound table.
+// reaches the scope levels through its own level columns (Levels),
+// through its Parent foreign key, or both; a row is in scope when any grant
+// matches any level reachable that way. For a level the table carries in a
+// column of its own, that column alone decides: the Parent's path to the
+// same level is a consistency path (tested on writes, never widening
+// reads), so a row whose column is NULL is in scope at that level for no
+// one, whatever its parent (Cal.com's personal event types, teamId NULL:
+// "owned by a user or a team" is not expressible in one table). Levels the
+// table carries no column of are reached through its Parent. When Parent
+// is empty and the table has no level columns, the parent is inferred if
+// exactly one foreign key points at a tenant-bound table.
 type TableDef struct {
 	Name       string
 	Columns    []string
@@ -94,8 +100,10 @@ type TableDef struct {
 	Levels map[string]string
 	// Parent names a column of the foreign key through which the table
 	// reaches its scope (rooms: "hotel_id"). It is the path that decides
-	// visibility; every other foreign key to a tenant-bound table is a
-	// consistency path, checked on writes (see ForeignKey.Unchecked).
+	// visibility, for the levels the table carries no column of; every
+	// other foreign key to a tenant-bound table is a consistency path,
+	// checked on writes (see ForeignKey.Unchecked). A row whose Parent
+	// column is NULL reaches no level through it.
 	Parent string
 
 	// (h5-catalog) Acknowledgements of what guardedsql's start-up catalog
@@ -131,7 +139,11 @@ type TableDef struct {
 	// deletes this table's rows, another tenant's among them), named
 	// "fk:" + the columns, comma-separated, + "->" + the referenced table
 	// (e.g. "fk:staff_id->staff"), the same on every engine; a key into a
-	// global table that is not writable is not refused.
+	// global table that is not writable is not refused. Such an
+	// acknowledgement holds only for the key that decides the row's tenant
+	// (its Parent, reaching a level the table has no column of): on any
+	// other key a row may reference another tenant's row, and Open refuses
+	// the action whatever the reason.
 	Triggers map[string]string
 
 	// (h4-ref)

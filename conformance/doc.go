@@ -370,8 +370,11 @@
 //	PostgreSQL: WITH CHECK tests the parent beside level columns (level_parent_check) 16 (TestLevelParentCheckCaught: the hotel has no such table)
 //	PostgreSQL: WITH CHECK tests each level column on its own (level_column_check) 16
 //	PostgreSQL: WITH CHECK tests keys up the hierarchy (up_key_check) 16 (TestUpKeyCheckCaught: the hotel has none)
+//	PostgreSQL: WITH CHECK wants a visible row for a composite key's tuple (composite_level_check) 16 (TestCompositeLevelCheckCaught: the hotel has none)
+//	PostgreSQL: WITH CHECK tests keys into the table itself (self_key_check) 16 (TestSelfKeyCheckCaught: the hotel has none)
 //	triggers and rules refused (triggers)            57
 //	foreign-key actions refused (fk_actions)         57
+//	acknowledged actions only on the deciding key (fk_action_ack) 57
 //	PostgreSQL: search_path pinned (search_path)     57
 //	PostgreSQL: re-check's lock wait unbounded (check_lock_bound) 51
 //	encoded scope cached by its levels alone (scope_cache_key) 1 and every read property

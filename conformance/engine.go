@@ -52,6 +52,12 @@ type scratch struct {
 
 // engineOf names the engine of a DSN.
 func engineOf(dsn string) (Engine, error) {
+	if strings.ContainsAny(strings.TrimSpace(dsn), " \t\n") {
+		// TENANTMCP_DSN's list passed as one DSN ("sqlite: postgres://…"):
+		// the first scheme decided the engine and the rest went unread, so
+		// a run that tested SQLite alone looked like a run on all three.
+		return "", fmt.Errorf("conformance: Target.DSN holds several DSNs separated by spaces; run one Target per DSN (conformance.FromEnv().DSNs splits %s)", EnvDSN)
+	}
 	switch {
 	case dsn == "" || dsn == "sqlite" || strings.HasPrefix(dsn, "sqlite:") || strings.HasPrefix(dsn, "file:"):
 		return SQLite, nil

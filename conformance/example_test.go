@@ -91,7 +91,7 @@ func ExampleRun() {
 	testConformance := func(t *testing.T) {
 		rep := conformance.Run(t, conformance.Target{
 			Name:        "notes",
-			DSN:         os.Getenv("TENANTMCP_DSN"), // "" = embedded SQLite
+			DSN:         os.Getenv("TENANTMCP_DSN"), // one DSN; "" = embedded SQLite (a list: FromEnv().DSNs, one Target each)
 			Graph:       notesGraph,
 			Seed:        seedNotes,
 			Repetitions: 5,

@@ -590,3 +590,24 @@ func uncheckedClerk(tg Target) Target {
 	tg.Schema = builder.MustSchema(tg.Graph)
 	return tg
 }
+
+// TestTargetDSNList: TENANTMCP_DSN's list handed to a Target as one DSN
+// (the README's snippet did so) ran on the first engine alone and ignored
+// the rest without a word; it is refused, naming FromEnv, and echoes no
+// password.
+func TestTargetDSNList(t *testing.T) {
+	for _, dsn := range []string{"sqlite: postgres://u:s3cretpw@127.0.0.1:1/db", "postgres://u:s3cretpw@127.0.0.1:1/db mysql://root@tcp(127.0.0.1:1)/test"} {
+		_, err := newRunner(Target{Name: "franchise", DSN: dsn, Graph: franchiseDef()})
+		if err == nil || !strings.Contains(err.Error(), "several DSNs") || !strings.Contains(err.Error(), "FromEnv") {
+			t.Errorf("DSN list %q: %v; want a refusal naming FromEnv", strings.Fields(dsn)[0], err)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cretpw") {
+			t.Errorf("the refusal echoes the password: %v", err)
+		}
+	}
+	for _, dsn := range []string{"", "sqlite:", "postgres://u@127.0.0.1:1/db"} {
+		if _, err := engineOf(dsn); err != nil {
+			t.Errorf("one DSN %q refused: %v", dsn, err)
+		}
+	}
+}

@@ -256,6 +256,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.SharedUnique), disable(guardfault.SharedUnique), []int{56}},
 		{string(guardfault.Triggers), disable(guardfault.Triggers), []int{57}},
 		{string(guardfault.FKActions), disable(guardfault.FKActions), []int{57}},
+		{string(guardfault.FKActionAck), disable(guardfault.FKActionAck), []int{57}},
 		{string(guardfault.SearchPath), disable(guardfault.SearchPath), []int{57}},
 		{string(guardfault.BypassPaths), disable(guardfault.BypassPaths), []int{17}},
 		{string(guardfault.ByRef), disable(guardfault.ByRef), []int{52}},

@@ -26,7 +26,7 @@ func init() {
 		&property{id: 56, name: "shared_unique", title: "Unique keys shared across tenants refused unless acknowledged",
 			criterion: "ErrSharedUnique at Open; acknowledged: collision = ErrConflict, upsert refused", fn: propSharedUnique},
 		&property{id: 57, name: "triggers", title: "Triggers, rules and FK actions on tenant tables refused at Open",
-			criterion: "ErrTrigger naming it (ON DELETE CASCADE too); acknowledged control opens; PostgreSQL: a pg_temp table shadows nothing", fn: propTriggers},
+			criterion: "ErrTrigger naming it (ON DELETE CASCADE too, acknowledged or not on a key that does not decide the tenant); acknowledged control opens; PostgreSQL: a pg_temp table shadows nothing", fn: propTriggers},
 	)
 }
 
@@ -190,19 +190,23 @@ func propTriggers(p *pt, r *runner) {
 	case Postgres:
 		trigger = `CREATE RULE g57_leak AS ON INSERT TO g57_notes DO ALSO INSERT INTO g57_inbox (id, hotel_id, body) VALUES (NEW.id, 2, NEW.body)`
 	}
-	f := r.gapFixture(p, []string{"g57_visits", "g57_notes", "g57_inbox", "g57_hotels"}, []string{
+	f := r.gapFixture(p, []string{"g57_marks", "g57_visits", "g57_notes", "g57_inbox", "g57_hotels"}, []string{
 		`CREATE TABLE g57_hotels (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL)`,
 		`CREATE TABLE g57_notes (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, body KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES g57_hotels(id))`,
 		`CREATE TABLE g57_inbox (id INT_T PRIMARY KEY, hotel_id INT_T NOT NULL, body KEY_T NOT NULL, FOREIGN KEY (hotel_id) REFERENCES g57_hotels(id))`,
 		// A note's visits cascade with it: the action writes g57_visits
 		// rows, whichever tenant's, with no tenant predicate.
 		`CREATE TABLE g57_visits (id INT_T PRIMARY KEY, note_id INT_T NOT NULL, FOREIGN KEY (note_id) REFERENCES g57_notes(id) ON DELETE CASCADE)`,
+		// A note's marks cascade with the inbox entry they also name, a
+		// consistency path: an entry of another tenant's inbox takes them.
+		`CREATE TABLE g57_marks (id INT_T PRIMARY KEY, note_id INT_T NOT NULL, inbox_id INT_T NOT NULL, FOREIGN KEY (note_id) REFERENCES g57_notes(id),
+			FOREIGN KEY (inbox_id) REFERENCES g57_inbox(id) ON DELETE CASCADE)`,
 		`INSERT INTO g57_hotels VALUES (1, 'acme'), (2, 'globex')`,
 		trigger,
 	})
 	defer f.drop()
-	def := func(ack, visitsAck map[string]string) *builder.Schema {
-		sch, err := builder.NewSchema(builder.SchemaDef{Levels: chainLevel, Tables: []builder.TableDef{
+	def := func(ack, visitsAck map[string]string, more ...builder.TableDef) *builder.Schema {
+		sch, err := builder.NewSchema(builder.SchemaDef{Levels: chainLevel, Tables: append([]builder.TableDef{
 			{Name: "g57_hotels", Columns: []string{"id", "chain_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"}},
 			{Name: "g57_notes", Columns: []string{"id", "hotel_id", "body"}, PrimaryKey: []string{"id"}, Triggers: ack,
 				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "g57_hotels"}}},
@@ -210,7 +214,7 @@ func propTriggers(p *pt, r *runner) {
 				ForeignKeys: []builder.ForeignKey{{Columns: []string{"hotel_id"}, RefTable: "g57_hotels"}}},
 			{Name: "g57_visits", Columns: []string{"id", "note_id"}, PrimaryKey: []string{"id"}, Triggers: visitsAck,
 				ForeignKeys: []builder.ForeignKey{{Columns: []string{"note_id"}, RefTable: "g57_notes"}}},
-		}})
+		}, more...)})
 		if err != nil {
 			p.Fatalf("schema: %v", err)
 		}
@@ -227,6 +231,15 @@ func propTriggers(p *pt, r *runner) {
 	acked := def(leak, cascade)
 	if _, err := f.open(acked); err != nil {
 		p.Fatalf("control: acknowledged trigger refused: %v", err)
+	}
+	// An acknowledgement holds only on the key that decides the row's
+	// tenant: the marks' cascade from the inbox, a consistency path,
+	// reaches other tenants' marks whatever the reason given.
+	marks := builder.TableDef{Name: "g57_marks", Columns: []string{"id", "note_id", "inbox_id"}, PrimaryKey: []string{"id"}, Parent: "note_id",
+		Triggers:    map[string]string{"fk:inbox_id->g57_inbox": "conformance: the cascade crosses tenants"},
+		ForeignKeys: []builder.ForeignKey{{Columns: []string{"note_id"}, RefTable: "g57_notes"}, {Columns: []string{"inbox_id"}, RefTable: "g57_inbox"}}}
+	if _, err := f.open(def(leak, cascade, marks)); !errors.Is(err, guardedsql.ErrTrigger) || !strings.Contains(err.Error(), "fk:inbox_id->g57_inbox of g57_marks") {
+		p.Errorf("acknowledged ON DELETE CASCADE fk:inbox_id->g57_inbox of g57_marks, a consistency path (an inbox entry's deletion deletes marks of any tenant), accepted at Open (err %v)", err)
 	}
 	if r.engine == Postgres {
 		pgTempShadow(p, r, f, acked)

@@ -169,21 +169,40 @@ func propForeignLock(p *pt, r *runner) {
 			if fa != ma {
 				p.Errorf("%s %s as %s: A's locked row answers %q, a missing id %q", t.name, pr.name, b, fa, ma)
 			}
+			// A wait for A's lock lasts until the deadline every time; a
+			// slow answer on a loaded machine does not: the minimum of
+			// three timings is judged.
+			for try := 1; try < 3 && tf > lockWaitBound/3; try++ {
+				again, t2 := timed(rowA)
+				p.Logf("%s %s: A's locked row again %v (%s)", t.name, pr.name, t2.Round(time.Millisecond), again)
+				if again != ma {
+					p.Errorf("%s %s as %s: A's locked row answers %q, a missing id %q", t.name, pr.name, b, again, ma)
+				}
+				tf = min(tf, t2)
+			}
 			if tf > lockWaitBound/3 {
 				p.Errorf("%s %s as %s: A's locked row took %v (bound %v): the statement waited for A's lock", t.name, pr.name, b, tf.Round(time.Millisecond), lockWaitBound/3)
 			}
 		}
-		ctx, cancel := context.WithTimeout(ctxB, lockWaitBound)
-		defer cancel()
-		start := time.Now()
-		ownErr = r.control(ctx, func(tx *guardedsql.Tx) error {
-			res, err := r.exec(ctx, tx, p.u(builder.UpdateTable(tb).Set(col, v).Where(pkIs(tb, t, rowB)).ExpectOne().Build()))
-			if err == nil && res.RowsAffected != 1 {
-				err = fmt.Errorf("%d rows", res.RowsAffected)
-			}
-			return err
-		})
-		ownTook = time.Since(start)
+		own := func() (time.Duration, error) {
+			ctx, cancel := context.WithTimeout(ctxB, lockWaitBound)
+			defer cancel()
+			start := time.Now()
+			err := r.control(ctx, func(tx *guardedsql.Tx) error {
+				res, err := r.exec(ctx, tx, p.u(builder.UpdateTable(tb).Set(col, v).Where(pkIs(tb, t, rowB)).ExpectOne().Build()))
+				if err == nil && res.RowsAffected != 1 {
+					err = fmt.Errorf("%d rows", res.RowsAffected)
+				}
+				return err
+			})
+			return time.Since(start), err
+		}
+		ownTook, ownErr = own()
+		for try := 1; try < 3 && ownErr == nil && ownTook > lockWaitBound/3; try++ { // as above: the fastest of three
+			var took time.Duration
+			took, ownErr = own()
+			ownTook = min(ownTook, took)
+		}
 		return errRollback
 	})
 	if !errors.Is(errA, errRollback) {

@@ -189,7 +189,7 @@ func (r *runner) fresh(t *tinfo, template Row) Row {
 		if offTypedSeeds.Load() && kind != kindInt {
 			kind = kindText
 		}
-		row[c] = typedValue(kind, "tmconf", hi, n)
+		row[c] = typedValue(kind, freshPrefix, hi, n)
 	}
 	return row
 }
@@ -606,12 +606,6 @@ func propInsertForeignParent(p *pt, r *runner) {
 				p.Logf("%s: the type of %s holds no value above the seed's largest; no copy of a row can be inserted, so not checked", name, c)
 				continue
 			}
-			template, why := r.freeRefs(t, template, tn, true)
-			if why != "" {
-				p.Logf("%s; no copy of an own row can be inserted, so not checked", why)
-				continue
-			}
-			good := r.fresh(t, template)
 			// A root's copy carries fresh level ids where its key is a
 			// level column (a company's id): the scope grants those, so
 			// that a refusal is the foreign key's alone.
@@ -629,6 +623,17 @@ func propInsertForeignParent(p *pt, r *runner) {
 				}
 				return grantsCtx(p.ctx, grants)
 			}
+			readable := template
+			template, why := r.freeRefs(t, template, tn, true)
+			if why != "" {
+				// The Unchecked keys are still tried: their foreign
+				// combinations are free though every own one is taken
+				// (Cal.com's Membership, all its (teamId, userId) used).
+				p.Logf("%s; no copy of an own row can be inserted, so the checked keys are not tried", why)
+				r.uncheckedKeys(p, t, tn, readable, within)
+				continue
+			}
+			good := r.fresh(t, template)
 			if err := r.control(within(nil, good), func(tx *guardedsql.Tx) error {
 				res, err := r.exec(within(nil, good), tx, r.insertOf(p, t, good))
 				if err == nil && res.RowsAffected != 1 {
@@ -784,7 +789,7 @@ func (r *runner) undeclaredLevelColumns(p *pt, t *tinfo, tn Tenant, template Row
 // (Target.Unchecked): the declaration's reason is not the run's.
 func (r *runner) uncheckedKeys(p *pt, t *tinfo, tn Tenant, template Row, within func(skip []string, rows ...Row) context.Context) {
 	for _, f := range t.fks {
-		if !f.unchecked || r.g.tables[f.to].global || f.to == t.name {
+		if !f.unchecked || r.g.tables[f.to].global {
 			continue
 		}
 		ack, acked := "", false
@@ -917,8 +922,18 @@ func propInsertForeignRoot(p *pt, r *runner) {
 			if len(keys) == 0 {
 				keys = r.or.keys[name]
 			}
+			// A row with no level value (Cal.com's personal credential,
+			// teamId NULL) is no tenant's: its copy would fail the control
+			// under any scope.
+			if len(t.levelCols) > 0 {
+				keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool {
+					row := r.or.row(name, k)
+					return !slices.ContainsFunc(t.levelCols, func(lc levelCol) bool { return row[lc.col] != nil })
+				})
+			}
 			tk := pick(p.rng, keys, 1)
 			if len(tk) == 0 {
+				p.Logf("%s: no row with a level value to copy, so not checked", name)
 				continue
 			}
 			if c := r.noRoom(t); c != "" {

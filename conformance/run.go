@@ -232,7 +232,9 @@ type runner struct {
 	cat     *catOracle // the live catalog's attribution of every row (P58)
 	raw     *snapshot  // the database right after seeding
 	tenants []Tenant
-	mutable map[string]string
+	// seedPrint is the first seed's keyPrint: every rebuild must match it.
+	seedPrint string
+	mutable   map[string]string
 
 	observer atomic.Pointer[func(context.Context, guardedsql.Statement)]
 
@@ -372,6 +374,15 @@ func (r *runner) setup(ctx context.Context) error {
 	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl, shared, impliedRefs(live, globals))
 	if err != nil {
 		return fail(err)
+	}
+	// The tenants and every expectation come from the first seed; a
+	// rebuild (after a property changed rows) must give the same rows.
+	if kp := raw.keyPrint(); r.seedPrint == "" {
+		r.seedPrint = kp
+	} else if kp != r.seedPrint {
+		return fail(errors.New("conformance: Seed gave other rows when the suite rebuilt the database (the keys of the tenant-bound tables differ from its first call's): " +
+			"the suite rebuilds after a property that changed rows and keeps the tenants and expectations derived from the first rows, so Seed must give the same rows on every call " +
+			"(derive ids from counters or a fixed random source, not fresh random UUIDs)"))
 	}
 	r.data, r.or, r.raw, r.cat = data, or, raw, cat
 	if r.tenants == nil {

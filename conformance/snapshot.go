@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -73,6 +74,19 @@ type snapshot struct {
 	rows  map[string][]Row          // table -> rows in key order
 	byKey map[string]map[string]Row // tenant-bound table -> key -> row
 	hash  map[string]string         // table -> digest of its contents
+}
+
+// keyPrint digests the keys of the tenant-bound tables' rows, table by
+// table: what a deterministic Seed gives again on every call.
+func (s *snapshot) keyPrint() string {
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(s.byKey)) {
+		fmt.Fprintf(h, "%s\x00", name)
+		for _, k := range slices.Sorted(maps.Keys(s.byKey[name])) {
+			fmt.Fprintf(h, "%s\x00", k)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func takeSnapshot(ctx context.Context, db *sql.DB, e Engine, g *graph) (*snapshot, error) {

@@ -41,7 +41,8 @@ type Target struct {
 	//
 	// The account of a server DSN must be able to create and drop
 	// databases and roles (users). The suite never reads or writes the
-	// database the DSN names beyond connecting to it.
+	// database the DSN names beyond connecting to it. One DSN: a list
+	// (TENANTMCP_DSN's) is refused; split it with [FromEnv].
 	DSN string
 
 	// Graph is the schema graph. Run builds the Schema from it unless
@@ -57,7 +58,10 @@ type Target struct {
 	// exactly the rows it inserted. The expected results of every property
 	// are computed from that Dataset, in Go, never from the guard's
 	// output; Run checks that the database holds what the Dataset says.
-	// Seed must give at least two tenants rows in every tenant-bound table.
+	// Seed must give at least two tenants rows in every tenant-bound table,
+	// and the same rows on every call: the suite rebuilds the database
+	// after a property that changed rows and keeps what it derived from
+	// the first call (a rebuild with other keys fails the run).
 	// Nil means SyntheticSeed(Graph, 1).
 	Seed func(ctx context.Context, db *sql.DB, engine Engine) (*Dataset, error)
 

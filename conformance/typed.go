@@ -87,6 +87,11 @@ func typedValue(kind, prefix string, hi, n int64) any {
 	case kindDate:
 		return time.Date(2037, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(n)).Format(time.DateOnly)
 	case kindUUID:
+		if prefix == freshPrefix {
+			// Apart from the seeds' (which also count from 1): a write
+			// control's fresh key must not be a seeded row's.
+			return fmt.Sprintf("7c0f0000-0000-4000-9000-%012x", n)
+		}
 		return fmt.Sprintf("7c0f0000-0000-4000-8000-%012x", n)
 	}
 	return prefix + "-" + strconv.FormatInt(n, 10)
@@ -128,3 +133,7 @@ func fits(want, got string) bool {
 	}
 	return want == got
 }
+
+// freshPrefix is the prefix of the values the write properties generate
+// for fresh rows (r.fresh), never a seed's.
+const freshPrefix = "tmconf"

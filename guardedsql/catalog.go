@@ -187,7 +187,7 @@ func checkCatalog(ctx context.Context, q engine.Querier, d engine.Dialect, g *sq
 	)
 	if !guardfault.Off(guardfault.Catalog) {
 		var cerrs []error
-		rep.Missing, cerrs = compareTables(g, cat)
+		rep.Missing, cerrs = compareTables(g, cat, d.Name() == "sqlite")
 		errs = append(errs, cerrs...)
 		on, why, err := cc.FKEnforced(ctx, q)
 		if err != nil {
@@ -356,7 +356,7 @@ func levelLike(g *sqlast.Schema, c string) bool {
 	return false
 }
 
-func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing []string, errs []error) {
+func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef, uuidIsText bool) (missing []string, errs []error) {
 	for _, name := range g.Names {
 		t := g.Tables[name]
 		ct := cat[strings.ToLower(t.Name)]
@@ -384,8 +384,8 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef) (missing 
 				continue
 			}
 			typ := ct.Types[ct.Columns[i]]
-			if k, ck := t.ColumnKind(c), sqlast.TypeKind(typ); k != 0 && ck != 0 && k != ck {
-				errs = append(errs, fmt.Errorf("%w: %s.%s is %s in the database, the graph says %s values", ErrTypeDrift, t.Name, c, typ, k))
+			if msg := t.ScopeTypeProblem(c, typ, uuidIsText); msg != "" {
+				errs = append(errs, fmt.Errorf("%w: %s", ErrTypeDrift, msg))
 			}
 		}
 		// A level column that references a table declared global names

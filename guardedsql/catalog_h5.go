@@ -88,7 +88,7 @@ func sharedUniques(ctx context.Context, q engine.Querier, d engine.Dialect, g *s
 	var errs []error
 	for _, k := range keys {
 		t := g.Tables[graphName(g, k.Table)]
-		if t == nil || t.Global || k.Primary || slices.Contains(k.Columns, "") || sharesTenant(t, k.Columns) || throughCheckedKey(t, k.Columns) {
+		if t == nil || t.Global || k.Primary || slices.Contains(k.Columns, "") || sharesTenant(t, k.Columns) {
 			continue
 		}
 		if _, ok := sharedAck(t, k.Columns); ok {
@@ -102,25 +102,19 @@ func sharedUniques(ctx context.Context, q engine.Querier, d engine.Dialect, g *s
 	return errs, nil
 }
 
-// throughCheckedKey reports whether the key cols include every column of
-// a checked foreign key of t into a table of the same tenancy (a cycle's
-// issue: UNIQUE (issue_id) on cycle_issues). The guard writes such a key
-// only pointing at a row in the writer's scope, so the row it could
-// collide with references that same row and is the writer's tenant's too:
-// the conflict tells nothing of another tenant. A key up the hierarchy (an
-// org-level row several projects reference) is not such a key.
-func throughCheckedKey(t *sqlast.Table, cols []string) bool {
-	for _, fk := range t.TenantFKs() {
-		if fk.To.ByRef || fk.To == t || !sqlast.SameTenancy(fk) {
-			continue
-		}
-		if !slices.ContainsFunc(fk.Cols, func(c string) bool {
-			return !slices.ContainsFunc(cols, func(k string) bool { return strings.EqualFold(k, c) })
-		}) {
-			return true
-		}
+// decidesTenant reports whether the foreign key of t named by action
+// (engine.FKActionName: "fk:cols->table") is t's scope parent, and the
+// parent decides a level of t's rows (t carries no column of it): then
+// every row the key's action reaches is of the referenced row's tenant.
+func decidesTenant(t *sqlast.Table, action string) bool {
+	if t.Parent == nil {
+		return false
 	}
-	return false
+	cols, _, _ := strings.Cut(strings.TrimPrefix(action, "fk:"), "->")
+	path := tenantPathColumns(t)
+	return strings.EqualFold(cols, strings.Join(t.Parent.Cols, ",")) && slices.ContainsFunc(t.Parent.Cols, func(c string) bool {
+		return slices.ContainsFunc(path, func(p string) bool { return strings.EqualFold(p, c) })
+	})
 }
 
 // sharesTenant reports whether the key cols include a tenant path column
@@ -156,18 +150,31 @@ func unacknowledgedTriggers(ctx context.Context, q engine.Querier, d engine.Dial
 		if t == nil || readOnly(t) {
 			continue
 		}
-		if why := t.Triggers[tr.Name]; why != "" {
-			continue
-		}
 		if tr.Kind == engine.FKAction {
 			ref := g.Tables[graphName(g, tr.Ref)]
 			if ref == nil || readOnly(ref) || guardfault.Off(guardfault.FKActions) {
+				continue
+			}
+			if t.Triggers[tr.Name] != "" && (ref.Global || decidesTenant(t, tr.Name) || guardfault.Off(guardfault.FKActionAck)) {
+				continue
+			}
+			if t.Triggers[tr.Name] != "" {
+				// Invariant: an acknowledged action reaches only rows of
+				// the referenced row's tenant: the key must be the one that
+				// decides the referencing row's tenant.
+				errs = append(errs, fmt.Errorf("%w: foreign key %s of %s has an ON UPDATE or ON DELETE action (CASCADE, SET NULL or SET DEFAULT) and is not the key that decides %s's tenant "+
+					"(its Parent, where %s has no level column for the levels it reaches): its rows may reference another tenant's %s row, so a tenant's write of that row changes or deletes them "+
+					"(Cal.com: deleting a user of org 1 deleted team 2's event types); the acknowledgement cannot hold: make it NO ACTION or RESTRICT",
+					ErrTrigger, tr.Name, t.Name, t.Name, t.Name, ref.Name))
 				continue
 			}
 			errs = append(errs, fmt.Errorf("%w: foreign key %s of %s has an ON UPDATE or ON DELETE action (CASCADE, SET NULL or SET DEFAULT): "+
 				"a tenant's write of a %s row changes or deletes the %s rows referencing it with no tenant predicate, another tenant's among them; "+
 				"make it NO ACTION or RESTRICT, or acknowledge it in %s's Triggers[%q] with why no row references another tenant's",
 				ErrTrigger, tr.Name, t.Name, ref.Name, t.Name, t.Name, tr.Name))
+			continue
+		}
+		if why := t.Triggers[tr.Name]; why != "" {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("%w: %s %s on %s runs without tenant predicates and can move rows between tenants; "+

@@ -474,8 +474,11 @@
 //     before the DB was opened) may be treated differently by equivalent
 //     predicate shapes; such a row is only ever matched through the level
 //     ids its own columns name, never by another tenant's grant.
-//   - A unique key shared by all tenants (one that does not include the
-//     table's tenant path column) reveals that a value exists elsewhere:
+//   - A unique key shared by all tenants (one that does not include a
+//     column that decides the row's tenant: a level column, or, on a
+//     table without them, its Parent; a key through another checked
+//     foreign key collides with the rows of other tenants that reference
+//     the same row) reveals that a value exists elsewhere:
 //     the insert fails with ErrConflict, on every engine. Open refuses
 //     such a key (ErrSharedUnique) unless TableDef.SharedUnique
 //     acknowledges it with what it reveals, and builder refuses upserts

@@ -92,14 +92,19 @@ func findUniqueOracles(ctx context.Context, d engine.Dialect, q engine.Querier, 
 	return out
 }
 
-// tenantPathColumns are the columns of t through which its rows belong to
-// a tenant: its own level columns and its scope-parent foreign key.
+// tenantPathColumns are the columns of t that decide which tenant a row
+// belongs to: its own level columns, and its scope-parent foreign key
+// where the parent reaches a level t carries no column of. For a level t
+// carries, its column alone decides; the Parent's path to that level is a
+// consistency path a row may disagree with (Cal.com: team 2's event type
+// naming a user of org 1), so a unique key through it collides with other
+// tenants' rows.
 func tenantPathColumns(t *sqlast.Table) []string {
 	var cols []string
 	for _, lc := range t.LevelCols {
 		cols = append(cols, lc.Col)
 	}
-	if t.Parent != nil {
+	if t.Parent != nil && slices.ContainsFunc(t.Anchors, func(a sqlast.Anchor) bool { return t.LevelOf(a.Col) == nil || len(a.Hops) > 0 }) {
 		cols = append(cols, t.Parent.Cols...)
 	}
 	return cols

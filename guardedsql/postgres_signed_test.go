@@ -197,6 +197,17 @@ func TestPostgresRLSKeyRotation(t *testing.T) {
 	if _, err := postgres.New(ctx, h.app, h.sch, guardedsql.Options{}); !errors.Is(err, postgres.ErrRLSNoKey) {
 		t.Fatalf("start-up without a key: %v", err)
 	}
+	// A key added where ApplyRLS has not run (here: another namespace)
+	// says so, rather than "relation … does not exist".
+	secret := []byte(strings.Repeat("s3cret-", 5))
+	k3, err := postgres.MakeKey("third", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = postgres.AddKey(ctx, h.owner, k3, postgres.Options{Namespace: "nokeys"})
+	if err == nil || !strings.Contains(err.Error(), "run ApplyRLS first") || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), fmt.Sprintf("%x", secret[:8])) {
+		t.Fatalf("AddKey before ApplyRLS: %v; want the advice, without the secret", err)
+	}
 }
 
 // TestRLSKeyNeverPrinted: the key's secret appears in none of its

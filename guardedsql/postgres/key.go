@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/tenantmcp/tenantmcp/guardedsql"
 	pgdialect "github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine/postgres/pgxdriver"
@@ -135,6 +137,10 @@ func inOwnerTx(ctx context.Context, owner TxBeginner, fn func(exec func(string, 
 		_, err := tx.Exec(ctx, q, args...)
 		return err
 	})
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P01" {
+		// The key table is created by ApplyRLS (RLSDDL).
+		return errors.Join(fmt.Errorf("guardedsql: RLS key: the key table does not exist in this schema: run ApplyRLS first (it installs the key table and takes Options.Key): %w", err), tx.Rollback(ctx))
+	}
 	if err != nil {
 		return errors.Join(fmt.Errorf("guardedsql: RLS key: %w", err), tx.Rollback(ctx))
 	}

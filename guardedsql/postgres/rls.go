@@ -167,8 +167,8 @@ func keyTypes(ctx context.Context, q engine.Querier, sch *builder.Schema, d pgdi
 			if c < 0 {
 				continue
 			}
-			if k, ck := t.ColumnKind(t.Columns[c]), sqlast.TypeKind(typ); k != 0 && ck != 0 && k != ck {
-				errs = append(errs, fmt.Errorf("%w: %s.%s is %s in the database, the graph says %s values", guardedsql.ErrTypeDrift, t.Name, t.Columns[c], typ, k))
+			if msg := t.ScopeTypeProblem(t.Columns[c], typ, false); msg != "" {
+				errs = append(errs, fmt.Errorf("%w: %s", guardedsql.ErrTypeDrift, msg))
 			}
 		}
 	}

@@ -21,6 +21,11 @@ const (
 	// written for tenants whose ON UPDATE or ON DELETE action writes the
 	// referencing rows (property 57).
 	FKActions Fix = "fk_actions"
+	// FKActionAck: Open accepts an acknowledged foreign-key action only on
+	// the key that decides the referencing row's tenant. Disabled, an
+	// acknowledged cascade on a consistency path (deleting a user of one
+	// org deletes another team's rows) opens (property 57).
+	FKActionAck Fix = "fk_action_ack"
 	// SearchPath: PostgreSQL guarded transactions pin search_path with
 	// pg_temp last (property 57).
 	SearchPath Fix = "search_path"

@@ -1,6 +1,7 @@
 package sqlast
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,27 @@ func TypeKind(typ string) KeyKind {
 		return TextKey
 	}
 	return 0
+}
+
+// ScopeTypeProblem describes what is wrong with column c of t having the
+// type typ in the database (as the catalog names it), or returns "": a
+// column that carries scope ids (a level column, or a key onto one) must
+// hold values of the kind the graph says, and cannot be a uuid
+// (PostgreSQL; MariaDB 10.7+), which the scope's ids, text, never equal
+// without a cast (PostgreSQL stops at "operator does not exist" in CREATE
+// POLICY, MariaDB compares the 16 raw bytes and matches no row), except
+// where uuidIsText (SQLite, where a column declared UUID holds the text).
+// Open and ApplyRLS report it as ErrTypeDrift.
+func (t *Table) ScopeTypeProblem(c, typ string, uuidIsText bool) string {
+	k, ck := t.ColumnKind(c), TypeKind(typ)
+	base, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(typ)), "(")
+	switch {
+	case k != 0 && !uuidIsText && strings.TrimSpace(base) == "uuid":
+		return fmt.Sprintf("%s.%s is %s in the database: a level column, or a key onto one, must hold integers or text (the scope's ids are compared as text); store it as text, such as char(36)", t.Name, c, typ)
+	case k != 0 && ck != 0 && k != ck:
+		return fmt.Sprintf("%s.%s is %s in the database, the graph says %s values", t.Name, c, typ, k)
+	}
+	return ""
 }
 
 // ConvertValue converts a bound value (nil excluded) to kind, reporting
