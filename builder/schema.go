@@ -140,8 +140,9 @@ type TableDef struct {
 	// "fk:" + the columns, comma-separated, + "->" + the referenced table
 	// (e.g. "fk:staff_id->staff"), the same on every engine; a key into a
 	// global table that is not writable is not refused. Such an
-	// acknowledgement holds only for the key that decides the row's tenant
-	// (its Parent, reaching a level the table has no column of): on any
+	// acknowledgement holds only for a key that keeps the action in the
+	// referenced row's tenant (the Parent, reaching a level the table has
+	// no column of, or a key of level columns onto the same levels): on any
 	// other key a row may reference another tenant's row, and Open refuses
 	// the action whatever the reason.
 	Triggers map[string]string

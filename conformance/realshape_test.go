@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/scope"
 )
 
 // Shapes of real schemas (Sakila/Pagila, Chatwoot) on which the suite
@@ -295,5 +296,117 @@ func TestCanonNumericZero(t *testing.T) {
 		if canon(c.a) == canon(c.b) {
 			t.Errorf("canon(%#v) = canon(%#v) = %q: want different", c.a, c.b, canon(c.a))
 		}
+	}
+}
+
+// TestUncheckedSelfReferenceCaught: a key of a table into itself declared
+// Unchecked (Outline's comments.parentCommentId, Cal.com's
+// EventType.parentId) let a team file its row under another team's, and
+// tell that team's ids from missing ones, while property 9 skipped such
+// keys and the whole suite passed. P9 now tries them: it fails on the
+// declaration unless the run acknowledges the key (Target.Unchecked), and
+// passes on the checked key.
+func TestUncheckedSelfReferenceCaught(t *testing.T) {
+	ddl := func(Engine) []string {
+		return []string{
+			`CREATE TABLE orgs (id INTEGER PRIMARY KEY, name VARCHAR(20) NOT NULL)`,
+			`CREATE TABLE docs (id INTEGER PRIMARY KEY, org_id INTEGER NOT NULL REFERENCES orgs(id), parent_id INTEGER NULL REFERENCES docs(id), title VARCHAR(20) NOT NULL)`,
+		}
+	}
+	d := map[string][]Row{}
+	i := func(v int) any { return int64(v) }
+	for o := 1; o <= 3; o++ {
+		d["orgs"] = append(d["orgs"], Row{"id": i(o), "name": fmt.Sprintf("org%d", o)})
+		top, sub := 10+o, 13+o // interleaved across orgs
+		d["docs"] = append(d["docs"], Row{"id": i(top), "org_id": i(o), "parent_id": nil, "title": fmt.Sprintf("d%d", top)},
+			Row{"id": i(sub), "org_id": i(o), "parent_id": i(top), "title": fmt.Sprintf("d%d", sub)})
+	}
+	def := func(unchecked bool) builder.SchemaDef {
+		why := ""
+		if unchecked {
+			why = "documents nest across orgs"
+		}
+		return builder.SchemaDef{
+			Levels: []builder.Level{{Name: "org", Key: builder.IntKey}},
+			Tables: []builder.TableDef{
+				{Name: "orgs", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+				{Name: "docs", Columns: []string{"id", "org_id", "parent_id", "title"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"org_id": "org"},
+					ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"},
+						{Columns: []string{"parent_id"}, RefTable: "docs", Unchecked: why}}},
+			},
+		}
+	}
+	seed := seedShape(ddl, d, []string{"orgs", "docs"})
+	for _, c := range []struct {
+		name      string
+		unchecked bool
+		ack       map[string]string
+		fails     bool
+	}{{"checked", false, nil, false}, {"unchecked", true, nil, true}, {"acknowledged", true, map[string]string{"docs.parent_id": "documents nest across orgs"}, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := runSome(t, Target{Name: "docs", Graph: def(c.unchecked), Seed: seed, Unchecked: c.ack}, 9)
+			if err != nil {
+				t.Fatalf("setup: %v", err)
+			}
+			o := out[9]
+			all := strings.Join(o.msgs, "\n")
+			switch {
+			case o.skip != "":
+				t.Fatalf("P9 skipped: %s", o.skip)
+			case c.fails && (!o.failed || !strings.Contains(all, "declared Unchecked")):
+				t.Fatalf("P9 failed=%v %q; want the Unchecked self-reference reported", o.failed, o.msgs)
+			case !c.fails && o.failed:
+				t.Fatalf("P9 failed: %q", o.msgs)
+			}
+		})
+	}
+}
+
+// TestUncheckedKeyOfFullJoinTable: a join table whose every own
+// combination is taken (Cal.com's Membership: each team's users all
+// members) was skipped whole by property 9, its Unchecked key with it, so
+// a Membership.userId declared Unchecked (a team adds another org's user)
+// passed the suite. The foreign combination is free: P9 now tries it.
+func TestUncheckedKeyOfFullJoinTable(t *testing.T) {
+	ddl := func(Engine) []string {
+		return []string{
+			`CREATE TABLE orgs (id INTEGER PRIMARY KEY, name VARCHAR(20) NOT NULL)`,
+			`CREATE TABLE users (id INTEGER PRIMARY KEY, org_id INTEGER NOT NULL REFERENCES orgs(id), name VARCHAR(20) NOT NULL)`,
+			`CREATE TABLE teams (id INTEGER PRIMARY KEY, org_id INTEGER NOT NULL REFERENCES orgs(id), name VARCHAR(20) NOT NULL)`,
+			`CREATE TABLE members (team_id INTEGER NOT NULL REFERENCES teams(id), user_id INTEGER NOT NULL REFERENCES users(id), PRIMARY KEY (team_id, user_id))`,
+		}
+	}
+	d := map[string][]Row{}
+	i := func(v int) any { return int64(v) }
+	for o := 1; o <= 3; o++ {
+		d["orgs"] = append(d["orgs"], Row{"id": i(o), "name": fmt.Sprintf("org%d", o)})
+		d["teams"] = append(d["teams"], Row{"id": i(10 + o), "org_id": i(o), "name": fmt.Sprintf("t%d", o)})
+		for k := 0; k < 2; k++ {
+			u := 20 + o + 3*k // interleaved across orgs
+			d["users"] = append(d["users"], Row{"id": i(u), "org_id": i(o), "name": fmt.Sprintf("u%d", u)})
+			d["members"] = append(d["members"], Row{"team_id": i(10 + o), "user_id": i(u)})
+		}
+	}
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "users", Columns: []string{"id", "org_id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"org_id": "org"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"}}},
+			{Name: "teams", Columns: []string{"id", "org_id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"org_id": "org"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"}}},
+			{Name: "members", Columns: []string{"team_id", "user_id"}, PrimaryKey: []string{"team_id", "user_id"}, Parent: "team_id",
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"team_id"}, RefTable: "teams"}, {Columns: []string{"user_id"}, RefTable: "users", Unchecked: "members come from any org"}}},
+		},
+	}
+	// One org a scope: for each, every own combination is taken.
+	tenants := []Tenant{{Name: "org 1", Grants: []scope.Grant{{Level: "org", ID: "1"}}}, {Name: "org 2", Grants: []scope.Grant{{Level: "org", ID: "2"}}}, {Name: "org 3", Grants: []scope.Grant{{Level: "org", ID: "3"}}}}
+	out, err := runSome(t, Target{Name: "members", Graph: def, Tenants: tenants, Seed: seedShape(ddl, d, []string{"orgs", "users", "teams", "members"})}, 9)
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	o := out[9]
+	if all := strings.Join(o.msgs, "\n"); o.skip != "" || !o.failed || !strings.Contains(all, "INSERT into members with [user_id]") {
+		t.Fatalf("P9 skip=%q failed=%v %q; want the Unchecked members.user_id reported", o.skip, o.failed, o.msgs)
 	}
 }

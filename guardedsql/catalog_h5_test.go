@@ -422,20 +422,25 @@ func TestFKActionsRefused(t *testing.T) {
 		`INSERT INTO customers VALUES (20, 1, 'acme customer'), (21, 2, 'globex customer')`,
 		`INSERT INTO rentals VALUES (30, 20, 11)`,
 	}
-	def := func(ack map[string]string) *builder.Schema {
+	def := func(ack map[string]string, chains ...builder.TableDef) *builder.Schema {
+		stores := builder.TableDef{Name: "stores", Columns: []string{"id", "chain_id", "region_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"},
+			ForeignKeys: []builder.ForeignKey{{Columns: []string{"region_id"}, RefTable: "regions"}}}
+		if len(chains) > 0 {
+			stores.ForeignKeys = append(stores.ForeignKeys, builder.ForeignKey{Columns: []string{"chain_id"}, RefTable: "chains"})
+			stores.Triggers = map[string]string{"fk:chain_id->chains": "a chain's stores are the chain's"}
+		}
 		return builder.MustSchema(builder.SchemaDef{
 			Levels: []builder.Level{{Name: "chain", Key: builder.TextKey}},
-			Tables: []builder.TableDef{
+			Tables: append(chains, []builder.TableDef{
 				{Name: "regions", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Global: true, GlobalReason: "test: a public list"},
-				{Name: "stores", Columns: []string{"id", "chain_id", "region_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"},
-					ForeignKeys: []builder.ForeignKey{{Columns: []string{"region_id"}, RefTable: "regions"}}},
+				stores,
 				{Name: "staff", Columns: []string{"id", "store_id", "name"}, PrimaryKey: []string{"id"},
 					ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
 				{Name: "customers", Columns: []string{"id", "store_id", "name"}, PrimaryKey: []string{"id"},
 					ForeignKeys: []builder.ForeignKey{{Columns: []string{"store_id"}, RefTable: "stores"}}},
 				{Name: "rentals", Columns: []string{"id", "customer_id", "staff_id"}, PrimaryKey: []string{"id"}, Parent: "customer_id", Triggers: ack,
 					ForeignKeys: []builder.ForeignKey{{Columns: []string{"customer_id"}, RefTable: "customers"}, {Columns: []string{"staff_id"}, RefTable: "staff"}}},
-			},
+			}...),
 		})
 	}
 	const byParent, byClerk = "fk:customer_id->customers", "fk:staff_id->staff"
@@ -457,13 +462,17 @@ func TestFKActionsRefused(t *testing.T) {
 			t.Fatalf("acme's rental 30 is gone")
 		}
 	})
-	// The acknowledgement of the parent's action holds.
+	// The acknowledgement holds on the parent's key, and on a key of level
+	// columns onto the same level (a chain's stores, by chain_id).
 	ok := slices.Clone(ddl)
+	ok[1] = `CREATE TABLE stores (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL REFERENCES chains(id) ON DELETE CASCADE, region_id INT_T, FOREIGN KEY (region_id) REFERENCES regions(id) ON UPDATE CASCADE ON DELETE SET NULL)`
 	ok[4] = `CREATE TABLE rentals (id INT_T PRIMARY KEY, customer_id INT_T NOT NULL, staff_id INT_T NOT NULL,
 			FOREIGN KEY (customer_id) REFERENCES customers(id) ON DELETE CASCADE, FOREIGN KEY (staff_id) REFERENCES staff(id))`
+	ok = append([]string{`CREATE TABLE chains (id KEY_T PRIMARY KEY)`, `INSERT INTO chains VALUES ('acme'), ('globex')`}, ok...)
 	s := newScratch(t, engineSQLite, ok)
-	if _, err := s.open(def(map[string]string{byParent: "a customer's rentals are its store's"})); err != nil {
-		t.Errorf("acknowledged cascade from the parent: %v", err)
+	chains := builder.TableDef{Name: "chains", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "chain"}}
+	if _, err := s.open(def(map[string]string{byParent: "a customer's rentals are its store's"}, chains)); err != nil {
+		t.Errorf("acknowledged cascades from the parent and from the chain: %v", err)
 	}
 }
 
