@@ -142,9 +142,9 @@ type TableDef struct {
 	// global table that is not writable is not refused. Such an
 	// acknowledgement holds only for a key that keeps the action in the
 	// referenced row's tenant (the Parent, reaching a level the table has
-	// no column of, or a key of level columns onto the same levels): on any
-	// other key a row may reference another tenant's row, and Open refuses
-	// the action whatever the reason.
+	// no column of, or a key through a level column onto the same level):
+	// on any other key a row may reference another tenant's row, and Open
+	// refuses the action whatever the reason.
 	Triggers map[string]string
 
 	// (h4-ref)

@@ -105,9 +105,11 @@ func sharedUniques(ctx context.Context, q engine.Querier, d engine.Dialect, g *s
 // decidesTenant reports whether the foreign key of t named by action
 // (engine.FKActionName: "fk:cols->table") keeps the rows its action reaches
 // in the referenced row's tenant: t's scope parent where the parent decides
-// a level of t's rows (t carries no column of it), or a key made of t's
-// level columns onto columns of the same levels (a team's rows' teamId
-// onto the team: deleting team 2 reaches only rows whose teamId is 2).
+// a level of t's rows (t carries no column of it), or a key one of whose
+// columns is a level column of t onto a column of the same level (a team's
+// rows' teamId onto the team; Citus's (company_id, campaign_id) onto
+// campaigns (company_id, id)): the rows it reaches carry the referenced
+// row's id of that level.
 func decidesTenant(t *sqlast.Table, action string) bool {
 	cols, _, _ := strings.Cut(strings.TrimPrefix(action, "fk:"), "->")
 	i := slices.IndexFunc(t.FKs, func(fk *sqlast.FK) bool { return strings.EqualFold(cols, strings.Join(fk.Cols, ",")) })
@@ -115,13 +117,10 @@ func decidesTenant(t *sqlast.Table, action string) bool {
 		return false
 	}
 	fk := t.FKs[i]
-	sameLevels := true
 	for k, c := range fk.Cols {
-		l := t.LevelOf(c)
-		sameLevels = sameLevels && l != nil && l == fk.To.LevelOf(fk.RefCols[k])
-	}
-	if sameLevels {
-		return true
+		if l := t.LevelOf(c); l != nil && l == fk.To.LevelOf(fk.RefCols[k]) {
+			return true
+		}
 	}
 	path := tenantPathColumns(t)
 	return fk == t.Parent && slices.ContainsFunc(fk.Cols, func(c string) bool {
@@ -175,7 +174,7 @@ func unacknowledgedTriggers(ctx context.Context, q engine.Querier, d engine.Dial
 				// the referenced row's tenant: the key must be the one that
 				// decides the referencing row's tenant.
 				errs = append(errs, fmt.Errorf("%w: foreign key %s of %s has an ON UPDATE or ON DELETE action (CASCADE, SET NULL or SET DEFAULT) and is not the key that decides %s's tenant "+
-					"(its Parent, where %s has no level column for the levels it reaches, or its level columns onto the same levels): its rows may reference another tenant's %s row, so a tenant's write of that row changes or deletes them "+
+					"(its Parent, where %s has no level column for the levels it reaches, or a key through a level column onto the same level): its rows may reference another tenant's %s row, so a tenant's write of that row changes or deletes them "+
 					"(Cal.com: deleting a user of org 1 deleted team 2's event types); the acknowledgement cannot hold: make it NO ACTION or RESTRICT",
 					ErrTrigger, tr.Name, t.Name, t.Name, t.Name, ref.Name))
 				continue

@@ -462,17 +462,22 @@ func TestFKActionsRefused(t *testing.T) {
 			t.Fatalf("acme's rental 30 is gone")
 		}
 	})
-	// The acknowledgement holds on the parent's key, and on a key of level
-	// columns onto the same level (a chain's stores, by chain_id).
+	// The acknowledgement holds on the parent's key, and on a key through a
+	// level column onto the same level (a chain's stores, by chain_id; in
+	// Citus's shape, a promotion's (chain_id, store_id) onto the store).
 	ok := slices.Clone(ddl)
-	ok[1] = `CREATE TABLE stores (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL REFERENCES chains(id) ON DELETE CASCADE, region_id INT_T, FOREIGN KEY (region_id) REFERENCES regions(id) ON UPDATE CASCADE ON DELETE SET NULL)`
+	ok[1] = `CREATE TABLE stores (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL REFERENCES chains(id) ON DELETE CASCADE, region_id INT_T, FOREIGN KEY (region_id) REFERENCES regions(id) ON UPDATE CASCADE ON DELETE SET NULL, UNIQUE (chain_id, id))`
+	ok = append(ok, `CREATE TABLE promos (id INT_T PRIMARY KEY, chain_id KEY_T NOT NULL, store_id INT_T NOT NULL, FOREIGN KEY (chain_id, store_id) REFERENCES stores(chain_id, id) ON DELETE CASCADE)`)
 	ok[4] = `CREATE TABLE rentals (id INT_T PRIMARY KEY, customer_id INT_T NOT NULL, staff_id INT_T NOT NULL,
 			FOREIGN KEY (customer_id) REFERENCES customers(id) ON DELETE CASCADE, FOREIGN KEY (staff_id) REFERENCES staff(id))`
 	ok = append([]string{`CREATE TABLE chains (id KEY_T PRIMARY KEY)`, `INSERT INTO chains VALUES ('acme'), ('globex')`}, ok...)
 	s := newScratch(t, engineSQLite, ok)
 	chains := builder.TableDef{Name: "chains", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "chain"}}
-	if _, err := s.open(def(map[string]string{byParent: "a customer's rentals are its store's"}, chains)); err != nil {
-		t.Errorf("acknowledged cascades from the parent and from the chain: %v", err)
+	promos := builder.TableDef{Name: "promos", Columns: []string{"id", "chain_id", "store_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"chain_id": "chain"},
+		ForeignKeys: []builder.ForeignKey{{Columns: []string{"chain_id", "store_id"}, RefTable: "stores", RefColumns: []string{"chain_id", "id"}}},
+		Triggers:    map[string]string{"fk:chain_id,store_id->stores": "a store's promotions are its chain's"}}
+	if _, err := s.open(def(map[string]string{byParent: "a customer's rentals are its store's"}, chains, promos)); err != nil {
+		t.Errorf("acknowledged cascades from the parent, the chain and the store's composite key: %v", err)
 	}
 }
 

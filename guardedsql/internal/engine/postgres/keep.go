@@ -25,9 +25,10 @@ import (
 // granted at its level, the key of a row the writer sees through a
 // foreign key covering the column (through a composite key, a row holding
 // the whole tuple: Citus's (org_id, workspace_id) proves only that some
-// org's workspace holds it), or the value the row already holds: the keep function of the column, SECURITY INVOKER, reads the
-// row by its primary key as the caller, so it finds only a row the
-// caller's scope admits (the one being updated), never another tenant's.
+// org's workspace holds it), or the value the row already holds: the keep
+// function of the column, SECURITY INVOKER, reads the row by its primary
+// key as the caller, so it finds only a row the caller's scope admits (the
+// one being updated), never another tenant's.
 // The row's own identity column (hotels.id) is exempt, as in the guard.
 //
 // A checked foreign key up the hierarchy (a project's task, its org-level
@@ -37,9 +38,13 @@ import (
 // could update its tasks; without the test, raw SQL pointed a task at
 // another org's member and told that member's id from a missing one.
 //
+// A key of a table into itself (a document's parent document) is tested
+// alike, its visible rows read by the table's sees function, SECURITY
+// INVOKER: a subquery on the table in its own policy would recurse.
+//
 // Invariant: under row-level security a write leaves each level column of
-// a row, and each key up the hierarchy, NULL, unchanged, or naming what the
-// writer's scope reaches.
+// a row, each key up the hierarchy and each key into its own table NULL,
+// unchanged, or naming what the writer's scope reaches.
 
 // KeepFunc is the name of the function that tells whether the row of t
 // keyed by its primary key holds the value given for column col.
