@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -481,6 +482,7 @@ func pgWhere(cols []string, row Row, first int) (string, []any) {
 // postgres.New opens no DB then.
 func propStartupCheck(p *pt, r *runner) {
 	ctx := p.ctx
+	defer r.awaitServing(p)
 	check := func(pool *pgxpool.Pool, want error, what string) {
 		err := postgres.CheckRLS(ctx, pool, r.sch, postgres.Options{})
 		switch {
@@ -670,4 +672,27 @@ func (r *runner) aroundPolicies(p *pt, owner, app *pgxpool.Pool, name string, ch
 		p.Fatalf("dropping %s: %v", what, err)
 	}
 	check(app, nil, "after dropping the relations and the function around the policies")
+}
+
+// awaitServing waits until the shared guarded DB serves again after P17,
+// which tampers with the database's row-level security and restores it:
+// the DB's re-check may have run in between and then refuses every
+// statement until its next run (within a second), which failed whichever
+// property came next. Still refusing after ten seconds fails P17.
+func (r *runner) awaitServing(p *pt) {
+	tb := r.sch.Table(r.g.bound[0])
+	q := builder.Must(builder.Select(builder.CountAll()).From(tb).Build())
+	ctx := r.scoped(p.ctx, r.tenants[0])
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := guardedsql.One(ctx, r.db, q, guardedsql.Scalar[int64])
+		switch {
+		case err == nil:
+			return
+		case !errors.Is(err, postgres.ErrRLSUnsafe) || time.Now().After(deadline):
+			p.Errorf("after the policies were restored, the shared guarded DB still refuses: %v", err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
