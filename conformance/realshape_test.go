@@ -245,6 +245,58 @@ func TestP03JSONColumn(t *testing.T) {
 	}, 3)
 }
 
+// Taiga's custom-attribute values: one jsonb column beside the keys. pgx
+// scans jsonb as a map, and jsonb respaces and reorders what was written,
+// so P45 ("row changed by an ambiguous write") and P47 ("returned
+// [map[…]], want [{…}]") failed the correct declaration on PostgreSQL.
+// Values now compare as compact JSON with sorted keys.
+func TestJSONBValuesCompare(t *testing.T) {
+	def := builder.SchemaDef{
+		Levels: []builder.Level{{Name: "project", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "projects", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "project"}},
+			{Name: "attr_values", Columns: []string{"id", "project_id", "attrs"}, PrimaryKey: []string{"id"}, Parent: "project_id",
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"project_id"}, RefTable: "projects"}}},
+		},
+	}
+	ddl := func(e Engine) []string {
+		js := "TEXT"
+		switch e {
+		case Postgres:
+			js = "jsonb"
+		case MySQL:
+			js = "JSON"
+		}
+		return []string{
+			`CREATE TABLE projects (id INTEGER PRIMARY KEY)`,
+			`CREATE TABLE attr_values (id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES projects(id), attrs ` + js + ` NOT NULL)`,
+		}
+	}
+	i := func(v int64) any { return v }
+	var vals []Row
+	for id := int64(1); id <= 6; id++ {
+		vals = append(vals, Row{"id": i(id), "project_id": i(1 + id%3), "attrs": fmt.Sprintf(`{"%d":"high",  "a" : [1, {"z":1,"b":"x"}]}`, id)})
+	}
+	data := map[string][]Row{"projects": {{"id": i(1)}, {"id": i(2)}, {"id": i(3)}}, "attr_values": vals}
+	expectGreen(t, func(dsn string) Target {
+		return Target{Name: "attr_values", DSN: dsn, Graph: def, Seed: seedShape(ddl, data, []string{"projects", "attr_values"})}
+	}, 1, 45, 47)
+	for _, c := range []struct {
+		a, b any
+		same bool
+	}{
+		{`{"b": 2, "a": [1, "x"]}`, map[string]any{"a": []any{1.0, "x"}, "b": 2.0}, true},
+		{[]byte(`[1,  2]`), []any{1.0, 2.0}, true},
+		{`{"a": 1}`, `{"a": 2}`, false},
+		{`{not json`, `{not json`, true},
+		{`{"a": 1}`, `{"a": 1} `, true},
+	} {
+		if got := canon(c.a) == canon(c.b); got != c.same {
+			t.Errorf("canon(%#v) = %q, canon(%#v) = %q: equal %v, want %v", c.a, canon(c.a), c.b, canon(c.b), got, c.same)
+		}
+	}
+}
+
 // Sentry's sentry_team: UNIQUE (organization_id, slug), a per-tenant key
 // the declaration leaves out of TableDef.Unique (Open accepts it: it holds
 // the tenant column). The copies of P7, P10 and P45 kept the slug and
@@ -307,36 +359,14 @@ func TestCanonNumericZero(t *testing.T) {
 // declaration unless the run acknowledges the key (Target.Unchecked), and
 // passes on the checked key.
 func TestUncheckedSelfReferenceCaught(t *testing.T) {
-	ddl := func(Engine) []string {
-		return []string{
-			`CREATE TABLE orgs (id INTEGER PRIMARY KEY, name VARCHAR(20) NOT NULL)`,
-			`CREATE TABLE docs (id INTEGER PRIMARY KEY, org_id INTEGER NOT NULL REFERENCES orgs(id), parent_id INTEGER NULL REFERENCES docs(id), title VARCHAR(20) NOT NULL)`,
-		}
-	}
-	d := map[string][]Row{}
-	i := func(v int) any { return int64(v) }
-	for o := 1; o <= 3; o++ {
-		d["orgs"] = append(d["orgs"], Row{"id": i(o), "name": fmt.Sprintf("org%d", o)})
-		top, sub := 10+o, 13+o // interleaved across orgs
-		d["docs"] = append(d["docs"], Row{"id": i(top), "org_id": i(o), "parent_id": nil, "title": fmt.Sprintf("d%d", top)},
-			Row{"id": i(sub), "org_id": i(o), "parent_id": i(top), "title": fmt.Sprintf("d%d", sub)})
-	}
 	def := func(unchecked bool) builder.SchemaDef {
 		why := ""
 		if unchecked {
 			why = "documents nest across orgs"
 		}
-		return builder.SchemaDef{
-			Levels: []builder.Level{{Name: "org", Key: builder.IntKey}},
-			Tables: []builder.TableDef{
-				{Name: "orgs", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
-				{Name: "docs", Columns: []string{"id", "org_id", "parent_id", "title"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"org_id": "org"},
-					ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"},
-						{Columns: []string{"parent_id"}, RefTable: "docs", Unchecked: why}}},
-			},
-		}
+		return nestedDocs(why)
 	}
-	seed := seedShape(ddl, d, []string{"orgs", "docs"})
+	seed := nestedDocsSeed()
 	for _, c := range []struct {
 		name      string
 		unchecked bool
@@ -409,4 +439,39 @@ func TestUncheckedKeyOfFullJoinTable(t *testing.T) {
 	if all := strings.Join(o.msgs, "\n"); o.skip != "" || !o.failed || !strings.Contains(all, "INSERT into members with [user_id]") {
 		t.Fatalf("P9 skip=%q failed=%v %q; want the Unchecked members.user_id reported", o.skip, o.failed, o.msgs)
 	}
+}
+
+// nestedDocs is documents nested under documents of the same org
+// (Outline's parentDocumentId): docs carries the org, and parent_id is a
+// key of docs into itself, Unchecked with the reason unchecked when it is
+// not empty. nestedDocsSeed seeds it: three orgs, each a top document and
+// one under it, the ids interleaved across orgs.
+func nestedDocs(unchecked string) builder.SchemaDef {
+	return builder.SchemaDef{
+		Levels: []builder.Level{{Name: "org", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "orgs", Columns: []string{"id", "name"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "org"}},
+			{Name: "docs", Columns: []string{"id", "org_id", "parent_id", "title"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"org_id": "org"},
+				ForeignKeys: []builder.ForeignKey{{Columns: []string{"org_id"}, RefTable: "orgs"},
+					{Columns: []string{"parent_id"}, RefTable: "docs", Unchecked: unchecked}}},
+		},
+	}
+}
+
+func nestedDocsSeed() func(context.Context, *sql.DB, Engine) (*Dataset, error) {
+	ddl := func(Engine) []string {
+		return []string{
+			`CREATE TABLE orgs (id INTEGER PRIMARY KEY, name VARCHAR(20) NOT NULL)`,
+			`CREATE TABLE docs (id INTEGER PRIMARY KEY, org_id INTEGER NOT NULL REFERENCES orgs(id), parent_id INTEGER NULL REFERENCES docs(id), title VARCHAR(20) NOT NULL)`,
+		}
+	}
+	d := map[string][]Row{}
+	i := func(v int) any { return int64(v) }
+	for o := 1; o <= 3; o++ {
+		d["orgs"] = append(d["orgs"], Row{"id": i(o), "name": fmt.Sprintf("org%d", o)})
+		top, sub := 10+o, 13+o
+		d["docs"] = append(d["docs"], Row{"id": i(top), "org_id": i(o), "parent_id": nil, "title": fmt.Sprintf("d%d", top)},
+			Row{"id": i(sub), "org_id": i(o), "parent_id": i(top), "title": fmt.Sprintf("d%d", sub)})
+	}
+	return seedShape(ddl, d, []string{"orgs", "docs"})
 }
