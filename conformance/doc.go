@@ -124,7 +124,8 @@
 //	   foreign rows or insert under foreign parents; after COMMIT the scope is gone.
 //	17 Start-up check (PostgreSQL): guardedsql/postgres.CheckRLS passes for the app role and refuses, with
 //	   the specific error, a superuser, a BYPASSRLS role, a dropped policy, unforced and disabled
-//	   row-level security and an extra permissive policy; postgres.New opens nothing then.
+//	   row-level security, an extra permissive policy and a function the policies call whose body
+//	   was replaced (one admitting everything); postgres.New opens nothing then.
 //	18 Coverage: every tenant-bound table was queried by some property of the repetition and
 //	   holds rows of at least two tenants. It runs last in every repetition.
 //	19 Tool inputs (needs Target.Tools): the tools register on a real server.Server, no listed
@@ -153,7 +154,8 @@
 //	   global (it references a tenant-bound table, names one without a foreign key, plainly, behind
 //	   a prefix or as a polymorphic _type/_id pair, or is the tenants' own table) is refused at Open
 //	   with ErrGlobalDrift, and a level column the foreign keys show to hold another table's ids
-//	   (a project id declared a company column, a second company column) with ErrLevelColumn; if
+//	   (a project id declared a company column, a second company column), or a column holding the
+//	   company's keys left undeclared beside the Parent (a task's company_id), with ErrLevelColumn; if
 //	   either were not, the property reports the other tenant's rows it reads.
 //	28 Collation: a level column with a case-insensitive collation (SQLite NOCASE, a PostgreSQL
 //	   nondeterministic ICU collation) is refused at Open (ErrCollation); on MySQL/MariaDB, where

@@ -252,6 +252,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.GlobalPolymorphic), disable(guardfault.GlobalPolymorphic), []int{27}},
 		{string(guardfault.GlobalRoot), disable(guardfault.GlobalRoot), []int{27}},
 		{string(guardfault.LevelAnchor), disable(guardfault.LevelAnchor), []int{27}},
+		{string(guardfault.UndeclaredLevel), disable(guardfault.UndeclaredLevel), []int{27}},
 		{string(guardfault.GlobalReadOnly), disable(guardfault.GlobalReadOnly), []int{55}},
 		{string(guardfault.SharedUnique), disable(guardfault.SharedUnique), []int{56}},
 		{string(guardfault.Triggers), disable(guardfault.Triggers), []int{57}},
@@ -259,6 +260,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.FKActionAck), disable(guardfault.FKActionAck), []int{57}},
 		{string(guardfault.SearchPath), disable(guardfault.SearchPath), []int{57}},
 		{string(guardfault.BypassPaths), disable(guardfault.BypassPaths), []int{17}},
+		{string(guardfault.PolicyFuncs), disable(guardfault.PolicyFuncs), []int{17}},
 		{string(guardfault.ByRef), disable(guardfault.ByRef), []int{52}},
 		{string(guardfault.ByRefExists), disable(guardfault.ByRefExists), []int{52}},
 		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
@@ -283,7 +285,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		}
 		// Only PostgreSQL resolves table names through pg_temp and has
 		// row-level security to go around.
-		if (gf.kind == string(guardfault.SearchPath) || gf.kind == string(guardfault.BypassPaths)) && r.engine != Postgres {
+		if (gf.kind == string(guardfault.SearchPath) || gf.kind == string(guardfault.BypassPaths) || gf.kind == string(guardfault.PolicyFuncs)) && r.engine != Postgres {
 			must = nil
 		}
 		// (h4-ref) PostgreSQL's policies enforce the rules of tables owned

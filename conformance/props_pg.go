@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -476,7 +477,8 @@ func pgWhere(cols []string, row Row, first int) (string, []any) {
 // passes for the app role with the policies in force, and refuses, with
 // the specific error, a superuser connection, a BYPASSRLS role, a table
 // whose policy was dropped, a table whose row-level security is not
-// forced, an extra permissive policy, and a relation the app role can
+// forced, an extra permissive policy, a function the policies call whose
+// body was replaced (alteredPolicyFuncs), and a relation the app role can
 // read that reaches a table's rows around its policies (a view owned by
 // the superuser, a materialized view, an inheritance child or partition);
 // postgres.New opens no DB then.
@@ -588,7 +590,67 @@ func propStartupCheck(p *pt, r *runner) {
 		reapply()
 		check(app, nil, "after undoing "+tc.what)
 	}
+	r.alteredPolicyFuncs(p, owner, app, check, reapply)
 	r.aroundPolicies(p, owner, app, name, check)
+}
+
+// alteredPolicyFuncs is P17's part on the functions the policies call
+// besides the verifying function (keep and sees functions, SECURITY
+// INVOKER; counting functions of tables owned by reference, SECURITY
+// DEFINER), found through the catalog's record of what the policies
+// depend on: for one of each kind the schema has, its body replaced by
+// the owner (CREATE OR REPLACE, as a migration would) with one that admits
+// everything must be refused with ErrRLSPolicyMissing, and accepted again
+// once RLSDDL is re-applied.
+func (r *runner) alteredPolicyFuncs(p *pt, owner, app *pgxpool.Pool, check func(*pgxpool.Pool, error, string), reapply func()) {
+	ctx := p.ctx
+	rows, err := owner.Query(ctx, `SELECT DISTINCT ON (f.prosecdef) f.oid::regprocedure::text, f.prosecdef, pg_catalog.pg_get_functiondef(f.oid), f.prorettype::regtype::text
+FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_proc f ON f.oid = d.refobjid
+WHERE d.classid = 'pg_catalog.pg_policy'::regclass AND d.refclassid = 'pg_catalog.pg_proc'::regclass
+  AND f.pronargs > 0 -- the verifying function takes none: checkSigned's
+ORDER BY f.prosecdef, pg_catalog.md5(f.oid::text || $1)`, strconv.FormatUint(p.rng.Uint64(), 10))
+	if err != nil {
+		p.Fatalf("listing the functions the policies call: %v", err)
+	}
+	type fn struct {
+		sig, def, ret string
+		definer       bool
+	}
+	var fns []fn
+	for rows.Next() {
+		var f fn
+		if err := rows.Scan(&f.sig, &f.definer, &f.def, &f.ret); err != nil {
+			p.Fatalf("listing the functions the policies call: %v", err)
+		}
+		fns = append(fns, f)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		p.Fatalf("listing the functions the policies call: %v", err)
+	}
+	if len(fns) == 0 {
+		p.Logf("the policies call no function besides the verifying one: nothing to alter")
+		return
+	}
+	for _, f := range fns {
+		admit := "true" // a keep or sees function: any value is kept or seen
+		if f.ret != "boolean" {
+			admit = "0" // a counting function: no other tenant references the row
+		}
+		const bodyOpen, bodyClose = "AS $function$", "$function$"
+		i, j := strings.Index(f.def, bodyOpen), strings.LastIndex(f.def, bodyClose)
+		if i < 0 || j <= i+len(bodyOpen) {
+			p.Fatalf("%s: unexpected definition %q", f.sig, f.def)
+		}
+		what := fmt.Sprintf("%s (SECURITY DEFINER %v) replaced by one returning %s", f.sig, f.definer, admit)
+		if _, err := owner.Exec(ctx, f.def[:i+len(bodyOpen)]+"\nBEGIN\n  RETURN "+admit+";\nEND\n"+f.def[j:]); err != nil {
+			p.Errorf("%s: %v", what, err)
+			continue
+		}
+		check(app, postgres.ErrRLSPolicyMissing, what)
+		reapply()
+		check(app, nil, "after re-applying over "+what)
+	}
 }
 
 // aroundPolicies is P17's part on relations around the policies: each of

@@ -35,7 +35,10 @@ var (
 	ErrRLSNotEnabled = pgdialect.ErrRLSNotEnabled
 	// ErrRLSPolicyMissing: a tenant-bound table lacks the policy RLSDDL
 	// generates for the current schema, or has one that was altered or
-	// generated for an older schema (its marker comment differs).
+	// generated for an older schema (its marker comment differs), or a
+	// function the policies call (a column's keep function, a table's sees
+	// or counting function) is missing or is not the generated one: its
+	// body, security, search_path or owner differ.
 	ErrRLSPolicyMissing = pgdialect.ErrRLSPolicyMissing
 	// ErrRLSPolicyUnexpected: another permissive policy that applies to the
 	// connected role exists on a tenant-bound table; permissive policies

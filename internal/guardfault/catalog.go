@@ -36,6 +36,11 @@ const (
 // table's rows around its row-level security (property 17).
 const BypassPaths Fix = "bypass_paths"
 
+// PolicyFuncs: the PostgreSQL start-up check verifies the functions the
+// policies call (keep, sees and counting functions) against the generated
+// ones: body, security, search_path and owner (property 17).
+const PolicyFuncs Fix = "policy_funcs"
+
 // GlobalNamedRef, GlobalPolymorphic and GlobalRoot: Open refuses, without
 // a GlobalReason, a table declared global with a column named like a
 // reference to a tenant-bound table and no foreign key on it, one with a
@@ -51,3 +56,8 @@ const (
 // show to hold another table's non-level column, or a second column of
 // one level anchored by no foreign key or primary key (property 27).
 const LevelAnchor Fix = "level_anchor"
+
+// UndeclaredLevel: Open refuses a checked foreign key, besides the Parent,
+// whose column is named like a level and holds that level's keys while the
+// table reaches the level through its Parent, undeclared (property 27).
+const UndeclaredLevel Fix = "undeclared_level"

@@ -162,52 +162,7 @@ func (d Dialect) byRefDDL(g *sqlast.Schema) []string {
 					d.Quote(d.RefFunc(t))+"("+d.Quote(t.PK[0])+", false) = 0)")
 		}
 		fn := d.RefFunc(t)
-		// Per referring table, the referencing rows (every tenant's: the
-		// owner sees them all, as a role that bypasses row-level security
-		// or through the probe policy) and those in the caller's scope, by
-		// the referring table's own full policy expression evaluated
-		// explicitly, so that the count does not depend on whether the
-		// function's owner is subject to row-level security.
-		var sel []string
-		for i, fk := range t.Referrers {
-			pg := &policyGen{d: d, n: 100 * (i + 1)}
-			r := d.Quote(fk.From.Name)
-			sel = append(sel, "(SELECT pg_catalog.count(*), pg_catalog.count(*) FILTER (WHERE "+pg.fullExpr(fk.From)+")"+
-				" FROM @SCHEMA@."+r+" AS "+r+" WHERE "+d.Quote(fk.Cols[0])+" = k)")
-		}
-		probe := literal(d.RefProbeSetting())
-		var sums strings.Builder
-		for _, q := range sel {
-			fmt.Fprintf(&sums, "  SELECT t.a, t.b INTO ta, tb FROM %s AS t(a, b);\n  total := total + ta;\n  vis := vis + tb;\n", q)
-		}
-		// An unreferenced key is claimable only if its row exists: refused
-		// here, a missing row is refused exactly as another tenant's is,
-		// before the database's foreign key could tell the two apart.
-		exists := "  IF lk AND total = 0 THEN\n    present := EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS " + d.Quote(t.Name) +
-			" WHERE " + d.Quote(t.PK[0]) + " = k);\n  END IF;\n"
-		if guardfault.Off(guardfault.ByRefExists) {
-			exists = "  present := true;\n"
-		}
-		body := `
-DECLARE
-  vis bigint := 0;
-  total bigint := 0;
-  ta bigint;
-  tb bigint;
-  present boolean := true;
-BEGIN
-  PERFORM pg_catalog.set_config(` + probe + `, 'on', true);
-` + sums.String() + `  IF lk AND vis = 0 THEN
-    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(` + literal(d.ns()+":"+t.Name+":") + ` || k::text, 0));
-    total := 0;
-    vis := 0;
-` + sums.String() + `  END IF;
-` + exists + `  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
-  IF lk THEN
-    RETURN CASE WHEN total = 0 AND NOT present THEN 1 WHEN total = 0 OR vis > 0 THEN 0 ELSE 1 END;
-  END IF;
-  RETURN CASE WHEN total > vis THEN 1 ELSE 0 END;
-END`
+		body := d.refFuncBody(t)
 		// The key's type is the column's, read where the DDL runs, so that a
 		// bound parameter takes it (and the referring columns' indexes serve
 		// the counts). A referring column of another type (an integer key
@@ -246,6 +201,57 @@ END
 $tm$`)
 	}
 	return append(out, excl...)
+}
+
+// refFuncBody is the body of t's counting function, @SCHEMA@ standing
+// for the tables' schema.
+func (d Dialect) refFuncBody(t *sqlast.Table) string {
+	// Per referring table, the referencing rows (every tenant's: the
+	// owner sees them all, as a role that bypasses row-level security
+	// or through the probe policy) and those in the caller's scope, by
+	// the referring table's own full policy expression evaluated
+	// explicitly, so that the count does not depend on whether the
+	// function's owner is subject to row-level security.
+	var sel []string
+	for i, fk := range t.Referrers {
+		pg := &policyGen{d: d, n: 100 * (i + 1)}
+		r := d.Quote(fk.From.Name)
+		sel = append(sel, "(SELECT pg_catalog.count(*), pg_catalog.count(*) FILTER (WHERE "+pg.fullExpr(fk.From)+")"+
+			" FROM @SCHEMA@."+r+" AS "+r+" WHERE "+d.Quote(fk.Cols[0])+" = k)")
+	}
+	probe := literal(d.RefProbeSetting())
+	var sums strings.Builder
+	for _, q := range sel {
+		fmt.Fprintf(&sums, "  SELECT t.a, t.b INTO ta, tb FROM %s AS t(a, b);\n  total := total + ta;\n  vis := vis + tb;\n", q)
+	}
+	// An unreferenced key is claimable only if its row exists: refused
+	// here, a missing row is refused exactly as another tenant's is,
+	// before the database's foreign key could tell the two apart.
+	exists := "  IF lk AND total = 0 THEN\n    present := EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS " + d.Quote(t.Name) +
+		" WHERE " + d.Quote(t.PK[0]) + " = k);\n  END IF;\n"
+	if guardfault.Off(guardfault.ByRefExists) {
+		exists = "  present := true;\n"
+	}
+	return `
+DECLARE
+  vis bigint := 0;
+  total bigint := 0;
+  ta bigint;
+  tb bigint;
+  present boolean := true;
+BEGIN
+  PERFORM pg_catalog.set_config(` + probe + `, 'on', true);
+` + sums.String() + `  IF lk AND vis = 0 THEN
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(` + literal(d.ns()+":"+t.Name+":") + ` || k::text, 0));
+    total := 0;
+    vis := 0;
+` + sums.String() + `  END IF;
+` + exists + `  PERFORM pg_catalog.set_config(` + probe + `, 'off', true);
+  IF lk THEN
+    RETURN CASE WHEN total = 0 AND NOT present THEN 1 WHEN total = 0 OR vis > 0 THEN 0 ELSE 1 END;
+  END IF;
+  RETURN CASE WHEN total > vis THEN 1 ELSE 0 END;
+END`
 }
 
 // checkByRefSQL lists, for the counting functions named $1 and the probe

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -409,10 +410,99 @@ func (d Dialect) Check(ctx context.Context, q engine.Querier, g *sqlast.Schema) 
 	if err := d.checkSigned(ctx, q, user); err != nil {
 		return err
 	}
+	if err := d.checkPolicyFuncs(ctx, q, g); err != nil {
+		return err
+	}
 	if !citus {
 		return nil
 	}
 	return d.checkCitus(ctx, q, names) // citus.go: every shard placement on a Citus cluster
+}
+
+// policyFunc is a function the generated policies call (keep.go's keep
+// and sees functions, byref.go's counting functions) as RLSDDL creates it:
+// its body and search_path setting with @SCHEMA@ for the tables' schema.
+type policyFunc struct {
+	name, body, config string
+	definer            bool
+}
+
+// policyFuncs returns the functions the policies of g call, besides the
+// verifying function (checkSigned's).
+func (d Dialect) policyFuncs(g *sqlast.Schema) []policyFunc {
+	var out []policyFunc
+	d.eachExistsFunc(g, func(t *sqlast.Table, fn string, cols []string) {
+		out = append(out, policyFunc{name: fn, body: d.existsFuncBody(t, cols), config: "search_path=pg_catalog, pg_temp"})
+	})
+	for _, n := range g.Names {
+		if t := g.Tables[n]; t.ByRef && len(t.Referrers) > 0 {
+			out = append(out, policyFunc{name: d.RefFunc(t), body: d.refFuncBody(t), config: "search_path=pg_catalog, @SCHEMA@, pg_temp", definer: true})
+		}
+	}
+	return out
+}
+
+// checkPolicyFuncsSQL reads back, for each function named $1 in the
+// current schema, how many there are (one a signature the columns have had)
+// and whether every one has the expected body ($2), SECURITY DEFINER or
+// not ($3), search_path setting ($4) and the verifying function's ($5)
+// owner.
+const checkPolicyFuncsSQL = `WITH o AS (SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid = pg_catalog.to_regproc($5)),
+s AS (SELECT pg_catalog.quote_ident(pg_catalog.current_schema()) AS q)
+SELECT w.name, pg_catalog.count(f.oid),
+  coalesce(pg_catalog.bool_and(f.prosrc = pg_catalog.replace(w.body, '@SCHEMA@', s.q)
+    AND f.prosecdef = w.definer
+    AND coalesce(pg_catalog.array_to_string(f.proconfig, ';'), '') = pg_catalog.replace(w.config, '@SCHEMA@', s.q)
+    AND f.proowner IS NOT DISTINCT FROM (SELECT o.proowner FROM o)), false)
+FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::bool[]), pg_catalog.unnest($4::text[])) AS w(name, body, definer, config)
+CROSS JOIN s
+LEFT JOIN pg_catalog.pg_proc f ON f.proname = w.name AND f.pronamespace = pg_catalog.to_regnamespace(s.q)
+GROUP BY w.name
+ORDER BY w.name`
+
+// checkPolicyFuncs verifies the functions the policies of g call: each is
+// installed, as generated, and owned by the verifying function's owner.
+//
+// Invariant: a policy Check accepts calls only functions whose body is the
+// one RLSDDL generated, so a replaced body (a keep function that returns
+// true admits any level value under WITH CHECK) cannot pass for row-level
+// security in force; the policy's own hash covers which function it calls.
+func (d Dialect) checkPolicyFuncs(ctx context.Context, q engine.Querier, g *sqlast.Schema) error {
+	if guardfault.Off(guardfault.PolicyFuncs) {
+		return nil
+	}
+	fns := d.policyFuncs(g)
+	if len(fns) == 0 {
+		return nil
+	}
+	names, bodies, configs := make([]string, len(fns)), make([]string, len(fns)), make([]string, len(fns))
+	definers := make([]bool, len(fns))
+	for i, f := range fns {
+		names[i], bodies[i], configs[i], definers[i] = f.name, f.body, f.config, f.definer
+	}
+	var why []string
+	err := each(ctx, q, checkPolicyFuncsSQL, []any{names, bodies, definers, configs, d.Quote(d.ScopeFunc())}, func(r engine.Rows) error {
+		var name string
+		var n int64
+		var ok bool
+		if err := r.Scan(&name, &n, &ok); err != nil {
+			return err
+		}
+		switch {
+		case n == 0:
+			why = append(why, "function "+name+" is missing")
+		case !ok:
+			why = append(why, "function "+name+" was altered (its body, security, search_path or owner is not the generated one)")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("guardedsql: reading the functions the policies call: %w", err)
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("%w (%s; re-apply postgres.RLSDDL as the tables' owner)", ErrRLSPolicyMissing, strings.Join(why, ", "))
+	}
+	return nil
 }
 
 // beginCheck begins a transaction of the check on q, which must be a pool,

@@ -96,31 +96,38 @@ func keepCols(t *sqlast.Table) []string {
 // typed as the columns are where the DDL runs.
 func (d Dialect) keepDDL(g *sqlast.Schema) []string {
 	var out []string
+	d.eachExistsFunc(g, func(t *sqlast.Table, fn string, cols []string) {
+		out = append(out, d.existsFuncDDL(t, fn, cols))
+	})
+	return out
+}
+
+// eachExistsFunc calls f with each keep and sees function of g: its
+// table, name and columns.
+func (d Dialect) eachExistsFunc(g *sqlast.Schema, f func(t *sqlast.Table, fn string, cols []string)) {
 	for _, n := range g.Names {
 		t := g.Tables[n]
 		if t.Global || t.ByRef || len(t.PK) == 0 {
 			continue
 		}
 		for _, col := range keepCols(t) {
-			out = append(out, d.existsFuncDDL(t, d.KeepFunc(t, col), append(append([]string{}, t.PK...), col)))
+			f(t, d.KeepFunc(t, col), append(append([]string{}, t.PK...), col))
 		}
 		for _, fk := range selfKeys(t) {
-			out = append(out, d.existsFuncDDL(t, d.SeesFunc(t, fk), fk.RefCols))
+			f(t, d.SeesFunc(t, fk), fk.RefCols)
 		}
 	}
-	return out
 }
 
 // existsFuncDDL creates the function fn(cols...) that tells whether a row
 // of t the caller sees holds those values in cols: SECURITY INVOKER, so
 // the caller's policy confines what it reads.
 func (d Dialect) existsFuncDDL(t *sqlast.Table, fn string, cols []string) string {
-	var where, names []string
-	for i, c := range cols {
-		where = append(where, "o."+d.Quote(c)+" = $"+strconv.Itoa(i+1))
+	var names []string
+	for _, c := range cols {
 		names = append(names, literal(c))
 	}
-	body := "\nBEGIN\n  RETURN EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS o WHERE " + strings.Join(where, " AND ") + ");\nEND\n"
+	body := d.existsFuncBody(t, cols)
 	f := literal(fn)
 	return `DO $tm$
 DECLARE
@@ -143,6 +150,16 @@ AS %L$f$, ` + f + `, sig, pg_catalog.replace(` + literal(body) + `, '@SCHEMA@', 
   EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %I(%s) TO PUBLIC', ` + f + `, sig);
 END
 $tm$`
+}
+
+// existsFuncBody is the body of existsFuncDDL's function, @SCHEMA@
+// standing for the tables' schema.
+func (d Dialect) existsFuncBody(t *sqlast.Table, cols []string) string {
+	var where []string
+	for i, c := range cols {
+		where = append(where, "o."+d.Quote(c)+" = $"+strconv.Itoa(i+1))
+	}
+	return "\nBEGIN\n  RETURN EXISTS (SELECT 1 FROM @SCHEMA@." + d.Quote(t.Name) + " AS o WHERE " + strings.Join(where, " AND ") + ");\nEND\n"
 }
 
 // selfKeys returns t's checked foreign keys into t itself (a document's
