@@ -13,11 +13,13 @@ package conformance
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/guardedsql"
 )
 
 func chatDDL(Engine) []string {
@@ -124,7 +126,8 @@ func TestChatCorrect(t *testing.T) {
 }
 
 // TestChatMistakes: the probe's mistakes, each of which passed Open and
-// every property while leaking, fail the property that owns the class.
+// every property while leaking, fail the property that owns the class, or
+// Open itself.
 func TestChatMistakes(t *testing.T) {
 	fk := func(col, ref string) builder.ForeignKey {
 		return builder.ForeignKey{Columns: []string{col}, RefTable: ref}
@@ -142,10 +145,11 @@ func TestChatMistakes(t *testing.T) {
 				Global: true, GlobalReason: "a huddle is a hash of user ids", ForeignKeys: []builder.ForeignKey{fk("recipient_id", "recipients")}}
 		}), 58, "huddles (declared global"},
 		// Realm 3, home of the bot, read realm 1's message 7: the message's
-		// own realm_id says realm 1.
+		// own realm_id says realm 1. Open now refuses it (id 0): realm_id
+		// holds the realm's keys and is named like the level.
 		{"messages_parent_sender", chatEdit("messages", func(td *builder.TableDef) {
 			td.Levels, td.Parent = nil, "sender_id"
-		}), 58, "messages"},
+		}), 0, "messages.realm_id references realms.id, which holds the keys of level realm"},
 		// A realm wrote attachments claiming another realm: realm_id is
 		// named like the level column and nothing checks it.
 		{"attachments_realm_undeclared", chatEdit("attachments", func(td *builder.TableDef) {
@@ -161,6 +165,12 @@ func TestChatMistakes(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				out, err := runSome(t, chatTarget(dsn, c.def), c.id)
+				if c.id == 0 {
+					if !errors.Is(err, guardedsql.ErrLevelColumn) || !strings.Contains(err.Error(), c.want) {
+						t.Fatalf("Open: %v; want ErrLevelColumn containing %q", err, c.want)
+					}
+					return
+				}
 				if err != nil {
 					t.Fatalf("setup (the mistake must open): %v", err)
 				}

@@ -307,9 +307,13 @@ func propCatalog(p *pt, r *runner) {
 // with no foreign key to tell, a project id declared the company column
 // of a table that has a company_id. The project and
 // company ids interleave, so either mistake would hand company 1 company
-// 2's issue; the correct declaration is the control.
+// 2's issue; the correct declaration is the control. And a task's
+// company_id, which holds the companies' keys, left undeclared beside its
+// Parent issue_id: its loose task (no issue) would be no one's, and a
+// writer granted both companies could file a task under one through the
+// issue and the other through company_id.
 func levelAnchors(p *pt, r *runner) {
-	f := r.gapFixture(p, []string{"g27_tickets", "g27_issues", "g27_projects", "g27_companies"}, []string{
+	f := r.gapFixture(p, []string{"g27_tasks", "g27_tickets", "g27_issues", "g27_projects", "g27_companies"}, []string{
 		`CREATE TABLE g27_companies (id INT_T PRIMARY KEY)`,
 		`CREATE TABLE g27_projects (id INT_T PRIMARY KEY, company_id INT_T NOT NULL, FOREIGN KEY (company_id) REFERENCES g27_companies(id))`,
 		`CREATE TABLE g27_issues (id INT_T PRIMARY KEY, project_id INT_T NOT NULL, secret KEY_T NOT NULL, FOREIGN KEY (project_id) REFERENCES g27_projects(id))`,
@@ -319,6 +323,11 @@ func levelAnchors(p *pt, r *runner) {
 		// A framework that keeps no foreign keys: only the names tell.
 		`CREATE TABLE g27_tickets (id INT_T PRIMARY KEY, company_id INT_T NOT NULL, project_id INT_T NOT NULL, secret KEY_T NOT NULL)`,
 		`INSERT INTO g27_tickets VALUES (20, 2, 1, 'company 2 ticket'), (21, 1, 2, 'company 1 ticket')`,
+		// Taiga's tasks: a Parent that may be NULL (the user story) beside
+		// the row's own company column.
+		`CREATE TABLE g27_tasks (id INT_T PRIMARY KEY, issue_id INT_T NULL, company_id INT_T NOT NULL, secret KEY_T NOT NULL,
+		   FOREIGN KEY (issue_id) REFERENCES g27_issues(id), FOREIGN KEY (company_id) REFERENCES g27_companies(id))`,
+		`INSERT INTO g27_tasks VALUES (30, 10, 2, 'company 2 task'), (31, 11, 1, 'company 1 task'), (32, NULL, 1, 'company 1 loose task')`,
 	})
 	defer f.drop()
 	fk := func(col, ref string) []builder.ForeignKey {
@@ -337,6 +346,8 @@ func levelAnchors(p *pt, r *runner) {
 	issues := builder.TableDef{Name: "g27_issues", Columns: []string{"id", "project_id", "secret"}, PrimaryKey: []string{"id"},
 		ForeignKeys: fk("project_id", "g27_projects"), Parent: "project_id"}
 	tickets := builder.TableDef{Name: "g27_tickets", Columns: []string{"id", "company_id", "project_id", "secret"}, PrimaryKey: []string{"id"}, Levels: company("company_id")}
+	tasks := builder.TableDef{Name: "g27_tasks", Columns: []string{"id", "issue_id", "company_id", "secret"}, PrimaryKey: []string{"id"}, Levels: company("company_id"),
+		ForeignKeys: append(fk("issue_id", "g27_issues"), fk("company_id", "g27_companies")...), Parent: "issue_id"}
 	ctx := gapCtx(p, scope.Grant{Level: "company", ID: "1"})
 	read := func(what, table string, tables ...builder.TableDef) (got []string, err error) {
 		sch, err := builder.NewSchema(builder.SchemaDef{Levels: []builder.Level{{Name: "company", Key: builder.IntKey}}, Tables: tables})
@@ -350,9 +361,11 @@ func levelAnchors(p *pt, r *runner) {
 		t := sch.Table(table)
 		return strs(p, db, ctx, builder.Must(builder.Select(t.Col("secret")).From(t).Build())), nil
 	}
-	for table, want := range map[string]string{"g27_issues": "company 1 issue", "g27_tickets": "company 1 ticket"} {
-		if got, err := read("the correct declaration", table, companies, projects, issues, tickets); err != nil || !slices.Equal(got, []string{want}) {
-			p.Fatalf("control: the correct declaration: company 1 reads %v of %s, err %v; want [%s]", got, table, err, want)
+	for table, want := range map[string][]string{"g27_issues": {"company 1 issue"}, "g27_tickets": {"company 1 ticket"}, "g27_tasks": {"company 1 loose task", "company 1 task"}} {
+		got, err := read("the correct declaration", table, companies, projects, issues, tickets, tasks)
+		slices.Sort(got)
+		if err != nil || !slices.Equal(got, want) {
+			p.Fatalf("control: the correct declaration: company 1 reads %v of %s, err %v; want %v", got, table, err, want)
 		}
 	}
 	wrongTickets := tickets
@@ -363,18 +376,22 @@ func levelAnchors(p *pt, r *runner) {
 	wrongProjects.Levels = company("company_id", "id")
 	copiedProjects := projects
 	copiedProjects.Levels = company("id")
+	undeclaredTasks := tasks
+	undeclaredTasks.Levels = nil
 	for _, c := range []struct {
 		what, want, table string
 		tables            []builder.TableDef
 	}{
 		{"g27_issues.project_id declared a company column (instead of the Parent)", "g27_issues.project_id is declared a column of level company", "g27_issues",
-			[]builder.TableDef{companies, projects, wrongIssues, tickets}},
+			[]builder.TableDef{companies, projects, wrongIssues, tickets, tasks}},
 		{"g27_projects.id declared a second company column", "g27_projects declares both company_id and id for level company", "g27_issues",
-			[]builder.TableDef{companies, wrongProjects, issues, tickets}},
+			[]builder.TableDef{companies, wrongProjects, issues, tickets, tasks}},
 		{"g27_projects.id declared the company column (Levels copied from g27_companies)", "g27_projects.id, a column of g27_projects's primary key, is declared the column of level company", "g27_issues",
-			[]builder.TableDef{companies, copiedProjects, issues, tickets}},
+			[]builder.TableDef{companies, copiedProjects, issues, tickets, tasks}},
 		{"g27_tickets.project_id declared the company column (no foreign keys; company_id beside it)", "g27_tickets.project_id is declared the column of level company, but g27_tickets also has company_id", "g27_tickets",
-			[]builder.TableDef{companies, projects, issues, wrongTickets}},
+			[]builder.TableDef{companies, projects, issues, wrongTickets, tasks}},
+		{"g27_tasks.company_id left undeclared beside Parent issue_id (Taiga's tasks.project_id)", "g27_tasks.company_id references g27_companies.id, which holds the keys of level company", "g27_tasks",
+			[]builder.TableDef{companies, projects, issues, tickets, undeclaredTasks}},
 	} {
 		got, err := read(c.what, c.table, c.tables...)
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -223,9 +224,11 @@ func canon(v any) string {
 	case nil:
 		return "\x00NULL"
 	case string:
-		return canonZero(x)
+		return canonText(x)
 	case []byte:
-		return canonZero(string(x))
+		return canonText(string(x))
+	case map[string]any, []any: // a json or jsonb value as pgx scans it
+		return canonJSON(x)
 	case int:
 		return strconv.FormatInt(int64(x), 10)
 	case int8:
@@ -267,6 +270,29 @@ func canon(v any) string {
 		}
 	}
 	return fmt.Sprint(v)
+}
+
+// canonText is the canonical text of a text value: a JSON object or
+// array in compact form with sorted keys (PostgreSQL's jsonb reorders and
+// respaces what was written, pgx scans it as a map, MySQL returns it
+// respaced), a decimal zero as canonZero's, anything else as it is.
+func canonText(s string) string {
+	if t := strings.TrimSpace(s); len(t) > 1 && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
+		var v any
+		if err := json.Unmarshal([]byte(t), &v); err == nil {
+			return canonJSON(v)
+		}
+	}
+	return canonZero(s)
+}
+
+// canonJSON is the compact JSON text of a decoded JSON value, keys sorted.
+func canonJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // canonZero returns "0" for a decimal zero written with a scale ("0.00",

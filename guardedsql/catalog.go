@@ -83,8 +83,11 @@ var (
 	// sits beside an undeclared column named like the level
 	// (tickets.project_id beside tickets.company_id). A row is in scope when any of its level
 	// columns matches a grant, so such a column hands rows to the tenant
-	// whose key happens to equal its value.
-	ErrLevelColumn = fmt.Errorf("%w: a level column does not hold that level's keys", ErrCatalog)
+	// whose key happens to equal its value. The converse too: a checked
+	// foreign key besides the Parent holds the keys of a level the table
+	// reaches only through its Parent (tasks.project_id beside Parent
+	// user_story_id) and is not declared a level column.
+	ErrLevelColumn = fmt.Errorf("%w: a level column does not hold that level's keys, or a column that holds them is not declared one", ErrCatalog)
 )
 
 // CatalogReport is what CheckCatalog found that does not stop Open.
@@ -483,6 +486,9 @@ func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.Tab
 				lc.Level.Name, lc.Col, t.Name))
 		}
 	}
+	if !guardfault.Off(guardfault.UndeclaredLevel) {
+		errs = append(errs, undeclaredLevelColumns(g, t, cat)...)
+	}
 	for _, lc := range t.LevelCols {
 		if anchored[lc.Col] {
 			continue
@@ -511,6 +517,47 @@ func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.Tab
 			errs = append(errs, fmt.Errorf("%w: %s.%s is declared the column of level %s, but %s also has %s, named like the level, undeclared: "+
 				"declare %s, not %s, in %s's Levels",
 				ErrLevelColumn, t.Name, lc.Col, lc.Level.Name, t.Name, ct.Columns[x], ct.Columns[x], lc.Col, t.Name))
+		}
+	}
+	return errs
+}
+
+// undeclaredLevelColumns refuses a checked foreign key of t, besides its
+// Parent and with no declared level column, with a column named like a
+// level that holds the keys of a level t reaches only through its Parent
+// (Taiga's tasks.project_id beside Parent user_story_id): undeclared, the column is only tested to name a row the
+// writer sees, so a writer granted two tenants files a row under one
+// through its Parent and under the other through the column, and a row
+// whose Parent is NULL reaches no tenant though the column names one.
+//
+// Invariant: a column named like a level that the database shows to hold
+// that level's keys is a level column of its table, in its Parent or in a
+// key with a level column, or not checked (Unchecked, with a reason),
+// wherever the table also reaches that level another way.
+func undeclaredLevelColumns(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.TableDef) []error {
+	var errs []error
+	for _, fk := range t.TenantFKs() {
+		// A key with a declared level column (g25's (chain_id, hotel_id))
+		// is anchored by it; a column not named like a level
+		// (referred_by_hotel_id) may name another tenant's row on purpose.
+		if fk == t.Parent || fk.To == t || slices.ContainsFunc(fk.Cols, func(c string) bool { return t.LevelOf(c) != nil }) {
+			continue
+		}
+		for i, c := range fk.Cols {
+			if i >= len(fk.RefCols) || !levelLike(g, c) {
+				continue
+			}
+			for _, a := range t.Anchors {
+				if len(a.Hops) == 0 || !carriesLevel(g, cat, fk.To, fk.RefCols[i], a.Level, 0) {
+					continue
+				}
+				errs = append(errs, fmt.Errorf("%w: %s.%s references %s.%s, which holds the keys of level %s, and %s also reaches %s through its Parent %s: "+
+					"declare %s in %s's Levels (the row's own column then decides its %s, the Parent's path is checked on writes), "+
+					"or make it the Parent; as an undeclared checked key it need only name a row the writer sees, so a writer granted two %ss files a row under one through %s and the other through %s",
+					ErrLevelColumn, t.Name, c, fk.To.Name, fk.RefCols[i], a.Level.Name, t.Name, a.Level.Name, strings.Join(t.Parent.Cols, ","),
+					c, t.Name, a.Level.Name, a.Level.Name, strings.Join(t.Parent.Cols, ","), c))
+				break
+			}
 		}
 	}
 	return errs

@@ -402,7 +402,11 @@
 //     TableDef.Triggers acknowledges it (ErrTrigger); a level column that a
 //     foreign key of the database maps onto a column carrying no key of
 //     that level, or a second column of one level that no foreign key
-//     anchors, is refused (ErrLevelColumn);
+//     anchors, is refused (ErrLevelColumn), and so is a checked foreign
+//     key besides the Parent whose column is named like a level and holds
+//     that level's keys while the table reaches the level through its
+//     Parent, undeclared (Taiga's tasks.project_id beside Parent
+//     user_story_id: declare it in Levels);
 //     every foreign key of the graph into a tenant-bound table must be a
 //     constraint of the database, and the connection must enforce foreign
 //     keys (ErrFKNotEnforced: SQLite PRAGMA foreign_keys, MySQL

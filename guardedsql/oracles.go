@@ -61,6 +61,7 @@ func findUniqueOracles(ctx context.Context, d engine.Dialect, q engine.Querier, 
 		}
 	}
 	var out []UniqueOracle
+	var primaries []string // unacknowledged primary keys, logged together
 	for _, k := range keys {
 		t := g.Tables[k.Table]
 		if t == nil || t.Global {
@@ -73,21 +74,28 @@ func findUniqueOracles(ctx context.Context, d engine.Dialect, q engine.Querier, 
 		o := UniqueOracle{Table: k.Table, Name: k.Name, Columns: k.Columns, Primary: k.Primary}
 		o.Reason, _ = sharedAck(t, k.Columns)
 		out = append(out, o)
-		if log != nil {
-			// An acknowledged key is the schema's stated decision: logged
-			// at debug level with its reason. Otherwise a primary key is
-			// info, any other key (Open refuses those) a warning.
-			lvl := slog.LevelWarn
-			switch {
-			case o.Reason != "":
-				lvl = slog.LevelDebug
-			case o.Primary:
-				lvl = slog.LevelInfo
-			}
-			log.LogAttrs(ctx, lvl, "guardedsql: unique key without the tenant column reveals other tenants' values (ErrConflict)",
-				slog.String("table", o.Table), slog.String("key", o.Name), slog.String("columns", strings.Join(o.Columns, ",")), slog.Bool("primary", o.Primary),
-				slog.String("acknowledged", o.Reason))
+		if log == nil {
+			continue
 		}
+		// An acknowledged key is the schema's stated decision: logged at
+		// debug level with its reason. Unacknowledged primary keys (most
+		// tables have one: a generated id) share one info line; any other
+		// key (Open refuses those) is a warning of its own.
+		lvl := slog.LevelWarn
+		switch {
+		case o.Reason != "":
+			lvl = slog.LevelDebug
+		case o.Primary:
+			primaries = append(primaries, o.Table+"("+strings.Join(o.Columns, ",")+")")
+			continue
+		}
+		log.LogAttrs(ctx, lvl, "guardedsql: unique key without the tenant column reveals other tenants' values (ErrConflict)",
+			slog.String("table", o.Table), slog.String("key", o.Name), slog.String("columns", strings.Join(o.Columns, ",")), slog.Bool("primary", o.Primary),
+			slog.String("acknowledged", o.Reason))
+	}
+	if len(primaries) > 0 {
+		log.LogAttrs(ctx, slog.LevelInfo, "guardedsql: primary keys without the tenant column tell an insert whether another tenant holds the id (ErrConflict); "+
+			"acknowledge each in its table's SharedUnique to log it at debug level", slog.Any("keys", primaries))
 	}
 	return out
 }
