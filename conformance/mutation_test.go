@@ -264,6 +264,7 @@ func mutationCheck(t *testing.T, dsn string) {
 		{string(guardfault.ByRef), disable(guardfault.ByRef), []int{52}},
 		{string(guardfault.ByRefExists), disable(guardfault.ByRefExists), []int{52}},
 		{string(guardfault.ConsistencyPaths), disable(guardfault.ConsistencyPaths), []int{53}},
+		{string(guardfault.GrantPairing), disable(guardfault.GrantPairing), []int{53}},
 		{string(guardfault.CheckLockBound), disable(guardfault.CheckLockBound), []int{51}},
 		{string(guardfault.ExchangeCounter), installed(guardfault.ExchangeCounter), []int{35}},
 		{string(guardfault.LevelColumnCheck), installed(guardfault.LevelColumnCheck), []int{16}},

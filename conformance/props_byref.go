@@ -23,7 +23,7 @@ func init() {
 		&property{id: 52, name: "owned_by_reference", title: "Rows owned by reference: visible through own referencing rows, claimed and changed only by their tenant",
 			criterion: "reads = own referenced rows; foreign/shared claim refused, word for word as a missing row's; shared row ErrSharedRow; db = seed", fn: propOwnedByRef},
 		&property{id: 53, name: "consistency_paths", title: "Every foreign key between tenant rows is checked on every write kind",
-			criterion: "foreign clerk refused by INSERT/UPDATE/upsert/INSERT…SELECT; mixed row ErrSharedRow; db = seed", fn: propConsistencyPaths},
+			criterion: "foreign clerk refused by INSERT/UPDATE/upsert/INSERT…SELECT, and across the grants of a two-store scope; mixed row ErrSharedRow; db = seed", fn: propConsistencyPaths},
 	)
 }
 
@@ -219,5 +219,28 @@ func propConsistencyPaths(p *pt, r *runner) {
 	}
 	if _, err := db.Exec(s1, builder.Must(builder.UpdateTable(ren).Set("returned", 1).Where(ren.Col("id").Eq(30)).ExpectOne().Build())); err != nil {
 		p.Errorf("control: store 1 returns its consistent rental: %v", err)
+	}
+	// A holder of both stores sees store 1's customer and store 2's clerk,
+	// each under one of its grants: a rental joining them would be filed
+	// under store 1 through its customer while naming store 2's clerk, and
+	// store 2 alone could then not delete its clerk. The inserted row's
+	// checks must hold under one grant.
+	both := gapCtx(p, storeGrant("1"), storeGrant("2"))
+	for _, a := range []struct {
+		name string
+		m    builder.Mutation
+	}{
+		{"INSERT", builder.Must(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id").Values(35, 10, 21).Build())},
+		{"upsert", builder.Must(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id", "returned").Values(35, 10, 21, 0).OnConflict("id").DoUpdate("returned").Build())},
+	} {
+		if _, err := db.Exec(both, a.m); !errors.Is(err, guardedsql.ErrNotFound) {
+			p.Errorf("stores 1 and 2 together: %s of a rental of store 1's customer with store 2's clerk: %v, want ErrNotFound", a.name, err)
+		}
+	}
+	if n := f.count(`SELECT COUNT(*) FROM g53_rentals WHERE id = 35`); n != 0 {
+		p.Errorf("stores 1 and 2 together filed rental 35 across the stores")
+	}
+	if _, err := db.Exec(both, builder.Must(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id").Values(36, 10, 20).Build())); err != nil {
+		p.Errorf("control: stores 1 and 2 together file a rental of store 1's customer with store 1's clerk: %v", err)
 	}
 }

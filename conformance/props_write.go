@@ -335,10 +335,11 @@ func (r *runner) freeRefs(t *tinfo, row Row, tn Tenant, keepVisible bool) (Row, 
 		}
 		return -1
 	})
+	grants := r.grantOf(t, row, tn)
 	for _, f := range fks {
 		var targets []Row
 		if to := r.g.tables[f.to]; to != nil && !to.global {
-			for _, k := range sortedKeys(r.or.visible(f.to, tn.Grants)) {
+			for _, k := range sortedKeys(r.or.visible(f.to, grants)) {
 				targets = append(targets, r.or.row(f.to, k))
 			}
 		} else {
@@ -882,18 +883,35 @@ func (r *runner) ownedRefs(p *pt, t *tinfo, row Row) (Row, string) {
 	return out, ""
 }
 
+// grantOf returns the grants under which a copy of row, visible to tn,
+// may reference other rows: tn's, or, when tn has several, the first that
+// sees the row, since the guard wants an inserted row's checks to hold
+// under one grant.
+func (r *runner) grantOf(t *tinfo, row Row, tn Tenant) []scope.Grant {
+	if len(tn.Grants) > 1 {
+		key := Key(row, t.pk)
+		for _, g := range tn.Grants {
+			if one := []scope.Grant{g}; r.or.visible(t.name, one)[key] {
+				return one
+			}
+		}
+	}
+	return tn.Grants
+}
+
 // readableRefs returns a copy of row whose foreign keys to tenant-bound
 // tables all point at rows tn can read (the guard admits an insert only
 // then), replacing any that do not; false if some key has no such row.
 func (r *runner) readableRefs(p *pt, t *tinfo, row Row, tn Tenant) (Row, bool) {
+	grants := r.grantOf(t, row, tn)
 	out := maps.Clone(row)
 	for _, f := range r.g.tenantFKs(t) {
 		if pi, ok := r.or.parentRow(f, out); ok {
-			if r.or.visible(f.to, tn.Grants)[Key(r.data.Tables[f.to][pi], r.g.tables[f.to].pk)] {
+			if r.or.visible(f.to, grants)[Key(r.data.Tables[f.to][pi], r.g.tables[f.to].pk)] {
 				continue
 			}
 		}
-		vis := sortedKeys(r.or.visible(f.to, tn.Grants))
+		vis := sortedKeys(r.or.visible(f.to, grants))
 		if len(vis) == 0 {
 			return nil, false
 		}

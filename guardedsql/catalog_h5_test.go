@@ -795,11 +795,18 @@ func TestUniqueThroughConsistencyKeyShared(t *testing.T) {
 			_, err := db.Exec(ctx, builder.Must(builder.InsertInto(stays).Columns("id", "room_id", "guest_id").Values(id, room, guest).Build()))
 			return err
 		}
-		// Why the acknowledgement is needed: a holder of both chains
-		// files globex's stay for acme's guest 12 ...
-		if err := ins(grantCtx(chainG("acme"), chainG("globex")), 40, 21, 12); err != nil {
-			t.Fatalf("both chains file globex's stay for acme's guest: %v", err)
+		// A holder of both chains cannot file globex's stay for acme's
+		// guest 12: each reference is in its scope, but under no one
+		// grant (internal/guard/pairing.go) ...
+		if err := ins(grantCtx(chainG("acme"), chainG("globex")), 40, 21, 12); !errors.Is(err, guardedsql.ErrNotFound) {
+			t.Fatalf("both chains file globex's stay for acme's guest: %v, want ErrNotFound", err)
 		}
+		if err := ins(grantCtx(chainG("acme"), chainG("globex")), 42, 21, 13); err != nil {
+			t.Fatalf("control: both chains file globex's stay for globex's guest 13: %v", err)
+		}
+		// ... but why the acknowledgement is needed: such a row, written
+		// outside the guard (a migration, an import), ...
+		s.mustExec(t, `INSERT INTO stays VALUES (40, 21, 12, NULL)`)
 		// ... which acme cannot read, yet its own stay for guest 12
 		// collides with it.
 		got := byrefIDs(t, grantCtx(chainG("acme")), db, builder.Must(builder.Select(stays.Col("id")).From(stays).OrderBy(stays.Col("id").Asc()).Build()))

@@ -74,7 +74,10 @@
 // parent (builder.TableDef.Parent), which alone decides visibility; every
 // other such key is a consistency path, checked on every write (INSERT,
 // UPDATE, upsert, INSERT ... SELECT: the referenced row must be in the
-// writer's scope) unless declared Unchecked with a reason. An existing row
+// writer's scope) unless declared Unchecked with a reason. A row inserted
+// under a scope of several grants must pass all its checks under one of
+// them: a holder of two stores cannot join store A's customer with store
+// B's clerk (each alone is in its scope). An existing row
 // whose paths lead to different tenants (store A's customer, store B's
 // clerk) is visible by its parent path only (to store A, with its
 // payments; a row of a table with level columns of its own, by them, its
@@ -517,4 +520,9 @@
 //     then shared: readable by both, writable by neither).
 //   - A consistency path into the row's own table (a self-reference) is
 //     checked when written, not re-tested when other columns change.
+//   - Under a scope of several grants, an INSERT's checks hold under one
+//     grant, an UPDATE's each under some grant: a holder of two stores can
+//     still point its store A rental at store B's clerk by UPDATE. On
+//     PostgreSQL the policies test each reference against the whole scope
+//     either way.
 package guardedsql

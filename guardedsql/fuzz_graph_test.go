@@ -776,6 +776,24 @@ func (g *ggraph) allowed(t *gtable, vals map[string]any, insert bool, grants []s
 	return true, ""
 }
 
+// allowedUnderOne decides whether a row inserted with vals under grants is
+// allowed under one of them alone (internal/guard/pairing.go): a scope of
+// several grants must not file a row under one tenant through its parent
+// and under another through a consistency path. A row of a tenants' own
+// table (its id a level) is exempt: it is a new tenant.
+func (g *ggraph) allowedUnderOne(t *gtable, vals map[string]any, grants []scope.Grant, st gstate) (bool, string) {
+	if _, tenant := t.levels["id"]; len(grants) < 2 || tenant {
+		return true, ""
+	}
+	for _, gr := range grants {
+		one := []scope.Grant{gr}
+		if ok, _ := g.allowed(t, vals, true, one, st, g.visibleRows(st, one)); ok {
+			return true, ""
+		}
+	}
+	return false, "allowed under the scope, but under no one of its grants"
+}
+
 // engineRefuses reports a constraint of the shared database that the copy
 // (no foreign keys, other tenants' rows absent) does not enforce: a
 // primary key held by any row, a NOT NULL column left NULL, a global
@@ -1056,6 +1074,9 @@ func (c *graphCase) checkWrite(t testing.TB, si int, data []byte) error {
 				vals[cn] = r[i]
 			}
 			if ok, why = g.allowed(tt, vals, true, grants, before, vis); !ok {
+				break
+			}
+			if ok, why = g.allowedUnderOne(tt, vals, grants, before); !ok {
 				break
 			}
 		}

@@ -61,3 +61,10 @@ const LevelAnchor Fix = "level_anchor"
 // whose column is named like a level and holds that level's keys while the
 // table reaches the level through its Parent, undeclared (property 27).
 const UndeclaredLevel Fix = "undeclared_level"
+
+// GrantPairing: under a scope of several grants the guard wants an
+// inserted row's scope checks to hold under one grant. Disabled, each may
+// hold under a different grant, and a writer granted two tenants files a
+// row under one through its parent and under the other through a
+// consistency path (property 53).
+const GrantPairing Fix = "grant_pairing"

@@ -222,6 +222,39 @@ type Shape struct {
 // ShapeSep separates the level names of a Shape's key.
 const ShapeSep = "/"
 
+// Grants returns one scope per grant of s, in schema order: each plain id
+// of an active level, and each tuple of a shape, alone in its document.
+func (s Scope) Grants() []Scope {
+	var all map[string][]json.RawMessage
+	if json.Unmarshal([]byte(s.Doc), &all) != nil {
+		return nil
+	}
+	one := func(key string, v json.RawMessage) string {
+		k, _ := json.Marshal(key)
+		return "{" + string(k) + ":[" + string(v) + "]}"
+	}
+	var out []Scope
+	for _, l := range s.Active {
+		for _, v := range all[l.Name] {
+			out = append(out, Scope{Doc: one(l.Name, v), Active: []*sqlast.Level{l}})
+		}
+	}
+	for _, sh := range s.Shapes {
+		for _, v := range all[sh.Key] {
+			out = append(out, Scope{Doc: one(sh.Key, v), Shapes: []Shape{sh}})
+		}
+	}
+	return out
+}
+
+// InlineScoper is implemented by a dialect whose InScope and InTuples read
+// the scope from the Prelude: these read doc itself, bound where they
+// stand, so that a statement may test a scope other than its prelude's.
+type InlineScoper interface {
+	InScopeInline(x Frag, lvl *sqlast.Level, doc string) Frag
+	InTuplesInline(xs []Frag, sh Shape, doc string) Frag
+}
+
 // Has reports whether lvl holds at least one valid plain id.
 func (s Scope) Has(lvl *sqlast.Level) bool { return slices.Contains(s.Active, lvl) }
 

@@ -206,6 +206,7 @@ type renderer struct {
 	from      *sqlast.Ref     // FROM of the SELECT being rendered (scalar.go)
 	noKeyed   bool            // render a locking SELECT as is (keyed.go's own steps)
 	rec       []*sqlast.Value // recording a layout (cache.go): values written as slots
+	inline    bool            // test sc inline, not through the prelude (pairing.go)
 }
 
 // fb accumulates SQL text and its arguments in textual order.
@@ -302,6 +303,9 @@ func (r *renderer) table(ref *sqlast.Ref) string {
 }
 
 func (r *renderer) inScope(x engine.Frag, lvl *sqlast.Level) engine.Frag {
+	if is, ok := r.d.(engine.InlineScoper); ok && r.inline {
+		return is.InScopeInline(x, lvl, r.sc.Doc)
+	}
 	r.usedScope = true
 	return r.d.InScope(x, lvl, r.sc.Doc)
 }

@@ -271,6 +271,9 @@ func (r *renderer) insertRowChecks(t *sqlast.Table, cols []string, row []sqlast.
 	if err != nil {
 		return nil, nil, false, err
 	}
+	if checks, err = r.pairedInsert(t, vals, checks); err != nil { // pairing.go
+		return nil, nil, false, err
+	}
 	if len(checks) == 0 && t.ByRef {
 		// A new row of a table owned by reference is referenced by no
 		// one: visible to no one until a row in scope references it.

@@ -49,6 +49,9 @@ func (r *renderer) render(tm term, colOf func(sqlast.Anchor) string) engine.Frag
 	for i, a := range tm.anchors {
 		xs[i] = engine.Frag{SQL: colOf(a)}
 	}
+	if is, ok := r.d.(engine.InlineScoper); ok && r.inline {
+		return is.InTuplesInline(xs, *tm.shape, r.sc.Doc)
+	}
 	r.usedScope = true
 	return r.d.InTuples(xs, *tm.shape, r.sc.Doc)
 }

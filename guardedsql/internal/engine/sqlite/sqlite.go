@@ -83,6 +83,28 @@ func (Dialect) InTuples(xs []engine.Frag, sh engine.Shape, _ string) engine.Frag
 	}
 }
 
+// InScopeInline implements engine.InlineScoper: the ids granted at lvl in
+// doc, bound here.
+func (Dialect) InScopeInline(x engine.Frag, lvl *sqlast.Level, doc string) engine.Frag {
+	return engine.Frag{
+		SQL:  x.SQL + ` IN (SELECT "i"."value" FROM json_each(?, '$."` + lvl.Name + `"') AS "i")`,
+		Args: append(append([]any(nil), x.Args...), doc),
+	}
+}
+
+// InTuplesInline implements engine.InlineScoper.
+func (Dialect) InTuplesInline(xs []engine.Frag, sh engine.Shape, doc string) engine.Frag {
+	row := engine.Row(xs)
+	rhs := make([]string, len(xs))
+	for i := range xs {
+		rhs[i] = `json_extract("i"."value", '$[` + strconv.Itoa(i) + `]')`
+	}
+	return engine.Frag{
+		SQL:  row.SQL + ` IN (SELECT ` + strings.Join(rhs, ", ") + ` FROM json_each(?, '$."` + sh.Key + `"') AS "i")`,
+		Args: append(append([]any(nil), row.Args...), doc),
+	}
+}
+
 // NeedsTx implements engine.Dialect: SQLite needs no session state.
 func (Dialect) NeedsTx() bool { return false }
 

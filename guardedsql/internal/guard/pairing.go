@@ -1,0 +1,63 @@
+package guard
+
+import (
+	"fmt"
+
+	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
+	"github.com/tenantmcp/tenantmcp/internal/guardfault"
+	"github.com/tenantmcp/tenantmcp/internal/sqlast"
+)
+
+// Inserts under a scope of several grants.
+//
+// A scope of several grants (a member of two projects, an agency holding
+// two accounts) admits a row when each of its scope checks passes under
+// some grant; tested one by one, each may pass under a different grant, so
+// that the row reaches one tenant through its parent and another through
+// a consistency path (Invoice Ninja: an invoice of account 2's company on
+// account 1's client; Taiga: a task of project 3 under project 1's story).
+// Its writer would create a reference across tenants: the other tenant
+// alone could then not delete the referenced row, and the refusal would
+// tell it that a row it cannot see references it.
+//
+// Invariant: a row inserted under a scope of several grants passes all its
+// scope checks under one and the same grant, unless it is a tenant itself
+// (its key a level column).
+
+// pairedInsert returns checks, the scope checks of a row of t inserted
+// with values vals, as one condition when there are two or more of them
+// and the scope holds several grants: under one grant alone, every check
+// holds.
+func (r *renderer) pairedInsert(t *sqlast.Table, vals map[string]sqlast.Value, checks []engine.Frag) ([]engine.Frag, error) {
+	// A row of the tenants' own table (its key a level: a new project)
+	// is a tenant of its own, granted by its id, and references what its
+	// creator sees under other grants (its owner).
+	if len(checks) < 2 || t.Identity != "" || guardfault.Off(guardfault.GrantPairing) {
+		return checks, nil
+	}
+	grants := r.sc.Grants()
+	if len(grants) < 2 {
+		return checks, nil
+	}
+	var f fb
+	f.s("(")
+	for i, g := range grants {
+		sub := &renderer{d: r.d, sc: g, seen: map[*sqlast.Ref]bool{}, opt: r.opt, n: r.n, inline: true}
+		cs, _, err := sub.writeChecks(t, vals, true)
+		if err != nil {
+			return nil, err
+		}
+		if len(cs) == 0 {
+			return nil, fmt.Errorf("%w: no scope check for INSERT into %s under one grant", ErrInternal, t.Name)
+		}
+		r.n = sub.n
+		if i > 0 {
+			f.s(" OR ")
+		}
+		f.s("(")
+		f.frag(and(cs))
+		f.s(")")
+	}
+	f.s(")")
+	return []engine.Frag{f.done()}, nil
+}
