@@ -23,7 +23,7 @@ func init() {
 		&property{id: 52, name: "owned_by_reference", title: "Rows owned by reference: visible through own referencing rows, claimed and changed only by their tenant",
 			criterion: "reads = own referenced rows; foreign/shared claim refused, word for word as a missing row's; shared row ErrSharedRow; db = seed", fn: propOwnedByRef},
 		&property{id: 53, name: "consistency_paths", title: "Every foreign key between tenant rows is checked on every write kind",
-			criterion: "foreign clerk refused by INSERT/UPDATE/upsert/INSERT…SELECT, and across the grants of a two-store scope; mixed row ErrSharedRow; db = seed", fn: propConsistencyPaths},
+			criterion: "foreign clerk refused by INSERT/UPDATE/upsert/INSERT…SELECT, and across the grants of a two-store scope (insert, upsert, update, move); mixed row ErrSharedRow; db = seed", fn: propConsistencyPaths},
 	)
 }
 
@@ -232,15 +232,25 @@ func propConsistencyPaths(p *pt, r *runner) {
 	}{
 		{"INSERT", builder.Must(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id").Values(35, 10, 21).Build())},
 		{"upsert", builder.Must(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id", "returned").Values(35, 10, 21, 0).OnConflict("id").DoUpdate("returned").Build())},
+		{"UPDATE of store 1's rental 30 to store 2's clerk", builder.Must(builder.UpdateTable(ren).Set("staff_id", 21).Where(ren.Col("id").Eq(30)).ExpectOne().Build())},
+		{"UPDATE moving store 1's rental 30 to store 2's customer, its clerk kept", builder.Must(builder.UpdateTable(ren).Set("customer_id", 11).Where(ren.Col("id").Eq(30)).ExpectOne().Build())},
 	} {
 		if _, err := db.Exec(both, a.m); !errors.Is(err, guardedsql.ErrNotFound) {
-			p.Errorf("stores 1 and 2 together: %s of a rental of store 1's customer with store 2's clerk: %v, want ErrNotFound", a.name, err)
+			p.Errorf("stores 1 and 2 together: %s (store 1's customer with store 2's clerk): %v, want ErrNotFound", a.name, err)
 		}
 	}
-	if n := f.count(`SELECT COUNT(*) FROM g53_rentals WHERE id = 35`); n != 0 {
-		p.Errorf("stores 1 and 2 together filed rental 35 across the stores")
+	if n := f.count(`SELECT COUNT(*) FROM g53_rentals WHERE id = 35 OR id = 30 AND (staff_id <> 20 OR customer_id <> 10)`); n != 0 {
+		p.Errorf("stores 1 and 2 together joined a store's customer with the other's clerk (rental 35, or 30 changed)")
 	}
-	if _, err := db.Exec(both, builder.Must(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id").Values(36, 10, 20).Build())); err != nil {
-		p.Errorf("control: stores 1 and 2 together file a rental of store 1's customer with store 1's clerk: %v", err)
+	for _, c := range []struct {
+		what string
+		m    builder.Mutation
+	}{
+		{"file a rental of store 1's customer with store 1's clerk", builder.Must(builder.InsertInto(ren).Columns("id", "customer_id", "staff_id").Values(36, 10, 20).Build())},
+		{"move rental 31 with its clerk to store 1's customer and clerk", builder.Must(builder.UpdateTable(ren).Set("customer_id", 10).Set("staff_id", 20).Where(ren.Col("id").Eq(31)).ExpectOne().Build())},
+	} {
+		if _, err := db.Exec(both, c.m); err != nil {
+			p.Errorf("control: stores 1 and 2 together %s: %v", c.what, err)
+		}
 	}
 }

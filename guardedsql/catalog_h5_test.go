@@ -806,7 +806,7 @@ func TestUniqueThroughConsistencyKeyShared(t *testing.T) {
 		}
 		// ... but why the acknowledgement is needed: such a row, written
 		// outside the guard (a migration, an import), ...
-		s.mustExec(t, `INSERT INTO stays VALUES (40, 21, 12, NULL)`)
+		s.mustWrite(t, `INSERT INTO stays VALUES (40, 21, 12, NULL)`)
 		// ... which acme cannot read, yet its own stay for guest 12
 		// collides with it.
 		got := byrefIDs(t, grantCtx(chainG("acme")), db, builder.Must(builder.Select(stays.Col("id")).From(stays).OrderBy(stays.Col("id").Asc()).Build()))

@@ -74,10 +74,12 @@
 // parent (builder.TableDef.Parent), which alone decides visibility; every
 // other such key is a consistency path, checked on every write (INSERT,
 // UPDATE, upsert, INSERT ... SELECT: the referenced row must be in the
-// writer's scope) unless declared Unchecked with a reason. A row inserted
-// under a scope of several grants must pass all its checks under one of
-// them: a holder of two stores cannot join store A's customer with store
-// B's clerk (each alone is in its scope). An existing row
+// writer's scope) unless declared Unchecked with a reason. Under a scope
+// of several grants a row's checks must hold under one of them: a holder
+// of two stores cannot join store A's customer with store B's clerk (each
+// alone is in its scope), by INSERT, by pointing a store A rental at store
+// B's clerk, or by moving it to store B's customer while it keeps store
+// A's clerk; a row of the tenants' own table (a new store) is exempt. An existing row
 // whose paths lead to different tenants (store A's customer, store B's
 // clerk) is visible by its parent path only (to store A, with its
 // payments; a row of a table with level columns of its own, by them, its
@@ -520,9 +522,10 @@
 //     then shared: readable by both, writable by neither).
 //   - A consistency path into the row's own table (a self-reference) is
 //     checked when written, not re-tested when other columns change.
-//   - Under a scope of several grants, an INSERT's checks hold under one
-//     grant, an UPDATE's each under some grant: a holder of two stores can
-//     still point its store A rental at store B's clerk by UPDATE. On
-//     PostgreSQL the policies test each reference against the whole scope
-//     either way.
+//   - Under a scope of several grants the guard wants a written row's
+//     checks to hold under one grant (internal/guard/pairing.go); on
+//     PostgreSQL the policies, the second layer, test each reference
+//     against the whole scope, so raw SQL as the application role under
+//     such a scope can still join two of its tenants' rows. INSERT ...
+//     SELECT checks each selected row against the whole scope.
 package guardedsql

@@ -794,6 +794,30 @@ func (g *ggraph) allowedUnderOne(t *gtable, vals map[string]any, grants []scope.
 	return false, "allowed under the scope, but under no one of its grants"
 }
 
+// updatedUnderOne decides whether row of t, given vals by an UPDATE that
+// sets the columns set under grants, is updated under the guard's pairing
+// (internal/guard/pairing.go): under one grant, the row is visible and
+// the values allowed, or, when the UPDATE moves the row (sets its parent
+// or a level column), the values allowed and the consistency paths it
+// keeps inside that grant.
+func (g *ggraph) updatedUnderOne(t *gtable, row []any, vals map[string]any, set []string, grants []scope.Grant, st gstate) bool {
+	if len(grants) < 2 || t.kind == gkByRef || t.kind == gkGlobal {
+		return true
+	}
+	moves := slices.ContainsFunc(set, func(c string) bool { return c == t.parent || t.levels[c] != "" })
+	for _, gr := range grants {
+		one := []scope.Grant{gr}
+		vis := g.visibleRows(st, one)
+		if ok, _ := g.allowed(t, vals, false, one, st, vis); !ok {
+			continue
+		}
+		if moves && g.heldBack(t, row, set, st, vis) == "" || !moves && vis[t.name][vkey(row[0])] {
+			return true
+		}
+	}
+	return false
+}
+
 // engineRefuses reports a constraint of the shared database that the copy
 // (no foreign keys, other tenants' rows absent) does not enforce: a
 // primary key held by any row, a NOT NULL column left NULL, a global
@@ -1060,6 +1084,17 @@ func (c *graphCase) checkWrite(t testing.TB, si int, data []byte) error {
 		for _, r := range cbefore[m.table] {
 			if why := g.heldBack(tt, r, m.set, before, vis); why != "" {
 				held[vkey(r[0])] = why
+			}
+		}
+		if m.kind == "update" {
+			vals := map[string]any{}
+			for i, cn := range m.set {
+				vals[cn] = m.setv[i]
+			}
+			for _, r := range cbefore[m.table] {
+				if id := vkey(r[0]); held[id] == "" && !g.updatedUnderOne(tt, r, vals, m.set, grants, before) {
+					held[id] = "its guard and the values it is given hold under no one grant"
+				}
 			}
 		}
 		want = slices.DeleteFunc(want, func(k string) bool { _, id, _ := entry(k); return held[id] != "" })
@@ -1329,7 +1364,7 @@ func TestGraphFuzzCatchesWriteRuleFaults(t *testing.T) {
 	if !guardfault.Enabled {
 		t.Skip("mutation control: " + guardfault.NotBuilt)
 	}
-	for _, fault := range []guardfault.Fix{guardfault.ByRef, guardfault.ConsistencyPaths} {
+	for _, fault := range []guardfault.Fix{guardfault.ByRef, guardfault.ConsistencyPaths, guardfault.GrantPairing} {
 		restore := guardfault.Disable(fault)
 		n, errs := run()
 		restore()

@@ -25,6 +25,9 @@ type scratch struct {
 	e engine
 	// exec runs q ('?' placeholders) as the tables' owner / administrator.
 	exec func(q string, args ...any) error
+	// adminExec (PostgreSQL) runs q as the administrator, whom row-level
+	// security does not confine (the owner's is forced once open ran).
+	adminExec func(q string, args ...any) error
 	// count returns the single integer q selects, read unguarded (on
 	// PostgreSQL as the administrator, whom row-level security does not
 	// confine).
@@ -39,6 +42,20 @@ type scratch struct {
 	// that first sets the scope document doc: raw SQL under row-level
 	// security only.
 	appExec func(doc, q string, args ...any) error
+}
+
+// mustWrite runs q (with ddlTypes applied) past the guard and row-level
+// security: data written outside the application (a migration, an
+// import).
+func (s *scratch) mustWrite(t testing.TB, q string, args ...any) {
+	t.Helper()
+	exec := s.exec
+	if s.adminExec != nil {
+		exec = s.adminExec
+	}
+	if err := exec(ddlTypes(s.e.name, q), args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
 }
 
 // mustExec runs q (with ddlTypes applied) as the owner.
@@ -146,7 +163,8 @@ func newScratchPostgres(t testing.TB, e engine) *scratch {
 		return q
 	}
 	return &scratch{e: e,
-		exec: func(q string, args ...any) error { _, err := owner.Exec(ctx, dollar(q), args...); return err },
+		exec:      func(q string, args ...any) error { _, err := owner.Exec(ctx, dollar(q), args...); return err },
+		adminExec: func(q string, args ...any) error { _, err := admin.Exec(ctx, dollar(q), args...); return err },
 		count: func(q string, args ...any) int {
 			var n int
 			if err := admin.QueryRow(ctx, dollar(q), args...).Scan(&n); err != nil {

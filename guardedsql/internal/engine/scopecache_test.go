@@ -59,3 +59,27 @@ func TestEncodeScopeCacheKeyed(t *testing.T) {
 		t.Errorf("another subject with roles: %s", got.Doc)
 	}
 }
+
+// TestScopeGrants: Scope.Grants splits a scope into one scope a grant,
+// plain ids and grants confined to ancestors alike, each encoded as
+// EncodeScope encodes that grant alone.
+func TestScopeGrants(t *testing.T) {
+	levels := []*sqlast.Level{{Name: "chain", Key: sqlast.TextKey, Index: 0}, {Name: "hotel", Key: sqlast.IntKey, Index: 1}}
+	g := func(level, id string, within ...scope.Grant) scope.Grant {
+		return scope.Grant{Level: level, ID: id, Within: within}
+	}
+	grants := []scope.Grant{g("chain", "acme"), g("chain", "globex"), g("hotel", "7"), g("hotel", "9", g("chain", "initech"))}
+	got := EncodeScope(levels, scopetest.New("u", grants)).Grants()
+	if len(got) != len(grants) {
+		t.Fatalf("%d scopes, want %d: %+v", len(got), len(grants), got)
+	}
+	for i, gr := range grants {
+		want := encodeScope(levels, scopetest.New("u", []scope.Grant{gr}))
+		if got[i].Doc != want.Doc || !reflect.DeepEqual(got[i].Active, want.Active) || !reflect.DeepEqual(got[i].Shapes, want.Shapes) {
+			t.Errorf("grant %d (%v): %+v, want %+v", i, gr, got[i], want)
+		}
+	}
+	if one := EncodeScope(levels, scopetest.New("u", grants[:1])).Grants(); len(one) != 1 {
+		t.Errorf("one grant splits into %d scopes", len(one))
+	}
+}

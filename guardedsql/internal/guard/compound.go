@@ -38,6 +38,9 @@ func (r *renderer) fromItem(ref *sqlast.Ref) (engine.Frag, error) {
 		}
 		return engine.Frag{SQL: r.q(ref.CTE.Name) + " AS " + r.q(ref.Alias)}, nil
 	}
+	if r.byPK[ref] {
+		return engine.Frag{SQL: r.table(ref) + " FORCE INDEX (PRIMARY)"}, nil
+	}
 	return engine.Frag{SQL: r.table(ref)}, nil
 }
 

@@ -201,12 +201,13 @@ type renderer struct {
 	n         int
 	seen      map[*sqlast.Ref]bool
 	usedScope bool
-	ctes      []*sqlast.CTE   // declared so far (compound.go)
-	windowed  bool            // a window function or scalar subquery was rendered (scalar.go)
-	from      *sqlast.Ref     // FROM of the SELECT being rendered (scalar.go)
-	noKeyed   bool            // render a locking SELECT as is (keyed.go's own steps)
-	rec       []*sqlast.Value // recording a layout (cache.go): values written as slots
-	inline    bool            // test sc inline, not through the prelude (pairing.go)
+	ctes      []*sqlast.CTE        // declared so far (compound.go)
+	windowed  bool                 // a window function or scalar subquery was rendered (scalar.go)
+	from      *sqlast.Ref          // FROM of the SELECT being rendered (scalar.go)
+	noKeyed   bool                 // render a locking SELECT as is (keyed.go's own steps)
+	rec       []*sqlast.Value      // recording a layout (cache.go): values written as slots
+	inline    bool                 // test sc inline, not through the prelude (pairing.go)
+	byPK      map[*sqlast.Ref]bool // read these by primary key (keyed.go's locking step)
 }
 
 // fb accumulates SQL text and its arguments in textual order.

@@ -289,7 +289,17 @@ func (r *renderer) keyedLock(s *sqlast.Select) (func(ctx context.Context, q engi
 		}
 		locked := *s
 		locked.Where = &sqlast.And{Ps: conf}
-		lp, err := fresh().selectPlan(&locked)
+		// By the primary key: reading only columns a secondary index
+		// covers, InnoDB share-locks that index's records and not the
+		// row's, and a FOR SHARE then held back no FOR UPDATE of the same
+		// row (Invoice Ninja probe: ids read while another transaction
+		// held one of them for update).
+		lr := fresh()
+		lr.byPK = map[*sqlast.Ref]bool{}
+		for _, ref := range refs {
+			lr.byPK[ref] = true
+		}
+		lp, err := lr.selectPlan(&locked)
 		if err != nil {
 			return Step{}, err
 		}

@@ -375,6 +375,16 @@ func (r *renderer) updatePlan(s *sqlast.Update) (Plan, error) {
 	for _, a := range s.Set {
 		assigned[a.Col] = a.V
 	}
+	if !g.IsZero() {
+		paired, err := r.pairedUpdate(t, s.Ref.Alias, vals, assigned, checks) // pairing.go
+		if err != nil {
+			return Plan{}, err
+		}
+		if !paired.IsZero() {
+			ub = ub.Where(paired)
+			g = and([]engine.Frag{g, paired})
+		}
+	}
 	wg := r.writeGuard(t, s.Ref.Alias, assigned) // byref.go
 	for _, c := range wg {
 		ub = ub.Where(c)

@@ -2,13 +2,14 @@ package guard
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
-// Inserts under a scope of several grants.
+// Writes under a scope of several grants.
 //
 // A scope of several grants (a member of two projects, an agency holding
 // two accounts) admits a row when each of its scope checks passes under
@@ -22,7 +23,10 @@ import (
 //
 // Invariant: a row inserted under a scope of several grants passes all its
 // scope checks under one and the same grant, unless it is a tenant itself
-// (its key a level column).
+// (its key a level column); a row whose references an UPDATE assigns
+// passes them under the grant that admits the row, or, when the UPDATE
+// moves the row (assigns its parent or a level column), under one grant
+// together with the references it keeps.
 
 // pairedInsert returns checks, the scope checks of a row of t inserted
 // with values vals, as one condition when there are two or more of them
@@ -60,4 +64,50 @@ func (r *renderer) pairedInsert(t *sqlast.Table, vals map[string]sqlast.Value, c
 	}
 	f.s(")")
 	return []engine.Frag{f.done()}, nil
+}
+
+// pairedUpdate returns, for an UPDATE of t's rows under alias that
+// assigns vals (whose value checks are checks; assigned also holds the
+// columns set by expressions), the condition that under one grant alone
+// the row's own guard and those checks hold, or, when the UPDATE moves the
+// row to another parent or level value, those checks and the consistency
+// paths it keeps. A zero Frag when there is nothing to pair.
+func (r *renderer) pairedUpdate(t *sqlast.Table, alias string, vals, assigned map[string]sqlast.Value, checks []engine.Frag) (engine.Frag, error) {
+	if len(checks) == 0 || t.Global || t.ByRef || guardfault.Off(guardfault.GrantPairing) {
+		return engine.Frag{}, nil
+	}
+	grants := r.sc.Grants()
+	if len(grants) < 2 {
+		return engine.Frag{}, nil
+	}
+	moves := false
+	for c := range assigned {
+		moves = moves || t.LevelOf(c) != nil || t.Parent != nil && slices.Contains(t.Parent.Cols, c)
+	}
+	var f fb
+	f.s("(")
+	for i, g := range grants {
+		sub := &renderer{d: r.d, sc: g, seen: map[*sqlast.Ref]bool{}, opt: r.opt, n: r.n, inline: true}
+		cs, _, err := sub.writeChecks(t, vals, false)
+		if err != nil {
+			return engine.Frag{}, err
+		}
+		if moves {
+			cs = append(cs, sub.consistencyGuard(t, alias, assigned)...)
+			if len(cs) < 2 {
+				return engine.Frag{}, nil // one condition: the whole scope's says as much
+			}
+		} else {
+			cs = append([]engine.Frag{sub.readGuard(t, alias)}, cs...)
+		}
+		r.n = sub.n
+		if i > 0 {
+			f.s(" OR ")
+		}
+		f.s("(")
+		f.frag(and(cs))
+		f.s(")")
+	}
+	f.s(")")
+	return f.done(), nil
 }
