@@ -179,6 +179,14 @@ func unacknowledgedTriggers(ctx context.Context, q engine.Querier, d engine.Dial
 					ErrTrigger, tr.Name, t.Name, t.Name, t.Name, ref.Name))
 				continue
 			}
+			if !ref.Global && !decidesTenant(t, tr.Name) {
+				// No acknowledgement could hold (above): say so now.
+				errs = append(errs, fmt.Errorf("%w: foreign key %s of %s has an ON UPDATE or ON DELETE action (CASCADE, SET NULL or SET DEFAULT) and is not the key that decides %s's tenant: "+
+					"a tenant's write of a %s row changes or deletes the %s rows referencing it with no tenant predicate, another tenant's among them; "+
+					"make it NO ACTION or RESTRICT (an acknowledgement holds only on %s's Parent, or a key through a level column onto the same level)",
+					ErrTrigger, tr.Name, t.Name, t.Name, ref.Name, t.Name, t.Name))
+				continue
+			}
 			errs = append(errs, fmt.Errorf("%w: foreign key %s of %s has an ON UPDATE or ON DELETE action (CASCADE, SET NULL or SET DEFAULT): "+
 				"a tenant's write of a %s row changes or deletes the %s rows referencing it with no tenant predicate, another tenant's among them; "+
 				"make it NO ACTION or RESTRICT, or acknowledge it in %s's Triggers[%q] with why no row references another tenant's",

@@ -453,6 +453,11 @@ func TestFKActionsRefused(t *testing.T) {
 		if strings.Contains(err.Error(), "regions") {
 			t.Errorf("the action on the key into the read-only global regions was refused too: %v", err)
 		}
+		// Only the Parent's action may be acknowledged: the clerk's message
+		// must not offer what Open then refuses (Invoice Ninja probe).
+		if !strings.Contains(err.Error(), `acknowledge it in rentals's Triggers["`+byParent) || strings.Contains(err.Error(), `Triggers["`+byClerk) {
+			t.Errorf("unacknowledged ON DELETE CASCADE: err = %v, want the acknowledgement offered for %s alone", err, byParent)
+		}
 		_, err = s.open(def(map[string]string{byParent: "a customer's rentals are its store's", byClerk: "test: the cascade is the point"}))
 		if !errors.Is(err, guardedsql.ErrTrigger) || !strings.Contains(err.Error(), byClerk+" of rentals") || !strings.Contains(err.Error(), "is not the key that decides") ||
 			strings.Contains(err.Error(), byParent) {
