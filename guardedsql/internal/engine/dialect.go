@@ -207,6 +207,8 @@ type Scope struct {
 	// Shapes lists the shapes of the grants confined to ancestors, sorted
 	// by key: each is tested as a whole tuple.
 	Shapes []Shape
+
+	each []Scope // see Grants
 }
 
 // Shape is the set of levels a grant confined to ancestors names (its own
@@ -223,29 +225,11 @@ type Shape struct {
 const ShapeSep = "/"
 
 // Grants returns one scope per grant of s, in schema order: each plain id
-// of an active level, and each tuple of a shape, alone in its document.
-func (s Scope) Grants() []Scope {
-	var all map[string][]json.RawMessage
-	if json.Unmarshal([]byte(s.Doc), &all) != nil {
-		return nil
-	}
-	one := func(key string, v json.RawMessage) string {
-		k, _ := json.Marshal(key)
-		return "{" + string(k) + ":[" + string(v) + "]}"
-	}
-	var out []Scope
-	for _, l := range s.Active {
-		for _, v := range all[l.Name] {
-			out = append(out, Scope{Doc: one(l.Name, v), Active: []*sqlast.Level{l}})
-		}
-	}
-	for _, sh := range s.Shapes {
-		for _, v := range all[sh.Key] {
-			out = append(out, Scope{Doc: one(sh.Key, v), Shapes: []Shape{sh}})
-		}
-	}
-	return out
-}
+// of an active level, and each tuple of a shape, alone in its document. It
+// is computed when the scope is encoded (and cached with it); the scopes it
+// returns have no Grants of their own, nor has a Scope made by hand: both
+// are read as one grant.
+func (s Scope) Grants() []Scope { return s.each }
 
 // InlineScoper is implemented by a dialect whose InScope and InTuples read
 // the scope from the Prelude: these read doc itself, bound where they
@@ -286,6 +270,7 @@ func EncodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 	out = encodeScope(levels, s)
 	out.Active = slices.Clip(out.Active) // no append by a caller writes into the shared arrays
 	out.Shapes = slices.Clip(out.Shapes)
+	out.each = slices.Clip(out.each)
 	scopeCache.Lock()
 	if scopeCache.m == nil || len(scopeCache.m) >= scopeCacheMax {
 		scopeCache.m = make(map[scopeKey]Scope)
@@ -325,7 +310,9 @@ func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 	b.WriteByte('{')
 	out := Scope{}
 	n := 0
-	entry := func(key string, vals []string) {
+	// entry writes key's values into the document and records each value
+	// alone as one grant, in the order the document holds them.
+	entry := func(key string, vals []string, one func(doc string) Scope) {
 		if n > 0 {
 			b.WriteByte(',')
 		}
@@ -335,6 +322,9 @@ func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 		b.WriteString(":[")
 		b.WriteString(strings.Join(vals, ","))
 		b.WriteByte(']')
+		for _, v := range vals {
+			out.each = append(out.each, one("{"+string(name)+":["+v+"]}"))
+		}
 	}
 	for _, l := range levels {
 		ids := s.GrantsAt(l.Name)
@@ -369,7 +359,7 @@ func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 		if len(vals) == 0 {
 			continue
 		}
-		entry(l.Name, vals)
+		entry(l.Name, vals, func(doc string) Scope { return Scope{Doc: doc, Active: []*sqlast.Level{l}} })
 		out.Active = append(out.Active, l)
 	}
 	if s.Plain() {
@@ -400,8 +390,9 @@ func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 	for _, k := range keys {
 		ts := tuples[k]
 		slices.Sort(ts)
-		entry(k, slices.Compact(ts))
-		out.Shapes = append(out.Shapes, *shapes[k])
+		sh := *shapes[k]
+		entry(k, slices.Compact(ts), func(doc string) Scope { return Scope{Doc: doc, Shapes: []Shape{sh}} })
+		out.Shapes = append(out.Shapes, sh)
 	}
 	b.WriteByte('}')
 	out.Doc = b.String()

@@ -269,6 +269,7 @@ func (k *keyBuf) shapeKey(d engine.Dialect, s *sqlast.Select, sc engine.Scope, o
 	k.bit(opt.NoIntersectExcept)
 	k.ptr(*(*unsafe.Pointer)(unsafe.Pointer(&opt.Quoted)), opt.Quoted)
 	if !guardfault.Off(guardfault.RenderCacheKey) {
+		// Not sc.Grants: only writes (pairing.go) render by grant.
 		k.u(uint64(len(sc.Active)))
 		for _, l := range sc.Active {
 			k.ptr(unsafe.Pointer(l), l)

@@ -39,31 +39,17 @@ func (r *renderer) pairedInsert(t *sqlast.Table, vals map[string]sqlast.Value, c
 	if len(checks) < 2 || t.Identity != "" || guardfault.Off(guardfault.GrantPairing) {
 		return checks, nil
 	}
-	grants := r.sc.Grants()
-	if len(grants) < 2 {
-		return checks, nil
-	}
-	var f fb
-	f.s("(")
-	for i, g := range grants {
-		sub := &renderer{d: r.d, sc: g, seen: map[*sqlast.Ref]bool{}, opt: r.opt, n: r.n, inline: true}
+	f, err := r.underOneGrant(func(sub *renderer) ([]engine.Frag, error) {
 		cs, _, err := sub.writeChecks(t, vals, true)
-		if err != nil {
-			return nil, err
+		if err == nil && len(cs) == 0 {
+			err = fmt.Errorf("%w: no scope check for INSERT into %s under one grant", ErrInternal, t.Name)
 		}
-		if len(cs) == 0 {
-			return nil, fmt.Errorf("%w: no scope check for INSERT into %s under one grant", ErrInternal, t.Name)
-		}
-		r.n = sub.n
-		if i > 0 {
-			f.s(" OR ")
-		}
-		f.s("(")
-		f.frag(and(cs))
-		f.s(")")
+		return cs, err
+	})
+	if err != nil || f.SQL == "" {
+		return checks, err
 	}
-	f.s(")")
-	return []engine.Frag{f.done()}, nil
+	return []engine.Frag{f}, nil
 }
 
 // pairedUpdate returns, for an UPDATE of t's rows under alias that
@@ -76,31 +62,42 @@ func (r *renderer) pairedUpdate(t *sqlast.Table, alias string, vals, assigned ma
 	if len(checks) == 0 || t.Global || t.ByRef || guardfault.Off(guardfault.GrantPairing) {
 		return engine.Frag{}, nil
 	}
-	grants := r.sc.Grants()
-	if len(grants) < 2 {
-		return engine.Frag{}, nil
-	}
 	moves := false
 	for c := range assigned {
 		moves = moves || t.LevelOf(c) != nil || t.Parent != nil && slices.Contains(t.Parent.Cols, c)
 	}
+	return r.underOneGrant(func(sub *renderer) ([]engine.Frag, error) {
+		cs, _, err := sub.writeChecks(t, vals, false)
+		if err != nil || !moves {
+			return append([]engine.Frag{sub.readGuard(t, alias)}, cs...), err
+		}
+		cs = append(cs, sub.consistencyGuard(t, alias, assigned)...)
+		if len(cs) < 2 {
+			return nil, nil // one condition: the whole scope's says as much
+		}
+		return cs, nil
+	})
+}
+
+// underOneGrant returns the disjunction, over the scope's grants, of the
+// conjunction of the conditions conds renders under that grant alone. A
+// zero Frag when the scope holds fewer than two grants or conds renders
+// none under some grant (nothing to pair).
+func (r *renderer) underOneGrant(conds func(sub *renderer) ([]engine.Frag, error)) (engine.Frag, error) {
+	grants := r.sc.Grants()
+	if len(grants) < 2 {
+		return engine.Frag{}, nil
+	}
 	var f fb
 	f.s("(")
+	n := r.n
 	for i, g := range grants {
-		sub := &renderer{d: r.d, sc: g, seen: map[*sqlast.Ref]bool{}, opt: r.opt, n: r.n, inline: true}
-		cs, _, err := sub.writeChecks(t, vals, false)
-		if err != nil {
+		sub := &renderer{d: r.d, sc: g, seen: map[*sqlast.Ref]bool{}, opt: r.opt, n: n, inline: true}
+		cs, err := conds(sub)
+		if err != nil || len(cs) == 0 {
 			return engine.Frag{}, err
 		}
-		if moves {
-			cs = append(cs, sub.consistencyGuard(t, alias, assigned)...)
-			if len(cs) < 2 {
-				return engine.Frag{}, nil // one condition: the whole scope's says as much
-			}
-		} else {
-			cs = append([]engine.Frag{sub.readGuard(t, alias)}, cs...)
-		}
-		r.n = sub.n
+		n = sub.n
 		if i > 0 {
 			f.s(" OR ")
 		}
@@ -109,5 +106,6 @@ func (r *renderer) pairedUpdate(t *sqlast.Table, alias string, vals, assigned ma
 		f.s(")")
 	}
 	f.s(")")
+	r.n = n
 	return f.done(), nil
 }
