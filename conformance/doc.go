@@ -366,7 +366,7 @@
 //	global tables read-only (global_read_only)       55
 //	shared unique keys refused (shared_unique)       56
 //	global tables named like references (global_named_ref, global_polymorphic) 27
-//	the tenants' own table declared global (global_root) 27
+//	the tenants' own table declared global, by key or by name (global_root) 27
 //	level columns anchored by foreign keys (level_anchor) 27
 //	claims need the row to exist (by_ref_exists)     52
 //	PostgreSQL: WITH CHECK tests the parent beside level columns (level_parent_check) 16 (TestLevelParentCheckCaught: the hotel has no such table)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/internal/refname"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -68,7 +69,9 @@ func pairOf(level, id string) string { return level + "\x1f" + id }
 // graph declares plus every catalog column, in any table, named like a
 // declared level column that is not the whole primary key of its table
 // (hotels.chain_id makes every chain_id column carry "chain"; hotels.id,
-// the key of the hotel level's own table, lends its name to nothing).
+// the key of the hotel level's own table, lends its name to nothing), and
+// the primary key of every table such a column is named like a reference
+// to (chains.id).
 // Foreign keys carry levels on from there, whatever the graph declares.
 func levelColumns(tg Target, def builder.SchemaDef, cat map[string]*liveTable) (map[string]string, error) {
 	out := map[string]string{}
@@ -104,6 +107,18 @@ func levelColumns(tg Target, def builder.SchemaDef, cat map[string]*liveTable) (
 				if _, set := out[tab+"."+col]; !set {
 					out[tab+"."+col] = l
 				}
+			}
+		}
+		// The level's own table, named by its level columns with no
+		// foreign key to say so: tenants.record_id beside Kill Bill's
+		// tenant_record_id columns carries "tenant", whatever the graph
+		// declares tenants to be.
+		if len(t.pk) != 1 || offNamedLevelTables.Load() {
+			continue
+		}
+		for _, col := range slices.Sorted(maps.Keys(names)) {
+			if _, set := out[tab+"."+t.pk[0]]; !set && refname.Refers(col, tab, t.pk[0], false) {
+				out[tab+"."+t.pk[0]] = names[col]
 			}
 		}
 	}
@@ -268,25 +283,9 @@ func impliedRefs(cat map[string]*liveTable, globals map[string]bool) map[string]
 // refTarget returns the table of cat (with a single-column primary key)
 // that col, lower case, is named like a reference to, or "".
 func refTarget(cat map[string]*liveTable, col string) string {
-	base, ok := strings.CutSuffix(col, "_id")
-	if !ok {
-		base, ok = strings.CutSuffix(col, "id")
-	}
-	if !ok || len(base) < 2 {
-		return ""
-	}
-	forms := []string{base, base + "s", base + "es"}
-	if b, ok := strings.CutSuffix(base, "y"); ok {
-		forms = append(forms, b+"ies")
-	}
 	for _, n := range slices.Sorted(maps.Keys(cat)) {
-		if len(cat[n].pk) != 1 {
-			continue
-		}
-		for _, f := range forms {
-			if n == f || strings.HasSuffix(n, "_"+f) || strings.HasSuffix(n, "."+f) {
-				return n
-			}
+		if pk := cat[n].pk; len(pk) == 1 && refname.Refers(col, n, pk[0], true) {
+			return n
 		}
 	}
 	return ""

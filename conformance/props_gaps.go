@@ -205,7 +205,7 @@ func propPathKey(p *pt, r *runner) {
 // table wrongly declared global is refused at Open: one referencing a
 // tenant-bound table, one naming one without a foreign key (by its name,
 // by its name after an application prefix, or by a polymorphic pair), and
-// the tenants' own table.
+// the tenants' own table (referenced by a foreign key, or only named).
 func propCatalog(p *pt, r *runner) {
 	rep, err := guardedsql.CheckCatalog(p.ctx, r.db)
 	if err != nil {
@@ -296,7 +296,49 @@ func propCatalog(p *pt, r *runner) {
 		p.Errorf("%s was accepted at Open; chain acme reads %v", c.what, got)
 	}
 	f.drop()
+	namedTenants(p, r)
 	levelAnchors(p, r)
+}
+
+// namedTenants (P27, continued): Kill Bill's shape, which keeps no foreign
+// keys: every table's tenant_record_id names tenants.record_id only by
+// its name. The tenants table (each tenant's API secret) declared global
+// is refused at Open; the correct declaration is the control.
+func namedTenants(p *pt, r *runner) {
+	f := r.gapFixture(p, []string{"g27_bundles", "g27_tenants"}, []string{
+		`CREATE TABLE g27_tenants (record_id INT_T PRIMARY KEY, api_secret KEY_T NOT NULL)`,
+		`CREATE TABLE g27_bundles (record_id INT_T PRIMARY KEY, tenant_record_id INT_T NOT NULL, secret KEY_T NOT NULL)`,
+		`INSERT INTO g27_tenants VALUES (1, 'tenant 1 secret'), (2, 'tenant 2 secret')`,
+		`INSERT INTO g27_bundles VALUES (1, 2, 'tenant 2 bundle'), (2, 1, 'tenant 1 bundle')`,
+	})
+	defer f.drop()
+	tenant := func(col string) map[string]string { return map[string]string{col: "tenant"} }
+	bundles := builder.TableDef{Name: "g27_bundles", Columns: []string{"record_id", "tenant_record_id", "secret"}, PrimaryKey: []string{"record_id"}, Levels: tenant("tenant_record_id")}
+	read := func(tenants builder.TableDef) ([]string, error) {
+		sch, err := builder.NewSchema(builder.SchemaDef{Levels: []builder.Level{{Name: "tenant", Key: builder.IntKey}}, Tables: []builder.TableDef{tenants, bundles}})
+		if err != nil {
+			p.Fatalf("schema: %v", err)
+		}
+		db, err := f.open(sch)
+		if err != nil {
+			return nil, err
+		}
+		t := sch.Table("g27_tenants")
+		return strs(p, db, gapCtx(p, scope.Grant{Level: "tenant", ID: "1"}), builder.Must(builder.Select(t.Col("api_secret")).From(t).Build())), nil
+	}
+	tenants := builder.TableDef{Name: "g27_tenants", Columns: []string{"record_id", "api_secret"}, PrimaryKey: []string{"record_id"}, Levels: tenant("record_id")}
+	if got, err := read(tenants); err != nil || !slices.Equal(got, []string{"tenant 1 secret"}) {
+		p.Fatalf("control: the correct declaration: tenant 1 reads %v of g27_tenants, err %v", got, err)
+	}
+	tenants.Levels, tenants.Global = nil, true
+	got, err := read(tenants)
+	switch {
+	case errors.Is(err, guardedsql.ErrGlobalDrift) && strings.Contains(err.Error(), "g27_bundles.tenant_record_id, a column of level tenant, is named like a reference to g27_tenants.record_id"):
+	case err != nil:
+		p.Errorf("g27_tenants (named by tenant_record_id, no foreign key) declared global: Open refused it, but not for that: %v", err)
+	default:
+		p.Errorf("g27_tenants (named by tenant_record_id, no foreign key) declared global was accepted at Open; tenant 1 reads %v", got)
+	}
 }
 
 // levelAnchors (P27, continued): a column declared to carry a level that

@@ -58,7 +58,7 @@ func propTypedSeeds(p *pt, r *runner) {
 						name, c, want, r.cat.tables[strings.ToLower(name)].types[strings.ToLower(c)], row[c], got, own[0])
 				}
 			}
-			ctx := r.scoped(p.ctx, tn)
+			ctx := withRowLevels(r.scoped(p.ctx, tn), t, tn, nil, row)
 			if err := r.control(ctx, func(tx *guardedsql.Tx) error {
 				res, err := r.exec(ctx, tx, r.insertOf(p, t, row))
 				if err == nil && res.RowsAffected != 1 {

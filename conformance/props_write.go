@@ -579,6 +579,34 @@ func propDeleteForeign(p *pt, r *runner) {
 	}
 }
 
+// rowGrants returns tn's grants, and, for root t (no scope parent), the
+// level ids that rows carry outside the columns skip: a company's copy
+// with a fresh id is a new company, which the scope then grants, so that a
+// refusal is a foreign key's alone.
+func rowGrants(t *tinfo, tn Tenant, skip []string, rows ...Row) []scope.Grant {
+	if t.parent != nil {
+		return tn.Grants
+	}
+	grants := slices.Clone(tn.Grants)
+	for _, row := range rows {
+		for _, lc := range t.levelCols {
+			if v := row[lc.col]; v != nil && !slices.Contains(skip, lc.col) {
+				grants = append(grants, scope.Grant{Level: lc.level, ID: canon(v)})
+			}
+		}
+	}
+	return grants
+}
+
+// withRowLevels returns ctx, or for root t a context whose scope holds
+// rowGrants(t, tn, skip, rows...).
+func withRowLevels(ctx context.Context, t *tinfo, tn Tenant, skip []string, rows ...Row) context.Context {
+	if t.parent != nil {
+		return ctx
+	}
+	return grantsCtx(ctx, rowGrants(t, tn, skip, rows...))
+}
+
 // P9: INSERT of a row whose scope parent (or any other referenced
 // tenant-bound row, a root's included) belongs to another tenant is
 // refused by the guard, in the same words as the same INSERT naming a key
@@ -607,22 +635,8 @@ func propInsertForeignParent(p *pt, r *runner) {
 				p.Logf("%s: the type of %s holds no value above the seed's largest; no copy of a row can be inserted, so not checked", name, c)
 				continue
 			}
-			// A root's copy carries fresh level ids where its key is a
-			// level column (a company's id): the scope grants those, so
-			// that a refusal is the foreign key's alone.
 			within := func(skip []string, rows ...Row) context.Context {
-				if t.parent != nil {
-					return ctx
-				}
-				grants := slices.Clone(tn.Grants)
-				for _, row := range rows {
-					for _, lc := range t.levelCols {
-						if row[lc.col] != nil && !slices.Contains(skip, lc.col) {
-							grants = append(grants, scope.Grant{Level: lc.level, ID: canon(row[lc.col])})
-						}
-					}
-				}
-				return grantsCtx(p.ctx, grants)
+				return withRowLevels(ctx, t, tn, skip, rows...)
 			}
 			readable := template
 			template, why := r.freeRefs(t, template, tn, true)
@@ -646,7 +660,9 @@ func propInsertForeignParent(p *pt, r *runner) {
 				continue
 			}
 			for _, f := range r.g.tenantFKs(t) {
-				for _, k := range pick(p.rng, r.or.foreignTarget(f.to, tn.Grants), 2) {
+				// Foreign to the scope the insert runs under, which a
+				// root's level ids widen (an account's tenant).
+				for _, k := range pick(p.rng, r.or.foreignTarget(f.to, rowGrants(t, tn, f.cols, template)), 2) {
 					prow := r.or.row(f.to, k)
 					bad := r.fresh(t, template)
 					for i, c := range f.cols {

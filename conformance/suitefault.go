@@ -16,6 +16,10 @@ var (
 	// offTypedSeeds: fresh unique-key values are integers or text
 	// "tmconf-<n>" whatever the column's type.
 	offTypedSeeds atomic.Bool
+	// offNamedLevelTables: property 58's oracle gives no level to the key
+	// of a table the level columns name without a foreign key
+	// (tenants.record_id beside tenant_record_id).
+	offNamedLevelTables atomic.Bool
 )
 
 // switchOff sets b until the returned function is called.

@@ -114,8 +114,11 @@ type Target struct {
 	// Nil derives them: every level column the graph declares, plus every
 	// column of the database, in any table, named like a declared level
 	// column that is not the whole primary key of its own table (so a
-	// store_id column carries "store" wherever it is, declared or not).
-	// Foreign keys carry levels on from those columns regardless of the
+	// store_id column carries "store" wherever it is, declared or not),
+	// plus the primary key of each table such a column is named like a
+	// reference to (tenant_record_id makes tenants.record_id carry
+	// "tenant", with no foreign key to say so, whatever the graph declares
+	// tenants to be). Foreign keys carry levels on from those columns regardless of the
 	// graph. Name them here when a level column of some table has a name
 	// no declared table uses and no foreign key into an owned row.
 	LevelColumns map[string]string

@@ -10,6 +10,7 @@ import (
 	"github.com/tenantmcp/tenantmcp/builder"
 	"github.com/tenantmcp/tenantmcp/guardedsql/internal/engine"
 	"github.com/tenantmcp/tenantmcp/internal/guardfault"
+	"github.com/tenantmcp/tenantmcp/internal/refname"
 	"github.com/tenantmcp/tenantmcp/internal/sqlast"
 )
 
@@ -267,45 +268,40 @@ func keyColumns(g *sqlast.Schema) [][2]string {
 // (Rails' by default) show their tenant rows only by such names, so a
 // global table holding one is asked for a reason.
 func refLike(g *sqlast.Schema, c string) string {
-	base := refBase(c)
-	if base == "" {
-		return ""
-	}
-	forms := []string{base, base + "s", base + "es"}
-	if b, ok := strings.CutSuffix(base, "y"); ok {
-		forms = append(forms, b+"ies")
-	}
+	base := refname.Base(c, "id")
 	for _, name := range g.Names {
-		t := g.Tables[name]
-		if t.Global {
-			continue
-		}
-		n := strings.ToLower(t.Name)
-		for _, f := range forms {
-			// A prefix is an application's ("sentry_project"), a
-			// schema's ("public.project") or a framework's.
-			if n == f || strings.HasSuffix(n, "_"+f) || strings.HasSuffix(n, "."+f) {
-				return t.Name
-			}
+		// A prefix is an application's ("sentry_project"), a schema's
+		// ("public.project") or a framework's.
+		if t := g.Tables[name]; !t.Global && refname.Names(t.Name, base, true) {
+			return t.Name
 		}
 	}
 	return ""
 }
 
-// refBase returns what a column named like a reference names, lower
-// case, or "": "channel" for channel_id (snake case), ChannelId, channelId,
-// channelID (camel case, Mattermost's and .NET's) and channelid (the
-// camel case name folded by PostgreSQL).
-func refBase(c string) string {
-	c = strings.ToLower(c)
-	if base, ok := strings.CutSuffix(c, "_id"); ok {
-		return base
+// namedRoot refuses t, declared global without a reason, when a level
+// column is named like a reference to its primary key with no foreign key
+// saying so (Kill Bill's tenant_record_id beside tenants.record_id): its
+// rows are then the tenants themselves, the case the foreign-key rule of
+// compareTables catches when the key is there.
+func namedRoot(g *sqlast.Schema, t *sqlast.Table, ct *builder.TableDef) []error {
+	if len(ct.PrimaryKey) != 1 {
+		return nil
 	}
-	base, _ := strings.CutSuffix(c, "id")
-	if len(base) < 2 || base == c {
-		return ""
+	for _, name := range g.Names {
+		u := g.Tables[name]
+		if u.Global {
+			continue
+		}
+		for _, lc := range u.LevelCols {
+			if refname.Refers(lc.Col, t.Name, ct.PrimaryKey[0], true) {
+				return []error{fmt.Errorf("%w: %s.%s, a column of level %s, is named like a reference to %s.%s, declared global: its rows are the tenants themselves; "+
+					"declare %s tenant-bound (%s a column of level %s), or give a GlobalReason",
+					ErrGlobalDrift, u.Name, lc.Col, lc.Level.Name, t.Name, ct.PrimaryKey[0], t.Name, ct.PrimaryKey[0], lc.Level.Name)}
+			}
+		}
 	}
-	return base
+	return nil
 }
 
 // polymorphicRef returns the id column of a polymorphic reference among
@@ -341,7 +337,7 @@ func polymorphicRef(cols []string) string {
 
 // levelLike reports whether column c is named like a scope level of g: a
 // level's name, that name with "_id", or the name of a level column of a
-// tenant-bound table other than a plain "id".
+// tenant-bound table other than the whole primary key of its table.
 func levelLike(g *sqlast.Schema, c string) bool {
 	c = strings.ToLower(c)
 	for _, l := range g.Levels {
@@ -350,8 +346,15 @@ func levelLike(g *sqlast.Schema, c string) bool {
 		}
 	}
 	for _, name := range g.Names {
-		for _, lc := range g.Tables[name].LevelCols {
-			if lc.Col != "id" && strings.ToLower(lc.Col) == c {
+		t := g.Tables[name]
+		for _, lc := range t.LevelCols {
+			// The whole key of the level's own table (hotels.id, Kill
+			// Bill's tenants.record_id, a name every table uses for its
+			// own key) lends its name to nothing.
+			if len(t.PK) == 1 && strings.EqualFold(t.PK[0], lc.Col) {
+				continue
+			}
+			if strings.ToLower(lc.Col) == c {
 				return true
 			}
 		}
@@ -407,6 +410,9 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef, uuidIsTex
 						ErrGlobalDrift, t.Name, lc.Col, lc.Level.Name, to.Name, to.Name, lc.Level.Name))
 				}
 			}
+		}
+		if t.Global && t.GlobalReason == "" && !guardfault.Off(guardfault.GlobalRoot) {
+			errs = append(errs, namedRoot(g, t, ct)...)
 		}
 		if !guardfault.Off(guardfault.LevelAnchor) {
 			errs = append(errs, levelAnchors(g, t, cat)...)
@@ -509,10 +515,13 @@ func levelAnchors(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.Tab
 		// No foreign key says anything (a Rails schema): the name may. A
 		// level column beside an undeclared column named like the level
 		// (inbox_id declared the account column of conversations, which
-		// has an account_id) is the wrong one.
+		// has an account_id) is the wrong one, unless that column's type
+		// cannot hold the level's keys (Kill Bill's account_id, a UUID,
+		// beside the account_record_id that holds them).
 		if x := slices.IndexFunc(ct.Columns, func(c string) bool {
 			n := strings.ToLower(c)
-			return !strings.EqualFold(c, lc.Col) && levelOfFold(t, c) == nil && (n == lc.Level.Name || n == lc.Level.Name+"_id")
+			k := sqlast.TypeKind(ct.Types[c])
+			return !strings.EqualFold(c, lc.Col) && levelOfFold(t, c) == nil && (n == lc.Level.Name || n == lc.Level.Name+"_id") && (k == 0 || k == lc.Level.Key)
 		}); x >= 0 {
 			errs = append(errs, fmt.Errorf("%w: %s.%s is declared the column of level %s, but %s also has %s, named like the level, undeclared: "+
 				"declare %s, not %s, in %s's Levels",

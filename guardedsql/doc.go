@@ -143,6 +143,20 @@
 // rather than only for callers with several grants; a tool that wants the
 // first of several says so with OrderBy and Limit(1).
 //
+// A lower level may sit below a table that carries only the upper one
+// (organization → project → environment, with levels organization and
+// environment): an environment grant does not see the project. Reads
+// under a scope that unites an organization with another's environment
+// still return that environment's rows (the guard joins such a hop
+// outer). Two limits remain, both refusing rather than leaking: on
+// PostgreSQL, a grant confined to its ancestors (environment 7 within
+// organization 2) reads nothing below such a table, because the policy
+// that tests the tuple reads the project under row-level security; and a
+// lower level's column that no foreign key ties to its level's table
+// (Kill Bill's account_record_id) cannot be written under any grant,
+// since nothing shows which tenant an account belongs to: add the foreign
+// key.
+//
 // # RETURNING, upserts, INSERT ... SELECT
 //
 // DB.ExecReturning (and Tx.ExecReturning) runs a write built with Returning

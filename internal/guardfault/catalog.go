@@ -45,7 +45,7 @@ const PolicyFuncs Fix = "policy_funcs"
 // a GlobalReason, a table declared global with a column named like a
 // reference to a tenant-bound table and no foreign key on it, one with a
 // polymorphic reference (a "<p>_type", "<p>_id" pair), and one a level
-// column references (property 27).
+// column references, by a foreign key or by its name (property 27).
 const (
 	GlobalNamedRef    Fix = "global_named_ref"
 	GlobalPolymorphic Fix = "global_polymorphic"

@@ -131,6 +131,28 @@ shapes:
 	return own, path, deep
 }
 
+// innerSafe reports whether inner joins along t's chain keep every row a
+// term of path admits: each hop past a shallower term's (which that term
+// does not read, but a deeper one does) is a table that carries every
+// level of that term, so that a grant of those levels sees the row the
+// join needs. PostgreSQL's row-level security hides a project, which
+// carries only its organization, from an environment grant: a scope of
+// an organization and another's environment, joined inner to the
+// project, would lose that environment's rows.
+func innerSafe(t *sqlast.Table, path []term, deep int) bool {
+	for _, tm := range path {
+		for i := tm.depth(); i < deep; i++ {
+			to := t.Chain[i].To
+			for _, a := range tm.anchors {
+				if !slices.ContainsFunc(to.Anchors, func(b sqlast.Anchor) bool { return b.Level == a.Level }) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // pathPred follows t's parent chain deep hops and tests the path terms. A
 // shape term that also reads one of t's own columns refers to alias from
 // inside the subquery (correlated); all others keep it uncorrelated.
@@ -140,11 +162,17 @@ func (r *renderer) pathPred(t *sqlast.Table, alias string, path []term, deep int
 	for i := range as {
 		as[i] = r.newAlias()
 	}
+	// A hop a shallower term's grant may not see is joined outer, so
+	// that the engine hiding it does not take that term's rows with it.
+	join := " JOIN "
+	if !innerSafe(t, path, deep) {
+		join = " LEFT JOIN "
+	}
 	var from strings.Builder
 	from.WriteString(r.q(hops[0].To.Name) + " AS " + r.q(as[0]))
 	for i := 1; i < deep; i++ {
 		h := hops[i]
-		from.WriteString(" JOIN " + r.q(h.To.Name) + " AS " + r.q(as[i]) + " ON " + r.eqs(as[i], h.RefCols, as[i-1], h.Cols))
+		from.WriteString(join + r.q(h.To.Name) + " AS " + r.q(as[i]) + " ON " + r.eqs(as[i], h.RefCols, as[i-1], h.Cols))
 	}
 	first := hops[0]
 	var cond fb

@@ -93,6 +93,9 @@ func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
 		if deep == 0 {
 			continue // a plain "fk IN (scope)": already the cheapest form
 		}
+		if !innerSafe(t, slices.Concat(own, path), deep) {
+			continue // inner joins would drop a shallower term's rows
+		}
 		if !slices.ContainsFunc(t.Chain[:deep], func(h *sqlast.FK) bool { return !slices.Equal(h.RefCols, h.To.PK) }) {
 			set(x, modePathJoin)
 		}
