@@ -121,3 +121,65 @@ func TestValuesTypedByColumn(t *testing.T) {
 		t.Errorf("update: err = %v, want ErrType", err)
 	}
 }
+
+// TestLevelCarriedByNoColumn: a level no table's column carries is a
+// declaration mistake (Formbricks' environments.id left out of Levels):
+// grants at it would silently read nothing, so NewSchema refuses it,
+// naming the level; with the column declared it builds.
+func TestLevelCarriedByNoColumn(t *testing.T) {
+	def := func(envLevels map[string]string) builder.SchemaDef {
+		fk := func(col, ref string) []builder.ForeignKey {
+			return []builder.ForeignKey{{Columns: []string{col}, RefTable: ref}}
+		}
+		return builder.SchemaDef{
+			Levels: []builder.Level{{Name: "organization", Key: builder.IntKey}, {Name: "environment", Key: builder.IntKey}},
+			Tables: []builder.TableDef{
+				{Name: "organizations", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "organization"}},
+				{Name: "projects", Columns: []string{"id", "organization_id"}, PrimaryKey: []string{"id"},
+					Levels: map[string]string{"organization_id": "organization"}, ForeignKeys: fk("organization_id", "organizations")},
+				{Name: "environments", Columns: []string{"id", "project_id"}, PrimaryKey: []string{"id"}, Levels: envLevels,
+					Parent: "project_id", ForeignKeys: fk("project_id", "projects")},
+				{Name: "surveys", Columns: []string{"id", "environment_id"}, PrimaryKey: []string{"id"},
+					Parent: "environment_id", ForeignKeys: fk("environment_id", "environments")},
+			},
+		}
+	}
+	_, err := builder.NewSchema(def(nil))
+	if !errors.Is(err, builder.ErrSchema) || !strings.Contains(err.Error(), `level "environment" is carried by no table's column`) {
+		t.Fatalf("environment level on no column: err = %v, want ErrSchema naming the level", err)
+	}
+	if _, err := builder.NewSchema(def(map[string]string{"id": "environment"})); err != nil {
+		t.Fatalf("environments.id declared the environment level: %v", err)
+	}
+}
+
+// TestByRefUnreferencedNamesReferrers: a table owned by reference that no
+// tenant-bound table references is refused; when the tables referencing it
+// are declared global (Lago's memberships beside users), the error names
+// them, where the mistake usually is.
+func TestByRefUnreferencedNamesReferrers(t *testing.T) {
+	def := func(membershipsGlobal bool) builder.SchemaDef {
+		m := builder.TableDef{Name: "memberships", Columns: []string{"id", "organization_id", "user_id"}, PrimaryKey: []string{"id"},
+			ForeignKeys: []builder.ForeignKey{{Columns: []string{"organization_id"}, RefTable: "organizations"}, {Columns: []string{"user_id"}, RefTable: "users"}}}
+		if membershipsGlobal {
+			m.Global, m.GlobalReason, m.ForeignKeys = true, "test", m.ForeignKeys[1:]
+		} else {
+			m.Levels = map[string]string{"organization_id": "organization"}
+		}
+		return builder.SchemaDef{
+			Levels: []builder.Level{{Name: "organization", Key: builder.IntKey}},
+			Tables: []builder.TableDef{
+				{Name: "organizations", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "organization"}},
+				{Name: "users", Columns: []string{"id", "email"}, PrimaryKey: []string{"id"}, OwnedByReference: true},
+				m,
+			},
+		}
+	}
+	_, err := builder.NewSchema(def(true))
+	if !errors.Is(err, builder.ErrSchema) || !strings.Contains(err.Error(), `"users" is owned by reference`) || !strings.Contains(err.Error(), "referenced only by memberships") {
+		t.Fatalf("memberships global: err = %v, want ErrSchema naming users and memberships", err)
+	}
+	if _, err := builder.NewSchema(def(false)); err != nil {
+		t.Fatalf("memberships tenant-bound: %v", err)
+	}
+}

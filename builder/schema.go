@@ -168,7 +168,8 @@ type TableDef struct {
 }
 
 // SchemaDef declares the levels and tables of a schema. Levels are listed
-// from the root of the hierarchy down.
+// from the root of the hierarchy down; each must be carried by a column of
+// some table (its own table's key: environments.id for "environment").
 type SchemaDef struct {
 	Levels []Level
 	Tables []TableDef
@@ -195,7 +196,8 @@ func MustSchema(def SchemaDef) *Schema {
 // NewSchema validates def and resolves, for every tenant-bound table, the
 // transitive foreign-key path to each scope level it can reach. It refuses
 // (wrapping ErrSchema) unknown names, invalid identifiers, tenant-bound
-// tables with no path to a level, and cycles.
+// tables with no path to a level, a level no table's column carries, and
+// cycles.
 func NewSchema(def SchemaDef) (*Schema, error) {
 	g := &sqlast.Schema{Tables: make(map[string]*sqlast.Table)}
 	for i, l := range def.Levels {
@@ -373,6 +375,20 @@ func NewSchema(def SchemaDef) (*Schema, error) {
 		resolveAnchors(t, done)
 		if len(t.Anchors) == 0 {
 			return nil, schemaErr("tenant-bound table %q has no path to a scope level (declare level columns, a Parent, or Global)", t.Name)
+		}
+	}
+	// A level no table's column carries is a declaration mistake (the
+	// column that holds it left out of Levels): a grant at it would read
+	// nothing, and the conformance suite, which tests what grants read
+	// against what the database says they own, would find nothing to test.
+	// (A graph with no tenant-bound table at all is left alone: nothing in
+	// it reads a grant.)
+	bound := slices.ContainsFunc(g.Names, func(n string) bool { return !g.Tables[n].Global })
+	for _, l := range g.Levels {
+		if bound && !slices.ContainsFunc(g.Names, func(n string) bool {
+			return slices.ContainsFunc(g.Tables[n].LevelCols, func(lc sqlast.LevelCol) bool { return lc.Level == l })
+		}) {
+			return nil, schemaErr("level %q is carried by no table's column: declare the column that holds it in its table's Levels (its own table's key, %q: \"%s\"), or remove the level", l.Name, "id", l.Name)
 		}
 	}
 	if err := registerFuncs(g, def.Functions); err != nil {
@@ -823,6 +839,19 @@ func resolveReferrers(g *sqlast.Schema) error {
 	}
 	for _, name := range g.Names {
 		if t := g.Tables[name]; t.ByRef && len(t.Referrers) == 0 {
+			// Name the tables that reference it but are not tenant-bound:
+			// the mistake is there more often (memberships declared
+			// global beside users owned by reference).
+			var others []string
+			for _, n := range g.Names {
+				if u := g.Tables[n]; u != t && slices.ContainsFunc(u.FKs, func(fk *sqlast.FK) bool { return fk.To == t }) {
+					others = append(others, n)
+				}
+			}
+			if len(others) > 0 {
+				return schemaErr("table %q is owned by reference but no tenant-bound table references it (through a foreign key that is not Unchecked); "+
+					"it is referenced only by %s, declared global, owned by reference or through an Unchecked key", t.Name, strings.Join(others, ", "))
+			}
 			return schemaErr("table %q is owned by reference but no tenant-bound table references it (through a foreign key that is not Unchecked)", t.Name)
 		}
 	}

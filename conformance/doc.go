@@ -222,7 +222,9 @@
 //	   columns carry a level: Target.LevelColumns, or by default every level column the graph
 //	   declares plus every column of the database named like one that is not the whole
 //	   primary key of its table (every store_id carries "store"); foreign keys carry it on
-//	   regardless of the graph. A table the run acknowledges as shared (Target.Shared, with a
+//	   regardless of the graph, and so do a global table's columns named like references with
+//	   no foreign key and its polymorphic references (item_type/item_id, followed row by row to
+//	   the table each type value names). A table the run acknowledges as shared (Target.Shared, with a
 //	   reason: the run's option, not the schema's) is exempt; the summary prints each
 //	   acknowledgement. A tenant table declared global, with a GlobalReason or not, fails.
 //	59 No vacuous pass (runs last): every tool call a property makes is recorded per caller

@@ -21,7 +21,10 @@ type liveTable struct {
 	pk    []string          // lower case
 	fks   []liveFK
 	// uniques are the unique keys other than the primary key, lower case:
-	// plain column lists only (no partial or expression index).
+	// plain column lists only (no expression index). A partial unique
+	// index counts, its predicate ignored: Lago's customers(external_id,
+	// organization_id) WHERE deleted_at IS NULL refuses a copy of a live
+	// row as a full one would, and the copies must vary it.
 	uniques [][]string
 }
 
@@ -148,7 +151,7 @@ func readSQLiteCatalog(ctx context.Context, db *sql.DB, out map[string]*liveTabl
 				lf.ref = append(lf.ref, strings.ToLower(f[3]))
 			}
 		}
-		idx, err := queryStrings(ctx, db, `SELECT name FROM pragma_index_list(?) WHERE "unique" = 1 AND origin <> 'pk' AND partial = 0 ORDER BY name`, n[0])
+		idx, err := queryStrings(ctx, db, `SELECT name FROM pragma_index_list(?) WHERE "unique" = 1 AND origin <> 'pk' ORDER BY name`, n[0])
 		if err != nil {
 			return err
 		}
@@ -231,7 +234,7 @@ ORDER BY c.relname, k.oid, u.ord`)
 FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS u(attnum, ord)
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = u.attnum
-WHERE n.nspname = current_schema() AND i.indisunique AND NOT i.indisprimary AND i.indpred IS NULL AND i.indexprs IS NULL
+WHERE n.nspname = current_schema() AND i.indisunique AND NOT i.indisprimary AND i.indexprs IS NULL
 ORDER BY c.relname, i.indexrelid, u.ord`)
 	if err != nil {
 		return err

@@ -57,6 +57,17 @@ type catOracle struct {
 	// implied are references the catalog has no foreign key for, taken
 	// from column names (impliedRefs), per lower-case table name.
 	implied map[string][]liveFK
+	// poly are the references of the polymorphic columns of tables the
+	// graph does not declare tenant-bound (polyRefs), row by row, per
+	// lower-case table name.
+	poly map[string][]polyRef
+}
+
+// polyRef is one row's polymorphic reference: row i of its table
+// references row j of table to.
+type polyRef struct {
+	i, j int
+	to   string
 }
 
 // pairs is a set of "level\x1fid".
@@ -127,7 +138,7 @@ func levelColumns(tg Target, def builder.SchemaDef, cat map[string]*liveTable) (
 
 // newCatOracle reads every table of the catalog whole, as the owner, and
 // attributes its rows.
-func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liveTable, levels map[string]string, shared map[string]bool, implied map[string][]liveFK) (*catOracle, error) {
+func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liveTable, levels map[string]string, shared map[string]bool, implied map[string][]liveFK, untrusted map[string]bool) (*catOracle, error) {
 	c := &catOracle{tables: cat, rows: map[string][]Row{}, owners: map[string][]pairs{}, levels: levels, idx: map[string]map[string][]int{}, implied: implied}
 	ownLevels := map[string][]map[string]bool{} // table -> row -> levels its own columns give
 	names := make([]string, 0, len(cat))
@@ -183,6 +194,7 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 		c.owners[n] = own
 		ownLevels[n] = lv
 	}
+	c.poly = c.polyRefs(untrusted)
 	// 2: along foreign keys, from owning rows to the rows that reference
 	// them, until nothing changes (sets only grow; bounded by the number
 	// of pairs). A row's own level column decides its id of that level.
@@ -245,7 +257,7 @@ func newCatOracle(ctx context.Context, db *sql.DB, e Engine, cat map[string]*liv
 }
 
 // impliedRefs returns, for the tables in globals (lower case: those the
-// graph declares global), each column named like a reference to another
+// graph declares global or leaves out), each column named like a reference to another
 // table of the catalog (channel_id, ChannelId or channelid to channels;
 // a prefixed name, sentry_project, matches project_id) that no foreign key
 // of the catalog covers, as a reference to that table's single-column
@@ -278,6 +290,84 @@ func impliedRefs(cat map[string]*liveTable, globals map[string]bool) map[string]
 		}
 	}
 	return out
+}
+
+// polyRefs returns, for the tables in from (lower case: those the graph
+// declares global or leaves out) with a polymorphic reference
+// (refname.Polymorphic: Lago's PaperTrail versions, item_type and item_id;
+// Akaunting's mediables, which tie media to documents), the row each row
+// references: the row of the
+// table its type value names ("Customer" or "App\\Models\\Customer":
+// customers; for Django's content_type_id, the django_content_type row's
+// app_label_model) whose single-column primary key holds its id. Such a
+// table declared global with a GlobalReason passed Open and the whole
+// suite while every organization read the others' customers' audit
+// trail: the catalog has no constraint to follow, and the id column alone
+// names no table. Left out of the graph, mediables still tie each medium
+// to a company's document: media declared global (Open has nothing to
+// refuse: no tenant-looking column) showed every company's contracts to
+// every company. A type value naming no table references nothing.
+func (c *catOracle) polyRefs(from map[string]bool) map[string][]polyRef {
+	if offPolymorphicRefs.Load() {
+		return nil
+	}
+	out := map[string][]polyRef{}
+	for _, name := range slices.Sorted(maps.Keys(from)) {
+		t := c.tables[name]
+		if t == nil {
+			continue
+		}
+		typ, id := refname.Polymorphic(t.cols)
+		if id == "" {
+			continue
+		}
+		typ, id = strings.ToLower(typ), strings.ToLower(id)
+		resolved := map[string]string{}
+		for i, row := range c.rows[name] {
+			tv, ok := row[typ].(string)
+			iv, ok2 := row[id].(string)
+			if !ok || !ok2 {
+				continue
+			}
+			to, seen := resolved[tv]
+			if !seen {
+				to = c.typeTable(typ, tv)
+				resolved[tv] = to
+			}
+			if to == "" || to == name {
+				continue
+			}
+			for _, j := range c.index(to, c.tables[to].pk)[tuple(iv)] {
+				out[name] = append(out[name], polyRef{i: i, j: j, to: to})
+			}
+		}
+	}
+	return out
+}
+
+// typeTable returns the table (with a single-column primary key) that the
+// value v of the polymorphic type column typ names, or "".
+func (c *catOracle) typeTable(typ, v string) string {
+	single := func(n string) bool { return c.tables[n] != nil && len(c.tables[n].pk) == 1 }
+	if strings.HasPrefix(typ, "content_type") {
+		for _, row := range c.rows["django_content_type"] {
+			if row["id"] == v {
+				app, _ := row["app_label"].(string)
+				model, _ := row["model"].(string)
+				if n := strings.ToLower(app + "_" + model); single(n) {
+					return n
+				}
+			}
+		}
+		return ""
+	}
+	base := refname.TypeBase(v)
+	for _, n := range slices.Sorted(maps.Keys(c.tables)) {
+		if single(n) && refname.Names(n, base, true) {
+			return n
+		}
+	}
+	return ""
 }
 
 // refTarget returns the table of cat (with a single-column primary key)
@@ -327,6 +417,11 @@ func (c *catOracle) eachReference(fn func(from string, i int, to string, j int))
 					fn(from, i, f.to, j)
 				}
 			}
+		}
+	}
+	for from, refs := range c.poly {
+		for _, x := range refs {
+			fn(from, x.i, x.to, x.j)
 		}
 	}
 }

@@ -51,7 +51,7 @@ func TestCatOracleSharedLookupGivesNoOwnership(t *testing.T) {
 		{nil, false, true},
 		{map[string]bool{"state": true}, true, false},
 	} {
-		o, err := newCatOracle(ctx, db, SQLite, cat, levels, c.shared, nil)
+		o, err := newCatOracle(ctx, db, SQLite, cat, levels, c.shared, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -215,7 +215,7 @@ func propCatalog(p *pt, r *runner) {
 		p.Errorf("catalog drift: tables that look tenant-bound but are not in the graph %v; in the graph but not the database %v", rep.Unlisted, rep.Missing)
 	}
 	if len(rep.Undeclarable) > 0 {
-		p.Logf("left out of the graph, reached only through tables owned by reference (no declaration fits them; the guard cannot reach them): %v", rep.Undeclarable)
+		p.Logf("left out of the graph, reached only through tables owned by reference or references with no foreign key (no declaration fits them; the guard cannot reach them): %v", rep.Undeclarable)
 	}
 	f := r.gapFixture(p, []string{"g27_taggings", "g27_memos", "g27_notes", "g27_rooms", "g27_hotels", "g27_chains"}, []string{
 		`CREATE TABLE g27_chains (id KEY_T PRIMARY KEY)`,

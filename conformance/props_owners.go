@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tenantmcp/tenantmcp/builder"
+	"github.com/tenantmcp/tenantmcp/internal/refname"
 	"github.com/tenantmcp/tenantmcp/scope"
 )
 
@@ -40,7 +41,7 @@ func propCatalogOracle(p *pt, r *runner) {
 		return
 	}
 	for _, n := range slices.Sorted(maps.Keys(r.cat.implied)) {
-		p.Logf("%s is declared global and the database has no foreign key on %s: the catalog oracle follows them as references, by their names", n, impliedText(n, r.cat.implied[n]))
+		p.Logf("%s is declared global or left out of the graph, and the database has no foreign key on %s: the catalog oracle follows them as references, by their names", n, impliedText(n, r.cat.implied[n]))
 	}
 	checked, rowsRead := 0, 0
 	own := map[string]int{} // tenant -> rows read that the catalog gives it
@@ -123,6 +124,10 @@ func propCatalogOracle(p *pt, r *runner) {
 				advice := "declare " + name + " tenant-bound (or owned by reference)"
 				if !t.global {
 					advice = "check " + name + "'s level columns, parents and paths"
+				}
+				if len(r.cat.poly[lt]) > 0 {
+					typ, id := refname.Polymorphic(ct.cols)
+					advice += fmt.Sprintf(" (the catalog oracle followed %s.%s to the table its %s values name)", name, id, typ)
 				}
 				if refs := r.cat.implied[lt]; len(refs) > 0 {
 					advice += fmt.Sprintf(" (the catalog oracle followed %s, named like references with no foreign key: add the foreign keys in a migration to declare them)", impliedText(lt, refs))

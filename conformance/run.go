@@ -371,7 +371,18 @@ func (r *runner) setup(ctx context.Context) error {
 			globals[strings.ToLower(td.Name)] = true
 		}
 	}
-	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl, shared, impliedRefs(live, globals))
+	// References the database does not hold (named like one, or
+	// polymorphic) are followed from the tables the graph does not
+	// declare tenant-bound: its global tables and those it leaves out
+	// (Akaunting's mediables, whose rows tie media to documents, with or
+	// without a foreign key on media_id).
+	untrusted := maps.Clone(globals)
+	for name := range live {
+		if !slices.ContainsFunc(r.target.Graph.Tables, func(td builder.TableDef) bool { return strings.EqualFold(td.Name, name) }) {
+			untrusted[name] = true
+		}
+	}
+	cat, err := newCatOracle(ctx, sc.owner, sc.engine, live, lvl, shared, impliedRefs(live, untrusted), untrusted)
 	if err != nil {
 		return fail(err)
 	}

@@ -20,6 +20,9 @@ var (
 	// of a table the level columns name without a foreign key
 	// (tenants.record_id beside tenant_record_id).
 	offNamedLevelTables atomic.Bool
+	// offPolymorphicRefs: property 58's oracle follows no polymorphic
+	// reference of a global table (versions.item_type, item_id).
+	offPolymorphicRefs atomic.Bool
 )
 
 // switchOff sets b until the returned function is called.

@@ -101,11 +101,14 @@ type CatalogReport struct {
 	// Undeclarable: tables of the database that the graph leaves out and
 	// whose only paths to a tenant lead through tables owned by reference
 	// (a huddle that references a recipient, which the rows that reference
-	// it own). No declaration fits them yet: Global would show every
-	// tenant's rows to every tenant, OwnedByReference needs rows that
-	// reference them, and a Parent must be tenant-bound. Left out, the
-	// guard cannot reach them; raw SQL can, so grant the application role
-	// nothing on them.
+	// it own) or through references the database does not hold (a column
+	// named like a reference to a tenant-bound table with no foreign key,
+	// a polymorphic pair such as item_type and item_id). No declaration
+	// fits them as the database stands: Global would show every tenant's
+	// rows to every tenant, OwnedByReference needs rows that reference
+	// them, and a Parent must be a foreign key to a tenant-bound table.
+	// Left out, the guard cannot reach them; raw SQL can, so grant the
+	// application role nothing on them.
 	Undeclarable []string
 	// Missing: tables ("t") and columns ("t.c") of the graph that the
 	// database lacks (not migrated yet). Statements using them fail at
@@ -164,7 +167,13 @@ func startupCatalog(ctx context.Context, db *DB) error {
 		db.logger.WarnContext(ctx, "guardedsql: tables that look tenant-bound are not in the schema graph", "tables", rep.Unlisted)
 	}
 	if db.logger != nil && len(rep.Undeclarable) > 0 {
-		db.logger.WarnContext(ctx, "guardedsql: tables reached only through tables owned by reference cannot be declared; the guard cannot reach them, so grant the application role nothing on them", "tables", rep.Undeclarable)
+		db.logger.WarnContext(ctx, "guardedsql: tables reached only through tables owned by reference, or through references with no foreign key, cannot be declared; the guard cannot reach them, so grant the application role nothing on them", "tables", rep.Undeclarable)
+	}
+	if b, ok := db.d.(interface{ BlindShapes(*sqlast.Schema) []string }); ok && db.logger != nil {
+		if blind := b.BlindShapes(db.g); len(blind) > 0 {
+			db.logger.WarnContext(ctx, "guardedsql: on PostgreSQL a grant confined to ancestors (one id within another) reads no row of these tables or those below them: "+
+				"the policy reads a table of the path that such a grant does not see", "tables", blind)
+		}
 	}
 	if db.logger != nil && len(rep.Missing) > 0 {
 		db.logger.WarnContext(ctx, "guardedsql: tables and columns of the schema graph are missing from the database", "missing", rep.Missing)
@@ -283,8 +292,10 @@ func refLike(g *sqlast.Schema, c string) string {
 // column is named like a reference to its primary key with no foreign key
 // saying so (Kill Bill's tenant_record_id beside tenants.record_id): its
 // rows are then the tenants themselves, the case the foreign-key rule of
-// compareTables catches when the key is there.
-func namedRoot(g *sqlast.Schema, t *sqlast.Table, ct *builder.TableDef) []error {
+// compareTables reports when the key is there (so namedRoot does not
+// report it twice).
+func namedRoot(g *sqlast.Schema, t *sqlast.Table, cat map[string]*builder.TableDef) []error {
+	ct := cat[strings.ToLower(t.Name)]
 	if len(ct.PrimaryKey) != 1 {
 		return nil
 	}
@@ -294,7 +305,7 @@ func namedRoot(g *sqlast.Schema, t *sqlast.Table, ct *builder.TableDef) []error 
 			continue
 		}
 		for _, lc := range u.LevelCols {
-			if refname.Refers(lc.Col, t.Name, ct.PrimaryKey[0], true) {
+			if refname.Refers(lc.Col, t.Name, ct.PrimaryKey[0], true) && !hasFK(cat[strings.ToLower(u.Name)], lc.Col, g, t) {
 				return []error{fmt.Errorf("%w: %s.%s, a column of level %s, is named like a reference to %s.%s, declared global: its rows are the tenants themselves; "+
 					"declare %s tenant-bound (%s a column of level %s), or give a GlobalReason",
 					ErrGlobalDrift, u.Name, lc.Col, lc.Level.Name, t.Name, ct.PrimaryKey[0], t.Name, ct.PrimaryKey[0], lc.Level.Name)}
@@ -304,35 +315,15 @@ func namedRoot(g *sqlast.Schema, t *sqlast.Table, ct *builder.TableDef) []error 
 	return nil
 }
 
-// polymorphicRef returns the id column of a polymorphic reference among
-// cols, or "": a pair ("<p>_type", "<p>_id"), the way Rails and Laravel
-// store a reference to a row of any of several tables ("taggable_type",
-// "taggable_id"); the bare pair ("type", "type_id"), Zulip's recipient;
-// or Django's generic relation ("content_type_id", "object_id"). Such a
-// reference names no table, and no database foreign key can hold it, so
-// in a schema with tenant-bound tables a global table holding one may
-// hold tenants' row ids.
-func polymorphicRef(cols []string) string {
-	has := func(name string) int {
-		return slices.IndexFunc(cols, func(x string) bool { return strings.EqualFold(x, name) })
+// hasFK reports whether the catalog's table ct has a one-column foreign
+// key from col to to.
+func hasFK(ct *builder.TableDef, col string, g *sqlast.Schema, to *sqlast.Table) bool {
+	if ct == nil {
+		return false
 	}
-	for _, pair := range [][2]string{{"type", "type_id"}, {"content_type_id", "object_id"}, {"content_type", "object_id"}} {
-		if has(pair[0]) >= 0 {
-			if i := has(pair[1]); i >= 0 {
-				return cols[i]
-			}
-		}
-	}
-	for _, c := range cols {
-		p, ok := strings.CutSuffix(strings.ToLower(c), "_type")
-		if !ok || p == "" {
-			continue
-		}
-		if i := has(p + "_id"); i >= 0 {
-			return cols[i]
-		}
-	}
-	return ""
+	return slices.ContainsFunc(ct.ForeignKeys, func(fk builder.ForeignKey) bool {
+		return len(fk.Columns) == 1 && strings.EqualFold(fk.Columns[0], col) && g.Tables[graphName(g, fk.RefTable)] == to
+	})
 }
 
 // levelLike reports whether column c is named like a scope level of g: a
@@ -412,7 +403,7 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef, uuidIsTex
 			}
 		}
 		if t.Global && t.GlobalReason == "" && !guardfault.Off(guardfault.GlobalRoot) {
-			errs = append(errs, namedRoot(g, t, ct)...)
+			errs = append(errs, namedRoot(g, t, cat)...)
 		}
 		if !guardfault.Off(guardfault.LevelAnchor) {
 			errs = append(errs, levelAnchors(g, t, cat)...)
@@ -438,7 +429,7 @@ func compareTables(g *sqlast.Schema, cat map[string]*builder.TableDef, uuidIsTex
 						ErrGlobalDrift, t.Name, c, to, t.Name))
 				}
 			}
-			if c := polymorphicRef(ct.Columns); c != "" && !guardfault.Off(guardfault.GlobalPolymorphic) && slices.ContainsFunc(g.Names, func(n string) bool { return !g.Tables[n].Global }) {
+			if _, c := refname.Polymorphic(ct.Columns); c != "" && !guardfault.Off(guardfault.GlobalPolymorphic) && slices.ContainsFunc(g.Names, func(n string) bool { return !g.Tables[n].Global }) {
 				errs = append(errs, fmt.Errorf("%w: %s.%s is a polymorphic reference (with its _type column) that may hold tenant-bound rows' ids; "+
 					"declare %s tenant-bound (a level column of its own), or give a GlobalReason",
 					ErrGlobalDrift, t.Name, c, t.Name))
@@ -692,6 +683,20 @@ func unlisted(g *sqlast.Schema, defs []builder.TableDef) (out, undeclarable []st
 			continue
 		}
 		levelNamed := slices.ContainsFunc(td.Columns, func(c string) bool { return levelLike(g, c) })
+		// A reference the database does not hold: a column named like a
+		// reference to a tenant-bound table with no foreign key on it
+		// (Mattermost's channel_id), or a polymorphic pair (Lago's
+		// versions, item_type and item_id). No declaration fits such a
+		// table as the database stands.
+		unheld := slices.ContainsFunc(td.Columns, func(c string) bool {
+			to := g.Tables[refLike(g, c)]
+			return to != nil && !to.ByRef && !slices.ContainsFunc(td.ForeignKeys, func(fk builder.ForeignKey) bool {
+				return slices.ContainsFunc(fk.Columns, func(x string) bool { return strings.EqualFold(x, c) })
+			})
+		})
+		if _, id := refname.Polymorphic(td.Columns); id != "" && slices.ContainsFunc(g.Names, func(n string) bool { return !g.Tables[n].Global }) {
+			unheld = true
+		}
 		var bound, byRef bool
 		for _, fk := range td.ForeignKeys {
 			switch to := g.Tables[graphName(g, fk.RefTable)]; {
@@ -705,7 +710,7 @@ func unlisted(g *sqlast.Schema, defs []builder.TableDef) (out, undeclarable []st
 		switch {
 		case levelNamed || bound:
 			out = append(out, td.Name)
-		case byRef:
+		case byRef || unheld:
 			undeclarable = append(undeclarable, td.Name)
 		}
 	}

@@ -151,7 +151,8 @@
 // outer). Two limits remain, both refusing rather than leaking: on
 // PostgreSQL, a grant confined to its ancestors (environment 7 within
 // organization 2) reads nothing below such a table, because the policy
-// that tests the tuple reads the project under row-level security; and a
+// that tests the tuple reads the project under row-level security (Open
+// logs the tables concerned as a warning); and a
 // lower level's column that no foreign key ties to its level's table
 // (Kill Bill's account_record_id) cannot be written under any grant,
 // since nothing shows which tenant an account belongs to: add the foreign

@@ -86,18 +86,24 @@ func TestGraphDifferentialLive(t *testing.T) {
 				}
 				// The copies' schema: every table global, and, for
 				// PostgreSQL's row-level security set-up (which needs a
-				// tenant table to install its key), one empty table
-				// anchor at the root level that no statement reads.
+				// tenant table to install its key) and because every
+				// level must be carried by a column, one empty table per
+				// level ("anchor<i>", its key the level) that no
+				// statement reads.
 				cdef := g.def(true)
-				anchorType := "BIGINT"
-				if g.levels[0].Key == builder.TextKey {
-					anchorType = "TEXT"
-				}
-				cdef.Tables = append(cdef.Tables, builder.TableDef{Name: "anchor", Columns: []string{"id"}, PrimaryKey: []string{"id"},
-					Types: map[string]string{"id": anchorType}, Levels: map[string]string{"id": g.levels[0].Name}})
-				anchorDDL := anchorType
-				if e.name == "mysql" && anchorType == "TEXT" {
-					anchorDDL = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+				var anchorDDL []string
+				for i, l := range g.levels {
+					typ, ddl := "BIGINT", "BIGINT"
+					if l.Key == builder.TextKey {
+						typ, ddl = "TEXT", "TEXT"
+						if e.name == "mysql" {
+							ddl = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+						}
+					}
+					name := fmt.Sprintf("anchor%d", i)
+					cdef.Tables = append(cdef.Tables, builder.TableDef{Name: name, Columns: []string{"id"}, PrimaryKey: []string{"id"},
+						Types: map[string]string{"id": typ}, Levels: map[string]string{"id": l.Name}})
+					anchorDDL = append(anchorDDL, "CREATE TABLE "+name+" (id "+ddl+" PRIMARY KEY)")
 				}
 				gsch, err := builder.NewSchema(cdef)
 				if err != nil {
@@ -112,7 +118,7 @@ func TestGraphDifferentialLive(t *testing.T) {
 				vals := columnValues(g, st)
 				buf := make([]byte, 48)
 				for si, grants := range scopes {
-					cs := newScratch(t, e, append(g.liveDDL(e.name, false), "CREATE TABLE anchor (id "+anchorDDL+" PRIMARY KEY)"))
+					cs := newScratch(t, e, append(g.liveDDL(e.name, false), anchorDDL...))
 					loadLive(t, cs, g, st.filter(g.visibleRows(st, grants)))
 					cdb, err := cs.open(gsch, guardedsql.Options{Logger: quiet})
 					if err != nil {

@@ -25,3 +25,29 @@ func TestRefers(t *testing.T) {
 		}
 	}
 }
+
+func TestPolymorphic(t *testing.T) {
+	for _, c := range []struct {
+		cols    []string
+		typ, id string
+	}{
+		{[]string{"id", "item_type", "item_id", "object"}, "item_type", "item_id"},
+		{[]string{"id", "Taggable_Type", "taggable_id"}, "Taggable_Type", "taggable_id"},
+		{[]string{"id", "type", "type_id"}, "type", "type_id"},
+		{[]string{"id", "content_type_id", "object_id"}, "content_type_id", "object_id"},
+		{[]string{"id", "item_type", "object_id"}, "", ""},
+		{[]string{"id", "account_id"}, "", ""},
+	} {
+		if typ, id := Polymorphic(c.cols); typ != c.typ || id != c.id {
+			t.Errorf("Polymorphic(%v) = %q, %q, want %q, %q", c.cols, typ, id, c.typ, c.id)
+		}
+	}
+	for v, want := range map[string]string{
+		"Customer": "customer", `App\Models\Customer`: "customer", "Billing::WalletTransaction": "wallet_transaction",
+		"auth.user": "user", "2": "", "": "", "API_Key": "api_key", "APIKey": "api_key",
+	} {
+		if got := TypeBase(v); got != want {
+			t.Errorf("TypeBase(%q) = %q, want %q", v, got, want)
+		}
+	}
+}

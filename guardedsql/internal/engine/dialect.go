@@ -310,9 +310,9 @@ func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 	b.WriteByte('{')
 	out := Scope{}
 	n := 0
-	// entry writes key's values into the document and records each value
-	// alone as one grant, in the order the document holds them.
-	entry := func(key string, vals []string, one func(doc string) Scope) {
+	// entry writes key's values into the document and returns, in the
+	// same order, the document of each value alone (one grant's).
+	entry := func(key string, vals []string) (alone []string) {
 		if n > 0 {
 			b.WriteByte(',')
 		}
@@ -323,8 +323,9 @@ func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 		b.WriteString(strings.Join(vals, ","))
 		b.WriteByte(']')
 		for _, v := range vals {
-			out.each = append(out.each, one("{"+string(name)+":["+v+"]}"))
+			alone = append(alone, "{"+string(name)+":["+v+"]}")
 		}
+		return alone
 	}
 	for _, l := range levels {
 		ids := s.GrantsAt(l.Name)
@@ -359,7 +360,9 @@ func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 		if len(vals) == 0 {
 			continue
 		}
-		entry(l.Name, vals, func(doc string) Scope { return Scope{Doc: doc, Active: []*sqlast.Level{l}} })
+		for _, doc := range entry(l.Name, vals) {
+			out.each = append(out.each, Scope{Doc: doc, Active: []*sqlast.Level{l}})
+		}
 		out.Active = append(out.Active, l)
 	}
 	if s.Plain() {
@@ -391,7 +394,9 @@ func encodeScope(levels []*sqlast.Level, s scope.Scope) Scope {
 		ts := tuples[k]
 		slices.Sort(ts)
 		sh := *shapes[k]
-		entry(k, slices.Compact(ts), func(doc string) Scope { return Scope{Doc: doc, Shapes: []Shape{sh}} })
+		for _, doc := range entry(k, slices.Compact(ts)) {
+			out.each = append(out.each, Scope{Doc: doc, Shapes: []Shape{sh}})
+		}
 		out.Shapes = append(out.Shapes, sh)
 	}
 	b.WriteByte('}')

@@ -132,20 +132,22 @@ shapes:
 }
 
 // innerSafe reports whether inner joins along t's chain keep every row a
-// term of path admits: each hop past a shallower term's (which that term
-// does not read, but a deeper one does) is a table that carries every
-// level of that term, so that a grant of those levels sees the row the
+// term of the given lists admits: each hop past a shallower term's (which
+// that term does not read, but a deeper one does) is a table that carries
+// every level of that term, so that a grant of those levels sees the row the
 // join needs. PostgreSQL's row-level security hides a project, which
 // carries only its organization, from an environment grant: a scope of
 // an organization and another's environment, joined inner to the
 // project, would lose that environment's rows.
-func innerSafe(t *sqlast.Table, path []term, deep int) bool {
-	for _, tm := range path {
-		for i := tm.depth(); i < deep; i++ {
-			to := t.Chain[i].To
-			for _, a := range tm.anchors {
-				if !slices.ContainsFunc(to.Anchors, func(b sqlast.Anchor) bool { return b.Level == a.Level }) {
-					return false
+func innerSafe(t *sqlast.Table, deep int, terms ...[]term) bool {
+	for _, path := range terms {
+		for _, tm := range path {
+			for i := tm.depth(); i < deep; i++ {
+				to := t.Chain[i].To
+				for _, a := range tm.anchors {
+					if !slices.ContainsFunc(to.Anchors, func(b sqlast.Anchor) bool { return b.Level == a.Level }) {
+						return false
+					}
 				}
 			}
 		}
@@ -165,7 +167,7 @@ func (r *renderer) pathPred(t *sqlast.Table, alias string, path []term, deep int
 	// A hop a shallower term's grant may not see is joined outer, so
 	// that the engine hiding it does not take that term's rows with it.
 	join := " JOIN "
-	if !innerSafe(t, path, deep) {
+	if !innerSafe(t, deep, path) {
 		join = " LEFT JOIN "
 	}
 	var from strings.Builder

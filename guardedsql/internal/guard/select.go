@@ -93,7 +93,7 @@ func (r *renderer) refModes(s *sqlast.Select) map[*sqlast.Ref]refMode {
 		if deep == 0 {
 			continue // a plain "fk IN (scope)": already the cheapest form
 		}
-		if !innerSafe(t, slices.Concat(own, path), deep) {
+		if !innerSafe(t, deep, own, path) {
 			continue // inner joins would drop a shallower term's rows
 		}
 		if !slices.ContainsFunc(t.Chain[:deep], func(h *sqlast.FK) bool { return !slices.Equal(h.RefCols, h.To.PK) }) {

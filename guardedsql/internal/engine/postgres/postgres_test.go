@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,5 +177,42 @@ func TestChainedPolicies(t *testing.T) {
 		if chained(c) {
 			t.Errorf("%s: chained", name)
 		}
+	}
+}
+
+// TestBlindShapes: a table whose shape term reads a path table that does
+// not carry one of the shape's levels is listed (Formbricks' environments,
+// through projects, for "environment within organization"); the hotel's
+// tables, whose path tables carry every level of their shapes, and tables
+// chained to such a table's policy are not.
+func TestBlindShapes(t *testing.T) {
+	hotel, ok := sqlast.SchemaOf(builder.MustSchema(benchdata.SchemaDef()))
+	if !ok {
+		t.Fatal("schema")
+	}
+	if got := (Dialect{}).BlindShapes(hotel); len(got) != 0 {
+		t.Errorf("hotel: %v, want none", got)
+	}
+	fk := func(col, ref string) []builder.ForeignKey {
+		return []builder.ForeignKey{{Columns: []string{col}, RefTable: ref}}
+	}
+	layered, ok := sqlast.SchemaOf(builder.MustSchema(builder.SchemaDef{
+		Levels: []builder.Level{{Name: "organization", Key: builder.IntKey}, {Name: "environment", Key: builder.IntKey}},
+		Tables: []builder.TableDef{
+			{Name: "organizations", Columns: []string{"id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "organization"}},
+			{Name: "projects", Columns: []string{"id", "organization_id"}, PrimaryKey: []string{"id"},
+				Levels: map[string]string{"organization_id": "organization"}, ForeignKeys: fk("organization_id", "organizations")},
+			{Name: "environments", Columns: []string{"id", "project_id"}, PrimaryKey: []string{"id"}, Levels: map[string]string{"id": "environment"},
+				Parent: "project_id", ForeignKeys: fk("project_id", "projects")},
+			{Name: "surveys", Columns: []string{"id", "environment_id"}, PrimaryKey: []string{"id"},
+				Parent: "environment_id", ForeignKeys: fk("environment_id", "environments")},
+		},
+	}))
+	if !ok {
+		t.Fatal("schema")
+	}
+	want := []string{"environments (through projects, which lacks level environment)"}
+	if got := (Dialect{}).BlindShapes(layered); !slices.Equal(got, want) {
+		t.Errorf("layered: %q, want %q", got, want)
 	}
 }

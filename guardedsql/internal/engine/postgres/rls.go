@@ -280,6 +280,43 @@ func (pg *policyGen) shapeTerms(t *sqlast.Table) []string {
 	return out
 }
 
+// BlindShapes lists, as "table (through hop, which lacks level)", each
+// table whose policy cannot admit a row to a grant confined to ancestors:
+// its shape term (shapeTerm) reads a table of its scope path, under that
+// table's own row-level security, which does not carry one of the shape's
+// levels and so is hidden from such a grant (Formbricks: environments
+// through projects, which carry the organization but not the environment,
+// for "environment 7 within organization 2"). Those grants read nothing
+// of the table and of the tables below it: fewer rows, never more. Open
+// logs the list so that the limitation is said at start-up, not found by
+// the conformance suite's property 21.
+func (d Dialect) BlindShapes(g *sqlast.Schema) []string {
+	var out []string
+	for _, name := range g.Names {
+		t := g.Tables[name]
+		if t.Global || t.ByRef || chained(t) {
+			continue
+		}
+		as := t.Anchors
+		if len(as) > MaxShapeLevels {
+			as = as[:MaxShapeLevels]
+		}
+	pairs:
+		for _, a := range as {
+			for _, b := range as {
+				for i := len(a.Hops); i < len(b.Hops); i++ {
+					h := t.Chain[i].To
+					if !slices.ContainsFunc(h.Anchors, func(x sqlast.Anchor) bool { return x.Level == a.Level }) {
+						out = append(out, t.Name+" (through "+h.Name+", which lacks level "+a.Level.Name+")")
+						break pairs
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
 // shapeTerm is the term of one shape (anchors in schema level order).
 func (pg *policyGen) shapeTerm(t *sqlast.Table, anchors []sqlast.Anchor) string {
 	deep := 0
